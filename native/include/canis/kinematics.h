@@ -1,0 +1,83 @@
+/*
+ * canis kinematics core: a plain C interface so a C or C++ engine can link the same
+ * library the Python runtime uses.
+ *
+ * Conventions (shared with runtime/rotations.py):
+ *   - float32 everywhere, arrays C-contiguous (row-major), no strides;
+ *   - quaternions are (w, x, y, z), Hamilton product, active rotations of column vectors;
+ *   - y is up; a heightmap's rows run along +z and its columns along +x;
+ *   - joints are in topological order: parents[j] < j for every joint but the root,
+ *     whose parent is -1 and which must be joint 0.
+ *   - units are the caller's (the Python runtime uses metres).
+ * Every function returns CANIS_OK or an error code; canis_status_message() describes it.
+ */
+#ifndef CANIS_KINEMATICS_H
+#define CANIS_KINEMATICS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum canis_status {
+    CANIS_OK = 0,
+    CANIS_ERROR_NULL_POINTER = 1,
+    CANIS_ERROR_BAD_SIZE = 2,
+    CANIS_ERROR_BAD_HIERARCHY = 3, /* parents not topologically ordered, or root not joint 0 */
+    CANIS_ERROR_BAD_CHAIN = 4      /* a chain joint is not an ancestor of the next one */
+} canis_status;
+
+const char* canis_status_message(int status);
+
+/*
+ * Batched forward kinematics for n_characters characters sharing one skeleton.
+ *   parents          [n_joints]
+ *   offsets          [n_joints][3]   bone offset from the parent, in the parent's frame
+ *                                    (the root's offset is ignored: root_positions place it)
+ *   local_rotations  [n_characters][n_joints][4]
+ *   root_positions   [n_characters][3]
+ *   global_positions [n_characters][n_joints][3]   output
+ *   global_rotations [n_characters][n_joints][4]   output (may be NULL when not needed)
+ */
+int canis_forward_kinematics(int32_t n_characters, int32_t n_joints, const int32_t* parents,
+                             const float* offsets, const float* local_rotations,
+                             const float* root_positions, float* global_positions,
+                             float* global_rotations);
+
+/*
+ * Cyclic coordinate descent IK on one joint chain, for each of n_characters characters.
+ * chain[0..chain_length-1] lists joint indices from the first joint that may rotate to the
+ * end effector (last); each must be an ancestor of the next. Only the local rotations of
+ * chain[0..chain_length-2] change, so bone lengths are preserved by construction.
+ *   local_rotations  [n_characters][n_joints][4]   in/out
+ *   joint_weights    [chain_length-1]  in [0, 1]: the fraction of each joint's CCD correction
+ *                                      applied per iteration (1 = plain CCD, 0 = joint locked)
+ *   targets          [n_characters][3] effector target in world space
+ *   max_iterations   sweeps over the chain at most
+ *   tolerance        stop once the effector is this close to its target
+ *   residuals        [n_characters]    output: final effector-to-target distance (may be NULL)
+ */
+int canis_ccd_solve(int32_t n_characters, int32_t n_joints, const int32_t* parents,
+                    const float* offsets, float* local_rotations, const float* root_positions,
+                    int32_t chain_length, const int32_t* chain, const float* joint_weights,
+                    const float* targets, int32_t max_iterations, float tolerance,
+                    float* residuals);
+
+/*
+ * Bilinear terrain sampling of a heightmap.
+ *   heights      [rows][cols]  height of grid node (row, col) at x = origin_x + col * cell_size,
+ *                              z = origin_z + row * cell_size; points outside clamp to the edge
+ *   points_xz    [n_points][2]
+ *   out_heights  [n_points]
+ *   out_normals  [n_points][3] unit surface normals of the bilinear surface (may be NULL)
+ */
+int canis_terrain_sample(const float* heights, int32_t rows, int32_t cols, float cell_size,
+                         float origin_x, float origin_z, int32_t n_points, const float* points_xz,
+                         float* out_heights, float* out_normals);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CANIS_KINEMATICS_H */
