@@ -1,0 +1,1 @@
+"""canis demo: the pyglet viewer driven by a gamepad or the keyboard."""

@@ -1,0 +1,1 @@
+"""canis export: PyTorch models to ONNX with metadata and parity checks."""

@@ -1,0 +1,1 @@
+"""canis training: BVH import, labels, datasets, PyTorch models and the training loop."""

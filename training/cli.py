@@ -1,0 +1,79 @@
+"""Subcommands of the training package."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from training.data_paths import DOWNLOAD_HINT, default_mocap_dir
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    bvh = commands.add_parser("bvh", help="inspect BVH motion capture files")
+    bvh_commands = bvh.add_subparsers(dest="bvh_command", metavar="ACTION", required=True)
+    info = bvh_commands.add_parser(
+        "info", help="parse BVH files or folders and summarise them (frames, seconds, skeleton)"
+    )
+    info.add_argument(
+        "paths", nargs="*", type=Path, help="files or folders (default: the dog mocap folder)"
+    )
+    info.set_defaults(handler=run_bvh_info)
+
+    skeleton = commands.add_parser("skeleton", help="write a BVH file's skeleton as JSON")
+    skeleton.add_argument("--bvh", type=Path, required=True, help="a BVH file of the dog")
+    skeleton.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    skeleton.set_defaults(handler=run_skeleton_export)
+
+
+def _resolve_bvh_paths(paths: list[Path]) -> list[Path]:
+    if not paths:
+        folder = default_mocap_dir()
+        if folder is None:
+            raise FileNotFoundError(f"no BVH paths given and no mocap folder. {DOWNLOAD_HINT}")
+        paths = [folder]
+    files = []
+    for path in paths:
+        if path.is_dir():
+            files += sorted(path.glob("*.bvh"))
+        elif path.exists():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"{path} does not exist")
+    if not files:
+        raise FileNotFoundError(f"no .bvh files in {', '.join(map(str, paths))}")
+    return files
+
+
+def run_bvh_info(args) -> int:
+    import time
+
+    from training.bvh import read_bvh
+
+    files = _resolve_bvh_paths(args.paths)
+    total_frames = 0
+    total_s = 0.0
+    start = time.perf_counter()
+    for path in files:
+        motion = read_bvh(path)
+        total_frames += motion.frame_count
+        total_s += motion.duration_s
+        print(
+            f"{path.name:28s} {motion.frame_count:6d} frames {motion.duration_s:7.1f} s "
+            f"{motion.fps:5.1f} fps {len(motion.joint_names)} joints"
+        )
+    elapsed = time.perf_counter() - start
+    print(
+        f"{len(files)} files, {total_frames} frames, {total_s / 60:.1f} min of motion, "
+        f"read in {elapsed:.1f} s"
+    )
+    return 0
+
+
+def run_skeleton_export(args) -> int:
+    from training.bvh import read_bvh
+
+    skeleton = read_bvh(args.bvh).skeleton()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    skeleton.to_json(args.out)
+    print(f"wrote {args.out} ({skeleton.joint_count} joints)")
+    return 0
