@@ -1,0 +1,63 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+from training.data_paths import default_mocap_dir
+
+# A tiny dog-like BVH: root with 6 channels, ZXY rotations, an end site; written with CRLF.
+TINY_BVH = """HIERARCHY
+ROOT Hips
+{
+  OFFSET 5 5 5
+  CHANNELS 6 Xposition Yposition Zposition Zrotation Xrotation Yrotation
+  JOINT Spine
+  {
+    OFFSET 10 0 0
+    CHANNELS 3 Zrotation Xrotation Yrotation
+    End Site
+    {
+      OFFSET 20 0 0
+    }
+  }
+}
+MOTION
+Frames: 2
+Frame Time: 0.0166667
+1 2 3 0 0 0 0 0 0
+1 2 3 90 0 0 0 0 0
+"""
+
+
+def write_tiny_bvh(folder: Path, text: str = TINY_BVH, name: str = "clip.bvh") -> Path:
+    path = folder / name
+    path.write_bytes(text.replace("\n", "\r\n").encode())
+    return path
+
+
+@pytest.fixture(scope="session")
+def mocap_dir() -> Path:
+    folder = default_mocap_dir()
+    if folder is None or not any(folder.glob("*.bvh")):
+        pytest.skip("dog mocap not available (set CANIS_MOCAP_DIR or place ../shared/data)")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def dog() -> Skeleton:
+    return Skeleton.from_json(shipped_dog_skeleton_path())
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(1234)
+
+
+def random_quaternions(rng: np.random.Generator, shape, max_angle_rad=np.pi) -> np.ndarray:
+    """Uniformly random axes with angles up to max_angle_rad, as float32 (w, x, y, z)."""
+    axes = rng.normal(size=(*shape, 3))
+    axes /= np.linalg.norm(axes, axis=-1, keepdims=True)
+    half = 0.5 * rng.uniform(0, max_angle_rad, size=shape)
+    q = np.concatenate([np.cos(half)[..., None], np.sin(half)[..., None] * axes], axis=-1)
+    return q.astype(np.float32)

@@ -1,0 +1,49 @@
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import write_tiny_bvh
+
+from canis.cli import main
+
+
+def test_help_lists_the_subcommands():
+    result = subprocess.run(
+        [sys.executable, "-m", "canis.cli", "--help"], capture_output=True, text=True, check=True
+    )
+    for command in ("demo", "bvh", "skeleton"):
+        assert command in result.stdout
+
+
+def test_console_script_is_installed():
+    canis = shutil.which("canis")
+    if canis is None:
+        pytest.skip("the canis console script is not on PATH (package not installed)")
+    assert (
+        "usage: canis"
+        in subprocess.run([canis, "--help"], capture_output=True, text=True, check=True).stdout
+    )
+
+
+def test_demo_runs_its_kinematics_check(capsys):
+    assert main(["demo"]) == 0
+    assert "residual" in capsys.readouterr().out
+
+
+def test_bvh_info_and_skeleton_export(tmp_path, capsys):
+    path = write_tiny_bvh(tmp_path)
+    assert main(["bvh", "info", str(path)]) == 0
+    assert "1 files, 2 frames" in capsys.readouterr().out
+    assert main(["skeleton", "--bvh", str(path), "--out", str(tmp_path / "s.json")]) == 0
+    assert (tmp_path / "s.json").exists()
+
+
+def test_errors_are_one_line_not_tracebacks(tmp_path, capsys):
+    assert main(["bvh", "info", str(tmp_path / "missing.bvh")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("canis bvh: error:") and "missing.bvh does not exist" in err
+    broken = tmp_path / "broken.bvh"
+    broken.write_text("HIERARCHY\nROOT Hips\n")
+    assert main(["bvh", "info", str(broken)]) == 2
+    assert "broken.bvh" in capsys.readouterr().err

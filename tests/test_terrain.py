@@ -1,0 +1,58 @@
+import numpy as np
+import pytest
+
+from runtime.terrain import Heightmap
+
+
+def plane(a: float, b: float, c: float, rows=5, cols=7, cell=0.5, origin=(-1.0, 2.0)):
+    x = origin[0] + cell * np.arange(cols)
+    z = origin[1] + cell * np.arange(rows)
+    return Heightmap(a * x[None, :] + b * z[:, None] + c, cell, origin)
+
+
+def test_bilinear_sampling_is_exact_on_a_plane(rng):
+    a, b, c = 0.3, -0.2, 1.5
+    terrain = plane(a, b, c)
+    points = np.stack([rng.uniform(-1.0, 2.0, 200), rng.uniform(2.0, 4.0, 200)], axis=-1)
+    heights, normals = terrain.sample(points)
+    assert np.allclose(heights, a * points[:, 0] + b * points[:, 1] + c, atol=1e-5)
+    expected = np.array([-a, 1.0, -b]) / np.linalg.norm([-a, 1.0, -b])
+    assert np.allclose(normals, expected, atol=1e-5)
+
+
+def test_nodes_and_cell_centres():
+    grid = np.array([[0.0, 1.0], [2.0, 5.0]])
+    terrain = Heightmap(grid, cell_size_m=2.0)
+    nodes = np.array([[0, 0], [2, 0], [0, 2], [2, 2]], dtype=np.float32)
+    assert np.allclose(terrain.sample(nodes)[0], [0, 1, 2, 5])
+    assert terrain.sample(np.array([1.0, 1.0]))[0] == pytest.approx(2.0)  # mean of the corners
+    # dh/dx at the centre = ((1-0) + (5-2)) / 2 / cell = 1; dh/dz = ((2-0) + (5-1)) / 2 / cell = 1.5
+    normal = terrain.sample(np.array([1.0, 1.0]))[1]
+    assert np.allclose(normal, np.array([-1.0, 1.0, -1.5]) / np.linalg.norm([-1, 1, -1.5]))
+
+
+def test_outside_the_grid_clamps_to_a_flat_edge():
+    terrain = plane(0.3, 0.0, 0.0)
+    heights, normals = terrain.sample(np.array([[-10.0, 3.0], [100.0, 3.0]]))
+    assert np.allclose(heights, [0.3 * -1.0, 0.3 * 2.0], atol=1e-6)
+    assert np.allclose(normals, [[0, 1, 0], [0, 1, 0]])
+
+
+def test_single_row_and_batched_shapes():
+    terrain = Heightmap(np.array([[0.0, 1.0, 4.0]]), cell_size_m=1.0)
+    heights, normals = terrain.sample(np.array([[[0.5, 0.0], [1.5, 7.0]]]))
+    assert heights.shape == (1, 2) and normals.shape == (1, 2, 3)
+    assert np.allclose(heights, [[0.5, 2.5]])
+
+
+@pytest.mark.parametrize(
+    "grid, cell, message",
+    [
+        (np.zeros((0, 3)), 1.0, "non-empty"),
+        (np.array([[0.0, np.nan]]), 1.0, "non-finite"),
+        (np.zeros((2, 2)), 0.0, "cell size"),
+    ],
+)
+def test_bad_heightmaps_are_refused(grid, cell, message):
+    with pytest.raises(ValueError, match=message):
+        Heightmap(grid, cell)
