@@ -63,7 +63,15 @@ def ccd_solve(
         joint_weights = np.ones(max(len(chain) - 1, 0), dtype=np.float32)
     residuals = np.empty(local_rotations.shape[0], dtype=np.float32)
     _kinematics.ccd_solve(
-        skeleton.parents, skeleton.offsets_m, local_rotations, _f32(root_positions_m), chain,
-        _f32(joint_weights), _f32(targets_m), int(max_iterations), float(tolerance_m), residuals,
-    )  # fmt: skip
+        skeleton.parents,
+        skeleton.offsets_m,
+        local_rotations,
+        _f32(root_positions_m),
+        chain,
+        _f32(joint_weights),
+        _f32(targets_m),
+        int(max_iterations),
+        float(tolerance_m),
+        residuals,
+    )
     return residuals

@@ -16,13 +16,34 @@ from pathlib import Path
 import numpy as np
 
 DOG_JOINT_NAMES = (
-    "Hips", "Spine", "Spine1", "Neck", "Head", "HeadSite",
-    "LeftShoulder", "LeftArm", "LeftForeArm", "LeftHand", "LeftHandSite",
-    "RightShoulder", "RightArm", "RightForeArm", "RightHand", "RightHandSite",
-    "LeftUpLeg", "LeftLeg", "LeftFoot", "LeftFootSite",
-    "RightUpLeg", "RightLeg", "RightFoot", "RightFootSite",
-    "Tail", "Tail1", "Tail1Site",
-)  # fmt: skip
+    "Hips",
+    "Spine",
+    "Spine1",
+    "Neck",
+    "Head",
+    "HeadSite",
+    "LeftShoulder",
+    "LeftArm",
+    "LeftForeArm",
+    "LeftHand",
+    "LeftHandSite",
+    "RightShoulder",
+    "RightArm",
+    "RightForeArm",
+    "RightHand",
+    "RightHandSite",
+    "LeftUpLeg",
+    "LeftLeg",
+    "LeftFoot",
+    "LeftFootSite",
+    "RightUpLeg",
+    "RightLeg",
+    "RightFoot",
+    "RightFootSite",
+    "Tail",
+    "Tail1",
+    "Tail1Site",
+)
 
 # Groups by joint name. Paws are the end sites below the hands and feet (the toe tips that
 # touch the ground); legs run from the shoulder/hip to the paw.
@@ -38,7 +59,8 @@ DOG_GROUPS = {
 }
 DOG_LEG_GROUPS = ("front_left_leg", "front_right_leg", "back_left_leg", "back_right_leg")
 
-# The dog's rest pose faces +x with its left side toward +z, so a left/right mirror reflects z.
+# Every Left* bone is offset toward +z of its parent's frame where its Right* twin is offset
+# toward -z, so a left/right mirror reflects z (in bone frames and, with them, the world).
 LATERAL_AXIS = 2
 
 METRES_PER_CENTIMETRE = 0.01

@@ -36,7 +36,12 @@ class Heightmap:
         heights = np.empty(len(flat), dtype=np.float32)
         normals = np.empty((len(flat), 3), dtype=np.float32)
         _kinematics.terrain_sample(
-            self.heights_m, float(self.cell_size_m), float(self.origin_xz_m[0]),
-            float(self.origin_xz_m[1]), flat, heights, normals,
-        )  # fmt: skip
+            self.heights_m,
+            float(self.cell_size_m),
+            float(self.origin_xz_m[0]),
+            float(self.origin_xz_m[1]),
+            flat,
+            heights,
+            normals,
+        )
         return heights.reshape(points.shape[:-1]), normals.reshape(*points.shape[:-1], 3)

@@ -1,0 +1,70 @@
+"""The root transform: the hips projected onto the ground, turned to face where the body
+faces. Every feature is expressed relative to it.
+
+The root frame is a pure yaw about +y whose local +z is the facing direction (the forward
+axis of runtime.rotations' forward/up encoding); its local +x is then the character's left.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.rotations import quat_conjugate, quat_rotate
+from runtime.skeleton import Skeleton
+
+UP = np.array([0.0, 1.0, 0.0])
+
+
+def yaw_quaternion(yaw_rad: np.ndarray) -> np.ndarray:
+    """Rotations about +y by yaw_rad (...,): local +z maps to (sin yaw, 0, cos yaw)."""
+    half = 0.5 * np.asarray(yaw_rad)
+    zeros = np.zeros_like(half)
+    return np.stack([np.cos(half), zeros, np.sin(half), zeros], axis=-1)
+
+
+def yaw_from_direction(direction: np.ndarray) -> np.ndarray:
+    """The yaw (...,) of horizontal directions given as (..., 3) or as (x, z) pairs (..., 2)."""
+    x = direction[..., 0]
+    z = direction[..., -1]
+    return np.arctan2(x, z)
+
+
+def wrap_angle_rad(angle: np.ndarray) -> np.ndarray:
+    return (np.asarray(angle) + np.pi) % (2.0 * np.pi) - np.pi
+
+
+def body_facing(global_positions: np.ndarray, skeleton: Skeleton) -> np.ndarray:
+    """Horizontal unit facing directions (..., 3) from joint positions (..., J, 3).
+
+    Uses the left-to-right vectors across the shoulders and the hips rather than the spine:
+    they stay horizontal when the dog sits up or begs, where the spine points at the sky.
+    """
+    across = (
+        global_positions[..., skeleton.index("LeftShoulder"), :]
+        - global_positions[..., skeleton.index("RightShoulder"), :]
+        + global_positions[..., skeleton.index("LeftUpLeg"), :]
+        - global_positions[..., skeleton.index("RightUpLeg"), :]
+    )
+    # Right-handed with y up: forward = left x up (facing +z, the left side is +x).
+    forward = np.cross(across, UP.astype(across.dtype))
+    forward[..., 1] = 0.0
+    return forward / np.linalg.norm(forward, axis=-1, keepdims=True)
+
+
+def to_root_frame(points: np.ndarray, root_position: np.ndarray, root_rotation: np.ndarray):
+    """World points (..., K, 3) into root frames given per leading index (..., 3) / (..., 4)."""
+    inverse = quat_conjugate(root_rotation)[..., None, :]
+    return quat_rotate(inverse, points - root_position[..., None, :])
+
+
+def vectors_to_root_frame(vectors: np.ndarray, root_rotation: np.ndarray) -> np.ndarray:
+    """World directions or velocities (..., K, 3) into root frames (..., 4)."""
+    return quat_rotate(quat_conjugate(root_rotation)[..., None, :], vectors)
+
+
+def from_root_frame(points: np.ndarray, root_position: np.ndarray, root_rotation: np.ndarray):
+    return quat_rotate(root_rotation[..., None, :], points) + root_position[..., None, :]
+
+
+def vectors_from_root_frame(vectors: np.ndarray, root_rotation: np.ndarray) -> np.ndarray:
+    return quat_rotate(root_rotation[..., None, :], vectors)
