@@ -1,0 +1,68 @@
+"""Keyframe poses of the dog (stand, sit, lie, beg), taken from the mocap by
+`canis keyframes export` and shipped in assets/poses/dog_keyframes.json.
+
+A keyframe is a pose in its root frame: the hips straight above the root (at hips_height_m
+above the ground) and the body facing +z. The runtime starts characters from them and the
+transition model uses them as targets.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from runtime.rotations import quat_normalize
+from runtime.skeleton import DOG_JOINT_NAMES
+
+
+@dataclass(frozen=True)
+class Keyframe:
+    name: str
+    local_rotations: np.ndarray  # (J, 4); the root's is relative to the root frame
+    hips_height_m: float
+    source: str  # clip and frame it was taken from
+
+
+def shipped_keyframes_path() -> Path:
+    return Path(__file__).resolve().parent.parent / "assets" / "poses" / "dog_keyframes.json"
+
+
+def save_keyframes(keyframes: list[Keyframe], path: Path) -> None:
+    data = {
+        "joint_names": list(DOG_JOINT_NAMES),
+        "keyframes": [
+            {
+                "name": k.name,
+                "source": k.source,
+                "hips_height_m": round(float(k.hips_height_m), 5),
+                "local_rotations": np.round(k.local_rotations.astype(np.float64), 6).tolist(),
+            }
+            for k in keyframes
+        ],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def load_keyframes(path: str | Path | None = None) -> dict[str, Keyframe]:
+    path = Path(path) if path else shipped_keyframes_path()
+    try:
+        data = json.loads(path.read_text())
+        if tuple(data["joint_names"]) != DOG_JOINT_NAMES:
+            raise ValueError("joint names differ from the dog skeleton's")
+        keyframes = {}
+        for k in data["keyframes"]:
+            rotations = np.array(k["local_rotations"], dtype=np.float64)
+            if rotations.shape != (len(DOG_JOINT_NAMES), 4) or not np.all(np.isfinite(rotations)):
+                raise ValueError(
+                    f"keyframe {k['name']!r} has no valid {len(DOG_JOINT_NAMES)}x4 rotations"
+                )
+            keyframes[k["name"]] = Keyframe(
+                k["name"], quat_normalize(rotations), float(k["hips_height_m"]), k["source"]
+            )
+        return keyframes
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{path}: not a valid keyframe file: {error}") from error

@@ -1,0 +1,48 @@
+"""Picks the keyframe library (runtime/poses.py) out of the labelled mocap: for each pose, the
+stillest frame among those labelled with its action, re-expressed in its root frame."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from runtime.features import ACTIONS
+from runtime.poses import Keyframe
+from runtime.rotations import quat_conjugate, quat_multiply
+from training.bvh import read_bvh
+from training.clips import process_clip
+
+# Keyframe name -> the action whose frames it is chosen from.
+KEYFRAME_ACTIONS = {"stand": "idle", "sit": "sit", "lie": "lie", "beg": "stand"}
+# Frames this close to a label change are skipped: the pose is still blending there.
+MARGIN_FRAMES = 30
+
+
+def pick_keyframes(bvh_files: list[Path]) -> list[Keyframe]:
+    best: dict[str, tuple[float, Keyframe]] = {}
+    for path in bvh_files:
+        clip = process_clip(read_bvh(path))
+        labels = clip.labels
+        stillness = np.linalg.norm(clip.velocities_mps, axis=-1).sum(axis=1)
+        for name, action in KEYFRAME_ACTIONS.items():
+            inside = labels.action_index == ACTIONS.index(action)
+            # Only frames deep inside a run of the label.
+            window = np.ones(2 * MARGIN_FRAMES + 1)
+            deep = np.convolve(inside.astype(float), window, mode="same") >= len(window)
+            if not deep.any():
+                continue
+            frame = int(np.flatnonzero(deep)[np.argmin(stillness[deep])])
+            if name in best and best[name][0] <= stillness[frame]:
+                continue
+            rotations = clip.rotations[frame].copy()  # global; make the hips root-relative
+            local = clip.rotations[frame].copy()
+            local[1:] = quat_multiply(
+                quat_conjugate(rotations[clip.skeleton.parents[1:]]), rotations[1:]
+            )
+            local[0] = quat_multiply(quat_conjugate(clip.root_rotations[frame]), rotations[0])
+            keyframe = Keyframe(
+                name, local, float(labels.hips_height_m[frame]), f"{path.stem} frame {frame}"
+            )
+            best[name] = (float(stillness[frame]), keyframe)
+    return [best[name][1] for name in KEYFRAME_ACTIONS if name in best]

@@ -1,0 +1,262 @@
+"""Automatic labels for the dog mocap, which has none: ground height, paw contacts, the six
+actions (as soft weights), gaits and the PFNN phase.
+
+Every threshold below was read off the 43 clips (heights above the estimated ground, speeds)
+and is explained where it is set; docs/LABELS.md says how the labels were checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from runtime.features import ACTIONS, FPS
+from runtime.skeleton import Skeleton
+
+GAITS = ("walk", "pace", "trot", "canter")
+NO_GAIT = -1
+# Paw order as in DOG_GROUPS["paws"]: left front, right front, left hind, right hind.
+PAW_NAMES = ("left_front", "right_front", "left_hind", "right_hind")
+
+# A paw counts as possibly planted below this speed when estimating the ground (m/s).
+GROUND_PAW_SPEED_MPS = 0.25
+# The ground is the lowest possibly-planted paw within this many frames either side.
+GROUND_WINDOW_FRAMES = 10
+# Contact hysteresis: planted paws sit 0-4 cm above the ground estimate at < 0.2 m/s; swinging
+# paws leave fast. Enter contact when low and slow, leave when high or fast.
+CONTACT_ON_HEIGHT_M, CONTACT_ON_SPEED_MPS = 0.04, 0.25
+CONTACT_OFF_HEIGHT_M, CONTACT_OFF_SPEED_MPS = 0.06, 0.5
+# Posture: lying and sitting both bring the hips under 30 cm; sitting keeps the neck base
+# high (~38 cm), lying brings it down (< 20 cm). Rearing/begging pitches the body over 55°
+# (sitting is 45-50°).
+LOW_HIPS_M = 0.30
+HIGH_NECK_M = 0.28
+SIT_MIN_PITCH_DEG = 20.0
+STAND_MIN_PITCH_DEG = 55.0
+# Moving: the root's speed over a quarter second, or turning on the spot.
+MOVE_MIN_SPEED_MPS = 0.3
+MOVE_MIN_YAW_RATE_DEGPS = 60.0
+# Jumps: a flight (no paw in contact) of at least 10 frames in which the hips rise 60 cm
+# over the take-off ground (gallop flights peak at 53 cm), or which lands on ground 15 cm
+# higher or lower (jumping onto or off the platform and the steps).
+JUMP_MIN_FLIGHT_FRAMES = 10
+JUMP_MIN_HIPS_PEAK_M = 0.60
+JUMP_MIN_GROUND_CHANGE_M = 0.15
+JUMP_MARGIN_FRAMES = 18  # the crouch before take-off and the landing after
+# Hard labels shorter than this are outvoted by their surroundings (frames).
+ACTION_MAJORITY_WINDOW_FRAMES = 15
+# Soft action weights blend over this window around each change (frames), as the released
+# MANN data blends its action labels.
+ACTION_BLEND_WINDOW_FRAMES = 31
+# Gait: contact patterns over this window (frames) around each locomotion frame.
+GAIT_WINDOW_FRAMES = 61
+GAIT_PAIR_CORRELATION = 0.5
+WALK_MIN_DUTY_FACTOR = 0.5
+# Below this speed, unsynchronised stepping with little ground contact is a slow walk whose
+# contacts the detector partly misses (turning on the spot, shuffling), not a canter: the
+# paper, too, split gaits by speed first.
+CANTER_MIN_SPEED_MPS = 1.5
+
+
+@dataclass
+class Labels:
+    ground_m: np.ndarray  # (F,) ground height under the dog
+    contacts: np.ndarray  # (F, 4) bool, PAW_NAMES order
+    action_index: np.ndarray  # (F,) int, index into ACTIONS (hard label)
+    actions: np.ndarray  # (F, 6) soft weights summing to 1
+    gait_index: np.ndarray  # (F,) int, index into GAITS, NO_GAIT outside locomotion
+    phase_rad: np.ndarray  # (F,) PFNN phase in [0, 2pi)
+    hips_height_m: np.ndarray  # (F,) above the ground
+    body_pitch_deg: np.ndarray  # (F,) hips-to-neck angle above horizontal
+    root_speed_mps: np.ndarray  # (F,) horizontal, smoothed
+
+
+def _rolling(values: np.ndarray, half_window: int, reduce) -> np.ndarray:
+    """reduce over a centred window along axis 0, with edges padded by their last value."""
+    padded = np.pad(
+        values, [(half_window, half_window)] + [(0, 0)] * (values.ndim - 1), mode="edge"
+    )
+    return reduce(sliding_window_view(padded, 2 * half_window + 1, axis=0), axis=-1)
+
+
+def speeds_mps(positions_m: np.ndarray) -> np.ndarray:
+    """Speeds (F, ...) of points (F, ..., 3) by central differences."""
+    velocity = np.gradient(positions_m, axis=0) * FPS
+    return np.linalg.norm(velocity, axis=-1)
+
+
+def estimate_ground(paw_heights_m: np.ndarray, paw_speeds_mps: np.ndarray) -> np.ndarray:
+    """Ground height (F,) from the paws that may be planted: the lowest slow paw within a
+    short window. The capture floor is not flat everywhere (a platform, steps), so the
+    ground follows the paws; frames with no slow paw (flight) interpolate."""
+    candidates = np.where(paw_speeds_mps < GROUND_PAW_SPEED_MPS, paw_heights_m, np.inf)
+    ground = _rolling(candidates.min(axis=1), GROUND_WINDOW_FRAMES, np.min)
+    known = np.isfinite(ground)
+    if not known.any():
+        return np.zeros(len(ground))
+    frames = np.arange(len(ground))
+    return np.interp(frames, frames[known], ground[known])
+
+
+def detect_contacts(heights_above_ground_m: np.ndarray, paw_speeds_mps: np.ndarray):
+    """Contacts (F, 4) with hysteresis, so a paw does not flicker at the thresholds."""
+    enter = (heights_above_ground_m < CONTACT_ON_HEIGHT_M) & (paw_speeds_mps < CONTACT_ON_SPEED_MPS)
+    leave = (heights_above_ground_m > CONTACT_OFF_HEIGHT_M) | (
+        paw_speeds_mps > CONTACT_OFF_SPEED_MPS
+    )
+    contacts = np.zeros_like(enter)
+    state = enter[0].copy()
+    for f in range(len(enter)):  # a per-frame state machine; 4 paws at once
+        state = (state & ~leave[f]) | enter[f]
+        contacts[f] = state
+    return contacts
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) of each run of True."""
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True))
+
+
+def find_jumps(contacts, hips_height_world_m, ground_m) -> np.ndarray:
+    """(F,) bool: frames inside a jump, with the crouch and landing around its flight."""
+    jumping = np.zeros(len(contacts), dtype=bool)
+    for start, end in _runs(~contacts.any(axis=1)):
+        if end - start < JUMP_MIN_FLIGHT_FRAMES:
+            continue
+        takeoff_ground = ground_m[max(start - 1, 0)]
+        landing_ground = ground_m[min(end, len(ground_m) - 1)]
+        rise = hips_height_world_m[start:end].max() - takeoff_ground
+        if rise >= JUMP_MIN_HIPS_PEAK_M or abs(landing_ground - takeoff_ground) >= (
+            JUMP_MIN_GROUND_CHANGE_M
+        ):
+            jumping[max(start - JUMP_MARGIN_FRAMES, 0) : end + JUMP_MARGIN_FRAMES] = True
+    return jumping
+
+
+def majority_filter(labels: np.ndarray, classes: int, window: int) -> np.ndarray:
+    """Each frame takes the most common label in a centred window (ties keep the lower index)."""
+    one_hot = np.eye(classes)[labels]
+    return _rolling(one_hot, window // 2, np.sum).argmax(axis=1)
+
+
+def soft_actions(action_index: np.ndarray) -> np.ndarray:
+    """Soft weights (F, 6): one-hot labels averaged over a centred window, so the weights
+    cross-fade around each change instead of switching in one frame."""
+    one_hot = np.eye(len(ACTIONS))[action_index]
+    weights = _rolling(one_hot, ACTION_BLEND_WINDOW_FRAMES // 2, np.mean)
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
+def classify_actions(
+    hips_height_m, neck_height_m, body_pitch_deg, root_speed_mps, yaw_rate_degps, jumping
+) -> np.ndarray:
+    """Hard action labels (F,), first matching rule wins: jump, stand, lie, sit, move, idle."""
+    low = hips_height_m < LOW_HIPS_M
+    rules = [
+        ("jump", jumping),
+        ("stand", body_pitch_deg > STAND_MIN_PITCH_DEG),
+        ("lie", low & (neck_height_m < HIGH_NECK_M)),
+        ("sit", low & (body_pitch_deg > SIT_MIN_PITCH_DEG)),
+        (
+            "move",
+            (root_speed_mps > MOVE_MIN_SPEED_MPS)
+            | (np.abs(yaw_rate_degps) > MOVE_MIN_YAW_RATE_DEGPS),
+        ),
+    ]
+    labels = np.full(len(jumping), ACTIONS.index("idle"))
+    for name, matches in reversed(rules):
+        labels[matches] = ACTIONS.index(name)
+    return majority_filter(labels, len(ACTIONS), ACTION_MAJORITY_WINDOW_FRAMES)
+
+
+def _correlation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson correlation along the last axis; 0 where either signal is constant."""
+    a = a - a.mean(axis=-1, keepdims=True)
+    b = b - b.mean(axis=-1, keepdims=True)
+    denominator = np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
+    return np.where(denominator > 0, (a * b).sum(-1) / np.where(denominator > 0, denominator, 1), 0)
+
+
+def classify_gaits(
+    contacts: np.ndarray, root_speed_mps: np.ndarray, locomotion: np.ndarray
+) -> np.ndarray:
+    """Gait per frame (F,) from the footfall pattern around it, NO_GAIT off locomotion.
+
+    Trot moves diagonal pairs together and pace lateral pairs; of the rest, a walk keeps each
+    paw down more than half the time and a canter less (REFERENCE.md, the paper's Fig. 2).
+    """
+    signals = _rolling(contacts.astype(np.float64), GAIT_WINDOW_FRAMES // 2, lambda w, axis: w)
+    lf, rf, lh, rh = (signals[:, p] for p in range(4))  # (F, window) each
+    diagonal = 0.5 * (_correlation(lf, rh) + _correlation(rf, lh))
+    lateral = 0.5 * (_correlation(lf, lh) + _correlation(rf, rh))
+    duty = signals.mean(axis=(1, 2))
+    cantering = (duty < WALK_MIN_DUTY_FACTOR) & (root_speed_mps >= CANTER_MIN_SPEED_MPS)
+    gaits = np.where(cantering, GAITS.index("canter"), GAITS.index("walk"))
+    gaits = np.where(
+        (lateral > GAIT_PAIR_CORRELATION) & (lateral > diagonal), GAITS.index("pace"), gaits
+    )
+    gaits = np.where(
+        (diagonal > GAIT_PAIR_CORRELATION) & (diagonal >= lateral), GAITS.index("trot"), gaits
+    )
+    return np.where(locomotion, gaits, NO_GAIT)
+
+
+def front_paw_phase(contacts: np.ndarray) -> np.ndarray:
+    """PFNN phase (F,) in [0, 2pi): 0 at each left-front touchdown, pi at each right-front one,
+    linear in between. Before the first and after the last touchdown it runs at one cycle per
+    second (the last interval's rate can be anything when two paws land a frame apart)."""
+    events = sorted(
+        [(int(f), 0.0) for f in np.flatnonzero(np.diff(contacts[:, 0].astype(int)) == 1) + 1]
+        + [(int(f), np.pi) for f in np.flatnonzero(np.diff(contacts[:, 1].astype(int)) == 1) + 1]
+    )
+    frames = np.arange(len(contacts), dtype=np.float64)
+    nominal_rate = 2 * np.pi / FPS
+    if not events:
+        return (nominal_rate * frames) % (2 * np.pi)
+    times = np.array([f for f, _ in events], dtype=np.float64)
+    unwrapped = [events[0][1]]
+    for _, target in events[1:]:
+        step = (target - unwrapped[-1]) % (2 * np.pi)
+        unwrapped.append(unwrapped[-1] + (step if step > 1e-9 else 2 * np.pi))
+    unwrapped = np.array(unwrapped)
+    phase = np.interp(frames, times, unwrapped)
+    before, after = frames < times[0], frames > times[-1]
+    phase[before] = unwrapped[0] - nominal_rate * (times[0] - frames[before])
+    phase[after] = unwrapped[-1] + nominal_rate * (frames[after] - times[-1])
+    return phase % (2 * np.pi)
+
+
+def label_clip(skeleton: Skeleton, positions_m: np.ndarray, facing: np.ndarray) -> Labels:
+    """All labels of one clip from its global joint positions (F, J, 3) and facing (F, 3)."""
+    paws = positions_m[:, skeleton.group("paws")]
+    paw_speeds = speeds_mps(paws)
+    ground = estimate_ground(paws[..., 1], paw_speeds)
+    contacts = detect_contacts(paws[..., 1] - ground[:, None], paw_speeds)
+
+    hips = positions_m[:, skeleton.index("Hips")]
+    neck = positions_m[:, skeleton.index("Neck")]
+    body = neck - hips
+    pitch_deg = np.degrees(np.arctan2(body[:, 1], np.linalg.norm(body[:, [0, 2]], axis=1)))
+    root_speed = _rolling(speeds_mps(hips * np.array([1.0, 0.0, 1.0])), 7, np.mean)
+    yaw = np.unwrap(np.arctan2(facing[:, 0], facing[:, 2]))
+    yaw_rate_degps = _rolling(np.degrees(np.gradient(yaw)) * FPS, 7, np.mean)
+    jumping = find_jumps(contacts, hips[:, 1], ground)
+    hips_height = hips[:, 1] - ground
+    action_index = classify_actions(
+        hips_height, neck[:, 1] - ground, pitch_deg, root_speed, yaw_rate_degps, jumping
+    )
+    locomotion = (action_index == ACTIONS.index("move")) & (root_speed > MOVE_MIN_SPEED_MPS)
+    return Labels(
+        ground_m=ground,
+        contacts=contacts,
+        action_index=action_index,
+        actions=soft_actions(action_index),
+        gait_index=classify_gaits(contacts, root_speed, locomotion),
+        phase_rad=front_paw_phase(contacts),
+        hips_height_m=hips_height,
+        body_pitch_deg=pitch_deg,
+        root_speed_mps=root_speed,
+    )
