@@ -19,6 +19,39 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     info.set_defaults(handler=run_bvh_info)
 
+    dataset = commands.add_parser("dataset", help="build MANN training data from dog BVH")
+    dataset_commands = dataset.add_subparsers(
+        dest="dataset_command", metavar="ACTION", required=True
+    )
+    build = dataset_commands.add_parser(
+        "build", help="label, mirror and featurise every clip into one compressed .npz"
+    )
+    build.add_argument("--bvh", type=Path, help="folder of .bvh clips (default: the dog mocap)")
+    build.add_argument(
+        "--out",
+        type=Path,
+        default=Path("data/dog_dataset.npz"),
+        help="dataset file to write (default: %(default)s)",
+    )
+    build.add_argument(
+        "--report",
+        type=Path,
+        metavar="DIR",
+        help="write dataset.md, plots and per-clip label timelines here",
+    )
+    build.add_argument(
+        "--timeline-clip", metavar="NAME", help="clip whose contact/phase timeline the report shows"
+    )
+    build.add_argument("--seed", type=int, default=0, help="seed of the validation hold-out")
+    build.set_defaults(handler=run_dataset_build)
+
+    keyframes = commands.add_parser(
+        "keyframes", help="pick the stand/sit/lie/beg keyframe poses out of the mocap"
+    )
+    keyframes.add_argument("--bvh", type=Path, help="folder of .bvh clips (default: the mocap)")
+    keyframes.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    keyframes.set_defaults(handler=run_keyframes_export)
+
     skeleton = commands.add_parser("skeleton", help="write a BVH file's skeleton as JSON")
     skeleton.add_argument("--bvh", type=Path, required=True, help="a BVH file of the dog")
     skeleton.add_argument("--out", type=Path, required=True, help="JSON file to write")
@@ -76,4 +109,41 @@ def run_skeleton_export(args) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     skeleton.to_json(args.out)
     print(f"wrote {args.out} ({skeleton.joint_count} joints)")
+    return 0
+
+
+def run_dataset_build(args) -> int:
+    import logging
+
+    from training import dataset, report
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    folder = args.bvh or default_mocap_dir()
+    if folder is None:
+        raise FileNotFoundError(f"no --bvh folder given and no mocap folder found. {DOWNLOAD_HINT}")
+    result = dataset.build(folder, seed=args.seed, keep_clips=args.report is not None)
+    dataset.save(result, args.out)
+    rows = len(result.arrays["X"])
+    print(
+        f"wrote {args.out}: {rows} pairs from {len(result.arrays['clip_names'])} clips "
+        f"(mirrored included), {int(result.arrays['validation'].sum())} held out, "
+        f"built in {result.metadata['build_seconds']} s"
+    )
+    for skipped in result.metadata["skipped"]:
+        print(f"skipped {skipped['clip']}: {skipped['reason']}")
+    if args.report:
+        print(f"report: {report.write_report(result, args.report, args.timeline_clip)}")
+    return 0
+
+
+def run_keyframes_export(args) -> int:
+    from runtime.poses import save_keyframes
+    from training.keyframes import pick_keyframes
+
+    files = _resolve_bvh_paths([args.bvh] if args.bvh else [])
+    keyframes = pick_keyframes(files)
+    save_keyframes(keyframes, args.out)
+    for k in keyframes:
+        print(f"{k.name:6s} hips {k.hips_height_m:.3f} m  from {k.source}")
+    print(f"wrote {args.out}")
     return 0

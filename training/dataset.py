@@ -1,0 +1,216 @@
+"""`canis dataset build`: raw dog BVH -> one compressed .npz of MANN training pairs.
+
+Every clip is used twice, as captured and mirrored left/right; pairs are built through the
+runtime's feature contract. Whole clips are held out for validation by a seeded rule: the
+clips are ranked by sha256("<seed>:<clip file stem>") and the first VALIDATION_PERCENT of them
+(rounded up) of the usable ones are held out; a clip and its mirror always land on the same
+side.
+
+The file (numpy .npz, no pickled objects) holds X (N, 480) and Y (N, 363) float32, their
+training-set means and standard deviations, per-row clip index, frame, mirrored flag, action,
+gait, PFNN phase and phase increment, validation flag and sampling weight, the clip names,
+and a JSON metadata string (layout hash, contract, settings, skipped clips).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from runtime.features import ACTIONS, contract_description, layout_hash
+from runtime.root import wrap_angle_rad
+from training.bvh import BvhError, read_bvh
+from training.clips import MIN_CLIP_FRAMES, clip_pairs, process_clip
+from training.labels import GAITS, NO_GAIT
+
+log = logging.getLogger("canis.dataset")
+
+VALIDATION_PERCENT = 10
+# The paper copies trot and canter cycles 11 times because they are rare; sampling their
+# frames with 11 times the weight is the same in expectation without growing the file.
+OVERSAMPLE_WEIGHTS = {"trot": 11.0, "canter": 11.0}
+# Dimensions whose spread is below this stay unscaled (std set to 1), e.g. the constant
+# current trajectory sample, which is the root itself.
+MIN_STD = 1e-4
+FORMAT_VERSION = 1
+
+
+def validation_clips(clip_stems: list[str], seed: int) -> set[str]:
+    ranked = sorted(clip_stems, key=lambda s: hashlib.sha256(f"{seed}:{s}".encode()).hexdigest())
+    return set(ranked[: -(-len(ranked) * VALIDATION_PERCENT // 100)])
+
+
+def sampling_weights(gait_index: np.ndarray) -> np.ndarray:
+    weights = np.ones(len(gait_index), dtype=np.float32)
+    for name, weight in OVERSAMPLE_WEIGHTS.items():
+        weights[gait_index == GAITS.index(name)] = weight
+    return weights
+
+
+def standardisation(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    mean = values.mean(axis=0, dtype=np.float64)
+    std = values.std(axis=0, dtype=np.float64)
+    std[std < MIN_STD] = 1.0
+    return mean.astype(np.float32), std.astype(np.float32)
+
+
+@dataclass
+class BuildResult:
+    arrays: dict[str, np.ndarray]
+    metadata: dict
+    clips: list = field(default_factory=list)  # processed, unmirrored Clip objects for plots
+
+
+def build(bvh_dir: Path, seed: int = 0, progress: bool = True, keep_clips=False) -> BuildResult:
+    from tqdm import tqdm
+
+    files = sorted(Path(bvh_dir).glob("*.bvh"))
+    if not files:
+        raise FileNotFoundError(f"no .bvh files in {bvh_dir}")
+    start = time.perf_counter()
+    parts: dict[str, list] = {
+        k: []
+        for k in (
+            "X",
+            "Y",
+            "clip",
+            "frame",
+            "mirrored",
+            "action",
+            "gait",
+            "speed",
+            "phase",
+            "phase_delta",
+        )
+    }
+    clip_names, clip_stems, skipped, kept = [], [], [], []
+    for path in tqdm(files, desc="clips", unit="clip", disable=not progress):
+        try:
+            motion = read_bvh(path)
+        except BvhError as error:
+            skipped.append({"clip": path.stem, "reason": str(error)})
+            log.warning("skipping %s: %s", path.name, error)
+            continue
+        if motion.frame_count < MIN_CLIP_FRAMES:
+            reason = (
+                f"{motion.frame_count} frames, shorter than the {MIN_CLIP_FRAMES}-frame "
+                "trajectory window"
+            )
+            skipped.append({"clip": path.stem, "reason": reason})
+            log.warning("skipping %s: %s", path.name, reason)
+            continue
+        for mirrored in (False, True):
+            clip = process_clip(motion, mirrored)
+            x, y, frames = clip_pairs(clip)
+            if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+                skipped.append({"clip": clip.name, "reason": "non-finite features"})
+                log.warning("skipping %s: its features are not finite", clip.name)
+                continue
+            if keep_clips and not mirrored:
+                kept.append(clip)
+            index = len(clip_names)
+            clip_names.append(clip.name)
+            clip_stems.append(path.stem)
+            labels = clip.labels
+            parts["X"].append(x)
+            parts["Y"].append(y)
+            parts["clip"].append(np.full(len(frames), index, dtype=np.int16))
+            parts["frame"].append(frames.astype(np.int32))
+            parts["mirrored"].append(np.full(len(frames), mirrored))
+            parts["action"].append(labels.action_index[frames].astype(np.int8))
+            parts["gait"].append(labels.gait_index[frames].astype(np.int8))
+            parts["speed"].append(labels.root_speed_mps[frames].astype(np.float32))
+            parts["phase"].append(labels.phase_rad[frames].astype(np.float32))
+            delta = wrap_angle_rad(labels.phase_rad[frames + 1] - labels.phase_rad[frames])
+            parts["phase_delta"].append(delta.astype(np.float32))
+    if not clip_names:
+        raise ValueError(f"no usable clips in {bvh_dir}; skipped: {skipped}")
+
+    arrays = {key: np.concatenate(values) for key, values in parts.items()}
+    held_out = validation_clips(sorted(set(clip_stems)), seed)  # among the usable clips
+    validation = np.array([stem in held_out for stem in clip_stems])[arrays["clip"]]
+    arrays["validation"] = validation
+    arrays["sample_weight"] = sampling_weights(arrays["gait"])
+    arrays["x_mean"], arrays["x_std"] = standardisation(arrays["X"][~validation])
+    arrays["y_mean"], arrays["y_std"] = standardisation(arrays["Y"][~validation])
+    arrays["clip_names"] = np.array(clip_names)
+    metadata = {
+        "format_version": FORMAT_VERSION,
+        "layout_hash": layout_hash(),
+        "contract": contract_description(),
+        "source": str(bvh_dir),
+        "seed": seed,
+        "validation_rule": f"the {VALIDATION_PERCENT}% of clips first by sha256('<seed>:<clip>')",
+        "validation_clips": sorted(held_out),
+        "oversample_weights": OVERSAMPLE_WEIGHTS,
+        "skipped": skipped,
+        "build_seconds": round(time.perf_counter() - start, 1),
+        "built": datetime.now(UTC).isoformat(timespec="seconds"),
+        "licence": "derived from the MANN dog mocap: CC BY-NC 4.0",
+    }
+    return BuildResult(arrays, metadata, kept)
+
+
+def save(result: BuildResult, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+    with open(tmp, "wb") as file:  # a file object, so numpy does not append .npz to the name
+        np.savez_compressed(file, metadata=np.array(json.dumps(result.metadata)), **result.arrays)
+    tmp.replace(path)  # atomic: a crash never leaves a half-written dataset under `path`
+
+
+@dataclass
+class Dataset:
+    path: Path
+    arrays: dict[str, np.ndarray]
+    metadata: dict
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.arrays[key]
+
+
+def load(path: str | Path) -> Dataset:
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {key: npz[key] for key in npz.files}
+    except FileNotFoundError:
+        raise
+    except Exception as error:  # zipfile/numpy raise many types for a damaged file
+        raise ValueError(f"{path}: not a readable canis dataset ({error})") from error
+    if "metadata" not in arrays:
+        raise ValueError(f"{path}: not a canis dataset (no metadata)")
+    metadata = json.loads(str(arrays.pop("metadata")))
+    if metadata.get("layout_hash") != layout_hash():
+        raise ValueError(
+            f"{path}: built for feature layout {metadata.get('layout_hash')}, but this runtime "
+            f"uses {layout_hash()}; rebuild it with `canis dataset build`"
+        )
+    return Dataset(path, arrays, metadata)
+
+
+def class_balance(arrays: dict[str, np.ndarray]) -> dict:
+    """Shares of actions (all rows) and gaits (locomotion rows), before and after weighting."""
+    weights = arrays["sample_weight"].astype(np.float64)
+    moving = arrays["gait"] != NO_GAIT
+    balance = {}
+    for label, mask in (("before", None), ("after", weights)):
+        w = np.ones(len(weights)) if mask is None else mask
+        balance[label] = {
+            "actions": {
+                name: float(w[arrays["action"] == i].sum() / w.sum())
+                for i, name in enumerate(ACTIONS)
+            },
+            "gaits": {
+                name: float(w[arrays["gait"] == i].sum() / w[moving].sum())
+                for i, name in enumerate(GAITS)
+            },
+        }
+    return balance
