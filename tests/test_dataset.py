@@ -1,0 +1,156 @@
+"""The dataset build on synthetic clips: pairs, splits, statistics, bad clips, the file."""
+
+import json
+import logging
+
+import numpy as np
+import pytest
+from synthetic_dog import hold, standard_clips, write_clip
+
+from canis.cli import main
+from runtime.features import (
+    INPUT,
+    TRAJECTORY_OFFSETS_FRAMES,
+    Pose,
+    Trajectory,
+    build_input,
+    gating_indices,
+)
+from training import dataset
+from training.bvh import read_bvh
+from training.clips import MIN_CLIP_FRAMES, clip_pairs, process_clip
+from training.labels import GAITS
+
+
+@pytest.fixture(scope="module")
+def clip_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("clips")
+    paths = standard_clips(folder)
+    write_clip(folder, "too_short", *hold("stand", (MIN_CLIP_FRAMES - 1) / 60))
+    broken = write_clip(folder, "has_nan", *hold("stand", 3.0))
+    lines = broken.read_text().split("\n")
+    lines[-5] = " ".join(["nan"] + lines[-5].split()[1:])
+    broken.write_text("\n".join(lines))
+    return folder, paths
+
+
+@pytest.fixture(scope="module")
+def built(clip_folder):
+    return dataset.build(clip_folder[0], seed=0, progress=False)
+
+
+def test_dataset_path_and_runtime_path_give_the_same_x(clip_folder):
+    clip = process_clip(read_bvh(clip_folder[1]["walk"]))
+    x_dataset, _, frames = clip_pairs(clip)
+    row = 41
+    frame = frames[row]
+    # The runtime holds one character's state in float32 and builds x from it.
+    samples = frame + np.array(TRAJECTORY_OFFSETS_FRAMES)
+    f32 = lambda a: a.astype(np.float32)[None]  # noqa: E731
+    trajectory = Trajectory(
+        f32(clip.root_positions_m[samples]),
+        f32(clip.facing[samples]),
+        f32(clip.root_velocities_mps[samples]),
+        f32(clip.desired_speeds_mps[samples]),
+        f32(clip.labels.actions[samples]),
+    )
+    pose = Pose(
+        f32(clip.positions_m[frame]), f32(clip.rotations[frame]), f32(clip.velocities_mps[frame])
+    )
+    x_runtime = build_input(
+        f32(clip.root_positions_m[frame]), f32(clip.root_rotations[frame]), trajectory, pose
+    )
+    assert np.abs(x_runtime[0] - x_dataset[row]).max() < 1e-5
+    # The walk moves forward at 0.6 m/s: the current sample's speed and velocity say so.
+    assert INPUT.field(x_runtime, "trajectory", "speed")[0, 5, 0] == pytest.approx(0.6, abs=0.02)
+    assert np.allclose(INPUT.field(x_runtime, "trajectory", "velocity")[0, 5], [0, 0.6], atol=0.02)
+    assert np.all(np.isfinite(x_runtime[0, gating_indices()]))
+
+
+def test_bad_clips_are_skipped_with_a_warning_naming_them(clip_folder, caplog):
+    with caplog.at_level(logging.WARNING, logger="canis.dataset"):
+        result = dataset.build(clip_folder[0], progress=False)
+    skipped = {s["clip"]: s["reason"] for s in result.metadata["skipped"]}
+    assert set(skipped) == {"too_short", "has_nan"}
+    assert "shorter than the" in skipped["too_short"]
+    assert "non-finite" in skipped["has_nan"] and "has_nan.bvh" in skipped["has_nan"]
+    assert "too_short.bvh" in caplog.text and "has_nan.bvh" in caplog.text
+
+
+def test_pairs_splits_and_mirrors(built):
+    arrays = built.arrays
+    names = arrays["clip_names"].tolist()
+    assert sorted(names) == sorted(
+        ["sit", "sit_mirror", "stand", "stand_mirror", "trot", "trot_mirror", "walk", "walk_mirror"]
+    )
+    assert arrays["X"].shape == (len(arrays["Y"]), 480) and arrays["Y"].shape[1] == 363
+    assert arrays["X"].dtype == np.float32
+    # Every clip contributes F - 50 - 61 pairs, twice (as captured and mirrored).
+    frames = {"stand": 180, "walk": 240, "trot": 180, "sit": 300}
+    assert len(arrays["X"]) == 2 * sum(n - 50 - 61 for n in frames.values())
+    assert arrays["mirrored"].sum() * 2 == len(arrays["X"])
+    # One whole clip (10% of 6 files, rounded up) is held out, with its mirror.
+    held_out = set(arrays["clip_names"][np.unique(arrays["clip"][arrays["validation"]])])
+    assert len(held_out) == 2 and {n.removesuffix("_mirror") for n in held_out} == set(
+        built.metadata["validation_clips"]
+    )
+    assert dataset.validation_clips(["a", "b", "c"], seed=3) == dataset.validation_clips(
+        ["c", "b", "a"], seed=3
+    )
+
+
+def test_normalisation_and_oversampling(built):
+    arrays = built.arrays
+    training = ~arrays["validation"]
+    assert np.allclose(arrays["x_mean"], arrays["X"][training].mean(0), atol=1e-4)
+    # The current trajectory sample is the root itself: constant, so left unscaled.
+    current_position = INPUT.indices("trajectory", "position", rows=5)
+    assert np.all(arrays["x_std"][current_position] == 1.0)
+    trot = arrays["gait"] == GAITS.index("trot")
+    assert trot.any() and np.all(arrays["sample_weight"][trot] == 11.0)
+    assert np.all(arrays["sample_weight"][arrays["gait"] == GAITS.index("walk")] == 1.0)
+    balance = dataset.class_balance(arrays)
+    assert balance["after"]["gaits"]["trot"] > balance["before"]["gaits"]["trot"]
+    assert sum(balance["before"]["actions"].values()) == pytest.approx(1.0)
+
+
+def test_file_round_trip_and_refusals(built, tmp_path, monkeypatch):
+    path = tmp_path / "d.npz"
+    dataset.save(built, path)
+    loaded = dataset.load(path)
+    assert np.array_equal(loaded["X"], built.arrays["X"])
+    assert loaded.metadata["layout_hash"] == built.metadata["layout_hash"]
+    truncated = tmp_path / "truncated.npz"
+    truncated.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(ValueError, match="truncated.npz: not a readable canis dataset"):
+        dataset.load(truncated)
+    monkeypatch.setattr(dataset, "layout_hash", lambda: "0123456789abcdef")
+    with pytest.raises(ValueError, match="built for feature layout .* rebuild it"):
+        dataset.load(path)
+
+
+def test_cli_build_writes_the_file_and_report(clip_folder, tmp_path, capsys):
+    out, report = tmp_path / "data.npz", tmp_path / "report"
+    code = main(
+        [
+            "dataset",
+            "build",
+            "--bvh",
+            str(clip_folder[0]),
+            "--out",
+            str(out),
+            "--report",
+            str(report),
+            "--timeline-clip",
+            "walk",
+        ]
+    )
+    assert code == 0 and out.exists()
+    printed = capsys.readouterr().out
+    assert "skipped too_short" in printed and "skipped has_nan" in printed
+    text = (report / "dataset.md").read_text()
+    assert "| sit |" in text and "| walk |" in text and "too_short" in text
+    for png in ("gait_vs_speed.png", "labels/walk.png", "labels/sit.png"):
+        assert (report / png).stat().st_size > 10_000
+    summary = json.loads((report / "summary.json").read_text())
+    assert summary["metadata"]["layout_hash"] == dataset.layout_hash()

@@ -1,0 +1,102 @@
+"""Labels on synthetic dogs whose true contacts and actions are known."""
+
+import numpy as np
+import pytest
+from synthetic_dog import concatenate, gait, hold, to_motion, transition
+
+from runtime.features import ACTIONS
+from training.clips import process_clip
+from training.labels import GAITS, NO_GAIT, front_paw_phase, soft_actions
+
+
+def labels_of(roots, rotations):
+    return process_clip(to_motion(roots, rotations, "synthetic")).labels
+
+
+@pytest.mark.parametrize("kind, speed", [("walk", 0.6), ("trot", 1.6), ("pace", 1.6)])
+def test_contacts_and_gait_of_a_synthetic_gait(kind, speed):
+    roots, rotations, true_contacts = gait(kind, speed, 4.0)
+    labels = labels_of(roots, rotations)
+    agreement = (labels.contacts == true_contacts).mean(axis=0)
+    assert np.all(agreement > 0.95), agreement
+    assert np.all(labels.action_index == ACTIONS.index("move"))
+    moving = labels.gait_index != NO_GAIT
+    assert moving.mean() > 0.9
+    assert np.all(labels.gait_index[moving] == GAITS.index(kind))
+
+
+def test_standing_dog_is_idle_with_four_paws_down():
+    labels = labels_of(*hold("stand", 3.0))
+    assert np.all(labels.action_index == ACTIONS.index("idle"))
+    assert labels.contacts.all()
+    assert np.all(labels.gait_index == NO_GAIT)
+    assert np.allclose(labels.ground_m, labels.ground_m[0]) and abs(labels.ground_m[0]) < 0.03
+
+
+def test_dog_sitting_down_goes_from_idle_to_sit_with_a_soft_blend():
+    labels = labels_of(
+        *concatenate(hold("stand", 1.5), transition("stand", "sit", 1.0), hold("sit", 2.5))
+    )
+    idle, sit = ACTIONS.index("idle"), ACTIONS.index("sit")
+    assert labels.action_index[0] == idle and labels.action_index[-1] == sit
+    change = int(np.flatnonzero(labels.action_index == sit)[0])
+    assert 90 < change < 150  # during the one-second transition
+    assert np.all(np.diff(labels.action_index[labels.action_index != idle]) == 0)
+    # Weights cross-fade around the change and always sum to one.
+    assert np.allclose(labels.actions.sum(axis=1), 1.0)
+    assert 0.3 < labels.actions[change, sit] < 0.7
+    assert labels.actions[change - 10, sit] > 0 and labels.actions[change - 10, idle] > 0.5
+
+
+def test_lying_and_begging_keyframes():
+    assert np.all(labels_of(*hold("lie", 2.0)).action_index == ACTIONS.index("lie"))
+    assert np.all(labels_of(*hold("beg", 2.0)).action_index == ACTIONS.index("stand"))
+
+
+def test_ground_follows_a_raised_platform():
+    roots, rotations = hold("stand", 3.0)
+    raised = labels_of(roots + [0.0, 0.75, 0.0], rotations)
+    flat = labels_of(roots, rotations)
+    assert np.allclose(raised.ground_m - flat.ground_m, 0.75, atol=1e-6)
+    assert raised.contacts.all() and np.all(raised.action_index == ACTIONS.index("idle"))
+
+
+def test_mirrored_walk_swaps_left_and_right_contacts():
+    roots, rotations, _ = gait("walk", 0.6, 4.0)
+    clip = process_clip(to_motion(roots, rotations, "walk"))
+    mirrored = process_clip(to_motion(roots, rotations, "walk"), mirrored=True)
+    swapped = clip.labels.contacts[:, [1, 0, 3, 2]]  # LF<->RF, LH<->RH
+    assert (mirrored.labels.contacts == swapped).mean() > 0.99
+    assert np.array_equal(mirrored.labels.action_index, clip.labels.action_index)
+
+
+def test_phase_is_zero_at_left_front_touchdowns_and_pi_at_right():
+    contacts = np.zeros((200, 4), dtype=bool)
+    for start in (10, 70, 130):
+        contacts[start : start + 20, 0] = True
+        contacts[start + 30 : start + 50, 1] = True
+    phase = front_paw_phase(contacts)
+    assert np.allclose(phase[[10, 70, 130]], 0.0, atol=1e-9)
+    assert np.allclose(phase[[40, 100, 160]], np.pi, atol=1e-9)
+    assert phase[25] == pytest.approx(np.pi / 2)  # halfway between two touchdowns
+    assert np.all((phase >= 0) & (phase < 2 * np.pi))
+
+
+def test_soft_actions_are_one_hot_away_from_changes():
+    hard = np.array([0] * 100 + [3] * 100)
+    weights = soft_actions(hard)
+    assert np.array_equal(weights[:80].argmax(1), hard[:80])
+    assert np.allclose(weights[:80, 0], 1.0) and np.allclose(weights[120:, 3], 1.0)
+    assert weights[100, 3] == pytest.approx(16 / 31)
+
+
+def test_real_clips_show_all_six_actions(mocap_dir):
+    from training.bvh import read_bvh
+
+    expected = {"D1_001_KAN01_001": "idle", "D1_007_KAN01_001": "move",
+                "D1_057_KAN01_001": "jump", "D1_003_KAN01_001": "sit",
+                "D1_086_KAN02_001": "stand", "D1_005_KAN01_001": "lie"}  # fmt: skip
+    for clip, action in expected.items():
+        labels = process_clip(read_bvh(mocap_dir / f"{clip}.bvh")).labels
+        frames = (labels.action_index == ACTIONS.index(action)).sum()
+        assert frames >= 30, f"{clip}: only {frames} frames of {action}"
