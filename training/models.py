@@ -1,0 +1,178 @@
+"""The motion networks (PyTorch): MANN, PFNN and the vanilla baseline.
+
+All take standardised inputs and return standardised outputs; export/onnx.py folds the
+standardisation into the exported graph. MANN and PFNN share one layer type: a linear layer
+with K weight sets whose outputs are blended per sample. Because the blend is linear,
+sum_k w_k (W_k v + b_k) == (sum_k w_k W_k) v + sum_k w_k b_k, so computing every set's output
+with one matmul against the concatenated weights and blending those is the same function as
+blending the weights (tests/test_models.py checks it) and much cheaper for small batches.
+MANN's blend weights come from its gating network; PFNN's are Catmull-Rom spline coefficients
+of the phase over its 4 control points.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from runtime.features import INPUT, OUTPUT, gating_indices
+
+MODEL_KINDS = ("mann", "pfnn", "vnn")
+DROPOUT = 0.3  # the paper's keep probability 0.7
+GATING_HIDDEN = 32
+MOTION_HIDDEN = 512
+VNN_HIDDEN = 2048
+PFNN_CONTROL_POINTS = 4
+
+
+class BlendedLinear(nn.Module):
+    """A linear layer with `sets` weight sets blended by per-sample weights (B, sets)."""
+
+    def __init__(self, inputs: int, outputs: int, sets: int):
+        super().__init__()
+        self.inputs, self.outputs, self.sets = inputs, outputs, sets
+        # (inputs, sets * outputs): set k's weights are columns k*outputs .. (k+1)*outputs.
+        self.weight = nn.Parameter(torch.empty(inputs, sets * outputs))
+        self.bias = nn.Parameter(torch.zeros(sets, outputs))
+        bound = math.sqrt(6.0 / (inputs + outputs))  # Glorot-uniform per set
+        nn.init.uniform_(self.weight, -bound, bound)
+
+    def forward(self, x: torch.Tensor, blend: torch.Tensor) -> torch.Tensor:
+        per_set = (x @ self.weight).view(-1, self.sets, self.outputs) + self.bias
+        return (blend.unsqueeze(-1) * per_set).sum(dim=1)
+
+    def forward_blending_weights(self, x: torch.Tensor, blend: torch.Tensor) -> torch.Tensor:
+        """The same function the slow way: one blended weight matrix per sample."""
+        weights = self.weight.view(self.inputs, self.sets, self.outputs)
+        per_sample = torch.einsum("bk,iko->bio", blend, weights)
+        return torch.einsum("bi,bio->bo", x, per_sample) + blend @ self.bias
+
+
+class MotionNetwork(nn.Module):
+    """Three ELU layers 480 -> h -> h -> 363 with blended weight sets and dropout."""
+
+    def __init__(self, inputs: int, hidden: int, outputs: int, sets: int):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            [
+                BlendedLinear(inputs, hidden, sets),
+                BlendedLinear(hidden, hidden, sets),
+                BlendedLinear(hidden, outputs, sets),
+            ]
+        )
+        self.dropout = nn.Dropout(DROPOUT)
+
+    def forward(self, x: torch.Tensor, blend: torch.Tensor) -> torch.Tensor:
+        for i, layer in enumerate(self.layers):
+            x = layer(self.dropout(x), blend)
+            if i < len(self.layers) - 1:
+                x = F.elu(x)
+        return x
+
+
+class MANN(nn.Module):
+    kind = "mann"
+
+    def __init__(self, experts: int = 8):
+        super().__init__()
+        self.experts = experts
+        self.register_buffer("gating_indices", torch.as_tensor(gating_indices()), persistent=False)
+        self.gating = nn.Sequential(
+            nn.Linear(len(gating_indices()), GATING_HIDDEN),
+            nn.ELU(),
+            nn.Linear(GATING_HIDDEN, GATING_HIDDEN),
+            nn.ELU(),
+            nn.Linear(GATING_HIDDEN, experts),
+        )
+        self.motion = MotionNetwork(INPUT.size, MOTION_HIDDEN, OUTPUT.size, experts)
+
+    def expert_weights(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.gating(x[:, self.gating_indices]), dim=-1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(y, expert blend weights (B, K)) from standardised x."""
+        weights = self.expert_weights(x)
+        return self.motion(x, weights), weights
+
+
+def catmull_rom_weights(phase_rad: torch.Tensor, points: int = PFNN_CONTROL_POINTS):
+    """Per-sample blend weights (B, points) of a cyclic cubic Catmull-Rom spline at the phase.
+
+    With mu the fraction between control points k1 and k1+1 (indices mod `points`), the
+    spline is y1 + mu(-y0/2 + y2/2) + mu^2(y0 - 5y1/2 + 2y2 - y3/2) + mu^3(-y0/2 + 3y1/2 -
+    3y2/2 + y3/2) over y0..y3 = points k1-1 .. k1+2 (REFERENCE.md section 2).
+    """
+    position = torch.remainder(phase_rad.reshape(-1), 2 * math.pi) * points / (2 * math.pi)
+    k1 = torch.floor(position)
+    mu = (position - k1)[:, None]
+    coefficients = torch.cat(
+        [
+            -0.5 * mu + mu**2 - 0.5 * mu**3,  # y0 = point k1 - 1
+            1.0 - 2.5 * mu**2 + 1.5 * mu**3,  # y1 = point k1
+            0.5 * mu + 2.0 * mu**2 - 1.5 * mu**3,  # y2 = point k1 + 1
+            -0.5 * mu**2 + 0.5 * mu**3,  # y3 = point k1 + 2
+        ],
+        dim=1,
+    )
+    # Control point j takes the coefficient of its offset from k1 - 1.
+    j = torch.arange(points, device=phase_rad.device, dtype=position.dtype)[None, :]
+    offset = torch.remainder(j - k1[:, None] + 1, points).long()
+    return torch.gather(coefficients, 1, offset)
+
+
+class PFNN(nn.Module):
+    """Phase-functioned network; its output has the phase increment appended (364)."""
+
+    kind = "pfnn"
+
+    def __init__(self):
+        super().__init__()
+        self.motion = MotionNetwork(INPUT.size, MOTION_HIDDEN, OUTPUT.size + 1, PFNN_CONTROL_POINTS)
+
+    def forward(self, x: torch.Tensor, phase_rad: torch.Tensor) -> torch.Tensor:
+        return self.motion(x, catmull_rom_weights(phase_rad))
+
+
+class VanillaNetwork(nn.Module):
+    """The paper's baseline: one plain 480 -> 2048 -> 2048 -> 363 ELU network.
+
+    The paper calls it parameter-matched to MANN-4; it matches in hidden units (4 x 512), but
+    three dense layers of 2048 hold 5.9M parameters against MANN-4's 2.8M.
+    """
+
+    kind = "vnn"
+
+    def __init__(self):
+        super().__init__()
+        self.dropout = nn.Dropout(DROPOUT)
+        self.layers = nn.ModuleList(
+            [
+                nn.Linear(INPUT.size, VNN_HIDDEN),
+                nn.Linear(VNN_HIDDEN, VNN_HIDDEN),
+                nn.Linear(VNN_HIDDEN, OUTPUT.size),
+            ]
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i, layer in enumerate(self.layers):
+            x = layer(self.dropout(x))
+            if i < len(self.layers) - 1:
+                x = F.elu(x)
+        return x
+
+
+def create_model(kind: str, experts: int = 8) -> nn.Module:
+    if kind == "mann":
+        return MANN(experts)
+    if kind == "pfnn":
+        return PFNN()
+    if kind == "vnn":
+        return VanillaNetwork()
+    raise ValueError(f"unknown model kind {kind!r}; choose one of {', '.join(MODEL_KINDS)}")
+
+
+def model_config(model: nn.Module) -> dict:
+    return {"kind": model.kind, "experts": getattr(model, "experts", None)}
