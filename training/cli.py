@@ -45,6 +45,42 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     build.add_argument("--seed", type=int, default=0, help="seed of the validation hold-out")
     build.set_defaults(handler=run_dataset_build)
 
+    train = commands.add_parser("train", help="train MANN, PFNN or the vanilla network")
+    train.add_argument("--model", choices=("mann", "pfnn", "vnn"), default="mann")
+    train.add_argument("--experts", type=int, default=8, help="MANN experts K (8 or 4)")
+    train.add_argument("--dataset", type=Path, default=Path("data/dog_dataset.npz"))
+    train.add_argument("--out", type=Path, required=True, help="run folder (checkpoints, log)")
+    train.add_argument(
+        "--schedule",
+        choices=("paper", "cpu"),
+        default="paper",
+        help="paper: 150 epochs, batch 32, lr 1e-4, restarts 10/30/70; cpu: "
+        "35 epochs, batch 128, lr 2e-4, restarts 5/15 (see training/train.py)",
+    )
+    train.add_argument("--epochs", type=int, help="override the schedule's epoch count")
+    train.add_argument("--batch-size", type=int, help="override the schedule's batch size")
+    train.add_argument("--lr", type=float, help="override the schedule's peak learning rate")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument(
+        "--no-oversample",
+        action="store_true",
+        help="sample rows uniformly instead of 11x trot/canter weights",
+    )
+    train.add_argument(
+        "--resume", action="store_true", help="continue the run in --out from its last checkpoint"
+    )
+    train.set_defaults(handler=run_train)
+
+    export = commands.add_parser("export", help="export a training checkpoint to ONNX")
+    export.add_argument("checkpoint", type=Path, help="a .safetensors checkpoint of canis train")
+    export.add_argument("--out", type=Path, required=True, help="ONNX file to write")
+    export.add_argument(
+        "--dataset",
+        type=Path,
+        help="dataset whose rows join the parity check (default: random rows)",
+    )
+    export.set_defaults(handler=run_export)
+
     keyframes = commands.add_parser(
         "keyframes", help="pick the stand/sit/lie/beg keyframe poses out of the mocap"
     )
@@ -146,4 +182,40 @@ def run_keyframes_export(args) -> int:
     for k in keyframes:
         print(f"{k.name:6s} hips {k.hips_height_m:.3f} m  from {k.source}")
     print(f"wrote {args.out}")
+    return 0
+
+
+def run_train(args) -> int:
+    from training.train import TrainConfig, train
+
+    config = TrainConfig.from_schedule(
+        args.schedule,
+        kind=args.model,
+        experts=args.experts,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        oversample=not args.no_oversample,
+        dataset=str(args.dataset),
+    )
+    if not args.dataset.exists():
+        raise FileNotFoundError(
+            f"{args.dataset} does not exist; build it with `canis dataset build`"
+        )
+    rows = train(config, args.out, resume=args.resume)
+    if rows:
+        print(f"done: {args.out} (last.safetensors, best.safetensors, log.csv)")
+    return 0
+
+
+def run_export(args) -> int:
+    from export.onnx_export import export_onnx
+
+    report = export_onnx(args.checkpoint, args.out, args.dataset)
+    errors = ", ".join(f"{k} {v:.1e}" for k, v in report["parity_max_abs_error"].items())
+    print(
+        f"wrote {args.out} ({report['bytes'] / 1e6:.1f} MB, {report['kind']}); parity vs "
+        f"PyTorch, max abs error: {errors}"
+    )
     return 0

@@ -1,0 +1,96 @@
+"""Checkpoints as safetensors: model weights, AdamW state, the normalisation statistics and a
+JSON config in the metadata. No pickle: a checkpoint is tensors and strings only. Written
+atomically (temporary file, then rename), so a crash never leaves a corrupt latest checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from runtime.features import layout_hash
+
+FORMAT = "canis-checkpoint-1"
+
+
+@dataclass
+class Checkpoint:
+    tensors: dict[str, torch.Tensor]
+    config: dict
+
+    def section(self, prefix: str) -> dict[str, torch.Tensor]:
+        return {k[len(prefix) :]: v for k, v in self.tensors.items() if k.startswith(prefix)}
+
+
+def save_checkpoint(path: Path, model, optimizer, normalisation: dict, config: dict) -> None:
+    tensors = {f"model/{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    tensors |= {
+        f"norm/{k}": torch.as_tensor(v).cpu().contiguous() for k, v in normalisation.items()
+    }
+    names = [name for name, _ in model.named_parameters()]
+    for index, state in optimizer.state_dict()["state"].items():
+        for key, value in state.items():
+            tensors[f"optim/{names[index]}/{key}"] = torch.as_tensor(value).cpu().contiguous()
+    metadata = {"format": FORMAT, "layout_hash": layout_hash(), "config": json.dumps(config)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+    save_file(tensors, str(tmp), metadata=metadata)
+    tmp.replace(path)
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such checkpoint")
+    try:
+        tensors = load_file(str(path))
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as file:
+            metadata = file.metadata() or {}
+    except (SafetensorError, OSError, ValueError) as error:
+        raise ValueError(f"{path}: not a readable safetensors checkpoint ({error})") from None
+    if metadata.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a canis checkpoint (format {metadata.get('format')!r})")
+    if metadata.get("layout_hash") != layout_hash():
+        raise ValueError(
+            f"{path}: trained for feature layout {metadata.get('layout_hash')}, but this runtime "
+            f"uses {layout_hash()}; retrain on a dataset built with this version"
+        )
+    return Checkpoint(tensors, json.loads(metadata["config"]))
+
+
+def restore_model(checkpoint: Checkpoint, model, path: Path | str = "checkpoint") -> None:
+    """Loads weights, naming every tensor whose presence or shape differs."""
+    weights = checkpoint.section("model/")
+    expected = model.state_dict()
+    problems = [f"missing {k}" for k in expected if k not in weights]
+    problems += [f"unexpected {k}" for k in weights if k not in expected]
+    problems += [
+        f"{k}: {tuple(weights[k].shape)} vs model {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in weights and weights[k].shape != v.shape
+    ]
+    if problems:
+        raise ValueError(
+            f"{path}: does not fit a {checkpoint.config.get('kind')} model with "
+            f"this configuration: {'; '.join(problems[:6])}"
+        )
+    model.load_state_dict(weights)
+
+
+def restore_optimizer(checkpoint: Checkpoint, model, optimizer) -> None:
+    names = [name for name, _ in model.named_parameters()]
+    state = optimizer.state_dict()
+    saved = checkpoint.section("optim/")
+    state["state"] = {}
+    for index, name in enumerate(names):
+        entries = {k[len(name) + 1 :]: v for k, v in saved.items() if k.startswith(name + "/")}
+        if entries:
+            state["state"][index] = entries
+    optimizer.load_state_dict(state)
