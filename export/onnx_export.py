@@ -1,0 +1,196 @@
+"""`canis export`: a training checkpoint -> a self-describing ONNX model for the runtime.
+
+The graph takes raw features and returns raw outputs: the standardisation is part of it. The
+batch axis is dynamic. Each blended layer is one MatMul against all weight sets followed by a
+weighted sum, which ONNX Runtime runs fast on a CPU. Metadata says what the model is and what
+it expects (see METADATA_KEYS); the runtime refuses a model whose contract differs. The export
+checks itself against PyTorch on real and random inputs and fails above MAX_PARITY_ERROR.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from canis import __version__
+from runtime.features import (
+    CONTRACT_VERSION,
+    FPS,
+    INPUT,
+    OUTPUT,
+    PFNN_PHASE_INPUT,
+    PFNN_PHASE_OUTPUT,
+    contract_description,
+    layout_hash,
+)
+from runtime.skeleton import DOG_JOINT_NAMES
+from training.checkpoint import load_checkpoint, restore_model
+from training.models import create_model
+
+OPSET = 17
+MAX_PARITY_ERROR = 1e-4
+LICENCE = (
+    "CC BY-NC 4.0: trained on the MANN dog motion capture (Zhang, Starke, Komura, Saito, "
+    "SIGGRAPH 2018) provided by Bandai-Namco Studios"
+)
+
+
+class ExportedModel(nn.Module):
+    """Wraps a trained network with its standardisation: raw in, raw out."""
+
+    def __init__(self, model: nn.Module, normalisation: dict[str, torch.Tensor]):
+        super().__init__()
+        self.model = model.eval()
+        self.kind = model.kind
+        for name, value in normalisation.items():
+            self.register_buffer(name, value.float().clone())
+        self.eval()  # torch.onnx.export restores this mode afterwards: it must be eval too
+
+    def forward(self, x: torch.Tensor, phase: torch.Tensor | None = None):
+        x_standard = (x - self.x_mean) / self.x_std
+        if self.kind == "mann":
+            y, expert_weights = self.model(x_standard)
+            return y * self.y_std + self.y_mean, expert_weights
+        if self.kind == "pfnn":
+            out = self.model(x_standard, phase.reshape(-1))
+            y = out[:, : OUTPUT.size] * self.y_std + self.y_mean
+            phase_delta = out[:, OUTPUT.size :] * self.phase_delta_std + self.phase_delta_mean
+            return y, phase_delta
+        return self.model(x_standard) * self.y_std + self.y_mean
+
+
+def io_names(kind: str) -> tuple[list[str], list[str]]:
+    if kind == "mann":
+        return ["x"], ["y", "expert_weights"]
+    if kind == "pfnn":
+        return ["x", PFNN_PHASE_INPUT], ["y", PFNN_PHASE_OUTPUT]
+    return ["x"], ["y"]
+
+
+def load_for_export(checkpoint_path: Path) -> tuple[ExportedModel, dict]:
+    checkpoint = load_checkpoint(checkpoint_path)
+    config = checkpoint.config
+    model = create_model(config["kind"], config.get("experts") or 8)
+    restore_model(checkpoint, model, checkpoint_path)
+    return ExportedModel(model, checkpoint.section("norm/")), config
+
+
+def metadata(config: dict) -> dict[str, str]:
+    train = config["train"]["config"]
+    inputs, outputs = io_names(config["kind"])
+    return {
+        "canis.kind": config["kind"],
+        "canis.experts": str(config.get("experts") or ""),
+        "canis.layout_hash": layout_hash(),
+        "canis.contract_version": str(CONTRACT_VERSION),
+        "canis.contract": json.dumps(contract_description()),
+        "canis.fps": str(FPS),
+        "canis.joint_names": json.dumps(list(DOG_JOINT_NAMES)),
+        "canis.inputs": json.dumps(inputs),
+        "canis.outputs": json.dumps(outputs),
+        "canis.licence": LICENCE,
+        "canis.training_schedule": json.dumps(
+            {
+                k: train[k]
+                for k in (
+                    "schedule",
+                    "epochs",
+                    "batch_size",
+                    "lr",
+                    "weight_decay",
+                    "restart_epochs",
+                    "restart_mult",
+                    "oversample",
+                    "seed",
+                )
+            }
+            | {"epochs_completed": config["epoch"]}
+        ),
+        "canis.training_result": json.dumps(
+            {
+                "last": config["last"],
+                "best_validation_loss": config["best_validation_loss"],
+                "machine": config["machine"],
+            }
+        ),
+        "canis.dataset": json.dumps(config["dataset"]),
+        "canis.exported": datetime.now(UTC).isoformat(timespec="seconds"),
+        "canis.version": __version__,
+    }
+
+
+def _example_inputs(kind: str, x: np.ndarray, phase: np.ndarray) -> tuple:
+    tensors = (torch.as_tensor(x, dtype=torch.float32),)
+    if kind == "pfnn":
+        tensors += (torch.as_tensor(phase, dtype=torch.float32).reshape(-1, 1),)
+    return tensors
+
+
+def parity_inputs(wrapper: ExportedModel, dataset_path: Path | None, rows: int = 256, seed=0):
+    """Real rows from a dataset when given, and random rows in the standardised range."""
+    rng = np.random.default_rng(seed)
+    mean, std = wrapper.x_mean.numpy(), wrapper.x_std.numpy()
+    random_x = (mean + std * rng.normal(size=(rows, INPUT.size))).astype(np.float32)
+    sets = {"random": (random_x, rng.uniform(0, 2 * math.pi, size=rows).astype(np.float32))}
+    if dataset_path is not None:
+        from training.dataset import load
+
+        data = load(dataset_path)
+        pick = rng.choice(len(data["X"]), size=min(rows, len(data["X"])), replace=False)
+        sets["real"] = (data["X"][pick], data["phase"][pick])
+    return sets
+
+
+def export_onnx(checkpoint_path: Path, out: Path, dataset_path: Path | None = None) -> dict:
+    """Writes the ONNX model and returns the parity report; raises if parity fails."""
+    import onnx
+    import onnxruntime as ort
+
+    wrapper, config = load_for_export(checkpoint_path)
+    kind = config["kind"]
+    inputs, outputs = io_names(kind)
+    example = _example_inputs(kind, np.zeros((2, INPUT.size), np.float32), np.zeros(2, np.float32))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".partial")
+    torch.onnx.export(
+        wrapper,
+        example,
+        str(tmp),
+        input_names=inputs,
+        output_names=outputs,
+        dynamic_axes={name: {0: "batch"} for name in inputs + outputs},
+        opset_version=OPSET,
+        dynamo=False,
+    )
+    model = onnx.load(str(tmp))
+    for key, value in metadata(config).items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+    model.doc_string = f"canis {kind} motion network; see canis.* metadata"
+    onnx.checker.check_model(model)
+    onnx.save(model, str(tmp))
+
+    session = ort.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
+    report = {}
+    for name, (x, phase) in parity_inputs(wrapper, dataset_path).items():
+        feeds = dict(zip(inputs, (t.numpy() for t in _example_inputs(kind, x, phase)), strict=True))
+        with torch.no_grad():
+            expected = wrapper(*_example_inputs(kind, x, phase))
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        got = session.run(outputs, feeds)
+        error = max(float(np.abs(g - e.numpy()).max()) for g, e in zip(got, expected, strict=True))
+        report[name] = error
+        if not error < MAX_PARITY_ERROR:
+            tmp.unlink(missing_ok=True)
+            raise ValueError(
+                f"export parity failed on {name} inputs: ONNX Runtime differs from "
+                f"PyTorch by {error:.2e} (limit {MAX_PARITY_ERROR:.0e})"
+            )
+    tmp.replace(out)
+    return {"parity_max_abs_error": report, "bytes": out.stat().st_size, "kind": kind}
