@@ -93,9 +93,14 @@ def test_soft_actions_are_one_hot_away_from_changes():
 def test_real_clips_show_all_six_actions(mocap_dir):
     from training.bvh import read_bvh
 
-    expected = {"D1_001_KAN01_001": "idle", "D1_007_KAN01_001": "move",
-                "D1_057_KAN01_001": "jump", "D1_003_KAN01_001": "sit",
-                "D1_086_KAN02_001": "stand", "D1_005_KAN01_001": "lie"}  # fmt: skip
+    expected = {
+        "D1_001_KAN01_001": "idle",
+        "D1_007_KAN01_001": "move",
+        "D1_057_KAN01_001": "jump",
+        "D1_003_KAN01_001": "sit",
+        "D1_086_KAN02_001": "stand",
+        "D1_005_KAN01_001": "lie",
+    }
     for clip, action in expected.items():
         labels = process_clip(read_bvh(mocap_dir / f"{clip}.bvh")).labels
         frames = (labels.action_index == ACTIONS.index(action)).sum()

@@ -9,8 +9,9 @@ def test_shipped_keyframes_stand_on_the_ground(dog):
     keyframes = load_keyframes()
     assert set(keyframes) == {"stand", "sit", "lie", "beg"}
     for name, key in keyframes.items():
-        positions, _ = forward_kinematics(dog, key.local_rotations[None],
-                                          np.array([[0, key.hips_height_m, 0]]))  # fmt: skip
+        positions, _ = forward_kinematics(
+            dog, key.local_rotations[None], np.array([[0, key.hips_height_m, 0]])
+        )
         lowest_paw = positions[0, dog.group("paws"), 1].min()
         assert -0.02 < lowest_paw < 0.05, f"{name}: lowest paw at {lowest_paw:.3f} m"
     stand = keyframes["stand"]

@@ -1,0 +1,101 @@
+"""Training, checkpoints and export on a tiny dataset built from the synthetic dogs."""
+
+import json
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from synthetic_dog import standard_clips
+
+from export.onnx_export import export_onnx
+from training import checkpoint as checkpoint_module
+from training import dataset
+from training.checkpoint import load_checkpoint, restore_model
+from training.models import create_model
+from training.train import LAST, TrainConfig, train
+
+
+@pytest.fixture(scope="module")
+def tiny_dataset(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny")
+    standard_clips(folder / "clips")
+    path = folder / "tiny.npz"
+    dataset.save(dataset.build(folder / "clips", progress=False), path)
+    return path
+
+
+def config(path, kind="mann", epochs=2, **extra):
+    return TrainConfig(
+        kind=kind,
+        experts=4,
+        epochs=epochs,
+        batch_size=8,
+        lr=1e-3,
+        restart_epochs=1,
+        steps_per_epoch=3,
+        dataset=str(path),
+        **extra,
+    )
+
+
+def parameters(run_dir):
+    return load_checkpoint(run_dir / LAST).section("model/")
+
+
+def test_resume_continues_exactly(tiny_dataset, tmp_path):
+    straight = tmp_path / "straight"
+    rows = train(config(tiny_dataset, epochs=2), straight, progress=False)
+    assert len(rows) == 2 and all(np.isfinite(r["validation_loss"]) for r in rows)
+    interrupted = tmp_path / "interrupted"
+    train(config(tiny_dataset, epochs=1), interrupted, progress=False)
+    resumed_rows = train(config(tiny_dataset, epochs=2), interrupted, resume=True, progress=False)
+    assert [r["epoch"] for r in resumed_rows] == [1, 2]
+    a, b = parameters(straight), parameters(interrupted)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert resumed_rows[1]["train_loss"] == pytest.approx(rows[1]["train_loss"], rel=1e-6)
+    log = (interrupted / "log.csv").read_text().splitlines()
+    assert len(log) == 3  # header + one row per epoch, none duplicated
+
+
+def test_resume_refuses_other_settings(tiny_dataset, tmp_path):
+    train(config(tiny_dataset, epochs=1), tmp_path, progress=False)
+    other = config(tiny_dataset, epochs=2)
+    other.batch_size = 16
+    with pytest.raises(ValueError, match="resume with the same settings"):
+        train(other, tmp_path, resume=True, progress=False)
+
+
+def test_bad_checkpoints_fail_clearly(tiny_dataset, tmp_path, monkeypatch):
+    train(config(tiny_dataset, epochs=1), tmp_path, progress=False)
+    path = tmp_path / LAST
+    truncated = tmp_path / "truncated.safetensors"
+    truncated.write_bytes(path.read_bytes()[:5000])
+    with pytest.raises(ValueError, match="truncated.safetensors: not a readable"):
+        load_checkpoint(truncated)
+    with pytest.raises(ValueError, match="does not fit a mann model .*motion.layers.0.weight"):
+        restore_model(load_checkpoint(path), create_model("mann", experts=8), path)
+    monkeypatch.setattr(checkpoint_module, "layout_hash", lambda: "0000000000000000")
+    with pytest.raises(ValueError, match="trained for feature layout"):
+        load_checkpoint(path)
+
+
+@pytest.mark.parametrize("kind", ["mann", "pfnn", "vnn"])
+def test_export_parity_metadata_and_dynamic_batch(tiny_dataset, tmp_path, kind):
+    train(config(tiny_dataset, kind=kind, epochs=1), tmp_path, progress=False)
+    out = tmp_path / f"{kind}.onnx"
+    report = export_onnx(tmp_path / LAST, out, tiny_dataset)
+    assert set(report["parity_max_abs_error"]) == {"random", "real"}
+    assert max(report["parity_max_abs_error"].values()) < 1e-4
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    meta = session.get_modelmeta().custom_metadata_map
+    assert meta["canis.kind"] == kind and meta["canis.layout_hash"] == dataset.layout_hash()
+    assert len(json.loads(meta["canis.joint_names"])) == 27 and "CC BY-NC" in meta["canis.licence"]
+    for batch in (1, 5):
+        feeds = {"x": np.zeros((batch, 480), np.float32)}
+        if kind == "pfnn":
+            feeds["phase"] = np.zeros((batch, 1), np.float32)
+        outputs = session.run(None, feeds)
+        assert outputs[0].shape == (batch, 363) and np.all(np.isfinite(outputs[0]))
+    if kind == "mann":
+        assert np.allclose(outputs[1].sum(axis=1), 1.0, atol=1e-5)  # expert weights
