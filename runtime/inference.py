@@ -1,0 +1,117 @@
+"""ONNX Runtime sessions for the motion networks, with the model's metadata checked against
+the runtime's contract at load. CUDA when the provider is present and starts, else CPU."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from runtime.features import FPS, layout_hash
+from runtime.skeleton import DOG_JOINT_NAMES
+
+log = logging.getLogger("canis.runtime")
+KINDS = ("mann", "pfnn", "vnn")
+
+
+class ModelError(ValueError):
+    """A model file that the runtime cannot use; the message names the file and the problem."""
+
+
+def check_metadata(path: Path, meta: dict[str, str], input_names, output_names) -> str:
+    """The model's kind, or ModelError naming every way the model differs from the contract."""
+    if "canis.kind" not in meta:
+        raise ModelError(
+            f"{path}: not a canis model (no canis.* metadata; export it with `canis export`)"
+        )
+    problems = []
+    kind = meta["canis.kind"]
+    if kind not in KINDS:
+        problems.append(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+    if meta.get("canis.layout_hash") != layout_hash():
+        problems.append(
+            f"feature layout {meta.get('canis.layout_hash')} differs from the "
+            f"runtime's {layout_hash()}"
+        )
+    if meta.get("canis.fps") != str(FPS):
+        problems.append(f"frame rate {meta.get('canis.fps')} is not {FPS}")
+    try:
+        joints = tuple(json.loads(meta.get("canis.joint_names", "[]")))
+    except json.JSONDecodeError:
+        joints = ()
+    if joints != DOG_JOINT_NAMES:
+        problems.append("joint names differ from the dog skeleton's")
+    expected_inputs = ["x", "phase"] if kind == "pfnn" else ["x"]
+    expected_outputs = {"mann": ["y", "expert_weights"], "pfnn": ["y", "phase_delta"]}.get(
+        kind, ["y"]
+    )
+    if list(input_names) != expected_inputs:
+        problems.append(f"inputs {list(input_names)} are not {expected_inputs}")
+    if list(output_names) != expected_outputs:
+        problems.append(f"outputs {list(output_names)} are not {expected_outputs}")
+    if problems:
+        raise ModelError(f"{path}: does not match this runtime: " + "; ".join(problems))
+    return kind
+
+
+def cuda_device_present() -> bool:
+    """Whether trying the CUDA provider makes sense. onnxruntime-gpu lists it even on machines
+    without a GPU, where trying it only prints library-loading errors."""
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        return False
+    return not sys.platform.startswith("linux") or os.path.exists("/dev/nvidiactl")
+
+
+class MotionModel:
+    """One exported network. `run` takes x (N, 480) and, for PFNN, phase (N,)."""
+
+    def __init__(self, path: str | Path, device: str = "auto", threads: int = 1):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"{self.path}: no such model file")
+        options = ort.SessionOptions()
+        # One character's frame is a few small matmuls: more threads mostly add sync cost;
+        # `canis bench` measures 1 vs 2.
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self.session, self.device = self._open(options, device)
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.output_names = [o.name for o in self.session.get_outputs()]
+        self.metadata = self.session.get_modelmeta().custom_metadata_map
+        self.kind = check_metadata(self.path, self.metadata, self.input_names, self.output_names)
+        self.experts = int(self.metadata["canis.experts"]) if self.kind == "mann" else None
+
+    def _open(self, options, device: str):
+        wants_cuda = device == "cuda" or (
+            device == "auto" and "CUDAExecutionProvider" in ort.get_available_providers()
+        )
+        try:
+            if wants_cuda:
+                try:
+                    session = ort.InferenceSession(
+                        str(self.path),
+                        options,
+                        providers=["CUDAExecutionProvider", "CPUExecutionProvider"],
+                    )
+                    if "CUDAExecutionProvider" in session.get_providers():
+                        return session, "cuda"
+                    log.warning("%s: CUDA provider did not start; running on CPU", self.path)
+                except Exception as error:  # a broken CUDA install must not stop the game
+                    log.warning("%s: CUDA provider failed (%s); running on CPU", self.path, error)
+            return ort.InferenceSession(
+                str(self.path), options, providers=["CPUExecutionProvider"]
+            ), "cpu"
+        except Exception as error:  # ORT raises its own types for bad files
+            raise ModelError(f"{self.path}: not a loadable ONNX model ({error})") from None
+
+    def run(self, x: np.ndarray, phase: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        feeds = {"x": np.ascontiguousarray(x, dtype=np.float32)}
+        if self.kind == "pfnn":
+            feeds["phase"] = np.ascontiguousarray(phase, dtype=np.float32).reshape(-1, 1)
+        outputs = self.session.run(self.output_names, feeds)
+        return dict(zip(self.output_names, outputs, strict=True))

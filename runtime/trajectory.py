@@ -1,0 +1,128 @@
+"""From what the player asks for to the trajectory the network sees.
+
+The command (target velocity, facing and action) is smoothed exponentially, then the future
+samples are extrapolated from the character's current motion toward the smoothed command with
+an exponentially-weighted bias (near samples stay close to what the dog does now, far ones
+reach what is asked), and finally blended with the trajectory the network itself predicted
+last frame: T = tau T_desired + (1 - tau) T_predicted (the MANN paper's runtime control).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from runtime.features import ACTIONS, FPS, FUTURE_OFFSETS_FRAMES, Trajectory
+from runtime.root import wrap_angle_rad
+
+FUTURE_TIMES_S = np.array(FUTURE_OFFSETS_FRAMES) / FPS
+HORIZON_S = FUTURE_TIMES_S[-1]
+# w(t) = 1 - (1 - t / horizon)^BIAS: 2 reaches the command early in the second, which keeps
+# the dog responsive without a kink at the current frame.
+TRAJECTORY_BIAS = 2.0
+VELOCITY_HALF_LIFE_S = 0.15
+FACING_HALF_LIFE_S = 0.15
+ACTION_HALF_LIFE_S = 0.1
+DEFAULT_TAU = 0.5
+MAX_SPEED_MPS = 6.0  # a little above the fastest gallop in the data (5.5 m/s)
+
+
+@dataclass
+class ControlState:
+    """What N characters are asked to do, in world space."""
+
+    velocity_mps: np.ndarray  # (N, 2) target ground velocity (x, z)
+    facing_yaw_rad: np.ndarray  # (N,) target facing; yaw 0 faces +z
+    action: np.ndarray  # (N,) index into ACTIONS
+
+    @classmethod
+    def single(cls, velocity_xz=(0.0, 0.0), facing_yaw_rad=0.0, action="idle") -> ControlState:
+        return cls(
+            np.array([velocity_xz], dtype=np.float64),
+            np.array([facing_yaw_rad], float),
+            np.array([ACTIONS.index(action)]),
+        )
+
+    def validated(self, count: int) -> ControlState:
+        """A copy safe to act on: shapes checked, speeds clamped; non-finite values refused."""
+        velocity = np.asarray(self.velocity_mps, dtype=np.float64).reshape(count, 2)
+        yaw = np.asarray(self.facing_yaw_rad, dtype=np.float64).reshape(count)
+        action = np.asarray(self.action).reshape(count)
+        if not (np.all(np.isfinite(velocity)) and np.all(np.isfinite(yaw))):
+            raise ValueError("control input holds non-finite values (NaN or inf)")
+        if not np.all((action >= 0) & (action < len(ACTIONS))):
+            raise ValueError(f"control action must index {len(ACTIONS)} actions, got {action}")
+        speed = np.linalg.norm(velocity, axis=1, keepdims=True)
+        velocity = velocity * np.minimum(1.0, MAX_SPEED_MPS / np.maximum(speed, 1e-9))
+        return ControlState(velocity, wrap_angle_rad(yaw), action.astype(np.int64))
+
+
+def smoothing_factor(dt_s: float, half_life_s: float) -> float:
+    """How much of the gap to the target remains after dt: exponential smoothing."""
+    return 0.5 ** (dt_s / half_life_s)
+
+
+def bias_weights(times_s: np.ndarray, bias: float = TRAJECTORY_BIAS) -> np.ndarray:
+    return 1.0 - (1.0 - np.clip(times_s / HORIZON_S, 0.0, 1.0)) ** bias
+
+
+def yaw_direction(yaw_rad: np.ndarray) -> np.ndarray:
+    return np.stack([np.sin(yaw_rad), np.zeros_like(yaw_rad), np.cos(yaw_rad)], axis=-1)
+
+
+def extrapolate(
+    root_position_m,
+    root_velocity_mps,
+    root_yaw_rad,
+    action_weights,
+    commanded_velocity_mps,
+    commanded_yaw_rad,
+    commanded_actions,
+) -> Trajectory:
+    """Desired future samples (N, 6) from the current motion toward the smoothed command."""
+    step_s = FUTURE_TIMES_S[0]
+    # Velocity at the middle of each 10-frame step, integrated into positions.
+    middles = bias_weights(FUTURE_TIMES_S - 0.5 * step_s)[None, :, None]
+    now_v, cmd_v = root_velocity_mps[:, None, [0, 2]], commanded_velocity_mps[:, None, :]
+    step_velocity = now_v + (cmd_v - now_v) * middles
+    offsets_xz = np.cumsum(step_velocity * step_s, axis=1)
+    positions = np.repeat(root_position_m[:, None, :], len(FUTURE_TIMES_S), axis=1).copy()
+    positions[..., [0, 2]] += offsets_xz
+    weights = bias_weights(FUTURE_TIMES_S)[None, :]
+    velocity_xz = now_v + (cmd_v - now_v) * weights[..., None]
+    velocities = np.zeros_like(positions)
+    velocities[..., [0, 2]] = velocity_xz
+    yaw = (
+        root_yaw_rad[:, None] + weights * wrap_angle_rad(commanded_yaw_rad - root_yaw_rad)[:, None]
+    )
+    actions = (
+        action_weights[:, None] + (commanded_actions - action_weights)[:, None] * weights[..., None]
+    )
+    speeds = np.linalg.norm(velocity_xz, axis=-1)
+    return Trajectory(positions, yaw_direction(yaw), velocities, speeds, actions)
+
+
+def blend(desired: Trajectory, predicted: Trajectory | None, tau: float) -> Trajectory:
+    """tau * desired + (1 - tau) * predicted; directions renormalised; speeds and actions are
+    the player's (the network does not predict them)."""
+    if predicted is None or tau >= 1.0:
+        return desired
+    mix = lambda a, b: tau * a + (1.0 - tau) * b  # noqa: E731
+    directions = mix(desired.directions, predicted.directions)
+    directions /= np.maximum(np.linalg.norm(directions, axis=-1, keepdims=True), 1e-9)
+    return Trajectory(
+        mix(desired.positions_m, predicted.positions_m),
+        directions,
+        mix(desired.velocities_mps, predicted.velocities_mps),
+        desired.speeds_mps,
+        desired.actions,
+    )
+
+
+def path_speed_mps(root_position_m: np.ndarray, future_positions_m: np.ndarray) -> np.ndarray:
+    """Length of the path from the root through the future samples, per second of it: the
+    data's definition of the desired speed (training/clips.py)."""
+    points = np.concatenate([root_position_m[:, None, :], future_positions_m], axis=1)
+    steps = np.linalg.norm(np.diff(points[..., [0, 2]], axis=1), axis=-1)
+    return steps.sum(axis=1) / HORIZON_S
