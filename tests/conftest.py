@@ -61,3 +61,45 @@ def random_quaternions(rng: np.random.Generator, shape, max_angle_rad=np.pi) -> 
     half = 0.5 * rng.uniform(0, max_angle_rad, size=shape)
     q = np.concatenate([np.cos(half)[..., None], np.sin(half)[..., None] * axes], axis=-1)
     return q.astype(np.float32)
+
+
+def tiny_config(dataset_path, kind="mann", epochs=1):
+    """A training run of a few steps: enough to exercise the whole pipeline in seconds."""
+    from training.train import TrainConfig
+
+    return TrainConfig(
+        kind=kind,
+        experts=4,
+        epochs=epochs,
+        batch_size=8,
+        lr=1e-3,
+        restart_epochs=1,
+        steps_per_epoch=3,
+        dataset=str(dataset_path),
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory) -> Path:
+    """A dataset built from the synthetic dogs (tests/synthetic_dog.py)."""
+    from synthetic_dog import standard_clips
+
+    from training import dataset
+
+    folder = tmp_path_factory.mktemp("tiny")
+    standard_clips(folder / "clips")
+    path = folder / "tiny.npz"
+    dataset.save(dataset.build(folder / "clips", progress=False), path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_dataset, tmp_path_factory) -> Path:
+    """A barely trained MANN-4 exported to ONNX: right shapes and metadata, not good motion."""
+    from export.onnx_export import export_onnx
+    from training.train import LAST, train
+
+    run = tmp_path_factory.mktemp("tiny_run")
+    train(tiny_config(tiny_dataset), run, progress=False)
+    export_onnx(run / LAST, run / "mann.onnx")
+    return run / "mann.onnx"

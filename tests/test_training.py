@@ -6,37 +6,18 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
-from synthetic_dog import standard_clips
+from conftest import tiny_config
 
 from export.onnx_export import export_onnx
 from training import checkpoint as checkpoint_module
 from training import dataset
 from training.checkpoint import load_checkpoint, restore_model
 from training.models import create_model
-from training.train import LAST, TrainConfig, train
+from training.train import LAST, train
 
 
-@pytest.fixture(scope="module")
-def tiny_dataset(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tiny")
-    standard_clips(folder / "clips")
-    path = folder / "tiny.npz"
-    dataset.save(dataset.build(folder / "clips", progress=False), path)
-    return path
-
-
-def config(path, kind="mann", epochs=2, **extra):
-    return TrainConfig(
-        kind=kind,
-        experts=4,
-        epochs=epochs,
-        batch_size=8,
-        lr=1e-3,
-        restart_epochs=1,
-        steps_per_epoch=3,
-        dataset=str(path),
-        **extra,
-    )
+def config(path, kind="mann", epochs=2):
+    return tiny_config(path, kind, epochs)
 
 
 def parameters(run_dir):

@@ -1,0 +1,56 @@
+"""Loading models: metadata checked against the contract, clear errors for bad files."""
+
+import numpy as np
+import onnx
+import pytest
+
+from runtime.features import layout_hash
+from runtime.inference import ModelError, MotionModel
+
+
+def rewrite_metadata(source, target, **changes):
+    model = onnx.load(str(source))
+    for entry in model.metadata_props:
+        if entry.key in changes:
+            entry.value = changes.pop(entry.key)
+    onnx.save(model, str(target))
+    return target
+
+
+def test_loads_and_runs_a_batch(tiny_model):
+    model = MotionModel(tiny_model)
+    assert model.kind == "mann" and model.experts == 4 and model.device == "cpu"
+    out = model.run(np.zeros((3, 480), np.float32))
+    assert out["y"].shape == (3, 363) and out["expert_weights"].shape == (3, 4)
+
+
+def test_layout_mismatch_names_both_hashes(tiny_model, tmp_path):
+    path = rewrite_metadata(tiny_model, tmp_path / "old.onnx", **{"canis.layout_hash": "feed"})
+    with pytest.raises(ModelError, match=f"old.onnx: .*layout feed differs .*{layout_hash()}"):
+        MotionModel(path)
+
+
+def test_several_differences_are_all_named(tiny_model, tmp_path):
+    path = rewrite_metadata(
+        tiny_model, tmp_path / "odd.onnx", **{"canis.fps": "30", "canis.joint_names": '["Hips"]'}
+    )
+    with pytest.raises(ModelError, match="frame rate 30 is not 60; joint names differ"):
+        MotionModel(path)
+
+
+def test_truncated_and_foreign_files(tiny_model, tmp_path):
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(tiny_model.read_bytes()[:4096])
+    with pytest.raises(ModelError, match="truncated.onnx: not a loadable ONNX model"):
+        MotionModel(truncated)
+    text = tmp_path / "notes.onnx"
+    text.write_text("not a model")
+    with pytest.raises(ModelError, match="notes.onnx: not a loadable ONNX model"):
+        MotionModel(text)
+    with pytest.raises(FileNotFoundError, match="missing.onnx: no such model file"):
+        MotionModel(tmp_path / "missing.onnx")
+    bare = onnx.load(str(tiny_model))
+    del bare.metadata_props[:]
+    onnx.save(bare, str(tmp_path / "bare.onnx"))
+    with pytest.raises(ModelError, match="not a canis model"):
+        MotionModel(tmp_path / "bare.onnx")
