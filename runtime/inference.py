@@ -87,11 +87,12 @@ class MotionModel:
         self.experts = int(self.metadata["canis.experts"]) if self.kind == "mann" else None
 
     def _open(self, options, device: str):
-        wants_cuda = device == "cuda" or (
-            device == "auto" and "CUDAExecutionProvider" in ort.get_available_providers()
-        )
+        wants_cuda = device == "cuda" or (device == "auto" and cuda_device_present())
         try:
             if wants_cuda:
+                # A missing CUDA library makes ORT print errors before it falls back; say it
+                # once, as one warning, instead.
+                ort.set_default_logger_severity(4)
                 try:
                     session = ort.InferenceSession(
                         str(self.path),
@@ -103,9 +104,12 @@ class MotionModel:
                     log.warning("%s: CUDA provider did not start; running on CPU", self.path)
                 except Exception as error:  # a broken CUDA install must not stop the game
                     log.warning("%s: CUDA provider failed (%s); running on CPU", self.path, error)
-            return ort.InferenceSession(
+                finally:
+                    ort.set_default_logger_severity(2)  # ORT's default: warnings and up
+            session = ort.InferenceSession(
                 str(self.path), options, providers=["CPUExecutionProvider"]
-            ), "cpu"
+            )
+            return session, "cpu"
         except Exception as error:  # ORT raises its own types for bad files
             raise ModelError(f"{self.path}: not a loadable ONNX model ({error})") from None
 

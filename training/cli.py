@@ -79,6 +79,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         type=Path,
         help="dataset whose rows join the parity check (default: random rows)",
     )
+    export.add_argument(
+        "--card",
+        action="store_true",
+        help="run the closed-loop check and write a model card beside the model",
+    )
+    export.add_argument(
+        "--card-seconds",
+        type=float,
+        default=60.0,
+        help="seconds per closed-loop run for the card (default: %(default)s)",
+    )
     export.set_defaults(handler=run_export)
 
     keyframes = commands.add_parser(
@@ -218,4 +229,13 @@ def run_export(args) -> int:
         f"wrote {args.out} ({report['bytes'] / 1e6:.1f} MB, {report['kind']}); parity vs "
         f"PyTorch, max abs error: {errors}"
     )
+    if args.card:
+        from export.model_card import write_card
+        from runtime.closed_loop import closed_loop_report
+        from training.checkpoint import load_checkpoint
+
+        closed_loop = closed_loop_report(args.out, seconds=args.card_seconds)
+        config = load_checkpoint(args.checkpoint).config
+        card = write_card(args.out, config, args.checkpoint.parent, report, closed_loop)
+        print(f"wrote {card}; closed loop {'passed' if closed_loop['passed'] else 'FAILED'}")
     return 0

@@ -1,0 +1,101 @@
+"""Model cards: what a shipped model was trained on, how, on what, how well, and how it holds
+up in a closed loop. Generated from the checkpoint, its run's log.csv, the export's parity
+report and runtime.closed_loop, so every figure in a card was measured."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from export.onnx_export import LICENCE
+
+
+def _log_rows(run_dir: Path) -> list[dict]:
+    path = run_dir / "log.csv"
+    if not path.exists():
+        return []
+    with open(path, newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def write_card(
+    model_path: Path, config: dict, run_dir: Path, export_report: dict, closed_loop: dict
+) -> Path:
+    train = config["train"]["config"]
+    rows = _log_rows(run_dir)
+    throughput = [float(r["samples_per_s"]) for r in rows]
+    name = {"mann": f"MANN-{config.get('experts')}", "pfnn": "PFNN", "vnn": "Vanilla NN"}[
+        config["kind"]
+    ]
+    runs = closed_loop["runs"]
+    lines = [
+        f"# {name}: `{model_path.name}`",
+        "",
+        f"- **Data**: the MANN dog motion capture, 43 clips mirrored (see docs/dataset/dataset.md);"
+        f" dataset built {config['dataset']['built']}, validation clips "
+        f"{', '.join(config['dataset']['validation_clips'])}.",
+        f"- **Licence**: {LICENCE}. Non-commercial use only, with attribution.",
+        f"- **Schedule**: `{train['schedule']}`: {config['epoch']} of {train['epochs']} epochs "
+        f"completed, batch {train['batch_size']}, AdamW lr {train['lr']} with cosine warm "
+        f"restarts (T0 {train['restart_epochs']}, Tmult {train['restart_mult']}), weight decay "
+        f"{train['weight_decay']}, dropout 0.3, trot/canter sampled 11x: "
+        + (
+            "the paper's full schedule."
+            if train["schedule"] == "paper"
+            else "a shortened CPU schedule, not the paper's 150 epochs at batch 32 (no CUDA "
+            "GPU was available to train this model)."
+        ),
+        f"- **Hardware**: {config['machine']}; "
+        + (
+            f"{min(throughput):.0f}-{max(throughput):.0f} training samples/s."
+            if throughput
+            else "throughput not logged."
+        ),
+        "- **Final loss** (MSE on standardised outputs): train "
+        f"{config['last']['train_loss']:.4f}, validation "
+        f"{config['last']['validation_loss']:.4f} (best validation "
+        f"{config['best_validation_loss']:.4f}).",
+        f"- **Export**: {export_report['bytes'] / 1e6:.1f} MB ONNX; ONNX Runtime vs PyTorch max "
+        "abs error "
+        + ", ".join(f"{k} {v:.1e}" for k, v in export_report["parity_max_abs_error"].items())
+        + ".",
+        f"- **Reproduce**: `./run canis train --model {config['kind']}"
+        + (f" --experts {config['experts']}" if config["kind"] == "mann" else "")
+        + f" --schedule {train['schedule']} --epochs {train['epochs']} --out runs/NAME` then "
+        f"`./run canis export runs/NAME/<checkpoint> --out {model_path.name} --card`.",
+        "",
+        "## Closed loop",
+        "",
+        f"Driven headless by `runtime/closed_loop.py` for {runs[0]['seconds']:.0f} s per run from "
+        "the standing keyframe: forward, and turning at "
+        f"{max(r['turn_rate_degps'] for r in runs):.0f} deg/s, at the paper's gait speeds. Speed "
+        f"is the mean root speed after the first 3 s. Overall: "
+        f"{'passed' if closed_loop['passed'] else 'FAILED'} (finite, hips above the ground, "
+        "speed within 20%).",
+        "",
+        "| commanded m/s | turning | finite | min hips height m | mean speed m/s | speed error |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        lines.append(
+            f"| {r['commanded_mps']} | {'yes' if r['turn_rate_degps'] else 'no'} | "
+            f"{'yes' if r['finite'] else 'NO'} | {r['min_hips_height_m']:.3f} | "
+            f"{r['mean_speed_mps']:.2f} | {r['speed_error']:.0%} |"
+        )
+    lines += [
+        "",
+        "## Training log",
+        "",
+        "| epoch | train loss | validation loss | lr |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['epoch']} | {float(r['train_loss']):.4f} | {float(r['validation_loss']):.4f}"
+        f" | {float(r['lr']):.2e} |"
+        for r in rows
+    ]
+    card = model_path.with_suffix(".md")
+    card.write_text("\n".join(lines) + "\n")
+    model_path.with_suffix(".closed_loop.json").write_text(json.dumps(closed_loop, indent=1))
+    return card

@@ -1,0 +1,121 @@
+"""`canis bench`: inference timings of the shipped models, written as JSON and as
+docs/BENCHMARKS.md. Figures are medians and 99th percentiles over many calls, measured side by
+side in one run; the machine they ran on is part of the report."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from runtime.inference import MotionModel
+
+BATCHES = (1, 8, 64, 256)
+THREADS = (1, 2)
+
+
+def machine() -> dict:
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "logical_cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "onnxruntime": ort.__version__,
+        "providers": ort.get_available_providers(),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def time_calls(call, repeats: int, warmup: int = 20) -> dict:
+    for _ in range(warmup):
+        call()
+    samples = np.empty(repeats)
+    for i in range(repeats):
+        start = time.perf_counter()
+        call()
+        samples[i] = time.perf_counter() - start
+    ms = samples * 1e3
+    return {
+        "p50_ms": float(np.median(ms)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "mean_ms": float(ms.mean()),
+        "calls": repeats,
+    }
+
+
+def benchmark_inference(
+    model_path: Path, batches=BATCHES, threads=THREADS, seconds_per_case: float = 2.0
+) -> list[dict]:
+    rows = []
+    rng = np.random.default_rng(0)
+    for thread_count in threads:
+        model = MotionModel(model_path, device="cpu", threads=thread_count)
+        for batch in batches:
+            x = rng.normal(size=(batch, 480)).astype(np.float32)
+            phase = rng.uniform(0, 6.28, size=batch).astype(np.float32)
+            once = time_calls(lambda: model.run(x, phase), repeats=5, warmup=3)  # noqa: B023
+            repeats = int(np.clip(seconds_per_case / max(once["mean_ms"] / 1e3, 1e-6), 50, 5000))
+            result = time_calls(lambda: model.run(x, phase), repeats)  # noqa: B023
+            result |= {
+                "model": model.kind,
+                "file": Path(model_path).name,
+                "device": "cpu",
+                "threads": thread_count,
+                "batch": batch,
+                "per_character_ms": result["p50_ms"] / batch,
+            }
+            rows.append(result)
+    return rows
+
+
+def model_size_mb(path: Path) -> float:
+    return Path(path).stat().st_size / 1e6
+
+
+def markdown(report: dict) -> str:
+    m = report["machine"]
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Measured {m['date']} by `canis bench` on {m['cpu']} ({m['logical_cores']} logical "
+        f"cores), ONNX Runtime {m['onnxruntime']}, {m['platform']}. CPU only: no CUDA GPU was "
+        "available to this run. Reproduce with `./run canis bench --json bench.json`.",
+        "",
+        "## Inference (ONNX Runtime, CPU execution provider)",
+        "",
+        "One call steps a whole batch of characters. Medians (p50) and 99th percentiles (p99)",
+        "over repeated calls with random inputs.",
+        "",
+        "| model | file size | threads | batch | p50 ms | p99 ms | p50 per character ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in report["inference"]:
+        lines.append(
+            f"| {row['model']} | {report['sizes_mb'][row['file']]:.1f} MB | "
+            f"{row['threads']} | {row['batch']} | {row['p50_ms']:.3f} | "
+            f"{row['p99_ms']:.3f} | {row['per_character_ms']:.4f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def run_benchmarks(models: list[Path], seconds_per_case: float = 2.0) -> dict:
+    inference = []
+    for path in models:
+        inference += benchmark_inference(path, seconds_per_case=seconds_per_case)
+    return {
+        "machine": machine(),
+        "inference": inference,
+        "sizes_mb": {Path(p).name: model_size_mb(p) for p in models},
+    }
