@@ -35,7 +35,6 @@ from runtime.trajectory import (
     ControlState,
     blend,
     extrapolate,
-    path_speed_mps,
     smoothing_factor,
     yaw_direction,
 )
@@ -131,9 +130,10 @@ class Controller:
         future = blend(desired, self.predicted_future, self.tau)
         h = self.history
         past = lambda a: a[:, PAST_SAMPLE_FRAMES]  # noqa: E731
-        # The desired speed is the player's: measured on the desired path, never on the
-        # network's own prediction, which would feed its speed back into its input.
-        now_speed = path_speed_mps(self.root_position_m, desired.positions_m)
+        # The desired speed is the player's (smoothed) target speed. Measuring it on a path
+        # that starts from the dog's current motion, let alone on the network's own
+        # prediction, feeds the dog's speed back into its input and it runs away.
+        now_speed = np.linalg.norm(self.commanded_velocity_mps, axis=1)
         return Trajectory(
             positions_m=np.concatenate(
                 [past(h.positions_m), self.root_position_m[:, None], future.positions_m], axis=1

@@ -99,7 +99,9 @@ def extrapolate(
     actions = (
         action_weights[:, None] + (commanded_actions - action_weights)[:, None] * weights[..., None]
     )
-    speeds = np.linalg.norm(velocity_xz, axis=-1)
+    speeds = np.repeat(
+        np.linalg.norm(commanded_velocity_mps, axis=1)[:, None], len(FUTURE_TIMES_S), axis=1
+    )
     return Trajectory(positions, yaw_direction(yaw), velocities, speeds, actions)
 
 
