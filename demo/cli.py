@@ -34,6 +34,29 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     demo.set_defaults(handler=run_demo)
 
 
+def _drive_shipped_model(seconds: float = 4.0) -> None:
+    import time
+
+    from runtime.closed_loop import drive
+    from runtime.inference import MotionModel
+
+    path = SHIPPED_MODELS / "mann8.onnx"
+    if not path.exists():
+        print(f"(no shipped model at {path}: skipping the drive)\n")
+        return
+    model = MotionModel(path)
+    for speed in (0.5, 1.1, 1.9, 3.3):
+        started = time.perf_counter()
+        result = drive(model, speed_mps=speed, turn_rate_radps=0.0, seconds=seconds)
+        ms = (time.perf_counter() - started) / (seconds * 60) * 1e3
+        print(
+            f"MANN-8 asked for {speed} m/s for {seconds:.0f} s: moved at "
+            f"{result['mean_speed_mps']:.2f} m/s, hips >= {result['min_hips_height_m']:.2f} m,"
+            f" {ms:.2f} ms per frame on {model.device}"
+        )
+    print()
+
+
 def _metres(values) -> str:
     return "[" + ", ".join(f"{v:.3f}" for v in values) + "]"
 
@@ -42,34 +65,40 @@ def run_demo(args) -> int:
     import numpy as np
 
     from runtime.kinematics import ccd_solve, forward_kinematics
-    from runtime.rotations import quat_identity
+    from runtime.poses import load_keyframes
     from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
     from runtime.terrain import Heightmap
 
     print("canis demo: the interactive viewer (pyglet, gamepad or keyboard) is not built yet.")
-    print("Today this command checks the installed kinematics core on the shipped dog skeleton.\n")
+    print("Today this command drives the shipped MANN-8 headless and checks the kinematics core.\n")
+    _drive_shipped_model()
     skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
-    rest = quat_identity((1, skeleton.joint_count), dtype=np.float32)
-    root = np.array([[0.0, 0.46, 0.0]], dtype=np.float32)
-    positions, _ = forward_kinematics(skeleton, rest, root)
+    stand = load_keyframes()["stand"]
+    pose = stand.local_rotations[None].astype(np.float32)
+    hips = np.array([[0.0, stand.hips_height_m, 0.0]], dtype=np.float32)
+    positions, _ = forward_kinematics(skeleton, pose, hips)
     paws = skeleton.group("paws")
     print(
-        f"skeleton: {skeleton.joint_count} joints; rest-pose paw heights with the hips at "
-        f"0.46 m: {_metres(positions[0, paws, 1])} m"
+        f"standing keyframe: hips at {stand.hips_height_m:.3f} m, paws at "
+        f"{_metres(positions[0, paws, 1])} m"
     )
 
-    # A slope rising 10 cm per metre along x under the dog, sampled under each paw.
+    # A slope rising 10 cm per metre along z (the dog's forward), sampled under each paw.
     slope = Heightmap(
-        np.array([[-0.2, 0.2], [-0.2, 0.2]]), cell_size_m=4.0, origin_xz_m=(-2.0, -2.0)
+        np.array([[-0.2, -0.2], [0.2, 0.2]]), cell_size_m=4.0, origin_xz_m=(-2.0, -2.0)
     )
     ground, normals = slope.sample(positions[0, paws][:, [0, 2]])
-    print(f"slope heights under the paws: {_metres(ground)} m, normal {_metres(normals[0])}")
+    print(f"a 10% slope under the paws: heights {_metres(ground)} m, normal {_metres(normals[0])}")
 
+    # Put the front-left paw on that slope with the native CCD.
     paw = skeleton.index("LeftHandSite")
-    target = positions[:, paw] + np.array([-0.06, -0.08, 0.03], dtype=np.float32)
-    residual = ccd_solve(skeleton, rest, root, skeleton.group("front_left_leg"), target)
+    target = positions[:, paw].copy()
+    target[:, 1] = ground[0] + positions[0, paw, 1]
+    residual = ccd_solve(
+        skeleton, pose, hips, skeleton.group("front_left_leg"), target, max_iterations=64
+    )
     print(
-        f"CCD moved the front-left paw 6 cm back, 8 cm down, 3 cm out: residual "
+        f"CCD moved the front-left paw {100 * ground[0]:+.1f} cm onto the slope: residual "
         f"{residual[0] * 1000:.3f} mm"
     )
     return 0
