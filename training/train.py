@@ -284,6 +284,8 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
             torch.distributed.barrier()
     if writer:
         writer.close()
+    if world > 1:
+        torch.distributed.destroy_process_group()
     return rows
 
 
