@@ -7,6 +7,7 @@ beyond the grid the terrain continues flat at its edge heights.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -45,3 +46,75 @@ class Heightmap:
             normals,
         )
         return heights.reshape(points.shape[:-1]), normals.reshape(*points.shape[:-1], 3)
+
+
+PROCEDURAL = ("flat", "hills", "slope", "steps")
+PROCEDURAL_SIZE_M = 60.0
+PROCEDURAL_CELL_M = 0.1
+
+
+def procedural(
+    name: str, size_m: float = PROCEDURAL_SIZE_M, cell_size_m: float = PROCEDURAL_CELL_M
+) -> Heightmap:
+    """A built-in terrain centred on the origin: flat, rolling hills, a 10% slope rising
+    along +z, or 10 cm steps every 1.5 m along +z."""
+    count = int(round(size_m / cell_size_m)) + 1
+    coords = (np.arange(count) * cell_size_m) - size_m / 2
+    x, z = np.meshgrid(coords, coords)  # rows run along z, columns along x
+    if name == "flat":
+        heights = np.zeros_like(x)
+    elif name == "hills":
+        heights = 0.20 * np.sin(2 * np.pi * x / 9.0) * np.sin(2 * np.pi * z / 7.0) + 0.10 * np.sin(
+            2 * np.pi * (x + z) / 4.0
+        )
+    elif name == "slope":
+        heights = 0.10 * z
+    elif name == "steps":
+        heights = 0.10 * np.floor(z / 1.5)
+    else:
+        raise ValueError(f"unknown terrain {name!r}; built in: {', '.join(PROCEDURAL)}")
+    return Heightmap(heights, cell_size_m, (float(coords[0]), float(coords[0])))
+
+
+def load_terrain(spec: str, cell_size_m: float = 0.1, height_range_m: float = 1.0) -> Heightmap:
+    """A procedural terrain by name, a .npy heightmap in metres, or a greyscale PNG whose
+    black-to-white spans `height_range_m`; either file is centred on the origin."""
+    if spec in PROCEDURAL:
+        return procedural(spec)
+    path = Path(spec)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path}: no such terrain file (or use one of {', '.join(PROCEDURAL)})"
+        )
+    if path.suffix.lower() == ".npy":
+        try:
+            heights = np.load(path, allow_pickle=False)
+        except ValueError as error:
+            raise ValueError(f"{path}: not a readable .npy heightmap ({error})") from None
+    elif path.suffix.lower() == ".png":
+        heights = _read_png(path) * height_range_m
+    else:
+        raise ValueError(f"{path}: terrain files must be .npy or .png")
+    heights = np.asarray(heights, dtype=np.float64)
+    if heights.ndim != 2 or min(heights.shape) < 2:
+        raise ValueError(
+            f"{path}: a heightmap must be a 2-D grid of at least 2x2, got shape {heights.shape}"
+        )
+    if not np.all(np.isfinite(heights)):
+        raise ValueError(f"{path}: heightmap holds non-finite heights")
+    rows, cols = heights.shape
+    origin = (-(cols - 1) * cell_size_m / 2, -(rows - 1) * cell_size_m / 2)
+    return Heightmap(heights, cell_size_m, origin)
+
+
+def _read_png(path: Path) -> np.ndarray:
+    try:
+        from PIL import Image
+    except ImportError:
+        raise ImportError("PNG terrains need Pillow: pip install 'canis[demo]' or pillow") from None
+    try:
+        with Image.open(path) as image:
+            grey = np.asarray(image.convert("I;16") if image.mode == "I;16" else image.convert("L"))
+    except OSError as error:
+        raise ValueError(f"{path}: not a readable PNG ({error})") from None
+    return grey.astype(np.float64) / (65535.0 if grey.dtype == np.uint16 else 255.0)

@@ -56,3 +56,41 @@ def test_single_row_and_batched_shapes():
 def test_bad_heightmaps_are_refused(grid, cell, message):
     with pytest.raises(ValueError, match=message):
         Heightmap(grid, cell)
+
+
+def test_procedural_terrains():
+    from runtime.terrain import procedural
+
+    heights = {
+        n: procedural(n).sample(np.array([[0.3, 2.0], [-4.0, 6.2]]))[0]
+        for n in ("flat", "hills", "slope", "steps")
+    }
+    assert np.allclose(heights["flat"], 0.0)
+    assert np.allclose(heights["slope"], [0.2, 0.62], atol=1e-5)
+    assert np.allclose(heights["steps"], [0.1, 0.4], atol=1e-5)
+    assert 0.0 < np.abs(heights["hills"]).max() < 0.35
+    with pytest.raises(ValueError, match="unknown terrain 'lava'"):
+        procedural("lava")
+
+
+def test_terrain_files(tmp_path):
+    from PIL import Image
+
+    from runtime.terrain import load_terrain
+
+    grid = np.linspace(0, 1, 12).reshape(3, 4)
+    np.save(tmp_path / "t.npy", grid)
+    terrain = load_terrain(str(tmp_path / "t.npy"), cell_size_m=0.5)
+    assert terrain.sample(np.array([0.75, 0.5]))[0] == pytest.approx(grid[2, 3], abs=1e-6)
+    Image.fromarray((grid * 255).astype(np.uint8)).save(tmp_path / "t.png")
+    png = load_terrain(str(tmp_path / "t.png"), cell_size_m=0.5, height_range_m=2.0)
+    assert png.sample(np.array([0.75, 0.5]))[0] == pytest.approx(2.0, abs=0.01)
+    np.save(tmp_path / "bad.npy", np.full((3, 3), np.nan))
+    with pytest.raises(ValueError, match="bad.npy: heightmap holds non-finite"):
+        load_terrain(str(tmp_path / "bad.npy"))
+    np.save(tmp_path / "flat.npy", np.zeros(5))
+    with pytest.raises(ValueError, match="flat.npy: a heightmap must be a 2-D grid"):
+        load_terrain(str(tmp_path / "flat.npy"))
+    (tmp_path / "junk.png").write_text("no")
+    with pytest.raises(ValueError, match="junk.png: not a readable PNG"):
+        load_terrain(str(tmp_path / "junk.png"))
