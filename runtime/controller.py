@@ -21,12 +21,15 @@ from runtime.features import (
     build_input,
     decode_output,
 )
+from runtime.ik import CONTACT_HEIGHT_M, CONTACT_SPEED_MPS, FullBodyIk
 from runtime.inference import MotionModel
 from runtime.kinematics import forward_kinematics
 from runtime.poses import load_keyframes
+from runtime.profiler import Profiler
 from runtime.root import from_root_frame, vectors_from_root_frame, wrap_angle_rad, yaw_quaternion
 from runtime.rotations import quat_conjugate, quat_from_forward_up, quat_multiply
 from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+from runtime.terrain import Heightmap
 from runtime.trajectory import (
     ACTION_HALF_LIFE_S,
     DEFAULT_TAU,
@@ -54,12 +57,19 @@ class Controller:
         count: int = 1,
         tau: float = DEFAULT_TAU,
         start_pose: str = "stand",
+        terrain: Heightmap | None = None,
+        profiler: Profiler | None = None,
     ):
+        """`terrain` None is flat ground at y = 0 (no IK needed); the profiler times each
+        stage of every step (its owner closes frames with profiler.end_frame())."""
         self.model = model
         self.count = count
         self.tau = tau
+        self.terrain = terrain
+        self.profiler = profiler or Profiler()
         self.skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
         self.keyframes = load_keyframes()
+        self.ik = FullBodyIk(self.skeleton, count)
         self.reset(start_pose=start_pose)
 
     def reset(self, root_xz_m=None, yaw_rad=None, start_pose: str = "stand") -> None:
@@ -100,6 +110,7 @@ class Controller:
         self.phase_rad = np.zeros(n)
         self.expert_weights = None
         self.frame = 0
+        self._update_display_pose(0.0)
 
     def _smooth_command(self, control: ControlState) -> None:
         a = smoothing_factor(DT_S, VELOCITY_HALF_LIFE_S)
@@ -156,21 +167,29 @@ class Controller:
 
     def step(self, control: ControlState) -> np.ndarray:
         """Advances every character one frame; returns the network input x it used."""
-        control = control.validated(self.count)
-        self._smooth_command(control)
-        trajectory = self.trajectory()
-        root_rotation = yaw_quaternion(self.root_yaw_rad)
-        x = build_input(self.root_position_m, root_rotation, trajectory, self.pose)
-        outputs = self.model.run(x, self.phase_rad)
-        self._apply(
-            decode_output(outputs["y"].astype(np.float64)),
-            root_rotation,
-            trajectory.speeds_mps[:, CURRENT_SAMPLE],
-        )
-        if "expert_weights" in outputs:
-            self.expert_weights = outputs["expert_weights"]
-        if "phase_delta" in outputs:
-            self.phase_rad = (self.phase_rad + outputs["phase_delta"][:, 0]) % (2 * np.pi)
+        stage = self.profiler.stage
+        with stage("input"):
+            control = control.validated(self.count)
+            self._smooth_command(control)
+        with stage("trajectory"):
+            trajectory = self.trajectory()
+        with stage("features"):
+            root_rotation = yaw_quaternion(self.root_yaw_rad)
+            x = build_input(self.root_position_m, root_rotation, trajectory, self.pose)
+        with stage("inference"):
+            outputs = self.model.run(x, self.phase_rad)
+        with stage("decode"):
+            self._apply(
+                decode_output(outputs["y"].astype(np.float64)),
+                root_rotation,
+                trajectory.speeds_mps[:, CURRENT_SAMPLE],
+            )
+            if "expert_weights" in outputs:
+                self.expert_weights = outputs["expert_weights"]
+            if "phase_delta" in outputs:
+                self.phase_rad = (self.phase_rad + outputs["phase_delta"][:, 0]) % (2 * np.pi)
+        with stage("ik"):
+            self._update_display_pose(DT_S)
         self.frame += 1
         return x
 
@@ -221,11 +240,34 @@ class Controller:
             array[:, :-1] = array[:, 1:]
             array[:, -1] = value
 
-    def display_pose(self) -> tuple[np.ndarray, np.ndarray]:
-        """World joint positions and rotations from the predicted rotations through FK with
-        fixed bone offsets, placed at the predicted hips."""
+    def _update_display_pose(self, dt_s: float) -> None:
+        """The pose shown: the predicted rotations through FK with fixed bone offsets at the
+        predicted hips, then fitted to the terrain by the full-body IK."""
         rotations = self.pose.rotations
         local = rotations.copy()
         parents = self.skeleton.parents
         local[:, 1:] = quat_multiply(quat_conjugate(rotations[:, parents[1:]]), rotations[:, 1:])
-        return forward_kinematics(self.skeleton, local, self.pose.positions_m[:, 0])
+        hips = self.pose.positions_m[:, 0]
+        paws = self.skeleton.group("paws")
+        if self.terrain is None:
+            ground = self.root_position_m[:, 1]
+            heights = self.pose.positions_m[:, paws, 1] - ground[:, None]
+            speeds = np.linalg.norm(self.pose.velocities_mps[:, paws][..., [0, 2]], axis=-1)
+            self.contacts = (heights < CONTACT_HEIGHT_M) & (speeds < CONTACT_SPEED_MPS)
+        else:
+            local, hips, self.contacts, _ = self.ik.solve(
+                local,
+                hips,
+                self.root_position_m[:, 1],
+                yaw_direction(self.root_yaw_rad),
+                self.pose.velocities_mps[:, paws],
+                self.terrain,
+                dt_s,
+            )
+        self.display_positions, self.display_rotations = forward_kinematics(
+            self.skeleton, local, hips
+        )
+
+    def display_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """World joint positions (N, J, 3) and rotations (N, J, 4) to draw."""
+        return self.display_positions, self.display_rotations

@@ -1,0 +1,53 @@
+import numpy as np
+import pytest
+
+from runtime.ik import FullBodyIk
+from runtime.kinematics import forward_kinematics
+from runtime.poses import load_keyframes
+from runtime.root import yaw_quaternion
+from runtime.rotations import quat_multiply
+from runtime.terrain import procedural
+
+
+def standing(dog, yaw, xz=(1.3, 0.7)):
+    stand = load_keyframes()["stand"]
+    local = stand.local_rotations[None].astype(np.float32).copy()
+    local[:, 0] = quat_multiply(yaw_quaternion(np.array([yaw])), local[:, 0])
+    hips = np.array([[xz[0], stand.hips_height_m, xz[1]]])
+    return local, hips
+
+
+@pytest.mark.parametrize("terrain", ["slope", "hills", "steps"])
+@pytest.mark.parametrize("yaw", [0.0, np.pi / 2, np.pi])
+def test_paws_land_on_the_terrain_and_bones_keep_their_length(dog, terrain, yaw):
+    local, hips = standing(dog, yaw)
+    flat, _ = forward_kinematics(dog, local, hips)
+    wanted = flat[0, dog.group("paws"), 1]  # the paws' height above flat ground
+    heightmap = procedural(terrain)
+    facing = np.array([[np.sin(yaw), 0.0, np.cos(yaw)]])
+    ik = FullBodyIk(dog, 1)
+    local2, hips2, contacts, _ = ik.solve(
+        local, hips, np.zeros(1), facing, np.zeros((1, 4, 3)), heightmap, 1 / 60
+    )
+    positions, _ = forward_kinematics(dog, local2, hips2)
+    paws = positions[0, dog.group("paws")]
+    above = paws[:, 1] - heightmap.sample(paws[:, [0, 2]])[0]
+    assert np.abs(above - wanted).max() < 0.01
+    assert contacts.all()
+    bones = np.linalg.norm(positions[0, 1:] - positions[0, dog.parents[1:]], axis=-1)
+    assert np.allclose(bones, dog.bone_lengths_m()[1:], atol=1e-5)
+
+
+def test_ik_eases_out_when_switched_off(dog):
+    local, hips = standing(dog, 0.0)
+    slope = procedural("slope")
+    ik = FullBodyIk(dog, 1)
+    ik.enabled = False
+    lifts = []
+    for _ in range(30):
+        _, hips2, _, _ = ik.solve(
+            local, hips, np.zeros(1), np.array([[0, 0, 1.0]]), np.zeros((1, 4, 3)), slope, 1 / 60
+        )
+        lifts.append(hips2[0, 1] - hips[0, 1])
+    assert np.all(np.diff(np.abs(lifts)) <= 1e-9)  # monotone, no pop
+    assert ik.weight[0] == pytest.approx(0.5 ** (30 / 60 / 0.15), rel=1e-6)
