@@ -7,6 +7,7 @@ import argparse
 import sys
 
 import demo.cli
+import runtime.cli
 import training.cli
 from canis import __version__
 
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"canis {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo.cli.add_commands(commands)
+    runtime.cli.add_commands(commands)
     training.cli.add_commands(commands)
     return parser
 

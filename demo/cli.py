@@ -3,33 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
-
-SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "assets" / "models"
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    bench = commands.add_parser("bench", help="time inference and write docs/BENCHMARKS.md")
-    bench.add_argument(
-        "--models",
-        type=Path,
-        nargs="*",
-        help="ONNX models (default: the shipped ones in assets/models)",
-    )
-    bench.add_argument("--json", type=Path, help="also write the figures as JSON here")
-    bench.add_argument(
-        "--markdown",
-        type=Path,
-        default=Path("docs/BENCHMARKS.md"),
-        help="report to write (default: %(default)s)",
-    )
-    bench.add_argument("--seconds", type=float, default=2.0, help="timing per case")
-    bench.set_defaults(handler=run_bench)
-
     demo = commands.add_parser(
         "demo",
-        help="the interactive dog demo (today: a kinematics check; the viewer is not built yet)",
+        help="the interactive dog demo (today: a headless drive and a kinematics check; the "
+        "viewer is not built yet)",
     )
     demo.set_defaults(handler=run_demo)
 
@@ -37,6 +17,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 def _drive_shipped_model(seconds: float = 4.0) -> None:
     import time
 
+    from runtime.cli import SHIPPED_MODELS
     from runtime.closed_loop import drive
     from runtime.inference import MotionModel
 
@@ -101,24 +82,4 @@ def run_demo(args) -> int:
         f"CCD moved the front-left paw {100 * ground[0]:+.1f} cm onto the slope: residual "
         f"{residual[0] * 1000:.3f} mm"
     )
-    return 0
-
-
-def run_bench(args) -> int:
-    from runtime.benchmark import markdown, run_benchmarks
-
-    models = args.models or sorted(SHIPPED_MODELS.glob("*.onnx"))
-    if not models:
-        raise FileNotFoundError(f"no models given and none in {SHIPPED_MODELS}")
-    report = run_benchmarks(models, seconds_per_case=args.seconds)
-    args.markdown.parent.mkdir(parents=True, exist_ok=True)
-    args.markdown.write_text(markdown(report))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1) + "\n")
-    for row in report["inference"]:
-        print(
-            f"{row['model']:5s} threads {row['threads']} batch {row['batch']:4d}: "
-            f"p50 {row['p50_ms']:.3f} ms, p99 {row['p99_ms']:.3f} ms"
-        )
-    print(f"wrote {args.markdown}")
     return 0

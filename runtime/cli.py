@@ -1,0 +1,95 @@
+"""Subcommands of the runtime package."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "assets" / "models"
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser("run", help="drive a model headless from a script or a path")
+    run.add_argument("--model", type=Path, default=SHIPPED_MODELS / "mann8.onnx")
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("--script", type=Path, help="JSON timeline of control events")
+    source.add_argument("--path", type=Path, help="JSON waypoints to follow at a speed")
+    run.add_argument(
+        "--terrain", default="flat", help="flat, hills, slope, steps, or a .npy/.png heightmap"
+    )
+    run.add_argument("--seconds", type=float, default=10.0)
+    run.add_argument("--json", type=Path, help="write the summary here")
+    run.add_argument("--trace", type=Path, help="Chrome trace of every stage (for Perfetto)")
+    run.add_argument("--record", type=Path, help="save the displayed poses as .npz")
+    run.set_defaults(handler=run_headless)
+
+    bench = commands.add_parser("bench", help="time inference and write docs/BENCHMARKS.md")
+    bench.add_argument(
+        "--models",
+        type=Path,
+        nargs="*",
+        help="ONNX models (default: the shipped ones in assets/models)",
+    )
+    bench.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    bench.add_argument(
+        "--markdown",
+        type=Path,
+        default=Path("docs/BENCHMARKS.md"),
+        help="report to write (default: %(default)s)",
+    )
+    bench.add_argument("--seconds", type=float, default=2.0, help="timing per case")
+    bench.set_defaults(handler=run_bench)
+
+
+def run_headless(args) -> int:
+    from runtime.run import run
+
+    if not args.seconds > 0:
+        raise ValueError("--seconds must be positive")
+    summary = run(
+        args.model,
+        args.seconds,
+        script=args.script,
+        path=args.path,
+        terrain=args.terrain,
+        trace=args.trace,
+        record=args.record,
+    )
+    text = json.dumps(summary, indent=1)
+    if args.json:
+        args.json.write_text(text + "\n")
+    stages = summary["frame_time"]["stages"]
+    print(
+        f"{summary['frames']} frames on {summary['terrain']}: frame p50 "
+        f"{stages['frame']['p50_ms']:.2f} ms, p99 {stages['frame']['p99_ms']:.2f} ms; "
+        f"mean speed {summary['mean_speed_mps']:.2f} m/s; penetration "
+        f"{summary['paw_penetration_cm']['mean']:.2f} cm, floating in contact "
+        f"{summary['paw_floating_in_contact_cm']['mean']:.2f} cm; skating "
+        f"{summary['foot_skating_cm_per_frame']['all_legs']:.3f} cm/frame; non-finite "
+        f"frames {summary['non_finite_frames']}"
+    )
+    if "path_deviation" in summary:
+        d = summary["path_deviation"]
+        print(f"path deviation {d['position_cm']:.1f} cm, {d['angle_deg']:.1f} deg")
+    return 0
+
+
+def run_bench(args) -> int:
+    from runtime.benchmark import markdown, run_benchmarks
+
+    models = args.models or sorted(SHIPPED_MODELS.glob("*.onnx"))
+    if not models:
+        raise FileNotFoundError(f"no models given and none in {SHIPPED_MODELS}")
+    report = run_benchmarks(models, seconds_per_case=args.seconds)
+    args.markdown.parent.mkdir(parents=True, exist_ok=True)
+    args.markdown.write_text(markdown(report))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    for row in report["inference"]:
+        print(
+            f"{row['model']:5s} threads {row['threads']} batch {row['batch']:4d}: "
+            f"p50 {row['p50_ms']:.3f} ms, p99 {row['p99_ms']:.3f} ms"
+        )
+    print(f"wrote {args.markdown}")
+    return 0

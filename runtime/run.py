@@ -1,0 +1,279 @@
+"""`canis run`: a headless run of a model on a terrain, driven by a script of control events
+or by a path to follow, with a JSON summary of how it went.
+
+Script: a JSON list of events, applied when the clock passes their time `t` (seconds); each
+sets the fields it names and the others hold:
+  {"t": 0.0, "move": [0, 1], "speed": 1.1, "turn": 0.0, "action": "move"}
+`move` is a direction relative to where the dog is asked to face ([x, z]: +z ahead, +x to its
+left; [0, 0] stands), `speed` in m/s, `turn` the turn rate of the asked facing in rad/s (left
+positive), `facing` an absolute yaw in radians, `action` one of the six actions.
+Path: {"speed": 1.1, "waypoints": [[x, z], ...], "loop": false}, followed with tau = 0.5 as in
+the paper's path-following test.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from runtime.controller import DT_S, Controller
+from runtime.features import ACTIONS
+from runtime.inference import MotionModel
+from runtime.profiler import Profiler
+from runtime.root import wrap_angle_rad
+from runtime.terrain import load_terrain
+from runtime.trajectory import ControlState
+
+EVENT_FIELDS = {"t", "move", "speed", "turn", "facing", "action"}
+PATH_TAU = 0.5
+PATH_LOOKAHEAD_M = 0.8
+SKATING_HEIGHT_CM = 2.5  # the MANN paper's H
+
+
+@dataclass
+class ScriptState:
+    move: np.ndarray = field(default_factory=lambda: np.zeros(2))
+    speed_mps: float = 0.0
+    turn_radps: float = 0.0
+    facing_rad: float = 0.0
+    action: str = "idle"
+
+
+def _number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{where} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def load_script(path: str | Path) -> list[dict]:
+    path = Path(path)
+    try:
+        events = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a readable JSON script ({error})") from None
+    if not isinstance(events, list) or not events:
+        raise ValueError(f"{path}: a script is a non-empty JSON list of events")
+    checked, last_t = [], -math.inf
+    for i, event in enumerate(events):
+        where = f"{path}: event {i}"
+        if not isinstance(event, dict) or "t" not in event:
+            raise ValueError(f"{where} must be an object with a time 't'")
+        unknown = set(event) - EVENT_FIELDS
+        if unknown:
+            raise ValueError(
+                f"{where} has unknown fields {sorted(unknown)}; known: {sorted(EVENT_FIELDS)}"
+            )
+        t = _number(event["t"], f"{where} 't'")
+        if t < last_t:
+            raise ValueError(f"{where}: times must not go backwards ({t} after {last_t})")
+        last_t = t
+        if "move" in event:
+            move = event["move"]
+            if not (isinstance(move, list) and len(move) == 2):
+                raise ValueError(f"{where} 'move' must be [x, z]")
+            [_number(v, f"{where} 'move'") for v in move]
+        for key in ("speed", "turn", "facing"):
+            if key in event:
+                _number(event[key], f"{where} '{key}'")
+        if "speed" in event and event["speed"] < 0:
+            raise ValueError(f"{where} 'speed' must not be negative")
+        if "action" in event and event["action"] not in ACTIONS:
+            raise ValueError(
+                f"{where} has unknown action {event['action']!r}; actions: {', '.join(ACTIONS)}"
+            )
+        checked.append(event)
+    return checked
+
+
+class ScriptDriver:
+    def __init__(self, events: list[dict]):
+        self.events = events
+        self.next = 0
+        self.state = ScriptState()
+
+    def control(self, t_s: float, controller: Controller) -> ControlState:
+        s = self.state
+        while self.next < len(self.events) and self.events[self.next]["t"] <= t_s + 1e-9:
+            event = self.events[self.next]
+            self.next += 1
+            if "move" in event:
+                s.move = np.array(event["move"], dtype=float)
+            s.speed_mps = float(event.get("speed", s.speed_mps))
+            s.turn_radps = float(event.get("turn", s.turn_radps))
+            if "facing" in event:
+                s.facing_rad = float(event["facing"])
+            s.action = event.get("action", s.action)
+        s.facing_rad = wrap_angle_rad(s.facing_rad + s.turn_radps * DT_S)
+        norm = np.linalg.norm(s.move)
+        local = s.move / norm if norm > 1e-9 else np.zeros(2)
+        # local [x, z] (left, ahead) turned by the asked facing into world [x, z]
+        sin, cos = math.sin(s.facing_rad), math.cos(s.facing_rad)
+        velocity = s.speed_mps * np.array(
+            [cos * local[0] + sin * local[1], -sin * local[0] + cos * local[1]]
+        )
+        return ControlState(
+            velocity[None], np.array([s.facing_rad]), np.array([ACTIONS.index(s.action)])
+        )
+
+
+def load_path(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        spec = json.loads(path.read_text())
+        waypoints = np.array(spec["waypoints"], dtype=float)
+        speed = _number(spec["speed"], f"{path} 'speed'")
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{path}: not a valid path ({error})") from None
+    if waypoints.ndim != 2 or waypoints.shape[1] != 2 or len(waypoints) < 2:
+        raise ValueError(f"{path}: 'waypoints' must be at least two [x, z] points")
+    if not np.all(np.isfinite(waypoints)) or not speed > 0:
+        raise ValueError(f"{path}: waypoints must be finite and speed positive")
+    if spec.get("loop"):
+        waypoints = np.vstack([waypoints, waypoints[:1]])
+    return {"waypoints": waypoints, "speed": speed}
+
+
+def closest_on_path(points: np.ndarray, xz: np.ndarray):
+    """(distance along the path, distance from it, tangent) of the closest path point."""
+    a, b = points[:-1], points[1:]
+    ab = b - a
+    t = np.clip(np.einsum("ij,ij->i", xz - a, ab) / np.einsum("ij,ij->i", ab, ab), 0, 1)
+    nearest = a + ab * t[:, None]
+    gaps = np.linalg.norm(nearest - xz, axis=1)
+    i = int(np.argmin(gaps))
+    lengths = np.linalg.norm(ab, axis=1)
+    along = lengths[:i].sum() + t[i] * lengths[i]
+    return along, float(gaps[i]), ab[i] / lengths[i]
+
+
+def point_at(points: np.ndarray, along: float) -> np.ndarray:
+    lengths = np.linalg.norm(np.diff(points, axis=0), axis=1)
+    cumulative = np.concatenate([[0], np.cumsum(lengths)])
+    along = min(along, cumulative[-1])
+    i = min(int(np.searchsorted(cumulative, along, side="right")) - 1, len(lengths) - 1)
+    return points[i] + (points[i + 1] - points[i]) * (along - cumulative[i]) / lengths[i]
+
+
+class PathDriver:
+    def __init__(self, spec: dict):
+        self.points, self.speed = spec["waypoints"], spec["speed"]
+        self.position_errors_m, self.angle_errors_deg = [], []
+
+    def control(self, t_s: float, controller: Controller) -> ControlState:
+        xz = controller.root_position_m[0, [0, 2]]
+        along, gap, tangent = closest_on_path(self.points, xz)
+        self.position_errors_m.append(gap)
+        tangent_yaw = math.atan2(tangent[0], tangent[1])
+        self.angle_errors_deg.append(
+            abs(math.degrees(wrap_angle_rad(controller.root_yaw_rad[0] - tangent_yaw)))
+        )
+        target = point_at(self.points, along + PATH_LOOKAHEAD_M)
+        heading = target - xz
+        heading /= max(np.linalg.norm(heading), 1e-9)
+        return ControlState(
+            (self.speed * heading)[None],
+            np.array([math.atan2(heading[0], heading[1])]),
+            np.array([ACTIONS.index("move")]),
+        )
+
+
+def foot_skating_cm(paw_xz_m: np.ndarray, paw_height_m: np.ndarray) -> np.ndarray:
+    """The MANN paper's measure per frame and paw (F-1, 4): horizontal speed in cm/frame,
+    counted under H = 2.5 cm and weighted by 2 - 2^(h/H) with the exponent in [0, 1]."""
+    velocity_cm = np.linalg.norm(np.diff(paw_xz_m, axis=0), axis=-1) * 100
+    height_cm = paw_height_m[1:] * 100
+    weight = 2 - 2 ** np.clip(height_cm / SKATING_HEIGHT_CM, 0, 1)
+    return np.where(height_cm < SKATING_HEIGHT_CM, velocity_cm * weight, 0.0)
+
+
+def run(
+    model_path,
+    seconds: float,
+    script=None,
+    path=None,
+    terrain: str = "flat",
+    trace=None,
+    record=None,
+) -> dict:
+    if (script is None) == (path is None):
+        raise ValueError("give exactly one of a script or a path")
+    model = MotionModel(model_path)
+    heightmap = load_terrain(terrain) if terrain != "flat" else None
+    profiler = Profiler(keep_trace=trace is not None)
+    driver = ScriptDriver(load_script(script)) if script else PathDriver(load_path(path))
+    controller = Controller(
+        model, tau=PATH_TAU if path else 0.5, terrain=heightmap, profiler=profiler
+    )
+    if path:  # start on the path, facing along it
+        start, second = driver.points[0], driver.points[1]
+        controller.reset(start[None], np.array([math.atan2(*(second - start))]))
+    paws = controller.skeleton.group("paws")
+    frames = int(round(seconds / DT_S))
+    paw_positions, contacts, speeds, roots, non_finite = [], [], [], [], 0
+    recorded = {"positions": [], "rotations": []}
+    for frame in range(frames):
+        control = driver.control(frame * DT_S, controller)
+        controller.step(control)
+        with profiler.stage("render"):  # headless: nothing to draw
+            pass
+        profiler.end_frame()
+        positions, rotations = controller.display_pose()
+        if not np.all(np.isfinite(positions)):
+            non_finite += 1
+        paw_positions.append(positions[0, paws].astype(np.float64))
+        contacts.append(controller.contacts[0].copy())
+        speeds.append(float(np.linalg.norm(controller.root_velocity_mps[0, [0, 2]])))
+        roots.append(controller.root_position_m[0].copy())
+        if record is not None:
+            recorded["positions"].append(positions[0])
+            recorded["rotations"].append(rotations[0])
+    paw_positions, contacts = np.array(paw_positions), np.array(contacts)
+    ground = (
+        heightmap.sample(paw_positions[..., [0, 2]])[0]
+        if heightmap is not None
+        else np.zeros(paw_positions.shape[:2])
+    )
+    height = paw_positions[..., 1] - ground
+    skating = foot_skating_cm(paw_positions[..., [0, 2]], height)
+    depth = np.maximum(-height, 0.0)
+    floating = np.maximum(height, 0.0)[contacts]
+    summary = {
+        "model": str(model_path),
+        "kind": model.kind,
+        "terrain": terrain,
+        "seconds": seconds,
+        "frames": frames,
+        "frame_time": profiler.summary(),
+        "mean_speed_mps": float(np.mean(speeds)),
+        "paw_penetration_cm": {"mean": float(depth.mean() * 100), "max": float(depth.max() * 100)},
+        "paw_floating_in_contact_cm": {
+            "mean": float(floating.mean() * 100) if floating.size else 0.0
+        },
+        "contact_share": float(contacts.mean()),
+        "foot_skating_cm_per_frame": {
+            "all_legs": float(skating.mean()),
+            "back_legs": float(skating[:, 2:].mean()),
+        },
+        "non_finite_frames": non_finite,
+    }
+    if isinstance(driver, PathDriver):
+        summary["path_deviation"] = {
+            "position_cm": float(np.mean(driver.position_errors_m)) * 100,
+            "angle_deg": float(np.mean(driver.angle_errors_deg)),
+        }
+    if trace is not None:
+        profiler.write_trace(trace)
+    if record is not None:
+        np.savez_compressed(
+            record,
+            positions=np.array(recorded["positions"], np.float32),
+            rotations=np.array(recorded["rotations"], np.float32),
+            roots=np.array(roots, np.float32),
+            contacts=contacts,
+            joint_names=np.array(controller.skeleton.joint_names),
+        )
+    return summary

@@ -1,0 +1,91 @@
+"""The headless runner: script and path files, the skating measure, and short runs."""
+
+import json
+
+import numpy as np
+import pytest
+
+from runtime.run import closest_on_path, foot_skating_cm, load_path, load_script, run
+
+
+def write(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    "events, message",
+    [
+        ([{"t": 0, "action": "fly"}], "event 0 has unknown action 'fly'"),
+        ([{"t": 0}, {"speed": 1.0}], "event 1 must be an object with a time 't'"),
+        ([{"t": 0, "speed": float("nan")}], "event 0 'speed' must be a finite number"),
+        ([{"t": 1}, {"t": 0.5}], "times must not go backwards"),
+        ([{"t": 0, "jump": True}], "unknown fields \\['jump'\\]"),
+        ([{"t": 0, "move": [1]}], "'move' must be \\[x, z\\]"),
+        ([], "non-empty JSON list"),
+    ],
+)
+def test_bad_scripts_name_the_event_and_problem(tmp_path, events, message):
+    path = write(tmp_path, "script.json", events)
+    with pytest.raises(ValueError, match=f"script.json.*{message}"):
+        load_script(path)
+
+
+def test_bad_paths(tmp_path):
+    with pytest.raises(ValueError, match="p.json: 'waypoints' must be at least two"):
+        load_path(write(tmp_path, "p.json", {"speed": 1.0, "waypoints": [[0, 0]]}))
+    with pytest.raises(ValueError, match="q.json: not a valid path"):
+        load_path(write(tmp_path, "q.json", {"waypoints": [[0, 0], [1, 1]]}))
+
+
+def test_foot_skating_follows_the_paper_formula():
+    xz = np.zeros((3, 4, 2))
+    xz[1:, :, 0] = [[0.01], [0.02]]  # each paw slides 1 cm per frame
+    heights = np.array([[0.0, 0.0125, 0.03, 0.0]] * 3)
+    skating = foot_skating_cm(xz, heights)
+    # h = 0: full 1 cm; h = H/2: weight 2 - 2^0.5; h > H: not counted.
+    assert np.allclose(skating[0], [1.0, 2 - 2**0.5, 0.0, 1.0])
+
+
+def test_closest_point_on_a_path():
+    square = np.array([[0, 0], [4, 0], [4, 4]], dtype=float)
+    along, gap, tangent = closest_on_path(square, np.array([4.5, 2.0]))
+    assert along == pytest.approx(6.0) and gap == pytest.approx(0.5)
+    assert np.allclose(tangent, [0, 1])
+
+
+def test_headless_script_run_on_hills(tiny_model, tmp_path):
+    script = write(
+        tmp_path,
+        "s.json",
+        [{"t": 0, "move": [0, 1], "speed": 1.0, "action": "move"}, {"t": 1, "turn": 0.5}],
+    )
+    summary = run(
+        tiny_model,
+        2.0,
+        script=script,
+        terrain="hills",
+        trace=tmp_path / "t.json",
+        record=tmp_path / "poses.npz",
+    )
+    assert summary["frames"] == 120 and summary["non_finite_frames"] == 0
+    assert set(summary["frame_time"]["stages"]) >= {
+        "input",
+        "trajectory",
+        "features",
+        "inference",
+        "decode",
+        "ik",
+        "frame",
+    }
+    assert summary["paw_penetration_cm"]["mean"] >= 0
+    recorded = np.load(tmp_path / "poses.npz")
+    assert recorded["positions"].shape == (120, 27, 3)
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+
+
+def test_headless_path_run_reports_deviation(tiny_model, tmp_path):
+    path = write(tmp_path, "p.json", {"speed": 1.0, "waypoints": [[0, 0], [0, 5], [5, 5]]})
+    summary = run(tiny_model, 2.0, path=path)
+    assert {"position_cm", "angle_deg"} <= set(summary["path_deviation"])
