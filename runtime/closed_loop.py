@@ -27,12 +27,12 @@ def drive(model: MotionModel, speed_mps: float, turn_rate_radps: float, seconds:
         controller.step(
             ControlState(velocity[None], np.array([facing]), np.array([ACTIONS.index("move")]))
         )
-        positions = controller.pose.positions_m
+        positions = controller.display_positions
         finite &= bool(np.all(np.isfinite(positions)))
         if not finite:
             break
-        hips_heights.append(positions[0, hips, 1] - controller.root_position_m[0, 1])
-        speeds.append(np.linalg.norm(controller.root_velocity_mps[0, [0, 2]]))
+        hips_heights.append(positions[0, hips, 1])  # above the flat ground at y = 0
+        speeds.append(np.linalg.norm(controller.root_velocity_xz_mps[0]))
     settled = np.array(speeds[int(SETTLE_S / DT_S) :]) if finite else np.array([np.nan])
     mean_speed = float(settled.mean())
     return {

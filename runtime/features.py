@@ -190,36 +190,83 @@ class Pose:
     velocities_mps: np.ndarray  # (N, J, 3)
 
 
-def build_input(
-    root_position_m: np.ndarray,
-    root_rotation: np.ndarray,
-    trajectory: Trajectory,
-    pose: Pose,
-    out: np.ndarray | None = None,
-) -> np.ndarray:
-    """x (N, 480) from world-space state relative to roots (N, 3) / (N, 4)."""
-    n = len(root_position_m)
+@dataclass
+class LocalTrajectory:
+    """Trajectory samples in the root frame, on the ground plane: (N, S, ...)."""
+
+    positions_xz_m: np.ndarray  # (N, S, 2)
+    directions_xz: np.ndarray  # (N, S, 2)
+    velocities_xz_mps: np.ndarray  # (N, S, 2)
+    speeds_mps: np.ndarray  # (N, S)
+    actions: np.ndarray  # (N, S, 6)
+
+
+@dataclass
+class LocalPose:
+    """Joint state in the root frame, as the networks read and write it: (N, J, 3) each."""
+
+    positions_m: np.ndarray
+    forwards: np.ndarray
+    ups: np.ndarray
+    velocities_mps: np.ndarray
+
+
+def trajectory_to_root_frame(root_position_m, root_rotation, trajectory: Trajectory):
+    xz = [0, 2]
+    return LocalTrajectory(
+        to_root_frame(trajectory.positions_m, root_position_m, root_rotation)[..., xz],
+        vectors_to_root_frame(trajectory.directions, root_rotation)[..., xz],
+        vectors_to_root_frame(trajectory.velocities_mps, root_rotation)[..., xz],
+        trajectory.speeds_mps,
+        trajectory.actions,
+    )
+
+
+def pose_to_root_frame(root_position_m, root_rotation, pose: Pose) -> LocalPose:
+    local_rotations = quat_multiply(quat_conjugate(root_rotation)[:, None, :], pose.rotations)
+    forward, up = quat_to_forward_up(local_rotations)
+    return LocalPose(
+        to_root_frame(pose.positions_m, root_position_m, root_rotation),
+        forward,
+        up,
+        vectors_to_root_frame(pose.velocities_mps, root_rotation),
+    )
+
+
+def write_input(trajectory: LocalTrajectory, pose: LocalPose, out=None) -> np.ndarray:
+    """x (N, 480) from root-frame state: the one place x is laid out."""
+    n = len(trajectory.speeds_mps)
     x = np.empty((n, INPUT.size), dtype=np.float32) if out is None else out
-    t = lambda field: INPUT.field(x, "trajectory", field)  # noqa: E731
-    t("position")[:] = to_root_frame(trajectory.positions_m, root_position_m, root_rotation)[
-        ..., [0, 2]
-    ]
-    t("direction")[:] = vectors_to_root_frame(trajectory.directions, root_rotation)[..., [0, 2]]
-    t("velocity")[:] = vectors_to_root_frame(trajectory.velocities_mps, root_rotation)[..., [0, 2]]
-    t("speed")[:] = trajectory.speeds_mps[..., None]
-    t("action")[:] = trajectory.actions
-    _write_joints(INPUT, x, root_position_m, root_rotation, pose)
+    rows = INPUT.rows(x, "trajectory")
+    block = INPUT.block("trajectory")
+    rows[..., block.field_slice("position")] = trajectory.positions_xz_m
+    rows[..., block.field_slice("direction")] = trajectory.directions_xz
+    rows[..., block.field_slice("velocity")] = trajectory.velocities_xz_mps
+    rows[..., block.field_slice("speed")] = trajectory.speeds_mps[..., None]
+    rows[..., block.field_slice("action")] = trajectory.actions
+    write_joints(INPUT, x, pose)
     return x
 
 
-def _write_joints(layout: Layout, features, root_position_m, root_rotation, pose: Pose) -> None:
-    j = lambda field: layout.field(features, "joints", field)  # noqa: E731
-    j("position")[:] = to_root_frame(pose.positions_m, root_position_m, root_rotation)
-    local_rotations = quat_multiply(quat_conjugate(root_rotation)[:, None, :], pose.rotations)
-    forward, up = quat_to_forward_up(local_rotations)
-    j("forward")[:] = forward
-    j("up")[:] = up
-    j("velocity")[:] = vectors_to_root_frame(pose.velocities_mps, root_rotation)
+def write_joints(layout: Layout, features: np.ndarray, pose: LocalPose) -> None:
+    rows = layout.rows(features, "joints")
+    block = layout.block("joints")
+    for field, values in (
+        ("position", pose.positions_m),
+        ("forward", pose.forwards),
+        ("up", pose.ups),
+        ("velocity", pose.velocities_mps),
+    ):
+        rows[..., block.field_slice(field)] = values
+
+
+def build_input(root_position_m, root_rotation, trajectory: Trajectory, pose: Pose, out=None):
+    """x (N, 480) from world-space state relative to roots (N, 3) / (N, 4)."""
+    return write_input(
+        trajectory_to_root_frame(root_position_m, root_rotation, trajectory),
+        pose_to_root_frame(root_position_m, root_rotation, pose),
+        out,
+    )
 
 
 @dataclass
@@ -236,6 +283,11 @@ class Prediction:
     joint_velocities_mps: np.ndarray  # (N, J, 3)
     root_velocity_mps: np.ndarray  # (N, 2) x, z
     root_yaw_velocity_radps: np.ndarray  # (N,)
+
+    def pose(self) -> LocalPose:
+        return LocalPose(
+            self.joint_positions_m, self.joint_forwards, self.joint_ups, self.joint_velocities_mps
+        )
 
 
 def decode_output(y: np.ndarray) -> Prediction:
@@ -275,7 +327,7 @@ def build_output(
     p.future_velocities_mps[:] = vectors_to_root_frame(future.velocities_mps, root_rotation)[
         ..., [0, 2]
     ]
-    _write_joints(OUTPUT, y, root_position_m, root_rotation, pose)
+    write_joints(OUTPUT, y, pose_to_root_frame(root_position_m, root_rotation, pose))
     moved = to_root_frame(
         root_position_m[:, None, :], previous_root_position_m, previous_root_rotation
     )[:, 0]

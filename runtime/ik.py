@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.kinematics import ccd_solve, forward_kinematics
-from runtime.rotations import quat_from_axis_angle, quat_multiply
+from runtime.rotations import cross, quat_from_axis_angle, quat_multiply
 from runtime.skeleton import DOG_LEG_GROUPS, Skeleton
 from runtime.terrain import Heightmap
 
@@ -84,7 +84,7 @@ class FullBodyIk:
         hips[:, 1] += w * hind
         along = np.einsum("nk,nk->n", paws[:, :2].mean(1) - paws[:, 2:].mean(1), facing)
         pitch = np.arctan2(front - hind, np.maximum(along, 0.2))
-        lateral = np.cross(facing, [0.0, 1.0, 0.0])
+        lateral = cross(facing, np.array([0.0, 1.0, 0.0]))
         turn = quat_from_axis_angle(lateral, w * pitch).astype(np.float32)
         local[:, 0] = quat_multiply(turn, local[:, 0])
         adapted, _ = forward_kinematics(self.skeleton, local, hips)

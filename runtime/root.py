@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.rotations import quat_conjugate, quat_rotate
+from runtime.rotations import cross, quat_conjugate, quat_rotate
 from runtime.skeleton import Skeleton
 
 UP = np.array([0.0, 1.0, 0.0])
@@ -46,7 +46,7 @@ def body_facing(global_positions: np.ndarray, skeleton: Skeleton) -> np.ndarray:
         - global_positions[..., skeleton.index("RightUpLeg"), :]
     )
     # Right-handed with y up: forward = left x up (facing +z, the left side is +x).
-    forward = np.cross(across, UP.astype(across.dtype))
+    forward = cross(across, UP.astype(across.dtype))
     forward[..., 1] = 0.0
     return forward / np.linalg.norm(forward, axis=-1, keepdims=True)
 
@@ -68,3 +68,20 @@ def from_root_frame(points: np.ndarray, root_position: np.ndarray, root_rotation
 
 def vectors_from_root_frame(vectors: np.ndarray, root_rotation: np.ndarray) -> np.ndarray:
     return quat_rotate(root_rotation[..., None, :], vectors)
+
+
+# The root frame is a pure yaw, so on the ground plane it is a 2-D rotation; the runtime's
+# per-frame path uses these instead of quaternions (the same frames, far fewer operations).
+def rotate_xz(vectors_xz: np.ndarray, yaw_rad: np.ndarray) -> np.ndarray:
+    """Turns (N, K, 2) ground-plane (x, z) vectors by yaw (N,): what yaw_quaternion does."""
+    c, s = np.cos(yaw_rad)[:, None], np.sin(yaw_rad)[:, None]
+    x, z = vectors_xz[..., 0], vectors_xz[..., 1]
+    return np.stack([c * x + s * z, c * z - s * x], axis=-1)
+
+
+def to_root_xz(points_xz, root_xz, yaw_rad) -> np.ndarray:
+    return rotate_xz(points_xz - root_xz[:, None, :], -yaw_rad)
+
+
+def from_root_xz(points_xz, root_xz, yaw_rad) -> np.ndarray:
+    return rotate_xz(points_xz, yaw_rad) + root_xz[:, None, :]

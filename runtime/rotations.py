@@ -19,6 +19,15 @@ LOCAL_FORWARD = np.array([0.0, 0.0, 1.0])
 LOCAL_UP = np.array([0.0, 1.0, 0.0])
 
 
+def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cross products of 3-vectors (..., 3), broadcasting. Written out because np.cross
+    spends most of its time on axis bookkeeping, which dominates for the runtime's small
+    per-frame arrays."""
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    return np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+
+
 def quat_identity(shape: tuple[int, ...] = (), dtype=np.float64) -> np.ndarray:
     q = np.zeros((*shape, 4), dtype=dtype)
     q[..., 0] = 1.0
@@ -26,8 +35,8 @@ def quat_identity(shape: tuple[int, ...] = (), dtype=np.float64) -> np.ndarray:
 
 
 def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    aw, ax, ay, az = np.moveaxis(a, -1, 0)
-    bw, bx, by, bz = np.moveaxis(b, -1, 0)
+    aw, ax, ay, az = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
+    bw, bx, by, bz = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
     return np.stack(
         [
             aw * bw - ax * bx - ay * by - az * bz,
@@ -51,8 +60,8 @@ def quat_normalize(q: np.ndarray) -> np.ndarray:
 def quat_rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Rotates vectors v (..., 3) by unit quaternions q (..., 4), broadcasting."""
     u = q[..., 1:]
-    t = 2.0 * np.cross(u, v)
-    return v + q[..., :1] * t + np.cross(u, t)
+    t = 2.0 * cross(u, v)
+    return v + q[..., :1] * t + cross(u, t)
 
 
 def quat_from_axis_angle(axis: np.ndarray, angle_rad: np.ndarray) -> np.ndarray:
@@ -104,7 +113,7 @@ def quat_to_euler(q: np.ndarray, order: str) -> np.ndarray:
 
 
 def quat_to_matrix(q: np.ndarray) -> np.ndarray:
-    w, x, y, z = np.moveaxis(q, -1, 0)
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
     return np.stack(
         [
             np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
@@ -178,9 +187,9 @@ def quat_from_forward_up(forward: np.ndarray, up: np.ndarray) -> np.ndarray:
     """The rotation whose local +z is `forward` and whose local +y is as close to `up` as
     orthogonality allows (Gram-Schmidt: forward wins). Inputs need not be unit length."""
     z = forward / np.linalg.norm(forward, axis=-1, keepdims=True)
-    x = np.cross(up, z)
+    x = cross(np.broadcast_to(up, z.shape), z)
     x = x / np.linalg.norm(x, axis=-1, keepdims=True)
-    y = np.cross(z, x)
+    y = cross(z, x)
     return quat_from_matrix(np.stack([x, y, z], axis=-1))
 
 

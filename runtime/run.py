@@ -164,7 +164,7 @@ class PathDriver:
         self.position_errors_m, self.angle_errors_deg = [], []
 
     def control(self, t_s: float, controller: Controller) -> ControlState:
-        xz = controller.root_position_m[0, [0, 2]]
+        xz = controller.root_xz_m[0]
         along, gap, tangent = closest_on_path(self.points, xz)
         self.position_errors_m.append(gap)
         tangent_yaw = math.atan2(tangent[0], tangent[1])
@@ -226,7 +226,7 @@ def run(
             non_finite += 1
         paw_positions.append(positions[0, paws].astype(np.float64))
         contacts.append(controller.contacts[0].copy())
-        speeds.append(float(np.linalg.norm(controller.root_velocity_mps[0, [0, 2]])))
+        speeds.append(float(np.linalg.norm(controller.root_velocity_xz_mps[0])))
         roots.append(controller.root_position_m[0].copy())
         if record is not None:
             recorded["positions"].append(positions[0])

@@ -5,6 +5,7 @@ samples are extrapolated from the character's current motion toward the smoothed
 an exponentially-weighted bias (near samples stay close to what the dog does now, far ones
 reach what is asked), and finally blended with the trajectory the network itself predicted
 last frame: T = tau T_desired + (1 - tau) T_predicted (the MANN paper's runtime control).
+Everything here is world space on the ground plane: (x, z) pairs.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime.features import ACTIONS, FPS, FUTURE_OFFSETS_FRAMES, Trajectory
+from runtime.features import ACTIONS, FPS, FUTURE_OFFSETS_FRAMES
 from runtime.root import wrap_angle_rad
 
 FUTURE_TIMES_S = np.array(FUTURE_OFFSETS_FRAMES) / FPS
@@ -40,7 +41,7 @@ class ControlState:
     def single(cls, velocity_xz=(0.0, 0.0), facing_yaw_rad=0.0, action="idle") -> ControlState:
         return cls(
             np.array([velocity_xz], dtype=np.float64),
-            np.array([facing_yaw_rad], float),
+            np.array([facing_yaw_rad], dtype=np.float64),
             np.array([ACTIONS.index(action)]),
         )
 
@@ -58,6 +59,17 @@ class ControlState:
         return ControlState(velocity, wrap_angle_rad(yaw), action.astype(np.int64))
 
 
+@dataclass
+class GroundTrajectory:
+    """Trajectory samples in world space on the ground plane: (N, S, ...)."""
+
+    positions_xz_m: np.ndarray  # (N, S, 2)
+    directions_xz: np.ndarray  # (N, S, 2) unit facing
+    velocities_xz_mps: np.ndarray  # (N, S, 2)
+    speeds_mps: np.ndarray  # (N, S) desired speed
+    actions: np.ndarray  # (N, S, 6)
+
+
 def smoothing_factor(dt_s: float, half_life_s: float) -> float:
     """How much of the gap to the target remains after dt: exponential smoothing."""
     return 0.5 ** (dt_s / half_life_s)
@@ -67,64 +79,59 @@ def bias_weights(times_s: np.ndarray, bias: float = TRAJECTORY_BIAS) -> np.ndarr
     return 1.0 - (1.0 - np.clip(times_s / HORIZON_S, 0.0, 1.0)) ** bias
 
 
-def yaw_direction(yaw_rad: np.ndarray) -> np.ndarray:
-    return np.stack([np.sin(yaw_rad), np.zeros_like(yaw_rad), np.cos(yaw_rad)], axis=-1)
+def yaw_direction_xz(yaw_rad: np.ndarray) -> np.ndarray:
+    return np.stack([np.sin(yaw_rad), np.cos(yaw_rad)], axis=-1)
+
+
+_STEP_S = FUTURE_TIMES_S[0]
+_MIDDLE_WEIGHTS = bias_weights(FUTURE_TIMES_S - 0.5 * _STEP_S)[None, :, None]
+_SAMPLE_WEIGHTS = bias_weights(FUTURE_TIMES_S)[None, :]
 
 
 def extrapolate(
-    root_position_m,
-    root_velocity_mps,
+    root_xz_m,
+    root_velocity_xz_mps,
     root_yaw_rad,
     action_weights,
-    commanded_velocity_mps,
+    commanded_velocity_xz_mps,
     commanded_yaw_rad,
     commanded_actions,
-) -> Trajectory:
+):
     """Desired future samples (N, 6) from the current motion toward the smoothed command."""
-    step_s = FUTURE_TIMES_S[0]
+    now_v, cmd_v = root_velocity_xz_mps[:, None, :], commanded_velocity_xz_mps[:, None, :]
     # Velocity at the middle of each 10-frame step, integrated into positions.
-    middles = bias_weights(FUTURE_TIMES_S - 0.5 * step_s)[None, :, None]
-    now_v, cmd_v = root_velocity_mps[:, None, [0, 2]], commanded_velocity_mps[:, None, :]
-    step_velocity = now_v + (cmd_v - now_v) * middles
-    offsets_xz = np.cumsum(step_velocity * step_s, axis=1)
-    positions = np.repeat(root_position_m[:, None, :], len(FUTURE_TIMES_S), axis=1).copy()
-    positions[..., [0, 2]] += offsets_xz
-    weights = bias_weights(FUTURE_TIMES_S)[None, :]
-    velocity_xz = now_v + (cmd_v - now_v) * weights[..., None]
-    velocities = np.zeros_like(positions)
-    velocities[..., [0, 2]] = velocity_xz
-    yaw = (
-        root_yaw_rad[:, None] + weights * wrap_angle_rad(commanded_yaw_rad - root_yaw_rad)[:, None]
-    )
+    step_velocity = now_v + (cmd_v - now_v) * _MIDDLE_WEIGHTS
+    positions = root_xz_m[:, None, :] + np.cumsum(step_velocity * _STEP_S, axis=1)
+    weights = _SAMPLE_WEIGHTS
+    velocities = now_v + (cmd_v - now_v) * weights[..., None]
+    turn = wrap_angle_rad(commanded_yaw_rad - root_yaw_rad)[:, None]
+    directions = yaw_direction_xz(root_yaw_rad[:, None] + weights * turn)
     actions = (
-        action_weights[:, None] + (commanded_actions - action_weights)[:, None] * weights[..., None]
+        action_weights[:, None]
+        + (commanded_actions - action_weights)[:, None] * (weights[..., None])
     )
+    # The desired speed is the player's target speed: measuring it on this path, which starts
+    # from the dog's current motion, would feed the dog's own speed back into its input.
     speeds = np.repeat(
-        np.linalg.norm(commanded_velocity_mps, axis=1)[:, None], len(FUTURE_TIMES_S), axis=1
+        np.linalg.norm(commanded_velocity_xz_mps, axis=1)[:, None], len(FUTURE_TIMES_S), axis=1
     )
-    return Trajectory(positions, yaw_direction(yaw), velocities, speeds, actions)
+    return GroundTrajectory(positions, directions, velocities, speeds, actions)
 
 
-def blend(desired: Trajectory, predicted: Trajectory | None, tau: float) -> Trajectory:
+def blend(
+    desired: GroundTrajectory, predicted: GroundTrajectory | None, tau: float
+) -> GroundTrajectory:
     """tau * desired + (1 - tau) * predicted; directions renormalised; speeds and actions are
     the player's (the network does not predict them)."""
     if predicted is None or tau >= 1.0:
         return desired
     mix = lambda a, b: tau * a + (1.0 - tau) * b  # noqa: E731
-    directions = mix(desired.directions, predicted.directions)
+    directions = mix(desired.directions_xz, predicted.directions_xz)
     directions /= np.maximum(np.linalg.norm(directions, axis=-1, keepdims=True), 1e-9)
-    return Trajectory(
-        mix(desired.positions_m, predicted.positions_m),
+    return GroundTrajectory(
+        mix(desired.positions_xz_m, predicted.positions_xz_m),
         directions,
-        mix(desired.velocities_mps, predicted.velocities_mps),
+        mix(desired.velocities_xz_mps, predicted.velocities_xz_mps),
         desired.speeds_mps,
         desired.actions,
     )
-
-
-def path_speed_mps(root_position_m: np.ndarray, future_positions_m: np.ndarray) -> np.ndarray:
-    """Length of the path from the root through the future samples, per second of it: the
-    data's definition of the desired speed (training/clips.py)."""
-    points = np.concatenate([root_position_m[:, None, :], future_positions_m], axis=1)
-    steps = np.linalg.norm(np.diff(points[..., [0, 2]], axis=1), axis=-1)
-    return steps.sum(axis=1) / HORIZON_S

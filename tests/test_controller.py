@@ -37,19 +37,59 @@ def test_characters_in_a_batch_do_not_affect_each_other(model):
         batch.step(
             ControlState(np.array([[0, 1.0], [2.0, 0]]), np.array([0.0, 1.0]), np.array([1, 1]))
         )
-    assert np.allclose(alone.pose.positions_m[0], batch.pose.positions_m[0], atol=1e-4)
+    assert np.allclose(alone.display_positions[0], batch.display_positions[0], atol=1e-4)
 
 
 def test_non_finite_control_is_refused_and_the_state_kept(model):
     controller = Controller(model)
     controller.step(ControlState.single((0.0, 1.0), 0.0, "move"))
-    before = controller.pose.positions_m.copy()
+    before = controller.display_positions.copy()
     with pytest.raises(ValueError, match="non-finite"):
         controller.step(ControlState.single((np.inf, 1.0), 0.0, "move"))
-    assert np.array_equal(controller.pose.positions_m, before) and controller.frame == 1
+    assert np.array_equal(controller.display_positions, before) and controller.frame == 1
 
 
 def test_closed_loop_drive_reports(model):
     report = drive(model, speed_mps=1.1, turn_rate_radps=0.5, seconds=4.0)
     assert set(report) >= {"finite", "min_hips_height_m", "mean_speed_mps", "speed_error"}
     assert report["finite"]
+
+
+def test_true_outputs_reproduce_the_clip(model, monkeypatch):
+    """Feeding the controller a clip's true y moves its state exactly onto the clip's next
+    frame, and the x it writes from that state is the dataset's x."""
+    from synthetic_dog import gait, to_motion
+
+    import runtime.controller as controller_module
+    from runtime.features import INPUT, decode_output, pose_to_root_frame, write_input
+    from runtime.root import yaw_from_direction
+    from training.clips import clip_pairs, process_clip
+
+    monkeypatch.setattr(controller_module, "JOINT_POSITION_BLEND", 0.0)
+    roots, rotations, _ = gait("walk", 0.6, 4.0)
+    clip = process_clip(to_motion(roots, rotations, "walk"))
+    x, y, frames = clip_pairs(clip)
+    controller = Controller(model)
+    row = 40
+    f = frames[row]
+    controller.root_xz_m = clip.root_positions_m[[f]][:, [0, 2]].copy()
+    controller.root_yaw_rad = yaw_from_direction(clip.facing[[f]])
+    controller.pose = pose_to_root_frame(
+        clip.root_positions_m[[f]], clip.root_rotations[[f]], clip.pose(np.array([f]))
+    )
+    controller._apply(decode_output(y[[row]].astype(np.float64)), np.zeros((1, 12)))
+    assert np.allclose(controller.root_xz_m[0], clip.root_positions_m[f + 1, [0, 2]], atol=1e-5)
+    assert controller.root_yaw_rad[0] == pytest.approx(
+        yaw_from_direction(clip.facing[f + 1]), abs=1e-5
+    )
+    expected = pose_to_root_frame(
+        clip.root_positions_m[[f + 1]], clip.root_rotations[[f + 1]], clip.pose(np.array([f + 1]))
+    )
+    for name in ("positions_m", "forwards", "ups", "velocities_mps"):
+        assert np.allclose(getattr(controller.pose, name), getattr(expected, name), atol=1e-4)
+    future = clip.root_positions_m[f + 1 + np.array([10, 20, 30, 40, 50, 60])][:, [0, 2]]
+    assert np.allclose(controller.predicted_future.positions_xz_m[0], future, atol=1e-4)
+    # The joint block the controller writes next is the dataset's input for frame f + 1.
+    x_next = write_input(controller.trajectory(), controller.pose)
+    joints = INPUT.block_slice("joints")
+    assert np.abs(x_next[0, joints] - x[row + 1, joints]).max() < 1e-4

@@ -121,3 +121,15 @@ def test_body_facing_is_left_cross_up():
     facing = body_facing(positions, dog)  # left toward +x, so facing +z
     assert np.allclose(facing, [[0, 0, 1]])
     assert yaw_from_direction(facing)[0] == pytest.approx(0.0)
+
+
+def test_planar_root_frame_matches_the_quaternion_one(rng):
+    from runtime.root import from_root_xz, to_root_xz
+
+    root_position, root_rotation, trajectory, _ = random_world_state(rng, 4)
+    yaw = 2 * np.arctan2(root_rotation[:, 2], root_rotation[:, 0])
+    planar = to_root_xz(trajectory.positions_m[..., [0, 2]], root_position[:, [0, 2]], yaw)
+    full = to_root_frame(trajectory.positions_m, root_position, root_rotation)[..., [0, 2]]
+    assert np.allclose(planar, full)
+    back = from_root_xz(planar, root_position[:, [0, 2]], yaw)
+    assert np.allclose(back, trajectory.positions_m[..., [0, 2]])

@@ -8,7 +8,6 @@ from runtime.trajectory import (
     bias_weights,
     blend,
     extrapolate,
-    path_speed_mps,
     smoothing_factor,
 )
 
@@ -26,35 +25,38 @@ def test_bias_weights_rise_from_now_to_the_horizon():
 
 
 def state(velocity_xz=(0.0, 1.0), yaw=0.0, command_xz=(0.0, 1.0), command_yaw=0.0):
-    idle = np.eye(6)[[0]]
-    move = np.eye(6)[[1]]
     return dict(
-        root_position_m=np.zeros((1, 3)),
-        root_velocity_mps=np.array([[velocity_xz[0], 0.0, velocity_xz[1]]]),
+        root_xz_m=np.zeros((1, 2)),
+        root_velocity_xz_mps=np.array([velocity_xz]),
         root_yaw_rad=np.array([yaw]),
-        action_weights=idle,
-        commanded_velocity_mps=np.array([command_xz]),
+        action_weights=np.eye(6)[[0]],
+        commanded_velocity_xz_mps=np.array([command_xz]),
         commanded_yaw_rad=np.array([command_yaw]),
-        commanded_actions=move,
+        commanded_actions=np.eye(6)[[1]],
     )
 
 
 def test_steady_motion_extrapolates_to_a_straight_line():
     future = extrapolate(**state())
-    assert np.allclose(future.positions_m[0, :, 2], FUTURE_TIMES_S)
-    assert np.allclose(future.positions_m[0, :, [0, 1]], 0.0)
+    assert np.allclose(future.positions_xz_m[0, :, 1], FUTURE_TIMES_S)
+    assert np.allclose(future.positions_xz_m[0, :, 0], 0.0)
     assert np.allclose(future.speeds_mps, 1.0)
-    assert path_speed_mps(np.zeros((1, 3)), future.positions_m)[0] == pytest.approx(1.0)
     # Actions move from the current weights to the commanded ones along the second.
     assert future.actions[0, -1, ACTIONS.index("move")] == pytest.approx(1.0)
     assert np.all(np.diff(future.actions[0, :, ACTIONS.index("move")]) > 0)
 
 
+def test_desired_speed_is_the_command_not_the_current_motion():
+    future = extrapolate(**state(velocity_xz=(0.0, 3.0), command_xz=(0.0, 0.5)))
+    assert np.allclose(future.speeds_mps, 0.5)
+    assert future.velocities_xz_mps[0, 0, 1] > 1.0  # while the path still starts fast
+
+
 def test_starting_from_rest_the_path_accelerates_and_turns_toward_the_command():
     future = extrapolate(**state(velocity_xz=(0, 0), command_xz=(1.0, 0.0), command_yaw=np.pi / 2))
-    step = np.diff(np.concatenate([[[0, 0, 0]], future.positions_m[0]]), axis=0)[:, 0]
-    assert np.all(np.diff(step) > 0)  # speeding up toward +x
-    yaw = np.arctan2(future.directions[0, :, 0], future.directions[0, :, 2])
+    steps = np.diff(np.concatenate([[[0, 0]], future.positions_xz_m[0]]), axis=0)[:, 0]
+    assert np.all(np.diff(steps) > 0)  # speeding up toward +x
+    yaw = np.arctan2(future.directions_xz[0, :, 0], future.directions_xz[0, :, 1])
     assert np.all(np.diff(yaw) > 0) and yaw[-1] == pytest.approx(np.pi / 2)
 
 
@@ -62,8 +64,8 @@ def test_blend_by_tau():
     a = extrapolate(**state(command_xz=(0.0, 1.0)))
     b = extrapolate(**state(command_xz=(0.0, 3.0), velocity_xz=(0.0, 3.0)))
     mixed = blend(a, b, tau=0.25)
-    assert np.allclose(mixed.positions_m, 0.25 * a.positions_m + 0.75 * b.positions_m)
-    assert np.allclose(np.linalg.norm(mixed.directions, axis=-1), 1.0)
+    assert np.allclose(mixed.positions_xz_m, 0.25 * a.positions_xz_m + 0.75 * b.positions_xz_m)
+    assert np.allclose(np.linalg.norm(mixed.directions_xz, axis=-1), 1.0)
     assert blend(a, None, 0.5) is a
 
 
