@@ -1,1 +1,33 @@
-"""canis runtime: what a game embeds. numpy, ONNX Runtime and the native core; never torch."""
+"""canis runtime: what a game embeds. numpy, ONNX Runtime and the native core; never torch.
+
+The embedding API (see docs/EMBEDDING.md):
+    MotionModel     an exported network, checked against the feature contract at load
+    Controller      N dogs stepped together at 60 Hz; display_pose() gives what to draw
+    ControlState    what each dog is asked to do (velocity, facing, action)
+    Heightmap, load_terrain, procedural   terrains the IK fits the paws onto
+    FixedTimestep   the accumulator that decouples simulation from the display rate
+    Profiler        per-stage frame timing, rolling p50/p99, Chrome trace
+    follow_path     the control that keeps a dog on a polyline
+"""
+
+_EXPORTS = {
+    "MotionModel": "runtime.inference",
+    "Controller": "runtime.controller",
+    "ControlState": "runtime.trajectory",
+    "Heightmap": "runtime.terrain",
+    "load_terrain": "runtime.terrain",
+    "procedural": "runtime.terrain",
+    "FixedTimestep": "runtime.loop",
+    "Profiler": "runtime.profiler",
+    "follow_path": "runtime.run",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    # Lazy, so that `import runtime.skeleton` (as training does) does not load ONNX Runtime.
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'runtime' has no attribute {name!r}")

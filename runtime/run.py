@@ -158,27 +158,32 @@ def point_at(points: np.ndarray, along: float) -> np.ndarray:
     return points[i] + (points[i + 1] - points[i]) * (along - cumulative[i]) / lengths[i]
 
 
+def follow_path(
+    points: np.ndarray, speed_mps: float, root_xz_m: np.ndarray, root_yaw_rad: float
+) -> tuple[np.ndarray, float, float, float]:
+    """Control for one dog on a polyline: (velocity (2,), facing yaw, distance from the path
+    in m, angle from its tangent in degrees). It aims at the point PATH_LOOKAHEAD_M further
+    along the path than the closest one."""
+    along, gap, tangent = closest_on_path(points, root_xz_m)
+    tangent_yaw = math.atan2(tangent[0], tangent[1])
+    angle = abs(math.degrees(wrap_angle_rad(root_yaw_rad - tangent_yaw)))
+    heading = point_at(points, along + PATH_LOOKAHEAD_M) - root_xz_m
+    heading /= max(np.linalg.norm(heading), 1e-9)
+    return speed_mps * heading, math.atan2(heading[0], heading[1]), gap, angle
+
+
 class PathDriver:
     def __init__(self, spec: dict):
         self.points, self.speed = spec["waypoints"], spec["speed"]
         self.position_errors_m, self.angle_errors_deg = [], []
 
     def control(self, t_s: float, controller: Controller) -> ControlState:
-        xz = controller.root_xz_m[0]
-        along, gap, tangent = closest_on_path(self.points, xz)
+        velocity, facing, gap, angle = follow_path(
+            self.points, self.speed, controller.root_xz_m[0], controller.root_yaw_rad[0]
+        )
         self.position_errors_m.append(gap)
-        tangent_yaw = math.atan2(tangent[0], tangent[1])
-        self.angle_errors_deg.append(
-            abs(math.degrees(wrap_angle_rad(controller.root_yaw_rad[0] - tangent_yaw)))
-        )
-        target = point_at(self.points, along + PATH_LOOKAHEAD_M)
-        heading = target - xz
-        heading /= max(np.linalg.norm(heading), 1e-9)
-        return ControlState(
-            (self.speed * heading)[None],
-            np.array([math.atan2(heading[0], heading[1])]),
-            np.array([ACTIONS.index("move")]),
-        )
+        self.angle_errors_deg.append(angle)
+        return ControlState(velocity[None], np.array([facing]), np.array([ACTIONS.index("move")]))
 
 
 def foot_skating_cm(paw_xz_m: np.ndarray, paw_height_m: np.ndarray) -> np.ndarray:
