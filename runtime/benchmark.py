@@ -80,6 +80,47 @@ def benchmark_inference(
     return rows
 
 
+def benchmark_frames(
+    model_path: Path, counts=BATCHES, terrain: str = "hills", frames: int = 600
+) -> list[dict]:
+    """Whole controller frames (everything but drawing) for N dogs trotting on a terrain."""
+    from runtime.controller import Controller
+    from runtime.features import ACTIONS
+    from runtime.terrain import procedural
+    from runtime.trajectory import ControlState
+
+    rows = []
+    model = MotionModel(model_path, device="cpu", threads=1)
+    for count in counts:
+        controller = Controller(model, count=count, terrain=procedural(terrain))
+        facing = np.linspace(0, 2 * np.pi, count, endpoint=False)
+        control = ControlState(
+            1.9 * np.stack([np.sin(facing), np.cos(facing)], 1),
+            facing,
+            np.full(count, ACTIONS.index("move")),
+        )
+        steps = max(60, frames // max(1, count // 8))
+        for _ in range(30):  # warm-up
+            controller.step(control)
+            controller.profiler.end_frame()
+        controller.profiler = type(controller.profiler)()
+        for _ in range(steps):
+            controller.step(control)
+            controller.profiler.end_frame()
+        stages = controller.profiler.summary()["stages"]
+        rows.append(
+            {
+                "model": model.kind,
+                "characters": count,
+                "terrain": terrain,
+                "frames": steps,
+                "stages": stages,
+                "frame_ms_per_character": stages["frame"]["p50_ms"] / count,
+            }
+        )
+    return rows
+
+
 def model_size_mb(path: Path) -> float:
     return Path(path).stat().st_size / 1e6
 
@@ -107,6 +148,39 @@ def markdown(report: dict) -> str:
             f"{row['threads']} | {row['batch']} | {row['p50_ms']:.3f} | "
             f"{row['p99_ms']:.3f} | {row['per_character_ms']:.4f} |"
         )
+    one = report["frames"][0]["stages"]
+    lines += [
+        "",
+        f"## Whole frames ({report['frame_model']}, one thread, trotting on rolling hills)",
+        "",
+        "Everything a game calls per 1/60 s step except drawing: command smoothing (input),",
+        "trajectory, features, inference, decode and root update, display pose with full-body",
+        "IK (ik). One dog:",
+        "",
+        "| stage | p50 ms | p99 ms |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {name} | {v['p50_ms']:.3f} | {v['p99_ms']:.3f} |"
+        for name, v in one.items()
+        if name != "render"
+    ]
+    lines += [
+        "",
+        f"Outside inference: {report['non_inference_ms_p50']:.3f} ms (sum of stage medians).",
+        "",
+        "Batch scaling: N dogs stepped by one inference call per frame.",
+        "",
+        "| dogs | frame p50 ms | frame p99 ms | inference p50 ms | ik p50 ms | per dog ms |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in report["frames"]:
+        stages = row["stages"]
+        lines.append(
+            f"| {row['characters']} | {stages['frame']['p50_ms']:.3f} | "
+            f"{stages['frame']['p99_ms']:.3f} | {stages['inference']['p50_ms']:.3f} | "
+            f"{stages['ik']['p50_ms']:.3f} | {row['frame_ms_per_character']:.4f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -114,8 +188,20 @@ def run_benchmarks(models: list[Path], seconds_per_case: float = 2.0) -> dict:
     inference = []
     for path in models:
         inference += benchmark_inference(path, seconds_per_case=seconds_per_case)
+    default = next((p for p in models if Path(p).name == "mann8.onnx"), models[0])
+    frames = benchmark_frames(default)
+    one = frames[0]["stages"]
     return {
         "machine": machine(),
         "inference": inference,
+        "frames": frames,
         "sizes_mb": {Path(p).name: model_size_mb(p) for p in models},
+        "frame_model": Path(default).name,
+        "frame_ms_p50": one["frame"]["p50_ms"],
+        "frame_ms_p99": one["frame"]["p99_ms"],
+        "inference_ms_p50": one["inference"]["p50_ms"],
+        "ik_ms_p50": one["ik"]["p50_ms"],
+        "non_inference_ms_p50": sum(
+            v["p50_ms"] for k, v in one.items() if k not in ("frame", "inference")
+        ),
     }
