@@ -28,16 +28,11 @@ from runtime.features import (
 )
 from runtime.ik import CONTACT_HEIGHT_M, CONTACT_SPEED_MPS, FullBodyIk
 from runtime.inference import MotionModel
-from runtime.kinematics import forward_kinematics
+from runtime.kinematics import forward_kinematics, rotations_from_directions
 from runtime.poses import load_keyframes
 from runtime.profiler import Profiler
-from runtime.root import from_root_xz, rotate_xz, to_root_xz, wrap_angle_rad, yaw_quaternion
-from runtime.rotations import (
-    quat_conjugate,
-    quat_from_forward_up,
-    quat_multiply,
-    quat_to_forward_up,
-)
+from runtime.root import from_root_xz, rotate_xz, to_root_xz, wrap_angle_rad
+from runtime.rotations import quat_to_forward_up
 from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from runtime.terrain import Heightmap
 from runtime.trajectory import (
@@ -244,11 +239,10 @@ class Controller:
     def _update_display_pose(self, dt_s: float) -> None:
         """The pose shown: predicted rotations through FK with fixed bone offsets at the
         predicted hips, in the world, then fitted to the terrain by the full-body IK."""
-        pose, parents = self.pose, self.skeleton.parents
-        in_root = quat_from_forward_up(pose.forwards, pose.ups)  # (N, J, 4), root frame
-        local = np.empty_like(in_root)
-        local[:, 1:] = quat_multiply(quat_conjugate(in_root[:, parents[1:]]), in_root[:, 1:])
-        local[:, 0] = quat_multiply(yaw_quaternion(self.root_yaw_rad), in_root[:, 0])
+        pose = self.pose
+        local, _ = rotations_from_directions(
+            self.skeleton, pose.forwards, pose.ups, self.root_yaw_rad
+        )
         hips = np.empty((self.count, 3))
         hips[:, [0, 2]] = from_root_xz(
             pose.positions_m[:, :1, [0, 2]], self.root_xz_m, self.root_yaw_rad

@@ -75,3 +75,19 @@ def ccd_solve(
         residuals,
     )
     return residuals
+
+
+def rotations_from_directions(
+    skeleton: Skeleton, forwards: np.ndarray, ups: np.ndarray, root_yaws_rad: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Local (N, J, 4) and global rotations from root-frame forward/up axes (N, J, 3), as the
+    networks encode them, for characters whose root frames are yaws (N,). Native: the numpy
+    equivalent (runtime.rotations.quat_from_forward_up, then parent-relative) is what the
+    tests compare it with."""
+    forwards, ups = _f32(forwards), _f32(ups)
+    local = np.empty((*forwards.shape[:-1], 4), dtype=np.float32)
+    world = np.empty_like(local)
+    _kinematics.rotations_from_directions(
+        skeleton.parents, forwards, ups, _f32(root_yaws_rad), local, world
+    )
+    return local, world

@@ -159,3 +159,32 @@ def test_ccd_leaves_an_already_solved_pose_alone(dog):
     before = local.copy()
     ccd_solve(dog, local, roots, chain, target)
     assert np.array_equal(local, before)
+
+
+def test_native_rotations_from_directions_match_the_numpy_math(dog, rng):
+    from runtime.kinematics import rotations_from_directions
+    from runtime.root import yaw_quaternion
+    from runtime.rotations import (
+        quat_angle_rad,
+        quat_conjugate,
+        quat_from_forward_up,
+        quat_to_forward_up,
+    )
+
+    q = random_quaternions(rng, (20, dog.joint_count)).astype(np.float64)
+    forwards, ups = quat_to_forward_up(q)
+    ups = ups * 0.7 + forwards * 0.3  # up is only a hint: not orthogonal, not unit
+    yaw = rng.uniform(-np.pi, np.pi, 20)
+    local, world = rotations_from_directions(dog, forwards, ups, yaw)
+    expected_world = quat_multiply(
+        yaw_quaternion(yaw)[:, None], quat_from_forward_up(forwards, ups)
+    )
+    assert quat_angle_rad(world.astype(np.float64), expected_world).max() < 1e-5
+    expected_local = expected_world.copy()
+    expected_local[:, 1:] = quat_multiply(
+        quat_conjugate(expected_world[:, dog.parents[1:]]), expected_world[:, 1:]
+    )
+    assert quat_angle_rad(local.astype(np.float64), expected_local).max() < 1e-5
+    # Up along forward has no roll to give: still a valid rotation with that forward.
+    degenerate, _ = rotations_from_directions(dog, forwards, forwards, yaw)
+    assert np.allclose(np.linalg.norm(degenerate, axis=-1), 1.0, atol=1e-5)

@@ -79,6 +79,23 @@ void ccd_solve(In<int32_t> parents, In<float> offsets, Out<float> local_rotation
                           tolerance, residuals.data()));
 }
 
+void rotations_from_directions(In<int32_t> parents, In<float> forwards, In<float> ups,
+                               In<float> root_yaws, Out<float> local_rotations,
+                               Out<float> global_rotations) {
+    long joints = static_cast<long>(parents.shape(0));
+    long characters = forwards.ndim() == 3 ? static_cast<long>(forwards.shape(0)) : -1;
+    require_shape(parents, "parents", {joints});
+    require_shape(forwards, "forwards", {characters, joints, 3});
+    require_shape(ups, "ups", {characters, joints, 3});
+    require_shape(root_yaws, "root_yaws", {characters});
+    require_shape(local_rotations, "local_rotations", {characters, joints, 4});
+    require_shape(global_rotations, "global_rotations", {characters, joints, 4});
+    nb::gil_scoped_release release;
+    check(canis_rotations_from_directions(characters, joints, parents.data(), forwards.data(),
+                                          ups.data(), root_yaws.data(), local_rotations.data(),
+                                          global_rotations.data()));
+}
+
 void terrain_sample(In<float> heights, float cell_size, float origin_x, float origin_z,
                     In<float> points_xz, Out<float> out_heights, Out<float> out_normals) {
     long points = points_xz.ndim() == 2 ? static_cast<long>(points_xz.shape(0)) : -1;
@@ -107,6 +124,9 @@ NB_MODULE(_kinematics, m) {
           "local_rotations"_a.noconvert(), "root_positions"_a.noconvert(),
           "chain"_a.noconvert(), "joint_weights"_a.noconvert(), "targets"_a.noconvert(),
           "max_iterations"_a, "tolerance"_a, "residuals"_a.noconvert());
+    m.def("rotations_from_directions", &rotations_from_directions, "parents"_a.noconvert(),
+          "forwards"_a.noconvert(), "ups"_a.noconvert(), "root_yaws"_a.noconvert(),
+          "local_rotations"_a.noconvert(), "global_rotations"_a.noconvert());
     m.def("terrain_sample", &terrain_sample, "heights"_a.noconvert(), "cell_size"_a,
           "origin_x"_a, "origin_z"_a, "points_xz"_a.noconvert(), "out_heights"_a.noconvert(),
           "out_normals"_a.noconvert());

@@ -65,6 +65,21 @@ int canis_ccd_solve(int32_t n_characters, int32_t n_joints, const int32_t* paren
                     float* residuals);
 
 /*
+ * Joint rotations from the networks' encoding: each joint's forward (+z) and up (+y) axes,
+ * expressed in its character's root frame, which is a rotation of root_yaws radians about +y.
+ * The axes are orthonormalised with forward kept (up is only a hint).
+ *   forwards, ups     [n_characters][n_joints][3]
+ *   root_yaws         [n_characters]
+ *   local_rotations   [n_characters][n_joints][4]  output: relative to the parent; the root
+ *                                                  joint's is global (ready for FK)
+ *   global_rotations  [n_characters][n_joints][4]  output (may be NULL)
+ */
+int canis_rotations_from_directions(int32_t n_characters, int32_t n_joints,
+                                    const int32_t* parents, const float* forwards,
+                                    const float* ups, const float* root_yaws,
+                                    float* local_rotations, float* global_rotations);
+
+/*
  * Bilinear terrain sampling of a heightmap.
  *   heights      [rows][cols]  height of grid node (row, col) at x = origin_x + col * cell_size,
  *                              z = origin_z + row * cell_size; points outside clamp to the edge
