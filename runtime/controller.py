@@ -19,7 +19,6 @@ import numpy as np
 from runtime.features import (
     ACTIONS,
     FPS,
-    INPUT,
     TRAJECTORY_OFFSETS_FRAMES,
     LocalPose,
     LocalTrajectory,
@@ -77,7 +76,8 @@ class Controller:
         self.paws = self.skeleton.group("paws")
         self.keyframes = load_keyframes()
         self.ik = FullBodyIk(self.skeleton, count)
-        self._x = np.empty((count, INPUT.size), dtype=np.float32)
+        # Bound once: x is written into the session's own input buffer every frame.
+        self._buffers = model.bind(count)
         self.reset(start_pose=start_pose)
 
     def reset(self, root_xz_m=None, yaw_rad=None, start_pose: str = "stand") -> None:
@@ -173,7 +173,8 @@ class Controller:
         )
 
     def step(self, control: ControlState) -> np.ndarray:
-        """Advances every character one frame; returns the network input x it used."""
+        """Advances every character one frame; returns the network input x it used (a view
+        of the bound input buffer: copy it to keep it)."""
         stage = self.profiler.stage
         with stage("input"):
             control = control.validated(self.count)
@@ -181,13 +182,15 @@ class Controller:
         with stage("trajectory"):
             trajectory = self.trajectory()
         with stage("features"):
-            x = write_input(trajectory, self.pose, out=self._x)
+            x = write_input(trajectory, self.pose, out=self._buffers.inputs["x"])
+            if "phase" in self._buffers.inputs:
+                self._buffers.inputs["phase"][:, 0] = self.phase_rad
         with stage("inference"):
-            outputs = self.model.run(x, self.phase_rad)
+            outputs = self.model.run_bound(self._buffers)
         with stage("decode"):
             self._apply(decode_output(outputs["y"].astype(np.float64)), trajectory.speeds_mps)
             if "expert_weights" in outputs:
-                self.expert_weights = outputs["expert_weights"]
+                self.expert_weights = outputs["expert_weights"].copy()
             if "phase_delta" in outputs:
                 self.phase_rad = (self.phase_rad + outputs["phase_delta"][:, 0]) % (2 * np.pi)
         with stage("ik"):

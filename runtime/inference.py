@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +58,16 @@ def check_metadata(path: Path, meta: dict[str, str], input_names, output_names) 
     if problems:
         raise ModelError(f"{path}: does not match this runtime: " + "; ".join(problems))
     return kind
+
+
+@dataclass
+class BoundBuffers:
+    inputs: dict[str, np.ndarray]  # write x (N, 480) and, for PFNN, phase (N, 1) here
+    outputs: dict[str, np.ndarray]  # read the results here after MotionModel.run_bound
+    binding: object
+    device_inputs: dict
+    device_outputs: dict
+    on_cpu: bool
 
 
 def cuda_device_present() -> bool:
@@ -112,6 +123,44 @@ class MotionModel:
             return session, "cpu"
         except Exception as error:  # ORT raises its own types for bad files
             raise ModelError(f"{self.path}: not a loadable ONNX model ({error})") from None
+
+    def bind(self, batch: int) -> BoundBuffers:
+        """Preallocated input and output buffers for `batch` characters, bound to the session
+        (ONNX Runtime IO binding). Write x (and phase) into them in place and call
+        run_bound(): nothing is allocated per frame, and on the CPU the session reads and
+        writes these very arrays. On CUDA the inputs are copied to device buffers once per
+        run and the outputs back."""
+        binding = self.session.io_binding()
+        x = np.zeros((batch, 480), dtype=np.float32)
+        inputs = {"x": x}
+        if self.kind == "pfnn":
+            inputs["phase"] = np.zeros((batch, 1), dtype=np.float32)
+        widths = {"y": 363, "expert_weights": self.experts, "phase_delta": 1}
+        outputs = {n: np.zeros((batch, widths[n]), dtype=np.float32) for n in self.output_names}
+        device = "cuda" if self.device == "cuda" else "cpu"
+        device_inputs = {}
+        for name, array in inputs.items():
+            value = ort.OrtValue.ortvalue_from_numpy(array, device, 0)
+            binding.bind_ortvalue_input(name, value)
+            device_inputs[name] = value
+        device_outputs = {}
+        for name, array in outputs.items():
+            value = ort.OrtValue.ortvalue_from_numpy(array, device, 0)
+            binding.bind_ortvalue_output(name, value)
+            device_outputs[name] = value
+        return BoundBuffers(
+            inputs, outputs, binding, device_inputs, device_outputs, on_cpu=device == "cpu"
+        )
+
+    def run_bound(self, buffers: BoundBuffers) -> dict[str, np.ndarray]:
+        if not buffers.on_cpu:
+            for name, array in buffers.inputs.items():
+                buffers.device_inputs[name].update_inplace(array)
+        self.session.run_with_iobinding(buffers.binding)
+        if not buffers.on_cpu:
+            for name, value in buffers.device_outputs.items():
+                buffers.outputs[name][...] = value.numpy()
+        return buffers.outputs
 
     def run(self, x: np.ndarray, phase: np.ndarray | None = None) -> dict[str, np.ndarray]:
         feeds = {"x": np.ascontiguousarray(x, dtype=np.float32)}

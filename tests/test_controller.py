@@ -20,7 +20,7 @@ def test_steps_stay_finite_and_keep_bone_lengths(model):
         np.array([[0, 1.0], [1.0, 0], [0, 0]]), np.array([0, 1.5, 0]), np.array([1, 1, 0])
     )
     for _ in range(30):
-        x = controller.step(control)
+        x = controller.step(control).copy()
     assert x.shape == (3, 480) and np.all(np.isfinite(x))
     positions, _ = controller.display_pose()
     bones = np.linalg.norm(

@@ -54,3 +54,16 @@ def test_truncated_and_foreign_files(tiny_model, tmp_path):
     onnx.save(bare, str(tmp_path / "bare.onnx"))
     with pytest.raises(ModelError, match="not a canis model"):
         MotionModel(tmp_path / "bare.onnx")
+
+
+def test_io_binding_gives_the_same_outputs(tiny_model):
+    model = MotionModel(tiny_model)
+    buffers = model.bind(3)
+    x = np.random.default_rng(0).normal(size=(3, 480)).astype(np.float32)
+    buffers.inputs["x"][...] = x
+    bound = model.run_bound(buffers)
+    plain = model.run(x)
+    for name in ("y", "expert_weights"):
+        assert np.array_equal(bound[name], plain[name])
+    buffers.inputs["x"][...] = 0.0  # written in place, read in place
+    assert not np.array_equal(model.run_bound(buffers)["y"], plain["y"])
