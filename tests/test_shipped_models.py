@@ -1,0 +1,68 @@
+"""The models shipped in assets/models, driven for a few seconds. The 60-second figures for
+every gait speed are in each model's card (assets/models/*.md), made by `canis export --card`."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from runtime.cli import SHIPPED_MODELS
+from runtime.closed_loop import drive
+from runtime.inference import MotionModel
+from runtime.run import run
+
+MANN8 = SHIPPED_MODELS / "mann8.onnx"
+PFNN = SHIPPED_MODELS / "pfnn.onnx"
+needs_mann8 = pytest.mark.skipif(not MANN8.exists(), reason="no shipped MANN-8")
+
+
+@needs_mann8
+def test_mann8_describes_itself_and_fits_the_budget_size():
+    model = MotionModel(MANN8)
+    assert model.kind == "mann" and model.experts == 8
+    schedule = json.loads(model.metadata["canis.training_schedule"])
+    assert schedule["epochs_completed"] >= 35
+    sizes = sum(p.stat().st_size for p in SHIPPED_MODELS.glob("*.onnx"))
+    assert sizes < 50e6  # all shipped models together
+    assert (SHIPPED_MODELS / "mann8.md").exists()
+
+
+@needs_mann8
+@pytest.mark.parametrize("speed", [0.5, 1.9])
+def test_mann8_walks_and_trots_at_the_commanded_speed(speed):
+    result = drive(MotionModel(MANN8), speed_mps=speed, turn_rate_radps=0.0, seconds=8.0)
+    assert result["finite"] and result["min_hips_height_m"] > 0.25
+    assert result["speed_error"] < 0.25, result
+
+
+@needs_mann8
+def test_mann8_on_rolling_hills_keeps_its_paws_on_the_ground(tmp_path):
+    summary = run(
+        MANN8,
+        10.0,
+        script=SHIPPED_MODELS.parent / "scripts" / "walk_trot_turn.json",
+        terrain="hills",
+    )
+    assert summary["non_finite_frames"] == 0
+    assert summary["paw_penetration_cm"]["mean"] < 2.0
+    assert summary["paw_floating_in_contact_cm"]["mean"] < 2.0
+
+
+@pytest.mark.skipif(not PFNN.exists(), reason="no shipped PFNN")
+def test_pfnn_runs_finite():
+    result = drive(MotionModel(PFNN), speed_mps=1.1, turn_rate_radps=0.0, seconds=3.0)
+    assert result["finite"]
+
+
+@needs_mann8
+def test_two_dog_example_runs():
+    result = subprocess.run(
+        [sys.executable, "examples/two_dogs.py", "1.0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=SHIPPED_MODELS.parent.parent,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "frame p50" in result.stdout
