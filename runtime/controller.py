@@ -25,7 +25,7 @@ from runtime.features import (
     decode_output,
     write_input,
 )
-from runtime.ik import CONTACT_HEIGHT_M, CONTACT_SPEED_MPS, FullBodyIk
+from runtime.ik import FullBodyIk, estimate_contacts
 from runtime.inference import MotionModel
 from runtime.kinematics import forward_kinematics, rotations_from_directions
 from runtime.poses import load_keyframes
@@ -251,16 +251,15 @@ class Controller:
             pose.positions_m[:, :1, [0, 2]], self.root_xz_m, self.root_yaw_rad
         )[:, 0]
         hips[:, 1] = pose.positions_m[:, 0, 1]
-        heights = pose.positions_m[:, self.paws, 1]
-        speeds = np.linalg.norm(pose.velocities_mps[:, self.paws][..., [0, 2]], axis=-1)
-        if self.terrain is None:
-            self.contacts = (heights < CONTACT_HEIGHT_M) & (speeds < CONTACT_SPEED_MPS)
-        else:
+        # Root-frame heights are heights above the network's flat ground.
+        self.contacts = estimate_contacts(
+            pose.positions_m[:, self.paws, 1], pose.velocities_mps[:, self.paws]
+        )
+        if self.terrain is not None:
             facing = np.zeros((self.count, 3))
             facing[:, [0, 2]] = yaw_direction_xz(self.root_yaw_rad)
-            velocities = pose.velocities_mps[:, self.paws]
-            local, hips, self.contacts, _ = self.ik.solve(
-                local, hips, np.zeros(self.count), facing, velocities, self.terrain, dt_s
+            local, hips, _ = self.ik.solve(
+                local, hips, np.zeros(self.count), facing, self.terrain, dt_s
             )
         self.display_positions, self.display_rotations = forward_kinematics(
             self.skeleton, local, hips

@@ -53,13 +53,19 @@ class Block:
     def width(self) -> int:
         return sum(size for _, size in self.fields)
 
-    def field_slice(self, field: str) -> slice:
-        start = 0
+    @cached_property
+    def _field_slices(self) -> dict[str, slice]:
+        slices, start = {}, 0
         for name, size in self.fields:
-            if name == field:
-                return slice(start, start + size)
+            slices[name] = slice(start, start + size)
             start += size
-        raise KeyError(f"block {self.name!r} has no field {field!r}")
+        return slices
+
+    def field_slice(self, field: str) -> slice:
+        try:
+            return self._field_slices[field]
+        except KeyError:
+            raise KeyError(f"block {self.name!r} has no field {field!r}") from None
 
 
 @dataclass(frozen=True)
@@ -71,24 +77,30 @@ class Layout:
     def size(self) -> int:
         return sum(b.rows * b.width for b in self.blocks)
 
-    def block(self, name: str) -> Block:
+    @cached_property
+    def _blocks(self) -> dict[str, tuple[Block, slice]]:
+        found, start = {}, 0
         for block in self.blocks:
-            if block.name == name:
-                return block
-        raise KeyError(f"layout {self.name!r} has no block {name!r}")
+            found[block.name] = (block, slice(start, start + block.rows * block.width))
+            start += block.rows * block.width
+        return found
+
+    def block(self, name: str) -> Block:
+        return self._lookup(name)[0]
 
     def block_slice(self, name: str) -> slice:
-        start = 0
-        for block in self.blocks:
-            if block.name == name:
-                return slice(start, start + block.rows * block.width)
-            start += block.rows * block.width
-        raise KeyError(f"layout {self.name!r} has no block {name!r}")
+        return self._lookup(name)[1]
+
+    def _lookup(self, name: str) -> tuple[Block, slice]:
+        try:
+            return self._blocks[name]
+        except KeyError:
+            raise KeyError(f"layout {self.name!r} has no block {name!r}") from None
 
     def rows(self, array: np.ndarray, block: str) -> np.ndarray:
         """A view (..., rows, width) of one block of feature vectors (..., size)."""
-        b = self.block(block)
-        return array[..., self.block_slice(block)].reshape(*array.shape[:-1], b.rows, b.width)
+        b, where = self._lookup(block)
+        return array[..., where].reshape(*array.shape[:-1], b.rows, b.width)
 
     def field(self, array: np.ndarray, block: str, field: str) -> np.ndarray:
         """A writable view (..., rows, field size) of one field of every row of a block."""

@@ -96,6 +96,43 @@ void rotations_from_directions(In<int32_t> parents, In<float> forwards, In<float
                                           global_rotations.data()));
 }
 
+void fullbody_ik(In<int32_t> parents, In<float> offsets, Out<float> local_rotations,
+                 Out<float> hips, In<float> ground_y, In<float> facing, In<float> weights,
+                 int front_legs, In<int32_t> leg_starts, In<int32_t> leg_joints,
+                 In<float> leg_joint_weights, In<float> leg_lengths, float max_reach,
+                 int iterations, float tolerance, In<float> heights, float cell_size,
+                 float origin_x, float origin_z, Out<float> targets) {
+    long joints = static_cast<long>(parents.shape(0));
+    long characters = local_rotations.ndim() == 3 ? static_cast<long>(local_rotations.shape(0)) : -1;
+    long legs = static_cast<long>(leg_lengths.shape(0));
+    long flat = static_cast<long>(leg_joints.shape(0));
+    require_shape(parents, "parents", {joints});
+    require_shape(offsets, "offsets", {joints, 3});
+    require_shape(local_rotations, "local_rotations", {characters, joints, 4});
+    require_shape(hips, "hips", {characters, 3});
+    require_shape(ground_y, "ground_y", {characters});
+    require_shape(facing, "facing", {characters, 3});
+    require_shape(weights, "weights", {characters});
+    require_shape(leg_starts, "leg_starts", {legs + 1});
+    require_shape(leg_joint_weights, "leg_joint_weights", {flat});
+    require_shape(heights, "heights", {-1, -1});
+    require_shape(targets, "targets", {characters, legs, 3});
+    const int32_t* starts = leg_starts.data();
+    if (starts[0] != 0 || starts[legs] != flat)
+        throw std::invalid_argument("leg_starts must run from 0 to len(leg_joints)");
+    for (long k = 0; k < legs; ++k)
+        if (starts[k + 1] < starts[k])
+            throw std::invalid_argument("leg_starts must not decrease");
+    nb::gil_scoped_release release;
+    check(canis_fullbody_ik(characters, joints, parents.data(), offsets.data(),
+                            local_rotations.data(), hips.data(), ground_y.data(), facing.data(),
+                            weights.data(), legs, front_legs, starts, leg_joints.data(),
+                            leg_joint_weights.data(), leg_lengths.data(), max_reach, iterations,
+                            tolerance, heights.data(), static_cast<int32_t>(heights.shape(0)),
+                            static_cast<int32_t>(heights.shape(1)), cell_size, origin_x,
+                            origin_z, targets.data()));
+}
+
 void terrain_sample(In<float> heights, float cell_size, float origin_x, float origin_z,
                     In<float> points_xz, Out<float> out_heights, Out<float> out_normals) {
     long points = points_xz.ndim() == 2 ? static_cast<long>(points_xz.shape(0)) : -1;
@@ -127,6 +164,13 @@ NB_MODULE(_kinematics, m) {
     m.def("rotations_from_directions", &rotations_from_directions, "parents"_a.noconvert(),
           "forwards"_a.noconvert(), "ups"_a.noconvert(), "root_yaws"_a.noconvert(),
           "local_rotations"_a.noconvert(), "global_rotations"_a.noconvert());
+    m.def("fullbody_ik", &fullbody_ik, "parents"_a.noconvert(), "offsets"_a.noconvert(),
+          "local_rotations"_a.noconvert(), "hips"_a.noconvert(), "ground_y"_a.noconvert(),
+          "facing"_a.noconvert(), "weights"_a.noconvert(), "front_legs"_a,
+          "leg_starts"_a.noconvert(), "leg_joints"_a.noconvert(),
+          "leg_joint_weights"_a.noconvert(), "leg_lengths"_a.noconvert(), "max_reach"_a,
+          "iterations"_a, "tolerance"_a, "heights"_a.noconvert(), "cell_size"_a, "origin_x"_a,
+          "origin_z"_a, "targets"_a.noconvert());
     m.def("terrain_sample", &terrain_sample, "heights"_a.noconvert(), "cell_size"_a,
           "origin_x"_a, "origin_z"_a, "points_xz"_a.noconvert(), "out_heights"_a.noconvert(),
           "out_normals"_a.noconvert());

@@ -80,6 +80,29 @@ int canis_rotations_from_directions(int32_t n_characters, int32_t n_joints,
                                     float* local_rotations, float* global_rotations);
 
 /*
+ * Full-body IK onto a heightmap for n_characters characters (runtime/ik.py explains the
+ * method): the hips rise with the terrain under the hind paws, the body pitches nose-up by
+ * the height difference between the front and hind paws, each paw keeps its height above the
+ * flat ground at ground_y now above the terrain, targets stop at max_reach of each leg's
+ * length, and CCD bends each leg. weights (0..1) scale the whole correction per character.
+ *   local_rotations [N][J][4], hips [N][3]       in/out (hips place the root joint)
+ *   ground_y [N], facing [N][3] (horizontal unit), weights [N]
+ *   legs: chain k is leg_joints[leg_starts[k] .. leg_starts[k+1]), from its first joint to
+ *     the paw; the first front_legs chains are front legs; leg_joint_weights has the same
+ *     layout (CCD weights; a chain's last entry is unused); leg_lengths [leg_count]
+ *   heights [rows][cols] etc.: the terrain, as in canis_terrain_sample
+ *   targets [N][leg_count][3]  output: the paw targets used (may be NULL)
+ */
+int canis_fullbody_ik(int32_t n_characters, int32_t n_joints, const int32_t* parents,
+                      const float* offsets, float* local_rotations, float* hips,
+                      const float* ground_y, const float* facing, const float* weights,
+                      int32_t leg_count, int32_t front_legs, const int32_t* leg_starts,
+                      const int32_t* leg_joints, const float* leg_joint_weights,
+                      const float* leg_lengths, float max_reach, int32_t iterations,
+                      float tolerance, const float* heights, int32_t rows, int32_t cols,
+                      float cell_size, float origin_x, float origin_z, float* targets);
+
+/*
  * Bilinear terrain sampling of a heightmap.
  *   heights      [rows][cols]  height of grid node (row, col) at x = origin_x + col * cell_size,
  *                              z = origin_z + row * cell_size; points outside clamp to the edge

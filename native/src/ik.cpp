@@ -1,0 +1,98 @@
+// Full-body IK onto a heightmap; runtime/ik.py describes the method and owns the settings.
+#include <cmath>
+#include <vector>
+
+#include "canis/kinematics.h"
+#include "ccd.h"
+#include "pose.h"
+#include "quat.h"
+#include "terrain.h"
+
+extern "C" int canis_fullbody_ik(
+    int32_t n_characters, int32_t n_joints, const int32_t* parents, const float* offsets,
+    float* local_rotations, float* hips, const float* ground_y, const float* facing,
+    const float* weights, int32_t leg_count, int32_t front_legs, const int32_t* leg_starts,
+    const int32_t* leg_joints, const float* leg_joint_weights, const float* leg_lengths,
+    float max_reach, int32_t iterations, float tolerance, const float* heights, int32_t rows,
+    int32_t cols, float cell_size, float origin_x, float origin_z, float* targets) {
+    if (!parents || !offsets || !local_rotations || !hips || !ground_y || !facing || !weights ||
+        !leg_starts || !leg_joints || !leg_joint_weights || !leg_lengths || !heights)
+        return CANIS_ERROR_NULL_POINTER;
+    if (n_characters < 0 || n_joints < 1 || leg_count < 1 || front_legs < 1 ||
+        front_legs >= leg_count || rows < 1 || cols < 1 || !(cell_size > 0.0f))
+        return CANIS_ERROR_BAD_SIZE;
+    if (!canis::hierarchy_is_valid(n_joints, parents)) return CANIS_ERROR_BAD_HIERARCHY;
+    std::vector<canis::Chain> legs;
+    for (int32_t k = 0; k < leg_count; ++k) {
+        int32_t length = leg_starts[k + 1] - leg_starts[k];
+        const int32_t* chain = leg_joints + leg_starts[k];
+        if (length < 2 || !canis::chain_is_valid(n_joints, parents, length, chain))
+            return CANIS_ERROR_BAD_CHAIN;
+        legs.push_back(canis::make_chain(n_joints, parents, length, chain));
+    }
+
+    using canis::Vec3;
+    std::vector<float> positions(3 * static_cast<size_t>(n_joints));
+    std::vector<float> rotations(4 * static_cast<size_t>(n_joints));
+    std::vector<Vec3> paws(leg_count), goals(leg_count);
+    std::vector<float> under(leg_count);
+    for (int32_t n = 0; n < n_characters; ++n) {
+        float* local = local_rotations + 4 * static_cast<size_t>(n) * n_joints;
+        float* hip = hips + 3 * n;
+        const float w = weights[n], ground = ground_y[n];
+        canis::forward_kinematics_one(n_joints, parents, offsets, local, hip, positions.data(),
+                                      rotations.data(), 0);
+        Vec3 front{0, 0, 0}, hind{0, 0, 0};
+        float front_height = 0.0f, hind_height = 0.0f;
+        for (int32_t k = 0; k < leg_count; ++k) {
+            paws[k] = canis::load3(positions.data() + 3 * legs[k].joints.back());
+            under[k] = canis::terrain_height(heights, rows, cols, cell_size, origin_x, origin_z,
+                                             paws[k].x, paws[k].z, nullptr) - ground;
+            if (k < front_legs) {
+                front = front + paws[k];
+                front_height += under[k];
+            } else {
+                hind = hind + paws[k];
+                hind_height += under[k];
+            }
+        }
+        front = front * (1.0f / front_legs);
+        hind = hind * (1.0f / (leg_count - front_legs));
+        front_height /= front_legs;
+        hind_height /= leg_count - front_legs;
+
+        // The hips follow the ground under the hind paws; the body pitches nose-up by the
+        // slope between hind and front paws, measured along the facing.
+        Vec3 f = canis::load3(facing + 3 * n);
+        float along = std::max(canis::dot(front - hind, f), 0.2f);
+        float pitch = std::atan2(front_height - hind_height, along);
+        Vec3 lateral = canis::cross(f, Vec3{0.0f, 1.0f, 0.0f});
+        float lateral_length = canis::length(lateral);
+        hip[1] += w * hind_height;
+        if (lateral_length > 1e-6f) {
+            canis::Quat turn =
+                canis::from_axis_angle(lateral * (1.0f / lateral_length), w * pitch);
+            canis::store4(local, canis::normalized(turn * canis::load4(local)));
+        }
+        canis::forward_kinematics_one(n_joints, parents, offsets, local, hip, positions.data(),
+                                      rotations.data(), 0);
+
+        // Each paw keeps its height above the flat ground, now above the terrain, short of
+        // the leg's full reach; CCD bends the leg there. Legs are disjoint subtrees, so one
+        // leg's solve leaves the others' transforms current.
+        for (int32_t k = 0; k < leg_count; ++k) {
+            Vec3 goal = paws[k];
+            goal.y = paws[k].y + w * under[k];
+            Vec3 start = canis::load3(positions.data() + 3 * legs[k].joints.front());
+            Vec3 reach = goal - start;
+            float distance = canis::length(reach), limit = max_reach * leg_lengths[k];
+            if (distance > limit) goal = start + reach * (limit / distance);
+            goals[k] = goal;
+            canis::ccd_one(legs[k], parents, offsets, local, positions.data(), rotations.data(),
+                           leg_joint_weights + leg_starts[k], goal, iterations, tolerance);
+            if (targets) canis::store3(targets + 3 * (static_cast<size_t>(n) * leg_count + k),
+                                       goal);
+        }
+    }
+    return CANIS_OK;
+}
