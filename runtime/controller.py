@@ -14,6 +14,8 @@ never drift) and is then fitted to the terrain by the full-body IK.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from runtime.features import (
@@ -47,6 +49,7 @@ from runtime.trajectory import (
     yaw_direction_xz,
 )
 
+log = logging.getLogger("canis.runtime")
 DT_S = 1.0 / FPS
 HISTORY_FRAMES = -TRAJECTORY_OFFSETS_FRAMES[0] + 1  # the past samples and the current frame
 PAST_SAMPLES = np.array([o for o in TRAJECTORY_OFFSETS_FRAMES if o < 0]) + HISTORY_FRAMES - 1
@@ -118,6 +121,7 @@ class Controller:
         self.desired_future: GroundTrajectory | None = None
         self.phase_rad = np.zeros(n)
         self.expert_weights = None
+        self.non_finite_events = 0
         self.frame = 0
         self._update_display_pose(0.0)
 
@@ -188,15 +192,73 @@ class Controller:
         with stage("inference"):
             outputs = self.model.run_bound(self._buffers)
         with stage("decode"):
+            bad = ~np.all([np.all(np.isfinite(v), axis=1) for v in outputs.values()], axis=0)
+            kept = self._state_rows(bad) if bad.any() else None
             self._apply(decode_output(outputs["y"].astype(np.float64)), trajectory.speeds_mps)
             if "expert_weights" in outputs:
                 self.expert_weights = outputs["expert_weights"].copy()
             if "phase_delta" in outputs:
                 self.phase_rad = (self.phase_rad + outputs["phase_delta"][:, 0]) % (2 * np.pi)
+            if kept is not None:
+                self._restore_rows(bad, kept)
         with stage("ik"):
             self._update_display_pose(DT_S)
         self.frame += 1
         return x
+
+    # Every per-character array a step changes, by attribute path from the controller
+    # (resolved when used: a step replaces some of these objects).
+    STATE_PATHS = (
+        ("root_xz_m",),
+        ("root_yaw_rad",),
+        ("root_velocity_xz_mps",),
+        ("action_weights",),
+        ("phase_rad",),
+        ("expert_weights",),
+        ("pose", "positions_m"),
+        ("pose", "forwards"),
+        ("pose", "ups"),
+        ("pose", "velocities_mps"),
+        ("history", "positions_xz_m"),
+        ("history", "directions_xz"),
+        ("history", "velocities_xz_mps"),
+        ("history", "speeds_mps"),
+        ("history", "actions"),
+        ("predicted_future", "positions_xz_m"),
+        ("predicted_future", "directions_xz"),
+        ("predicted_future", "velocities_xz_mps"),
+    )
+
+    def _resolve(self, path) -> np.ndarray | None:
+        value = self
+        for name in path:
+            value = getattr(value, name, None)
+            if value is None:
+                return None
+        return value
+
+    def _state_rows(self, rows: np.ndarray) -> list:
+        saved = []
+        for path in self.STATE_PATHS:
+            array = self._resolve(path)
+            if array is not None:
+                saved.append((path, array[rows].copy()))
+        return saved
+
+    def _restore_rows(self, rows: np.ndarray, kept: list) -> None:
+        """A character whose network output was not finite keeps its last good state (the
+        others move on); the event is counted and logged."""
+        for path, values in kept:
+            current = self._resolve(path)
+            if current is not None and current.shape[1:] == values.shape[1:]:
+                current[rows] = values
+        self.non_finite_events += int(rows.sum())
+        log.warning(
+            "non-finite network output for characters %s at frame %d: they keep their "
+            "last good state",
+            np.flatnonzero(rows).tolist(),
+            self.frame,
+        )
 
     def _apply(self, p, speeds_mps) -> None:
         step_local = p.root_velocity_mps * DT_S  # (N, 2) in the previous root's frame

@@ -264,6 +264,7 @@ def run(
             "back_legs": float(skating[:, 2:].mean()),
         },
         "non_finite_frames": non_finite,
+        "non_finite_model_outputs": controller.non_finite_events,
     }
     if isinstance(driver, PathDriver):
         summary["path_deviation"] = {

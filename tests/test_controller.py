@@ -93,3 +93,36 @@ def test_true_outputs_reproduce_the_clip(model, monkeypatch):
     x_next = write_input(controller.trajectory(), controller.pose)
     joints = INPUT.block_slice("joints")
     assert np.abs(x_next[0, joints] - x[row + 1, joints]).max() < 1e-4
+
+
+def test_a_character_with_non_finite_output_keeps_its_last_good_state(model, caplog):
+    class Faulty:
+        """The tiny model, except that character 1's output turns NaN on the 6th call."""
+
+        def __init__(self, inner):
+            self.inner, self.calls = inner, 0
+            self.kind, self.experts = inner.kind, inner.experts
+
+        def bind(self, batch):
+            return self.inner.bind(batch)
+
+        def run_bound(self, buffers):
+            self.calls += 1
+            outputs = self.inner.run_bound(buffers)
+            if self.calls == 6:
+                outputs["y"][1] = np.nan
+            return outputs
+
+    controller = Controller(Faulty(model), count=2)
+    control = ControlState(np.array([[0, 1.0], [0, 1.0]]), np.zeros(2), np.array([1, 1]))
+    for _ in range(5):
+        controller.step(control)
+    before = controller.root_xz_m.copy(), controller.pose.positions_m.copy()
+    controller.step(control)
+    assert controller.non_finite_events == 1 and "characters [1]" in caplog.text
+    assert np.array_equal(controller.root_xz_m[1], before[0][1])
+    assert np.array_equal(controller.pose.positions_m[1], before[1][1])
+    assert not np.array_equal(controller.root_xz_m[0], before[0][0])  # the other moved on
+    for _ in range(5):
+        controller.step(control)
+    assert np.all(np.isfinite(controller.display_positions))
