@@ -76,12 +76,12 @@ class Profiler:
 
     def rolling(self) -> dict[str, dict[str, float]]:
         """p50/p99 per stage and for the whole frame over the last `window` frames."""
-        stats = {name: _percentiles(values) for name, values in self.recent.items()}
+        stats = {name: _percentiles(values) for name, values in _in_order(self.recent)}
         stats["frame"] = _percentiles(self.frame_ms)
         return stats
 
     def summary(self) -> dict:
-        stats = {name: _percentiles(values) for name, values in self.totals.items()}
+        stats = {name: _percentiles(values) for name, values in _in_order(self.totals)}
         stats["frame"] = _percentiles(self.all_frame_ms)
         return {
             "frames": self.frames,
@@ -92,6 +92,12 @@ class Profiler:
 
     def write_trace(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps({"traceEvents": self.events, "displayTimeUnit": "ms"}))
+
+
+def _in_order(per_stage: dict) -> list:
+    """Stages in pipeline order, then any others a caller timed."""
+    known = [(n, per_stage[n]) for n in STAGES if n in per_stage]
+    return known + [(n, v) for n, v in per_stage.items() if n not in STAGES]
 
 
 def _percentiles(values) -> dict[str, float]:

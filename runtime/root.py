@@ -66,10 +66,6 @@ def from_root_frame(points: np.ndarray, root_position: np.ndarray, root_rotation
     return quat_rotate(root_rotation[..., None, :], points) + root_position[..., None, :]
 
 
-def vectors_from_root_frame(vectors: np.ndarray, root_rotation: np.ndarray) -> np.ndarray:
-    return quat_rotate(root_rotation[..., None, :], vectors)
-
-
 # The root frame is a pure yaw, so on the ground plane it is a 2-D rotation; the runtime's
 # per-frame path uses these instead of quaternions (the same frames, far fewer operations).
 def rotate_xz(vectors_xz: np.ndarray, yaw_rad: np.ndarray) -> np.ndarray:

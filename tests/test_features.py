@@ -8,11 +8,10 @@ from runtime.root import (
     body_facing,
     from_root_frame,
     to_root_frame,
-    vectors_from_root_frame,
     yaw_from_direction,
     yaw_quaternion,
 )
-from runtime.rotations import quat_from_forward_up, quat_multiply, quat_normalize
+from runtime.rotations import quat_from_forward_up, quat_multiply, quat_normalize, quat_rotate
 
 
 def test_sizes_follow_the_paper():
@@ -93,7 +92,7 @@ def test_output_root_update_moves_the_old_root_onto_the_new(rng):
     step_local = np.array([[0.3, 0.0, 1.2]]) / 60  # a step in the previous root's frame
     position = (
         previous_position
-        + vectors_from_root_frame(step_local[None].repeat(4, 0), previous_rotation)[:, 0]
+        + quat_rotate(previous_rotation[:, None], step_local[None].repeat(4, 0))[:, 0]
     )
     rotation = quat_multiply(previous_rotation, yaw_quaternion(np.full(4, 0.02)))
     y = f.build_output(

@@ -11,7 +11,6 @@ channels: in the dog data it is a capture-start artefact while the channels are 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -315,12 +314,3 @@ def write_bvh(path: str | Path, motion: BvhMotion) -> None:
     out += ["MOTION", f"Frames:\t{motion.frame_count}", f"Frame Time:\t{motion.frame_time_s:.7g}"]
     out += [" ".join(f"{v:.6f}" for v in row) for row in table]
     Path(path).write_text("\r\n".join(out) + "\r\n", newline="")
-
-
-def read_bvh_folder(folder: str | Path) -> tuple[list[BvhMotion], float]:
-    """All *.bvh files of a folder in name order, and the seconds it took to read them."""
-    start = time.perf_counter()
-    files = sorted(Path(folder).glob("*.bvh"))
-    if not files:
-        raise FileNotFoundError(f"no .bvh files in {folder}")
-    return [read_bvh(f) for f in files], time.perf_counter() - start

@@ -21,7 +21,7 @@ from runtime.kinematics import forward_kinematics
 from runtime.root import body_facing, yaw_from_direction, yaw_quaternion
 from runtime.skeleton import Skeleton
 from training.bvh import BvhMotion
-from training.labels import Labels, _rolling, label_clip
+from training.labels import Labels, label_clip, rolling
 from training.mirror import mirror_clip
 
 # Facing is averaged over this many frames either side: the across-body vectors wobble with
@@ -99,7 +99,7 @@ def process_clip(motion: BvhMotion, mirrored: bool = False) -> Clip:
     )
     positions = positions.astype(np.float64)
     rotations = rotations.astype(np.float64)
-    facing = _rolling(body_facing(positions, skeleton), FACING_SMOOTHING_HALF_WINDOW, np.mean)
+    facing = rolling(body_facing(positions, skeleton), FACING_SMOOTHING_HALF_WINDOW, np.mean)
     facing /= np.linalg.norm(facing, axis=1, keepdims=True)
     labels = label_clip(skeleton, positions, facing)
     root_positions = positions[:, skeleton.index("Hips")].copy()

@@ -73,7 +73,7 @@ class Labels:
     root_speed_mps: np.ndarray  # (F,) horizontal, smoothed
 
 
-def _rolling(values: np.ndarray, half_window: int, reduce) -> np.ndarray:
+def rolling(values: np.ndarray, half_window: int, reduce) -> np.ndarray:
     """reduce over a centred window along axis 0, with edges padded by their last value."""
     padded = np.pad(
         values, [(half_window, half_window)] + [(0, 0)] * (values.ndim - 1), mode="edge"
@@ -92,7 +92,7 @@ def estimate_ground(paw_heights_m: np.ndarray, paw_speeds_mps: np.ndarray) -> np
     short window. The capture floor is not flat everywhere (a platform, steps), so the
     ground follows the paws; frames with no slow paw (flight) interpolate."""
     candidates = np.where(paw_speeds_mps < GROUND_PAW_SPEED_MPS, paw_heights_m, np.inf)
-    ground = _rolling(candidates.min(axis=1), GROUND_WINDOW_FRAMES, np.min)
+    ground = rolling(candidates.min(axis=1), GROUND_WINDOW_FRAMES, np.min)
     known = np.isfinite(ground)
     if not known.any():
         return np.zeros(len(ground))
@@ -139,14 +139,14 @@ def find_jumps(contacts, hips_height_world_m, ground_m) -> np.ndarray:
 def majority_filter(labels: np.ndarray, classes: int, window: int) -> np.ndarray:
     """Each frame takes the most common label in a centred window (ties keep the lower index)."""
     one_hot = np.eye(classes)[labels]
-    return _rolling(one_hot, window // 2, np.sum).argmax(axis=1)
+    return rolling(one_hot, window // 2, np.sum).argmax(axis=1)
 
 
 def soft_actions(action_index: np.ndarray) -> np.ndarray:
     """Soft weights (F, 6): one-hot labels averaged over a centred window, so the weights
     cross-fade around each change instead of switching in one frame."""
     one_hot = np.eye(len(ACTIONS))[action_index]
-    weights = _rolling(one_hot, ACTION_BLEND_WINDOW_FRAMES // 2, np.mean)
+    weights = rolling(one_hot, ACTION_BLEND_WINDOW_FRAMES // 2, np.mean)
     return weights / weights.sum(axis=1, keepdims=True)
 
 
@@ -188,7 +188,7 @@ def classify_gaits(
     Trot moves diagonal pairs together and pace lateral pairs; of the rest, a walk keeps each
     paw down more than half the time and a canter less (REFERENCE.md, the paper's Fig. 2).
     """
-    signals = _rolling(contacts.astype(np.float64), GAIT_WINDOW_FRAMES // 2, lambda w, axis: w)
+    signals = rolling(contacts.astype(np.float64), GAIT_WINDOW_FRAMES // 2, lambda w, axis: w)
     lf, rf, lh, rh = (signals[:, p] for p in range(4))  # (F, window) each
     diagonal = 0.5 * (_correlation(lf, rh) + _correlation(rf, lh))
     lateral = 0.5 * (_correlation(lf, lh) + _correlation(rf, rh))
@@ -240,9 +240,9 @@ def label_clip(skeleton: Skeleton, positions_m: np.ndarray, facing: np.ndarray) 
     neck = positions_m[:, skeleton.index("Neck")]
     body = neck - hips
     pitch_deg = np.degrees(np.arctan2(body[:, 1], np.linalg.norm(body[:, [0, 2]], axis=1)))
-    root_speed = _rolling(speeds_mps(hips * np.array([1.0, 0.0, 1.0])), 7, np.mean)
+    root_speed = rolling(speeds_mps(hips * np.array([1.0, 0.0, 1.0])), 7, np.mean)
     yaw = np.unwrap(np.arctan2(facing[:, 0], facing[:, 2]))
-    yaw_rate_degps = _rolling(np.degrees(np.gradient(yaw)) * FPS, 7, np.mean)
+    yaw_rate_degps = rolling(np.degrees(np.gradient(yaw)) * FPS, 7, np.mean)
     jumping = find_jumps(contacts, hips[:, 1], ground)
     hips_height = hips[:, 1] - ground
     action_index = classify_actions(

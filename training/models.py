@@ -172,7 +172,3 @@ def create_model(kind: str, experts: int = 8) -> nn.Module:
     if kind == "vnn":
         return VanillaNetwork()
     raise ValueError(f"unknown model kind {kind!r}; choose one of {', '.join(MODEL_KINDS)}")
-
-
-def model_config(model: nn.Module) -> dict:
-    return {"kind": model.kind, "experts": getattr(model, "experts", None)}

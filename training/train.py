@@ -14,7 +14,7 @@ import math
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +51,6 @@ class TrainConfig:
     oversample: bool = True
     steps_per_epoch: int | None = None  # None: one pass over the training rows per epoch
     dataset: str = ""
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def from_schedule(cls, schedule: str, **overrides) -> TrainConfig:
@@ -62,7 +61,7 @@ class TrainConfig:
 
     def identity(self) -> dict:
         """What a resumed run must share with the run it continues."""
-        return {k: v for k, v in asdict(self).items() if k not in ("epochs", "dataset", "extra")}
+        return {k: v for k, v in asdict(self).items() if k not in ("epochs", "dataset")}
 
 
 def cycle_ends(config: TrainConfig) -> list[int]:
