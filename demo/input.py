@@ -1,0 +1,88 @@
+"""Player input -> ControlState, independent of the device (gamepad through pygame's SDL game
+controller API, or the keyboard; demo/devices.py reads them).
+
+Movement is camera-relative: the left stick (or WASD/arrows) points where the dog should go as
+seen on screen. Stick deflection sets the speed up to a walk/pace; the right trigger (or Shift)
+raises the top speed to a canter. Bumpers (or Q/E) turn on the spot. Face buttons (or number
+keys) pick an action; moving switches to "move", and a posture (sit, stand, lie) holds until
+the dog moves or is told to idle.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from runtime.features import ACTIONS
+from runtime.root import wrap_angle_rad
+from runtime.trajectory import ControlState
+
+DEAD_ZONE = 0.15  # stick deflection ignored around the centre (radial)
+TRIGGER_DEAD_ZONE = 0.05
+WALK_TOP_SPEED_MPS = 1.1  # full stick without the trigger: the paper's pace speed
+CANTER_TOP_SPEED_MPS = 3.3  # full stick and full trigger: the paper's canter speed
+TURN_RATE_RADPS = math.radians(120.0)
+POSTURES = ("sit", "stand", "lie")
+
+
+@dataclass
+class InputFrame:
+    """One frame of player input, whatever the device. Sticks are -1..1 with +y up/forward."""
+
+    move: tuple[float, float] = (0.0, 0.0)  # left stick / WASD: (right, forward)
+    boost: float = 0.0  # right trigger / Shift, 0..1
+    turn: float = 0.0  # bumpers / Q-E: -1 turn right .. +1 turn left
+    action: str | None = None  # an action button pressed this frame
+
+
+@dataclass
+class PlayerControl:
+    """Turns input frames into a ControlState for one dog, keeping what must persist."""
+
+    facing_yaw_rad: float = 0.0
+    action: str = "idle"
+    rejected_inputs: int = 0  # frames whose axes held NaN or inf (treated as released)
+    _last_move: np.ndarray = field(default_factory=lambda: np.zeros(2))
+
+    def update(self, frame: InputFrame, camera_yaw_rad: float, dt_s: float) -> ControlState:
+        move, boost, turn = self._sanitised(frame)
+        magnitude = float(np.linalg.norm(move))
+        if magnitude > DEAD_ZONE:
+            # Rescale so speed rises from zero at the dead zone's edge to full at the rim.
+            strength = min(1.0, (magnitude - DEAD_ZONE) / (1.0 - DEAD_ZONE))
+            top = WALK_TOP_SPEED_MPS + boost * (CANTER_TOP_SPEED_MPS - WALK_TOP_SPEED_MPS)
+            # Screen-space (right, forward) turned into the world by the camera's yaw.
+            right, forward = move / magnitude
+            yaw = camera_yaw_rad + math.atan2(-right, forward)
+            velocity = strength * top * np.array([math.sin(yaw), math.cos(yaw)])
+            self.facing_yaw_rad = yaw
+            if self.action not in ("jump",):
+                self.action = "move"
+        else:
+            velocity = np.zeros(2)
+            self.facing_yaw_rad = wrap_angle_rad(
+                self.facing_yaw_rad + turn * TURN_RATE_RADPS * dt_s
+            )
+            if self.action == "move":
+                self.action = "move" if abs(turn) > 0 else "idle"
+        if frame.action is not None:
+            if frame.action not in ACTIONS:
+                raise ValueError(f"unknown action {frame.action!r}; actions: {', '.join(ACTIONS)}")
+            self.action = frame.action
+        elif self.action == "jump" and magnitude <= DEAD_ZONE:
+            self.action = "idle"  # a jump is one press, not a posture
+        return ControlState(
+            velocity[None], np.array([self.facing_yaw_rad]), np.array([ACTIONS.index(self.action)])
+        )
+
+    def _sanitised(self, frame: InputFrame):
+        values = np.array([*frame.move, frame.boost, frame.turn], dtype=np.float64)
+        if not np.all(np.isfinite(values)):
+            self.rejected_inputs += 1
+            values = np.where(np.isfinite(values), values, 0.0)
+        move = np.clip(values[:2], -1.0, 1.0)
+        boost = float(np.clip(values[2], 0.0, 1.0))
+        boost = 0.0 if boost < TRIGGER_DEAD_ZONE else boost
+        return move, boost, float(np.clip(values[3], -1.0, 1.0))
