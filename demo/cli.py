@@ -3,15 +3,101 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     demo = commands.add_parser(
-        "demo",
-        help="the interactive dog demo (today: a headless drive and a kinematics check; the "
-        "viewer is not built yet)",
+        "demo", help="the interactive dog demo (pyglet window; keyboard, or a gamepad)"
+    )
+    demo.add_argument("--model", type=Path, help="ONNX model (default: shipped MANN-8, PFNN)")
+    demo.add_argument(
+        "--terrain", default="hills", help="flat, hills, slope, steps, or a .npy/.png heightmap"
+    )
+    demo.add_argument(
+        "--headless",
+        action="store_true",
+        help="render off-screen from --script into PNG frames in --out",
+    )
+    demo.add_argument("--script", type=Path, help="control script (see canis run)")
+    demo.add_argument("--seconds", type=float, default=10.0)
+    demo.add_argument("--out", type=Path, default=Path("out/demo"))
+    demo.add_argument(
+        "--check",
+        action="store_true",
+        help="no window: drive the shipped MANN-8 headless and check the "
+        "kinematics core, printing what they measured",
     )
     demo.set_defaults(handler=run_demo)
+
+
+def _models(args) -> dict[str, Path]:
+    from runtime.cli import SHIPPED_MODELS
+
+    if args.model:
+        return {args.model.stem: args.model}
+    found = {
+        name: SHIPPED_MODELS / f"{stem}.onnx"
+        for name, stem in (("MANN-8", "mann8"), ("PFNN", "pfnn"))
+        if (SHIPPED_MODELS / f"{stem}.onnx").exists()
+    }
+    if not found:
+        raise FileNotFoundError(f"no models in {SHIPPED_MODELS}; give one with --model")
+    return found
+
+
+def run_demo(args) -> int:
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    if args.check:
+        return run_check()
+    if args.headless:
+        if args.script is None:
+            raise ValueError("--headless needs --script (a control timeline, see canis run)")
+        from demo.app import CAPTURE_FPS, DemoApp, capture
+        from runtime.run import ScriptDriver, load_script
+
+        app = DemoApp(_models(args), terrain=args.terrain, headless=True)
+        written = capture(app, ScriptDriver(load_script(args.script)), args.seconds, args.out)
+        print(f"wrote {len(written)} frames to {args.out}")
+        if shutil.which("ffmpeg"):
+            movie = args.out / "demo.mp4"
+            subprocess.run(
+                [
+                    "ffmpeg",
+                    "-y",
+                    "-loglevel",
+                    "error",
+                    "-framerate",
+                    str(CAPTURE_FPS),
+                    "-i",
+                    str(args.out / "frame_%05d.png"),
+                    "-pix_fmt",
+                    "yuv420p",
+                    str(movie),
+                ],
+                check=True,
+            )
+            print(f"wrote {movie}")
+        return 0
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        print(
+            "canis demo: no display to open a window on. Run it headless instead, e.g.\n"
+            "  canis demo --headless --script assets/scripts/walk_trot_turn.json "
+            "--seconds 10 --out out/demo\n"
+            "or check the models and kinematics without a window: canis demo --check",
+            file=sys.stderr,
+        )
+        return 2
+    from demo.app import DemoApp
+
+    DemoApp(_models(args), terrain=args.terrain).run()
+    return 0
 
 
 def _drive_shipped_model(seconds: float = 4.0) -> None:
@@ -42,7 +128,7 @@ def _metres(values) -> str:
     return "[" + ", ".join(f"{v:.3f}" for v in values) + "]"
 
 
-def run_demo(args) -> int:
+def run_check() -> int:
     import numpy as np
 
     from runtime.kinematics import ccd_solve, forward_kinematics
@@ -50,8 +136,6 @@ def run_demo(args) -> int:
     from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
     from runtime.terrain import Heightmap
 
-    print("canis demo: the interactive viewer (pyglet, gamepad or keyboard) is not built yet.")
-    print("Today this command drives the shipped MANN-8 headless and checks the kinematics core.\n")
     _drive_shipped_model()
     skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
     stand = load_keyframes()["stand"]
@@ -63,14 +147,12 @@ def run_demo(args) -> int:
         f"standing keyframe: hips at {stand.hips_height_m:.3f} m, paws at "
         f"{_metres(positions[0, paws, 1])} m"
     )
-
     # A slope rising 10 cm per metre along z (the dog's forward), sampled under each paw.
     slope = Heightmap(
         np.array([[-0.2, -0.2], [0.2, 0.2]]), cell_size_m=4.0, origin_xz_m=(-2.0, -2.0)
     )
     ground, normals = slope.sample(positions[0, paws][:, [0, 2]])
     print(f"a 10% slope under the paws: heights {_metres(ground)} m, normal {_metres(normals[0])}")
-
     # Put the front-left paw on that slope with the native CCD.
     paw = skeleton.index("LeftHandSite")
     target = positions[:, paw].copy()

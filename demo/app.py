@@ -1,0 +1,248 @@
+"""The interactive demo: a dog driven by the keyboard or a gamepad in a pyglet window, or
+headless from a script, rendered to PNG frames.
+
+Keys: WASD/arrows move (camera-relative), Shift canters, Q/E turn on the spot, 1 idle,
+2 sit, 3 stand (beg), 4 lie, Space jump; mouse drag or J/L/I/K orbit the camera, scroll zooms;
+P pause, N single step, M slow motion, G toggle IK, R reset, T next terrain, F1 next model,
+F12 screenshot, H hide help.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from demo.input import InputFrame, PlayerControl
+from runtime.controller import Controller
+from runtime.features import ACTIONS, FPS
+from runtime.inference import MotionModel
+from runtime.loop import FixedTimestep
+from runtime.profiler import STAGES, Profiler
+from runtime.terrain import PROCEDURAL, load_terrain
+
+CAPTURE_FPS = 30
+HUD_REFRESH_DRAWS = 10
+HELP = (
+    "WASD/arrows move  Shift canter  Q/E turn  1 idle 2 sit 3 stand 4 lie Space jump\n"
+    "drag/JLIK camera  scroll zoom  P pause  N step  M slow  G IK  R reset  T terrain  "
+    "F1 model  F12 screenshot  H help"
+)
+ACTION_KEYS = {"_1": "idle", "_2": "sit", "_3": "stand", "_4": "lie", "SPACE": "jump"}
+
+
+class DemoApp:
+    def __init__(
+        self,
+        models: dict[str, Path],
+        terrain: str = "hills",
+        headless: bool = False,
+        width: int = 1280,
+        height: int = 720,
+    ):
+        import pyglet
+
+        if headless:
+            pyglet.options["headless"] = True
+        from pyglet.window import key
+
+        from demo.scene import Scene
+
+        self.pyglet, self.key = pyglet, key
+        self.models = {name: MotionModel(path) for name, path in models.items()}
+        self.model_names = list(self.models)
+        self.model_index = 0
+        self.terrains = list(PROCEDURAL) if terrain in PROCEDURAL else [terrain]
+        self.terrain_index = self.terrains.index(terrain) if terrain in self.terrains else 0
+        self.heightmap = load_terrain(self.terrains[self.terrain_index])
+        self.window = pyglet.window.Window(
+            width, height, caption="canis: MANN dog", resizable=not headless, visible=not headless
+        )
+        self.keys = key.KeyStateHandler()
+        self.window.push_handlers(self.keys, self)
+        self.scene = Scene(None, self.heightmap)
+        self.profiler = Profiler()
+        self.loop = FixedTimestep()
+        self.player = PlayerControl()
+        self.camera = {"yaw": 0.0, "pitch": math.radians(20), "distance": 3.0}
+        self.paused, self.slow_motion, self.show_help = False, False, True
+        self.pending_action = None
+        self.pending_steps = 0
+        self.draws = 0
+        self.expert_history: list[np.ndarray] = []
+        self.labels = pyglet.text.Label(
+            "",
+            x=10,
+            y=height - 10,
+            anchor_y="top",
+            multiline=True,
+            width=width - 20,
+            font_size=11,
+            color=(20, 20, 30, 255),
+        )
+        self._new_controller()
+
+    # --- simulation -------------------------------------------------------------------
+    def _new_controller(self) -> None:
+        model = self.models[self.model_names[self.model_index]]
+        self.controller = Controller(model, terrain=self.heightmap, profiler=self.profiler)
+        self.scene.skeleton = self.controller.skeleton
+        self.scene.set_terrain(self.heightmap)
+        self.player = PlayerControl()
+
+    def input_frame(self) -> InputFrame:
+        k, keys = self.key, self.keys
+        forward = (keys[k.W] or keys[k.UP]) - (keys[k.S] or keys[k.DOWN])
+        right = (keys[k.D] or keys[k.RIGHT]) - (keys[k.A] or keys[k.LEFT])
+        boost = 1.0 if keys[k.LSHIFT] or keys[k.RSHIFT] else 0.0
+        turn = float(keys[k.Q]) - float(keys[k.E])
+        frame = InputFrame(
+            move=(float(right), float(forward)), boost=boost, turn=turn, action=self.pending_action
+        )
+        self.pending_action = None
+        return frame
+
+    def step(self, frame: InputFrame | None = None, control=None) -> None:
+        if control is None:
+            control = self.player.update(frame or self.input_frame(), self.camera["yaw"], 1.0 / FPS)
+        self.controller.step(control)
+        self.profiler.end_frame()
+        if self.controller.expert_weights is not None:
+            self.expert_history = (self.expert_history + [self.controller.expert_weights[0]])[
+                -FPS * 4 :
+            ]
+
+    def update(self, dt_s: float) -> None:
+        if self.slow_motion:
+            dt_s *= 0.25
+        steps = self.pending_steps if self.paused else self.loop.advance(dt_s)
+        self.pending_steps = 0
+        for _ in range(steps):
+            self.step()
+
+    # --- drawing ----------------------------------------------------------------------
+    def on_draw(self) -> None:
+        from pyglet.gl import glClearColor
+
+        from demo.scene import camera_matrix
+
+        with self.profiler.stage("render"):
+            glClearColor(0.72, 0.8, 0.9, 1.0)
+            self.window.clear()
+            positions, _ = self.controller.display_pose()
+            hips = positions[0, 0].astype(np.float64)
+            self.scene.follow(hips[[0, 2]])
+            c = self.camera
+            aspect = self.window.width / max(self.window.height, 1)
+            self.view_projection = camera_matrix(hips, c["yaw"], c["pitch"], c["distance"], aspect)
+            self.scene.draw(
+                self.view_projection, positions, self.controller.contacts, self._trajectories()
+            )
+            # Laying text out is slow in pyglet: refresh it a few times a second.
+            self.draws += 1
+            if self.draws % HUD_REFRESH_DRAWS == 1:
+                self.labels.text = self._hud_text()
+            self.labels.y = self.window.height - 10
+            self.labels.draw()
+
+    def _trajectories(self):
+        c = self.controller
+        lines = []
+        for future, colour in (
+            (c.desired_future, (0.1, 0.3, 0.9, 1.0)),
+            (c.predicted_future, (0.95, 0.5, 0.05, 1.0)),
+        ):
+            if future is None:
+                continue
+            xz = np.concatenate([c.root_xz_m[:1], future.positions_xz_m[0]])
+            heights, _ = self.heightmap.sample(xz)
+            lines.append((np.stack([xz[:, 0], heights + 0.02, xz[:, 1]], 1), colour))
+        return lines
+
+    def _hud_text(self) -> str:
+        c, stats = self.controller, self.profiler.rolling()
+        speed = float(np.linalg.norm(c.root_velocity_xz_mps[0]))
+        stage_text = "  ".join(f"{s} {stats[s]['p50_ms']:.2f}" for s in STAGES if s in stats)
+        frame = stats.get("frame", {"p50_ms": float("nan"), "p99_ms": float("nan")})
+        action = ACTIONS[int(np.argmax(c.action_weights[0]))]
+        lines = [
+            f"{self.model_names[self.model_index]} on {self.terrains[self.terrain_index]}  |  "
+            f"speed {speed:.2f} m/s  |  action {action}  |  IK {'on' if c.ik.enabled else 'off'}"
+            + ("  |  PAUSED" if self.paused else "")
+            + ("  |  slow motion" if self.slow_motion else ""),
+            f"frame p50 {frame['p50_ms']:.2f} ms p99 {frame['p99_ms']:.2f} ms (budget 2 ms, "
+            f"{self.profiler.overruns} over)  |  {stage_text}",
+        ]
+        if c.expert_weights is not None:
+            bars = " ".join(f"{w:.2f}" for w in c.expert_weights[0])
+            lines.append(f"expert weights: {bars}")
+        if self.show_help:
+            lines.append(HELP)
+        return "\n".join(lines)
+
+    # --- events -----------------------------------------------------------------------
+    def on_key_press(self, symbol, modifiers) -> None:
+        k = self.key
+        name = k.symbol_string(symbol)
+        if name in ACTION_KEYS:
+            self.pending_action = ACTION_KEYS[name]
+        elif symbol == k.P:
+            self.paused = not self.paused
+        elif symbol == k.N:
+            self.pending_steps += 1
+        elif symbol == k.M:
+            self.slow_motion = not self.slow_motion
+        elif symbol == k.G:
+            self.controller.ik.enabled = not self.controller.ik.enabled
+        elif symbol == k.R:
+            self.controller.reset()
+        elif symbol == k.T:
+            self.terrain_index = (self.terrain_index + 1) % len(self.terrains)
+            self.heightmap = load_terrain(self.terrains[self.terrain_index])
+            self.controller.terrain = self.heightmap
+            self.scene.set_terrain(self.heightmap)
+        elif symbol == k.F1:
+            self.model_index = (self.model_index + 1) % len(self.model_names)
+            self._new_controller()
+        elif symbol == k.F12:
+            self.screenshot(Path(f"canis-{time.strftime('%Y%m%d-%H%M%S')}.png"))
+        elif symbol == k.H:
+            self.show_help = not self.show_help
+
+    def on_mouse_drag(self, x, y, dx, dy, buttons, modifiers) -> None:
+        self.camera["yaw"] -= dx * 0.01
+        self.camera["pitch"] = float(np.clip(self.camera["pitch"] + dy * 0.01, 0.05, 1.4))
+
+    def on_mouse_scroll(self, x, y, scroll_x, scroll_y) -> None:
+        self.camera["distance"] = float(np.clip(self.camera["distance"] * 0.9**scroll_y, 1.0, 15.0))
+
+    def screenshot(self, path: Path) -> Path:
+        buffer = self.pyglet.image.get_buffer_manager().get_color_buffer()
+        buffer.save(str(path))
+        return path
+
+    def pixels(self) -> np.ndarray:
+        """The last drawn frame as (height, width, 4) uint8, top row first."""
+        image = self.pyglet.image.get_buffer_manager().get_color_buffer().get_image_data()
+        data = np.frombuffer(image.get_data("RGBA", image.width * 4), dtype=np.uint8)
+        return data.reshape(image.height, image.width, 4)[::-1]
+
+    def run(self) -> None:
+        self.pyglet.clock.schedule_interval(self.update, 1.0 / 120.0)
+        self.pyglet.app.run()
+
+
+def capture(app: DemoApp, driver, seconds: float, out_dir: Path) -> list[Path]:
+    """Steps the app from a scripted driver and writes one PNG per 1/30 s of simulated time."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    steps_per_capture = FPS // CAPTURE_FPS
+    frames, written = int(round(seconds * FPS)), []
+    for frame in range(frames):
+        app.step(control=driver.control(frame / FPS, app.controller))
+        if frame % steps_per_capture == 0:
+            app.window.switch_to()
+            app.on_draw()
+            written.append(app.screenshot(out_dir / f"frame_{len(written):05d}.png"))
+    return written

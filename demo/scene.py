@@ -1,0 +1,257 @@
+"""The 3-D scene: terrain, the dogs as shaded capsules, shadows, trajectories and contacts.
+
+OpenGL 3.3 core through pyglet's shader API. One lit shader draws everything solid: per-vertex
+position and normal, a per-draw model matrix and colour, a directional light with ambient and
+soft wrap lighting, and (for the terrain) a 1 m grid computed from world coordinates in the
+fragment shader, so no texture file is needed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from pyglet.gl import (
+    GL_BLEND,
+    GL_CULL_FACE,
+    GL_DEPTH_TEST,
+    GL_LINES,
+    GL_ONE_MINUS_SRC_ALPHA,
+    GL_SRC_ALPHA,
+    GL_TRIANGLES,
+    glBlendFunc,
+    glDisable,
+    glEnable,
+)
+from pyglet.graphics.shader import Shader, ShaderProgram
+from pyglet.math import Mat4, Vec3
+
+from runtime.terrain import Heightmap
+
+VERTEX_SHADER = """#version 330 core
+in vec3 position;
+in vec3 normal;
+uniform mat4 view_projection;
+uniform mat4 model;
+out vec3 world_position;
+out vec3 world_normal;
+void main() {
+    vec4 world = model * vec4(position, 1.0);
+    world_position = world.xyz;
+    world_normal = mat3(model) * normal;
+    gl_Position = view_projection * world;
+}
+"""
+
+FRAGMENT_SHADER = """#version 330 core
+in vec3 world_position;
+in vec3 world_normal;
+uniform vec4 colour;
+uniform float grid;  // 1 draws the terrain's 1 m grid
+uniform vec3 light_direction;
+out vec4 fragment;
+void main() {
+    vec3 n = normalize(world_normal);
+    float wrap = 0.5 + 0.5 * dot(n, -light_direction);  // soft, no black back sides
+    vec3 base = colour.rgb;
+    if (grid > 0.5) {
+        vec2 cell = abs(fract(world_position.xz + 0.5) - 0.5) / fwidth(world_position.xz);
+        float line = 1.0 - clamp(min(cell.x, cell.y), 0.0, 1.0);
+        base = mix(base, base * 0.65, line);
+    }
+    fragment = vec4(base * (0.35 + 0.75 * wrap * wrap), colour.a);
+}
+"""
+
+DOG_COLOUR = (0.78, 0.52, 0.28, 1.0)  # tests look for this colour in rendered frames
+TERRAIN_COLOUR = (0.45, 0.62, 0.42, 1.0)
+BONE_RADIUS_M = 0.025
+TERRAIN_VIEW_SIZE_M = 30.0
+TERRAIN_STEP_M = 0.25
+
+
+def _sphere(rings: int = 8, segments: int = 12):
+    positions, indices = [], []
+    for r in range(rings + 1):
+        theta = math.pi * r / rings
+        for s in range(segments + 1):
+            phi = 2 * math.pi * s / segments
+            positions.append(
+                (math.sin(theta) * math.cos(phi), math.cos(theta), math.sin(theta) * math.sin(phi))
+            )
+    for r in range(rings):
+        for s in range(segments):
+            a = r * (segments + 1) + s
+            b = a + segments + 1
+            indices += [a, b, a + 1, a + 1, b, b + 1]
+    positions = np.array(positions, dtype=np.float32)
+    return positions, positions.copy(), np.array(indices, dtype=np.uint32)
+
+
+def _cylinder(segments: int = 12):
+    """Radius 1, from y = 0 to y = 1."""
+    positions, normals, indices = [], [], []
+    for s in range(segments + 1):
+        phi = 2 * math.pi * s / segments
+        x, z = math.cos(phi), math.sin(phi)
+        positions += [(x, 0.0, z), (x, 1.0, z)]
+        normals += [(x, 0.0, z), (x, 0.0, z)]
+    for s in range(segments):
+        a = 2 * s
+        indices += [a, a + 1, a + 2, a + 2, a + 1, a + 3]
+    return (
+        np.array(positions, np.float32),
+        np.array(normals, np.float32),
+        np.array(indices, np.uint32),
+    )
+
+
+def _terrain_mesh(terrain: Heightmap, centre_xz, size_m: float, step_m: float):
+    count = int(size_m / step_m) + 1
+    xs = centre_xz[0] - size_m / 2 + step_m * np.arange(count)
+    zs = centre_xz[1] - size_m / 2 + step_m * np.arange(count)
+    grid_x, grid_z = np.meshgrid(xs, zs)
+    points = np.stack([grid_x, grid_z], axis=-1).reshape(-1, 2)
+    heights, normals = terrain.sample(points)
+    positions = np.stack([points[:, 0], heights, points[:, 1]], axis=1).astype(np.float32)
+    rows = np.arange(count - 1)[:, None] * count
+    cols = np.arange(count - 1)[None, :]
+    a = (rows + cols).reshape(-1)
+    quads = np.stack([a, a + count, a + 1, a + 1, a + count, a + count + 1], axis=1)
+    return positions, normals.astype(np.float32), quads.reshape(-1).astype(np.uint32)
+
+
+def _bone_matrix(start: np.ndarray, end: np.ndarray, radius: float) -> Mat4 | None:
+    """The unit cylinder (y from 0 to 1) stretched from start to end."""
+    axis = end - start
+    length = float(np.linalg.norm(axis))
+    if length < 1e-4:
+        return None
+    y = axis / length
+    helper = np.array([1.0, 0.0, 0.0]) if abs(y[0]) < 0.9 else np.array([0.0, 0.0, 1.0])
+    x = np.cross(y, helper)
+    x /= np.linalg.norm(x)
+    z = np.cross(x, y)
+    m = np.eye(4)
+    m[:3, 0], m[:3, 1], m[:3, 2], m[:3, 3] = x * radius, y * length, z * radius, start
+    return Mat4(*m.T.reshape(-1))  # pyglet matrices are column-major
+
+
+def _sphere_matrix(centre: np.ndarray, radius: float) -> Mat4:
+    return Mat4.from_translation(Vec3(*map(float, centre))) @ Mat4.from_scale(
+        Vec3(radius, radius, radius)
+    )
+
+
+class Scene:
+    def __init__(self, skeleton, terrain: Heightmap):
+        self.skeleton = skeleton
+        self.program = ShaderProgram(
+            Shader(VERTEX_SHADER, "vertex"), Shader(FRAGMENT_SHADER, "fragment")
+        )
+        self.sphere = self._mesh(*_sphere())
+        self.cylinder = self._mesh(*_cylinder())
+        self.lines = None
+        self.set_terrain(terrain)
+
+    def _mesh(self, positions, normals, indices):
+        return self.program.vertex_list_indexed(
+            len(positions),
+            GL_TRIANGLES,
+            indices.tolist(),
+            position=("f", positions.reshape(-1).tolist()),
+            normal=("f", normals.reshape(-1).tolist()),
+        )
+
+    def set_terrain(self, terrain: Heightmap, centre_xz=(0.0, 0.0)) -> None:
+        self.terrain = terrain
+        self.terrain_centre = np.array(centre_xz, dtype=float)
+        self.terrain_mesh = self._mesh(
+            *_terrain_mesh(terrain, self.terrain_centre, TERRAIN_VIEW_SIZE_M, TERRAIN_STEP_M)
+        )
+
+    def follow(self, xz: np.ndarray) -> None:
+        """Rebuilds the terrain patch when the dog walks far from its centre."""
+        if np.max(np.abs(xz - self.terrain_centre)) > TERRAIN_VIEW_SIZE_M / 4:
+            self.set_terrain(self.terrain, np.round(xz))
+
+    def _draw(self, mesh, model: Mat4, colour, grid: float = 0.0) -> None:
+        self.program["model"] = model
+        self.program["colour"] = colour
+        self.program["grid"] = grid
+        mesh.draw(GL_TRIANGLES)
+
+    def draw(
+        self,
+        view_projection: Mat4,
+        positions: np.ndarray,
+        contacts: np.ndarray,
+        trajectories: list[tuple[np.ndarray, tuple]] = (),
+    ) -> None:
+        """positions (N, J, 3) world joints; contacts (N, 4); trajectories as (points (K, 3),
+        colour) polylines."""
+        glEnable(GL_DEPTH_TEST)
+        glEnable(GL_CULL_FACE)
+        self.program.use()
+        self.program["view_projection"] = view_projection
+        self.program["light_direction"] = Vec3(-0.4, -1.0, -0.3).normalize()
+        self._draw(self.terrain_mesh, Mat4(), TERRAIN_COLOUR, grid=1.0)
+        glDisable(GL_CULL_FACE)
+        parents, paws = self.skeleton.parents, self.skeleton.group("paws")
+        for dog in range(len(positions)):
+            joints = positions[dog].astype(np.float64)
+            for j in range(1, len(parents)):
+                matrix = _bone_matrix(joints[parents[j]], joints[j], BONE_RADIUS_M)
+                if matrix is not None:
+                    self._draw(self.cylinder, matrix, DOG_COLOUR)
+                self._draw(self.sphere, _sphere_matrix(joints[j], BONE_RADIUS_M), DOG_COLOUR)
+            self._draw(self.sphere, _sphere_matrix(joints[0], BONE_RADIUS_M * 1.6), DOG_COLOUR)
+            for p, paw in enumerate(paws):
+                colour = (0.9, 0.15, 0.1, 1.0) if contacts[dog, p] else (0.2, 0.2, 0.25, 1.0)
+                self._draw(self.sphere, _sphere_matrix(joints[paw], 0.018), colour)
+            self._draw_shadow(joints[0])
+        self._draw_lines(trajectories)
+        self.program.stop()
+
+    def _draw_shadow(self, hips: np.ndarray) -> None:
+        ground, _ = self.terrain.sample(hips[[0, 2]])
+        glEnable(GL_BLEND)
+        glBlendFunc(GL_SRC_ALPHA, GL_ONE_MINUS_SRC_ALPHA)
+        shadow = Mat4.from_translation(
+            Vec3(float(hips[0]), float(ground) + 0.01, float(hips[2]))
+        ) @ Mat4.from_scale(Vec3(0.35, 0.004, 0.25))
+        self._draw(self.sphere, shadow, (0.0, 0.0, 0.0, 0.35))
+        glDisable(GL_BLEND)
+
+    def _draw_lines(self, trajectories) -> None:
+        for points, colour in trajectories:
+            if len(points) < 2:
+                continue
+            segments = np.stack([points[:-1], points[1:]], axis=1).reshape(-1, 3).astype(np.float32)
+            lines = self.program.vertex_list(
+                len(segments),
+                GL_LINES,
+                position=("f", segments.reshape(-1).tolist()),
+                normal=("f", [0.0, 1.0, 0.0] * len(segments)),
+            )
+            self.program["model"] = Mat4()
+            self.program["colour"] = colour
+            self.program["grid"] = 0.0
+            lines.draw(GL_LINES)
+            lines.delete()
+
+
+def camera_matrix(
+    target: np.ndarray, yaw_rad: float, pitch_rad: float, distance_m: float, aspect: float
+) -> Mat4:
+    """A third-person orbit camera around target: yaw 0 looks along +z."""
+    eye = target + distance_m * np.array(
+        [
+            -math.sin(yaw_rad) * math.cos(pitch_rad),
+            math.sin(pitch_rad),
+            -math.cos(yaw_rad) * math.cos(pitch_rad),
+        ]
+    )
+    view = Mat4.look_at(Vec3(*map(float, eye)), Vec3(*map(float, target)), Vec3(0, 1, 0))
+    projection = Mat4.perspective_projection(aspect, 0.05, 200.0, fov=55)
+    return projection @ view

@@ -1,0 +1,78 @@
+"""The viewer rendered off-screen (pyglet's EGL headless mode with Mesa)."""
+
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyglet")
+
+
+@pytest.fixture(scope="module")
+def app(tiny_model):
+    from demo.app import DemoApp
+
+    try:
+        return DemoApp({"tiny": tiny_model}, terrain="hills", headless=True, width=640, height=360)
+    except Exception as error:  # no EGL/GL on this machine: nothing to render with
+        pytest.skip(f"no off-screen OpenGL here: {error}")
+
+
+def test_first_frame_shows_the_dog_over_the_terrain(app):
+    from demo.scene import DOG_COLOUR, TERRAIN_COLOUR
+
+    app.window.switch_to()
+    app.on_draw()
+    pixels = app.pixels()[..., :3].astype(int)
+    positions, _ = app.controller.display_pose()
+    # Project the dog's joints to find where it must appear on screen.
+    points = np.concatenate([positions[0], np.ones((27, 1))], axis=1)
+    clip = points @ np.array(app.view_projection).reshape(4, 4)
+    ndc = clip[:, :2] / clip[:, 3:]
+    cols = ((ndc[:, 0] + 1) / 2 * 640).astype(int)
+    rows = ((1 - (ndc[:, 1] + 1) / 2) * 360).astype(int)
+    box = pixels[max(rows.min() - 5, 0) : rows.max() + 5, max(cols.min() - 5, 0) : cols.max() + 5]
+    lit = np.array(DOG_COLOUR[:3]) * 255
+    # Shading scales the colour; look for the dog's hue (orange-brown: r > g > b).
+    r, g, b = box[..., 0], box[..., 1], box[..., 2]
+    doggish = (r > g + 25) & (g > b + 15) & (r > 0.3 * lit[0])
+    assert doggish.sum() > 50, "no dog-coloured pixels where the dog projects"
+    outside = np.ones(pixels.shape[:2], dtype=bool)
+    outside[max(rows.min() - 5, 0) : rows.max() + 5, max(cols.min() - 5, 0) : cols.max() + 5] = (
+        False
+    )
+    below = pixels[200:][outside[200:]]
+    greenish = (below[:, 1] > below[:, 0]) & (below[:, 1] > below[:, 2])
+    assert greenish.mean() > 0.8  # terrain everywhere below the horizon
+    assert TERRAIN_COLOUR[1] > TERRAIN_COLOUR[0]
+
+
+def test_keys_drive_the_dog_and_toggle_things(app):
+    key = app.key
+    app.keys.on_key_press(key.W, 0)  # the key-state handler, as the window feeds it
+    start = app.controller.root_xz_m.copy()
+    for _ in range(90):
+        app.step()
+    app.keys.on_key_release(key.W, 0)
+    assert np.linalg.norm(app.controller.root_xz_m - start) > 0.2
+    app.on_key_press(key.G, 0)
+    assert not app.controller.ik.enabled
+    app.on_key_press(key.P, 0)
+    app.update(1.0)
+    frame = app.controller.frame
+    app.on_key_press(key.N, 0)
+    app.update(0.0)
+    assert app.controller.frame == frame + 1  # single step while paused
+    app.on_key_press(key.T, 0)
+    assert app.terrains[app.terrain_index] != "hills"
+
+
+def test_demo_without_display_explains_itself(monkeypatch, capsys):
+    from canis.cli import main
+
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    if os.name != "posix":
+        pytest.skip("display detection is for Linux")
+    assert main(["demo"]) == 2
+    assert "--headless" in capsys.readouterr().err
