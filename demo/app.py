@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from demo.devices import GamepadReader
 from demo.input import InputFrame, PlayerControl
 from runtime.controller import Controller
 from runtime.features import ACTIONS, FPS
@@ -41,6 +42,7 @@ class DemoApp:
         headless: bool = False,
         width: int = 1280,
         height: int = 720,
+        gamepad: bool = True,
     ):
         import pyglet
 
@@ -66,6 +68,8 @@ class DemoApp:
         self.profiler = Profiler()
         self.loop = FixedTimestep()
         self.player = PlayerControl()
+        self.gamepad = GamepadReader.open() if gamepad else None
+        self.input_source = "keyboard"
         self.camera = {"yaw": 0.0, "pitch": math.radians(20), "distance": 3.0}
         self.paused, self.slow_motion, self.show_help = False, False, True
         self.pending_action = None
@@ -93,6 +97,20 @@ class DemoApp:
         self.player = PlayerControl()
 
     def input_frame(self) -> InputFrame:
+        """The gamepad's input while one is attached, else the keyboard's."""
+        pad = self.gamepad.poll() if self.gamepad is not None else None
+        if pad is not None:
+            frame, (yaw_rate, pitch_rate) = pad
+            self.camera["yaw"] += yaw_rate / FPS
+            self.camera["pitch"] = float(
+                np.clip(self.camera["pitch"] + pitch_rate / FPS, 0.05, 1.4)
+            )
+            if self.pending_action is not None and frame.action is None:
+                frame.action = self.pending_action
+            self.pending_action = None
+            self.input_source = "gamepad"
+            return frame
+        self.input_source = "keyboard"
         k, keys = self.key, self.keys
         forward = (keys[k.W] or keys[k.UP]) - (keys[k.S] or keys[k.DOWN])
         right = (keys[k.D] or keys[k.RIGHT]) - (keys[k.A] or keys[k.LEFT])
@@ -169,7 +187,8 @@ class DemoApp:
         action = ACTIONS[int(np.argmax(c.action_weights[0]))]
         lines = [
             f"{self.model_names[self.model_index]} on {self.terrains[self.terrain_index]}  |  "
-            f"speed {speed:.2f} m/s  |  action {action}  |  IK {'on' if c.ik.enabled else 'off'}"
+            f"input {self.input_source}  |  speed {speed:.2f} m/s  |  action {action}  |  "
+            f"IK {'on' if c.ik.enabled else 'off'}"
             + ("  |  PAUSED" if self.paused else "")
             + ("  |  slow motion" if self.slow_motion else ""),
             f"frame p50 {frame['p50_ms']:.2f} ms p99 {frame['p99_ms']:.2f} ms (budget 2 ms, "

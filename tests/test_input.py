@@ -65,3 +65,42 @@ def test_non_finite_axes_count_as_released():
     assert speed_and_yaw(control)[0] == pytest.approx(WALK_TOP_SPEED_MPS)
     with pytest.raises(ValueError, match="unknown action 'roll'"):
         player.update(InputFrame(action="roll"), 0.0, DT)
+
+
+def test_gamepad_mapping_from_raw_sdl_values():
+    from demo.devices import frame_from_pad
+
+    axes = {"leftx": 0.0, "lefty": -32768.0, "triggerright": 32767.0, "rightx": 16384.0}
+    frame, (yaw_rate, pitch_rate) = frame_from_pad(axes, {"a", "leftshoulder"}, set())
+    assert frame.move == pytest.approx((0.0, 1.0))  # stick up is forward
+    assert frame.boost == pytest.approx(1.0) and frame.turn == 1.0
+    assert frame.action == "jump" and yaw_rate < 0 and pitch_rate == 0
+    held, _ = frame_from_pad(axes, {"a"}, {"a"})
+    assert held.action is None  # an action fires on the press, not while held
+
+
+def test_unplugged_gamepad_falls_back_to_the_keyboard_within_a_frame(tiny_model):
+    pytest.importorskip("pyglet")
+    from demo.app import DemoApp
+    from demo.devices import frame_from_pad
+
+    class FakePad:
+        def __init__(self):
+            self.attached = True
+
+        def poll(self):
+            if not self.attached:
+                return None
+            return frame_from_pad({"lefty": -32768.0}, set(), set())
+
+    try:
+        app = DemoApp({"tiny": tiny_model}, headless=True, width=320, height=200, gamepad=False)
+    except Exception as error:
+        pytest.skip(f"no off-screen OpenGL here: {error}")
+    app.gamepad = FakePad()
+    assert app.input_frame().move == pytest.approx((0.0, 1.0)) and app.input_source == "gamepad"
+    app.gamepad.attached = False  # unplugged
+    assert app.input_frame().move == (0.0, 0.0) and app.input_source == "keyboard"
+    app.gamepad.attached = True  # plugged back in
+    app.input_frame()
+    assert app.input_source == "gamepad"
