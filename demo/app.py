@@ -4,7 +4,7 @@ headless from a script, rendered to PNG frames.
 Keys: WASD/arrows move (camera-relative), Shift canters, Q/E turn on the spot, 1 idle,
 2 sit, 3 stand (beg), 4 lie, Space jump; mouse drag or J/L/I/K orbit the camera, scroll zooms;
 P pause, N single step, M slow motion, G toggle IK, R reset, T next terrain, F1 next model,
-F12 screenshot, H hide help.
+F5 record the input as a script, F12 screenshot, H hide help.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 
 from demo.devices import GamepadReader
 from demo.input import InputFrame, PlayerControl
+from demo.recording import InputRecorder
 from runtime.controller import Controller
 from runtime.features import ACTIONS, FPS
 from runtime.inference import MotionModel
@@ -29,7 +30,7 @@ HUD_REFRESH_DRAWS = 10
 HELP = (
     "WASD/arrows move  Shift canter  Q/E turn  1 idle 2 sit 3 stand 4 lie Space jump\n"
     "drag/JLIK camera  scroll zoom  P pause  N step  M slow  G IK  R reset  T terrain  "
-    "F1 model  F12 screenshot  H help"
+    "F1 model  F5 record input  F12 screenshot  H help"
 )
 ACTION_KEYS = {"_1": "idle", "_2": "sit", "_3": "stand", "_4": "lie", "SPACE": "jump"}
 
@@ -75,6 +76,7 @@ class DemoApp:
         self.pending_action = None
         self.pending_steps = 0
         self.draws = 0
+        self.recorder: InputRecorder | None = None
         self.expert_history: list[np.ndarray] = []
         self.labels = pyglet.text.Label(
             "",
@@ -125,6 +127,8 @@ class DemoApp:
     def step(self, frame: InputFrame | None = None, control=None) -> None:
         if control is None:
             control = self.player.update(frame or self.input_frame(), self.camera["yaw"], 1.0 / FPS)
+        if self.recorder is not None:
+            self.recorder.add(control)
         self.controller.step(control)
         self.profiler.end_frame()
         if self.controller.expert_weights is not None:
@@ -229,6 +233,18 @@ class DemoApp:
             self.screenshot(Path(f"canis-{time.strftime('%Y%m%d-%H%M%S')}.png"))
         elif symbol == k.H:
             self.show_help = not self.show_help
+        elif symbol == k.F5:
+            self.toggle_recording()
+
+    def toggle_recording(self, path: Path | None = None) -> Path | None:
+        """F5: start recording the input, or stop and save it as a replayable script."""
+        if self.recorder is None:
+            self.recorder = InputRecorder()
+            return None
+        path = path or Path(f"canis-input-{time.strftime('%Y%m%d-%H%M%S')}.json")
+        self.recorder.save(path)
+        self.recorder = None
+        return path
 
     def on_mouse_drag(self, x, y, dx, dy, buttons, modifiers) -> None:
         self.camera["yaw"] -= dx * 0.01

@@ -76,3 +76,30 @@ def test_demo_without_display_explains_itself(monkeypatch, capsys):
         pytest.skip("display detection is for Linux")
     assert main(["demo"]) == 2
     assert "--headless" in capsys.readouterr().err
+
+
+def test_recorded_input_replays_exactly(app, tiny_model, tmp_path):
+    from demo.input import InputFrame
+    from runtime.run import run
+
+    app.controller.reset()
+    app.player.__init__()
+    app.camera["yaw"] = 0.3
+    app.toggle_recording()
+    frames = (
+        [InputFrame(move=(0.0, 1.0))] * 40
+        + [InputFrame(move=(0.7, 0.7), boost=1.0)] * 40
+        + [InputFrame(turn=1.0)] * 20
+        + [InputFrame(action="sit")]
+        + [InputFrame()] * 19
+    )
+    for frame in frames:
+        app.step(frame)
+    recorded_end = app.controller.root_xz_m.copy()
+    script = app.toggle_recording(tmp_path / "input.json")
+    summary = run(
+        tiny_model, len(frames) / 60, script=script, terrain="hills", record=tmp_path / "replay.npz"
+    )
+    replayed = np.load(tmp_path / "replay.npz")["roots"][-1]
+    assert summary["frames"] == len(frames)
+    assert np.allclose(replayed[[0, 2]], recorded_end[0], atol=1e-6)

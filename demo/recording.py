@@ -1,0 +1,52 @@
+"""Recording what the player asked for as a control script (the format of canis run --script),
+which replays exactly: every event states the facing, the speed along it and the action, so
+the replayed ControlState of each frame is the one that was recorded."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from runtime.features import ACTIONS, FPS
+from runtime.trajectory import ControlState
+
+
+class InputRecorder:
+    def __init__(self):
+        self.events: list[dict] = []
+        self.frame = 0
+        self._last: tuple | None = None
+
+    def add(self, control: ControlState) -> None:
+        """Records one frame's control (character 0)."""
+        velocity = control.velocity_mps[0]
+        speed = float(np.linalg.norm(velocity))
+        # The player's dog faces where it moves; when it stands, the asked facing is kept.
+        facing = (
+            math.atan2(velocity[0], velocity[1])
+            if speed > 1e-9
+            else float(control.facing_yaw_rad[0])
+        )
+        # Exact floats: JSON round-trips them, and a rounded time can land an event a frame late.
+        state = (facing, speed, int(control.action[0]))
+        if state != self._last:
+            self.events.append(
+                {
+                    "t": self.frame / FPS,
+                    "facing": state[0],
+                    "move": [0, 1] if speed > 1e-9 else [0, 0],
+                    "speed": state[1],
+                    "turn": 0.0,
+                    "action": ACTIONS[state[2]],
+                }
+            )
+            self._last = state
+        self.frame += 1
+
+    def save(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.events, indent=0) + "\n")
+        return path
