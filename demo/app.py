@@ -20,6 +20,7 @@ from demo.input import InputFrame, PlayerControl
 from demo.recording import InputRecorder
 from runtime.controller import Controller
 from runtime.features import ACTIONS, FPS
+from runtime.gaits import GAIT_WINDOW_FRAMES, GAITS, classify_gaits
 from runtime.inference import MotionModel
 from runtime.loop import FixedTimestep
 from runtime.profiler import STAGES, Profiler
@@ -51,6 +52,7 @@ class DemoApp:
             pyglet.options["headless"] = True
         from pyglet.window import key
 
+        from demo.hud import HudPlots
         from demo.scene import Scene
 
         self.pyglet, self.key = pyglet, key
@@ -66,6 +68,15 @@ class DemoApp:
         self.keys = key.KeyStateHandler()
         self.window.push_handlers(self.keys, self)
         self.scene = Scene(None, self.heightmap)
+        self.plots = HudPlots()
+        self.plot_titles = [
+            pyglet.text.Label(text, x=x, y=114, font_size=9, color=(20, 20, 30, 255))
+            for text, x in (
+                ("frame time per stage, 0-4 ms (red: 2 ms budget)", 10),
+                ("expert weights, last 4 s", 320),
+                ("footfalls LF / RF / LH / RH, last 4 s", 630),
+            )
+        ]
         self.profiler = Profiler()
         self.loop = FixedTimestep()
         self.player = PlayerControl()
@@ -76,6 +87,7 @@ class DemoApp:
         self.pending_action = None
         self.pending_steps = 0
         self.draws = 0
+        self.contact_history: list[np.ndarray] = []
         self.recorder: InputRecorder | None = None
         self.expert_history: list[np.ndarray] = []
         self.labels = pyglet.text.Label(
@@ -131,6 +143,9 @@ class DemoApp:
             self.recorder.add(control)
         self.controller.step(control)
         self.profiler.end_frame()
+        self.contact_history = (self.contact_history + [self.controller.contacts[0].copy()])[
+            -FPS * 4 :
+        ]
         if self.controller.expert_weights is not None:
             self.expert_history = (self.expert_history + [self.controller.expert_weights[0]])[
                 -FPS * 4 :
@@ -168,6 +183,27 @@ class DemoApp:
                 self.labels.text = self._hud_text()
             self.labels.y = self.window.height - 10
             self.labels.draw()
+            self._draw_plots()
+
+    def _draw_plots(self) -> None:
+        """Bottom of the window, left to right: frame time per stage against the budget,
+        expert weights, footfalls; gait and labels are in the text above."""
+        from pyglet.gl import GL_DEPTH_TEST, glDisable
+
+        glDisable(GL_DEPTH_TEST)
+        stages = {
+            n: np.array(self.profiler.recent[n])
+            for n in ("input", "trajectory", "features", "inference", "decode", "ik")
+            if n in self.profiler.recent
+        }
+        self.plots.frame_times(10, 10, stages, self.profiler.budget_ms)
+        if self.expert_history:
+            self.plots.experts(320, 10, np.array(self.expert_history))
+        if self.contact_history:
+            self.plots.footfalls(630, 10, np.array(self.contact_history))
+        self.plots.draw(self.window.width, self.window.height)
+        for title in self.plot_titles:
+            title.draw()
 
     def _trajectories(self):
         c = self.controller
@@ -189,9 +225,17 @@ class DemoApp:
         stage_text = "  ".join(f"{s} {stats[s]['p50_ms']:.2f}" for s in STAGES if s in stats)
         frame = stats.get("frame", {"p50_ms": float("nan"), "p99_ms": float("nan")})
         action = ACTIONS[int(np.argmax(c.action_weights[0]))]
+        gait = "-"
+        if len(self.contact_history) >= GAIT_WINDOW_FRAMES and action == "move":
+            recent = np.array(self.contact_history[-GAIT_WINDOW_FRAMES:])
+            index = classify_gaits(recent, np.full(len(recent), speed), np.ones(len(recent), bool))[
+                GAIT_WINDOW_FRAMES // 2
+            ]
+            gait = GAITS[index]
         lines = [
             f"{self.model_names[self.model_index]} on {self.terrains[self.terrain_index]}  |  "
-            f"input {self.input_source}  |  speed {speed:.2f} m/s  |  action {action}  |  "
+            f"input {self.input_source}  |  speed {speed:.2f} m/s  |  gait {gait}  |  "
+            f"action {action}  |  "
             f"IK {'on' if c.ik.enabled else 'off'}"
             + ("  |  PAUSED" if self.paused else "")
             + ("  |  slow motion" if self.slow_motion else ""),

@@ -16,10 +16,10 @@ from runtime.features import (
     build_input,
     gating_indices,
 )
+from runtime.gaits import GAITS
 from training import dataset
 from training.bvh import read_bvh
 from training.clips import MIN_CLIP_FRAMES, clip_pairs, process_clip
-from training.labels import GAITS
 
 
 @pytest.fixture(scope="module")

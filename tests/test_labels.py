@@ -5,8 +5,9 @@ import pytest
 from synthetic_dog import concatenate, gait, hold, to_motion, transition
 
 from runtime.features import ACTIONS
+from runtime.gaits import GAITS, NO_GAIT
 from training.clips import process_clip
-from training.labels import GAITS, NO_GAIT, front_paw_phase, soft_actions
+from training.labels import front_paw_phase, soft_actions
 
 
 def labels_of(roots, rotations):

@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from runtime.features import ACTIONS, contract_description, layout_hash
+from runtime.gaits import GAITS, NO_GAIT
 from runtime.root import wrap_angle_rad
 from training.bvh import BvhError, read_bvh
 from training.clips import MIN_CLIP_FRAMES, clip_pairs, process_clip
-from training.labels import GAITS, NO_GAIT
 
 log = logging.getLogger("canis.dataset")
 

@@ -13,10 +13,9 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from runtime.features import ACTIONS, FPS
+from runtime.gaits import classify_gaits
 from runtime.skeleton import Skeleton
 
-GAITS = ("walk", "pace", "trot", "canter")
-NO_GAIT = -1
 # Paw order as in DOG_GROUPS["paws"]: left front, right front, left hind, right hind.
 PAW_NAMES = ("left_front", "right_front", "left_hind", "right_hind")
 
@@ -50,14 +49,6 @@ ACTION_MAJORITY_WINDOW_FRAMES = 15
 # Soft action weights blend over this window around each change (frames), as the released
 # MANN data blends its action labels.
 ACTION_BLEND_WINDOW_FRAMES = 31
-# Gait: contact patterns over this window (frames) around each locomotion frame.
-GAIT_WINDOW_FRAMES = 61
-GAIT_PAIR_CORRELATION = 0.5
-WALK_MIN_DUTY_FACTOR = 0.5
-# Below this speed, unsynchronised stepping with little ground contact is a slow walk whose
-# contacts the detector partly misses (turning on the spot, shuffling), not a canter: the
-# paper, too, split gaits by speed first.
-CANTER_MIN_SPEED_MPS = 1.5
 
 
 @dataclass
@@ -170,38 +161,6 @@ def classify_actions(
     for name, matches in reversed(rules):
         labels[matches] = ACTIONS.index(name)
     return majority_filter(labels, len(ACTIONS), ACTION_MAJORITY_WINDOW_FRAMES)
-
-
-def _correlation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson correlation along the last axis; 0 where either signal is constant."""
-    a = a - a.mean(axis=-1, keepdims=True)
-    b = b - b.mean(axis=-1, keepdims=True)
-    denominator = np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
-    return np.where(denominator > 0, (a * b).sum(-1) / np.where(denominator > 0, denominator, 1), 0)
-
-
-def classify_gaits(
-    contacts: np.ndarray, root_speed_mps: np.ndarray, locomotion: np.ndarray
-) -> np.ndarray:
-    """Gait per frame (F,) from the footfall pattern around it, NO_GAIT off locomotion.
-
-    Trot moves diagonal pairs together and pace lateral pairs; of the rest, a walk keeps each
-    paw down more than half the time and a canter less (REFERENCE.md, the paper's Fig. 2).
-    """
-    signals = rolling(contacts.astype(np.float64), GAIT_WINDOW_FRAMES // 2, lambda w, axis: w)
-    lf, rf, lh, rh = (signals[:, p] for p in range(4))  # (F, window) each
-    diagonal = 0.5 * (_correlation(lf, rh) + _correlation(rf, lh))
-    lateral = 0.5 * (_correlation(lf, lh) + _correlation(rf, rh))
-    duty = signals.mean(axis=(1, 2))
-    cantering = (duty < WALK_MIN_DUTY_FACTOR) & (root_speed_mps >= CANTER_MIN_SPEED_MPS)
-    gaits = np.where(cantering, GAITS.index("canter"), GAITS.index("walk"))
-    gaits = np.where(
-        (lateral > GAIT_PAIR_CORRELATION) & (lateral > diagonal), GAITS.index("pace"), gaits
-    )
-    gaits = np.where(
-        (diagonal > GAIT_PAIR_CORRELATION) & (diagonal >= lateral), GAITS.index("trot"), gaits
-    )
-    return np.where(locomotion, gaits, NO_GAIT)
 
 
 def front_paw_phase(contacts: np.ndarray) -> np.ndarray:

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from runtime.features import ACTIONS, FPS
-from training.labels import GAITS, NO_GAIT, PAW_NAMES
+from runtime.gaits import GAITS, NO_GAIT
+from training.labels import PAW_NAMES
 
 ACTION_COLOURS = ("#9e9e9e", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b")
 GAIT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
