@@ -28,6 +28,7 @@ from runtime.terrain import PROCEDURAL, load_terrain
 
 CAPTURE_FPS = 30
 HUD_REFRESH_DRAWS = 10
+CAMERA_KEY_RATE_RADPS = 1.5
 HELP = (
     "WASD/arrows move  Shift canter  Q/E turn  1 idle 2 sit 3 stand 4 lie Space jump\n"
     "drag/JLIK camera  scroll zoom  P pause  N step  M slow  G IK  R reset  T terrain  "
@@ -152,6 +153,15 @@ class DemoApp:
             ]
 
     def update(self, dt_s: float) -> None:
+        k, keys = self.key, self.keys
+        self.camera["yaw"] += (keys[k.J] - keys[k.L]) * CAMERA_KEY_RATE_RADPS * dt_s
+        self.camera["pitch"] = float(
+            np.clip(
+                self.camera["pitch"] + (keys[k.I] - keys[k.K]) * CAMERA_KEY_RATE_RADPS * dt_s,
+                0.05,
+                1.4,
+            )
+        )
         if self.slow_motion:
             dt_s *= 0.25
         steps = self.pending_steps if self.paused else self.loop.advance(dt_s)

@@ -81,7 +81,12 @@ def test_demo_without_display_explains_itself(monkeypatch, capsys):
 def test_recorded_input_replays_exactly(app, tiny_model, tmp_path):
     from demo.input import InputFrame
     from runtime.run import run
+    from runtime.terrain import load_terrain
 
+    # The state canis run starts from: hills, IK on, the standing dog at the origin.
+    app.heightmap = app.controller.terrain = load_terrain("hills")
+    app.controller.ik.enabled = True
+    app.controller.ik.weight[:] = 1.0
     app.controller.reset()
     app.player.__init__()
     app.camera["yaw"] = 0.3
@@ -95,11 +100,11 @@ def test_recorded_input_replays_exactly(app, tiny_model, tmp_path):
     )
     for frame in frames:
         app.step(frame)
-    recorded_end = app.controller.root_xz_m.copy()
     script = app.toggle_recording(tmp_path / "input.json")
     summary = run(
         tiny_model, len(frames) / 60, script=script, terrain="hills", record=tmp_path / "replay.npz"
     )
-    replayed = np.load(tmp_path / "replay.npz")["roots"][-1]
+    replay = np.load(tmp_path / "replay.npz")
     assert summary["frames"] == len(frames)
-    assert np.allclose(replayed[[0, 2]], recorded_end[0], atol=1e-6)
+    assert np.allclose(replay["roots"][-1][[0, 2]], app.controller.root_xz_m[0], atol=1e-6)
+    assert np.allclose(replay["positions"][-1], app.controller.display_positions[0], atol=1e-4)
