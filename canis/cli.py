@@ -9,7 +9,7 @@ import sys
 import demo.cli
 import runtime.cli
 import training.cli
-from canis import __version__
+from canis import __version__, bench
 
 
 class UserError(Exception):
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo.cli.add_commands(commands)
     runtime.cli.add_commands(commands)
+    bench.add_command(commands)
     training.cli.add_commands(commands)
     return parser
 

@@ -201,16 +201,18 @@ class DemoApp:
         from pyglet.gl import GL_DEPTH_TEST, glDisable
 
         glDisable(GL_DEPTH_TEST)
-        stages = {
-            n: np.array(self.profiler.recent[n])
-            for n in ("input", "trajectory", "features", "inference", "decode", "ik")
-            if n in self.profiler.recent
-        }
-        self.plots.frame_times(10, 10, stages, self.profiler.budget_ms)
-        if self.expert_history:
-            self.plots.experts(320, 10, np.array(self.expert_history))
-        if self.contact_history:
-            self.plots.footfalls(630, 10, np.array(self.contact_history))
+        if self.draws % HUD_REFRESH_DRAWS == 1:  # rebuilt with the HUD text
+            stages = {
+                n: np.array(self.profiler.recent[n])
+                for n in ("input", "trajectory", "features", "inference", "decode", "ik")
+                if n in self.profiler.recent
+            }
+            self.plots.frame_times(10, 10, stages, self.profiler.budget_ms)
+            if self.expert_history:
+                self.plots.experts(320, 10, np.array(self.expert_history))
+            if self.contact_history:
+                self.plots.footfalls(630, 10, np.array(self.contact_history))
+            self.plots.build()
         self.plots.draw(self.window.width, self.window.height)
         for title in self.plot_titles:
             title.draw()

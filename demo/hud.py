@@ -45,83 +45,103 @@ PANEL = (300, 100)  # pixels
 GRAPH_MS = 4.0  # the frame-time graph's full height
 
 
+def _polyline(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """Segments (K-1, 4) joining consecutive points."""
+    return np.stack([xs[:-1], ys[:-1], xs[1:], ys[1:]], axis=1)
+
+
+def _box(x, y, w, h) -> np.ndarray:
+    return np.array(
+        [[x, y, x + w, y], [x + w, y, x + w, y + h], [x + w, y + h, x, y + h], [x, y + h, x, y]],
+        dtype=float,
+    )
+
+
 class HudPlots:
+    """Builds the plots' line segments with numpy when asked (a few times a second) and draws
+    the cached vertex list every frame."""
+
     def __init__(self):
         self.program = ShaderProgram(Shader(VERTEX, "vertex"), Shader(FRAGMENT, "fragment"))
-        self.segments: list[tuple[float, float, float, float, tuple]] = []
+        self.pieces: list[tuple[np.ndarray, tuple]] = []  # (segments (K, 4), rgba)
+        self.lines = None
 
-    def _line(self, x0, y0, x1, y1, colour, alpha=1.0) -> None:
-        self.segments.append((x0, y0, x1, y1, (*colour, alpha)))
-
-    def _polyline(self, xs, ys, colour) -> None:
-        for i in range(len(xs) - 1):
-            self._line(xs[i], ys[i], xs[i + 1], ys[i + 1], colour)
-
-    def _frame(self, x, y, w, h) -> None:
-        grey = (0.25, 0.25, 0.3)
-        for x0, y0, x1, y1 in (
-            (x, y, x + w, y),
-            (x + w, y, x + w, y + h),
-            (x + w, y + h, x, y + h),
-            (x, y + h, x, y),
-        ):
-            self._line(x0, y0, x1, y1, grey, 0.8)
+    def _add(self, segments: np.ndarray, colour, alpha: float = 1.0) -> None:
+        if len(segments):
+            self.pieces.append((segments, (*colour, alpha)))
 
     def frame_times(self, x, y, stages: dict[str, np.ndarray], budget_ms: float) -> None:
         """Stacked per-stage times of the recent frames (oldest left) and the budget line."""
         w, h = PANEL
-        self._frame(x, y, w, h)
-        self._line(
-            x, y + h * budget_ms / GRAPH_MS, x + w, y + h * budget_ms / GRAPH_MS, (0.9, 0.1, 0.1)
-        )
+        self._add(_box(x, y, w, h), (0.25, 0.25, 0.3), 0.8)
+        level = y + h * budget_ms / GRAPH_MS
+        self._add(np.array([[x, level, x + w, level]]), (0.9, 0.1, 0.1))
         count = min((len(v) for v in stages.values()), default=0)
         if count < 2:
             return
         xs = x + np.linspace(0, w, count)
         below = np.zeros(count)
         for name, values in stages.items():
-            top = below + np.asarray(values)[-count:]
-            self._polyline(
-                xs, y + h * np.clip(top / GRAPH_MS, 0, 1), STAGE_COLOURS.get(name, (0, 0, 0))
+            below = below + np.asarray(values)[-count:]
+            self._add(
+                _polyline(xs, y + h * np.clip(below / GRAPH_MS, 0, 1)),
+                STAGE_COLOURS.get(name, (0, 0, 0)),
             )
-            below = top
 
     def experts(self, x, y, history: np.ndarray) -> None:
         """One line per expert weight over the recent frames."""
         w, h = PANEL
-        self._frame(x, y, w, h)
+        self._add(_box(x, y, w, h), (0.25, 0.25, 0.3), 0.8)
         if len(history) < 2:
             return
         xs = x + np.linspace(0, w, len(history))
         for k in range(history.shape[1]):
-            self._polyline(xs, y + h * history[:, k], EXPERT_COLOURS[k % len(EXPERT_COLOURS)])
+            self._add(_polyline(xs, y + h * history[:, k]), EXPERT_COLOURS[k % len(EXPERT_COLOURS)])
 
     def footfalls(self, x, y, contacts: np.ndarray) -> None:
         """A bar per paw (rows: left front, right front, left hind, right hind) where down."""
         w, h = PANEL
-        self._frame(x, y, w, h)
+        self._add(_box(x, y, w, h), (0.25, 0.25, 0.3), 0.8)
         if len(contacts) < 2:
             return
         step = w / len(contacts)
         for paw in range(4):
             row = y + h - (paw + 0.5) * h / 4
-            down = np.flatnonzero(contacts[:, paw])
-            for i in down:
-                self._line(x + i * step, row, x + (i + 1) * step, row, (0.1, 0.1, 0.15))
+            down = np.flatnonzero(contacts[:, paw]).astype(float)
+            self._add(
+                np.stack(
+                    [
+                        x + down * step,
+                        np.full_like(down, row),
+                        x + (down + 1) * step,
+                        np.full_like(down, row),
+                    ],
+                    axis=1,
+                ),
+                (0.1, 0.1, 0.15),
+            )
+
+    def build(self) -> None:
+        """Turns the pieces added since the last build into the vertex list draw() shows."""
+        if self.lines is not None:
+            self.lines.delete()
+            self.lines = None
+        if not self.pieces:
+            return
+        positions = np.concatenate([p[0] for p in self.pieces]).reshape(-1).astype(np.float32)
+        colours = np.concatenate([np.tile(c, (2 * len(p), 1)) for p, c in self.pieces])
+        self.lines = self.program.vertex_list(
+            len(positions) // 2,
+            GL_LINES,
+            position=("f", positions.tolist()),
+            colour=("f", colours.astype(np.float32).reshape(-1).tolist()),
+        )
+        self.pieces = []
 
     def draw(self, width: int, height: int) -> None:
-        if not self.segments:
+        if self.lines is None:
             return
-        positions, colours = [], []
-        for x0, y0, x1, y1, colour in self.segments:
-            positions += [x0, y0, x1, y1]
-            colours += [*colour, *colour]
         self.program.use()
         self.program["viewport"] = (float(width), float(height))
-        lines = self.program.vertex_list(
-            len(positions) // 2, GL_LINES, position=("f", positions), colour=("f", colours)
-        )
-        lines.draw(GL_LINES)
-        lines.delete()
+        self.lines.draw(GL_LINES)
         self.program.stop()
-        self.segments = []

@@ -26,6 +26,7 @@ from pyglet.gl import (
 from pyglet.graphics.shader import Shader, ShaderProgram
 from pyglet.math import Mat4, Vec3
 
+from runtime.rotations import cross
 from runtime.terrain import Heightmap
 
 VERTEX_SHADER = """#version 330 core
@@ -121,20 +122,59 @@ def _terrain_mesh(terrain: Heightmap, centre_xz, size_m: float, step_m: float):
     return positions, normals.astype(np.float32), quads.reshape(-1).astype(np.uint32)
 
 
-def _bone_matrix(start: np.ndarray, end: np.ndarray, radius: float) -> Mat4 | None:
-    """The unit cylinder (y from 0 to 1) stretched from start to end."""
-    axis = end - start
-    length = float(np.linalg.norm(axis))
-    if length < 1e-4:
-        return None
-    y = axis / length
-    helper = np.array([1.0, 0.0, 0.0]) if abs(y[0]) < 0.9 else np.array([0.0, 0.0, 1.0])
-    x = np.cross(y, helper)
-    x /= np.linalg.norm(x)
-    z = np.cross(x, y)
-    m = np.eye(4)
-    m[:3, 0], m[:3, 1], m[:3, 2], m[:3, 3] = x * radius, y * length, z * radius, start
-    return Mat4(*m.T.reshape(-1))  # pyglet matrices are column-major
+class DogMesh:
+    """All of one dog's capsules (a cylinder per bone, a sphere per joint) as one vertex list
+    whose topology is fixed; each frame only the vertex positions and normals are rewritten,
+    computed for every bone at once with numpy, and the whole dog is one draw call."""
+
+    def __init__(self, program, parents: np.ndarray, radius_m: float = BONE_RADIUS_M):
+        self.parents, self.radius = parents, radius_m
+        self.bones = np.arange(1, len(parents))
+        self.cylinder, self.cylinder_normals, cylinder_indices = _cylinder()
+        self.sphere, _, sphere_indices = _sphere(rings=6, segments=10)
+        self.sphere_scale = np.full(len(parents), radius_m)
+        self.sphere_scale[0] = radius_m * 1.6  # the hips
+        counts = (len(self.bones), len(self.cylinder)), (len(parents), len(self.sphere))
+        indices, base = [], 0
+        for (instances, vertices), mesh_indices in zip(
+            counts, (cylinder_indices, sphere_indices), strict=True
+        ):
+            for i in range(instances):
+                indices.append(mesh_indices + base + i * vertices)
+            base += instances * vertices
+        self.vertex_count = base
+        self.vertices = program.vertex_list_indexed(
+            base,
+            GL_TRIANGLES,
+            np.concatenate(indices).tolist(),
+            position=("f", [0.0] * 3 * base),
+            normal=("f", [0.0] * 3 * base),
+        )
+
+    def update(self, joints: np.ndarray) -> None:
+        starts, ends = joints[self.parents[self.bones]], joints[self.bones]
+        axis = ends - starts
+        length = np.maximum(np.linalg.norm(axis, axis=1, keepdims=True), 1e-6)
+        y = axis / length
+        helper = np.where(np.abs(y[:, :1]) < 0.9, [[1.0, 0.0, 0.0]], [[0.0, 0.0, 1.0]])
+        x = cross(y, helper)
+        # Zero-length bones (Hips to Spine) give x = 0: a degenerate cylinder, not NaN.
+        x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-9)
+        z = cross(x, y)
+        c = self.cylinder
+        cylinders = (
+            starts[:, None]
+            + self.radius * (c[None, :, :1] * x[:, None] + c[None, :, 2:] * z[:, None])
+            + c[None, :, 1:2] * (y * length)[:, None]
+        )
+        n = self.cylinder_normals
+        cylinder_normals = n[None, :, :1] * x[:, None] + n[None, :, 2:] * z[:, None]
+        spheres = joints[:, None] + self.sphere_scale[:, None, None] * self.sphere[None]
+        sphere_normals = np.broadcast_to(self.sphere[None], spheres.shape)
+        positions = np.concatenate([cylinders.reshape(-1, 3), spheres.reshape(-1, 3)])
+        normals = np.concatenate([cylinder_normals.reshape(-1, 3), sphere_normals.reshape(-1, 3)])
+        self.vertices.position[:] = positions.astype(np.float32).reshape(-1)
+        self.vertices.normal[:] = normals.astype(np.float32).reshape(-1)
 
 
 def _sphere_matrix(centre: np.ndarray, radius: float) -> Mat4:
@@ -151,7 +191,7 @@ class Scene:
         )
         self.sphere = self._mesh(*_sphere())
         self.cylinder = self._mesh(*_cylinder())
-        self.lines = None
+        self.dog_mesh = None
         self.set_terrain(terrain)
 
     def _mesh(self, positions, normals, indices):
@@ -197,15 +237,16 @@ class Scene:
         self.program["light_direction"] = Vec3(-0.4, -1.0, -0.3).normalize()
         self._draw(self.terrain_mesh, Mat4(), TERRAIN_COLOUR, grid=1.0)
         glDisable(GL_CULL_FACE)
-        parents, paws = self.skeleton.parents, self.skeleton.group("paws")
+        paws = self.skeleton.group("paws")
+        if self.dog_mesh is None:
+            self.dog_mesh = DogMesh(self.program, self.skeleton.parents)
         for dog in range(len(positions)):
             joints = positions[dog].astype(np.float64)
-            for j in range(1, len(parents)):
-                matrix = _bone_matrix(joints[parents[j]], joints[j], BONE_RADIUS_M)
-                if matrix is not None:
-                    self._draw(self.cylinder, matrix, DOG_COLOUR)
-                self._draw(self.sphere, _sphere_matrix(joints[j], BONE_RADIUS_M), DOG_COLOUR)
-            self._draw(self.sphere, _sphere_matrix(joints[0], BONE_RADIUS_M * 1.6), DOG_COLOUR)
+            self.dog_mesh.update(joints)
+            self.program["model"] = Mat4()
+            self.program["colour"] = DOG_COLOUR
+            self.program["grid"] = 0.0
+            self.dog_mesh.vertices.draw(GL_TRIANGLES)
             for p, paw in enumerate(paws):
                 colour = (0.9, 0.15, 0.1, 1.0) if contacts[dog, p] else (0.2, 0.2, 0.25, 1.0)
                 self._draw(self.sphere, _sphere_matrix(joints[paw], 0.018), colour)

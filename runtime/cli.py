@@ -24,23 +24,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--record", type=Path, help="save the displayed poses as .npz")
     run.set_defaults(handler=run_headless)
 
-    bench = commands.add_parser("bench", help="time inference and write docs/BENCHMARKS.md")
-    bench.add_argument(
-        "--models",
-        type=Path,
-        nargs="*",
-        help="ONNX models (default: the shipped ones in assets/models)",
-    )
-    bench.add_argument("--json", type=Path, help="also write the figures as JSON here")
-    bench.add_argument(
-        "--markdown",
-        type=Path,
-        default=Path("docs/BENCHMARKS.md"),
-        help="report to write (default: %(default)s)",
-    )
-    bench.add_argument("--seconds", type=float, default=2.0, help="timing per case")
-    bench.set_defaults(handler=run_bench)
-
 
 def run_headless(args) -> int:
     from runtime.run import run
@@ -72,24 +55,4 @@ def run_headless(args) -> int:
     if "path_deviation" in summary:
         d = summary["path_deviation"]
         print(f"path deviation {d['position_cm']:.1f} cm, {d['angle_deg']:.1f} deg")
-    return 0
-
-
-def run_bench(args) -> int:
-    from runtime.benchmark import markdown, run_benchmarks
-
-    models = args.models or sorted(SHIPPED_MODELS.glob("*.onnx"))
-    if not models:
-        raise FileNotFoundError(f"no models given and none in {SHIPPED_MODELS}")
-    report = run_benchmarks(models, seconds_per_case=args.seconds)
-    args.markdown.parent.mkdir(parents=True, exist_ok=True)
-    args.markdown.write_text(markdown(report))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1) + "\n")
-    for row in report["inference"]:
-        print(
-            f"{row['model']:5s} threads {row['threads']} batch {row['batch']:4d}: "
-            f"p50 {row['p50_ms']:.3f} ms, p99 {row['p99_ms']:.3f} ms"
-        )
-    print(f"wrote {args.markdown}")
     return 0

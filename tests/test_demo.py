@@ -108,3 +108,12 @@ def test_recorded_input_replays_exactly(app, tiny_model, tmp_path):
     assert summary["frames"] == len(frames)
     assert np.allclose(replay["roots"][-1][[0, 2]], app.controller.root_xz_m[0], atol=1e-6)
     assert np.allclose(replay["positions"][-1], app.controller.display_positions[0], atol=1e-4)
+
+
+def test_hud_plots_are_built_and_drawn(app):
+    for _ in range(12):
+        app.step()
+    app.draws = 0  # the next draw rebuilds the plots
+    app.window.switch_to()
+    app.on_draw()
+    assert app.plots.lines is not None and app.plots.lines.count > 100

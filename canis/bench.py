@@ -1,0 +1,65 @@
+"""`canis bench`: the runtime's timings (runtime/benchmark.py) and the viewer's
+(demo/benchmark.py) in one report, docs/BENCHMARKS.md, and optionally as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from runtime.cli import SHIPPED_MODELS
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:
+    bench = commands.add_parser(
+        "bench", help="time inference, frames and the viewer; write docs/BENCHMARKS.md"
+    )
+    bench.add_argument(
+        "--models",
+        type=Path,
+        nargs="*",
+        help="ONNX models (default: the shipped ones in assets/models)",
+    )
+    bench.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    bench.add_argument(
+        "--markdown",
+        type=Path,
+        default=Path("docs/BENCHMARKS.md"),
+        help="report to write (default: %(default)s)",
+    )
+    bench.add_argument("--seconds", type=float, default=2.0, help="timing per inference case")
+    bench.add_argument("--no-viewer", action="store_true", help="skip the viewer's timing")
+    bench.set_defaults(handler=run_bench)
+
+
+def run_bench(args) -> int:
+    from runtime import benchmark
+
+    models = args.models or sorted(SHIPPED_MODELS.glob("*.onnx"))
+    if not models:
+        raise FileNotFoundError(f"no models given and none in {SHIPPED_MODELS}")
+    report = benchmark.run_benchmarks(models, seconds_per_case=args.seconds)
+    text = benchmark.markdown(report)
+    if not args.no_viewer:
+        from demo import benchmark as viewer_benchmark
+
+        frame_model = next(p for p in models if Path(p).name == report["frame_model"])
+        report["viewer"] = viewer_benchmark.benchmark_viewer(frame_model)
+        text += viewer_benchmark.markdown(report["viewer"])
+    args.markdown.parent.mkdir(parents=True, exist_ok=True)
+    args.markdown.write_text(text)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    for row in report["inference"]:
+        print(
+            f"{row['model']:5s} threads {row['threads']} batch {row['batch']:4d}: "
+            f"p50 {row['p50_ms']:.3f} ms, p99 {row['p99_ms']:.3f} ms"
+        )
+    print(
+        f"frame p50 {report['frame_ms_p50']:.3f} ms, p99 {report['frame_ms_p99']:.3f} ms; "
+        f"outside inference {report['non_inference_ms_p50']:.3f} ms"
+    )
+    if "viewer" in report:
+        print(f"viewer: {report['viewer']['fps_at_p50']:.0f} fps at the median")
+    print(f"wrote {args.markdown}")
+    return 0
