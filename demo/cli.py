@@ -23,6 +23,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     demo.add_argument("--seconds", type=float, default=10.0)
     demo.add_argument("--out", type=Path, default=Path("out/demo"))
     demo.add_argument(
+        "--camera-yaw",
+        type=float,
+        default=0.0,
+        help="orbit camera yaw in degrees (0: from behind along +z)",
+    )
+    demo.add_argument(
         "--check",
         action="store_true",
         help="no window: drive the shipped MANN-8 headless and check the "
@@ -47,6 +53,7 @@ def _models(args) -> dict[str, Path]:
 
 
 def run_demo(args) -> int:
+    import math
     import os
     import shutil
     import subprocess
@@ -61,6 +68,7 @@ def run_demo(args) -> int:
         from runtime.run import ScriptDriver, load_script
 
         app = DemoApp(_models(args), terrain=args.terrain, headless=True)
+        app.camera["yaw"] = math.radians(args.camera_yaw)
         written = capture(app, ScriptDriver(load_script(args.script)), args.seconds, args.out)
         print(f"wrote {len(written)} frames to {args.out}")
         if shutil.which("ffmpeg"):
