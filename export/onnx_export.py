@@ -34,6 +34,7 @@ from training.checkpoint import load_checkpoint, restore_model
 from training.models import create_model
 
 OPSET = 17
+INPUT_RANGE_MARGIN = 0.1
 MAX_PARITY_ERROR = 1e-4
 LICENCE = (
     "CC BY-NC 4.0: trained on the MANN dog motion capture (Zhang, Starke, Komura, Saito, "
@@ -49,10 +50,18 @@ class ExportedModel(nn.Module):
         self.model = model.eval()
         self.kind = model.kind
         for name, value in normalisation.items():
-            self.register_buffer(name, value.float().clone())
+            if name not in ("x_min", "x_max"):
+                self.register_buffer(name, value.float().clone())
+        span = (normalisation["x_max"] - normalisation["x_min"]).float()
+        self.register_buffer("x_low", normalisation["x_min"].float() - INPUT_RANGE_MARGIN * span)
+        self.register_buffer("x_high", normalisation["x_max"].float() + INPUT_RANGE_MARGIN * span)
         self.eval()  # torch.onnx.export restores this mode afterwards: it must be eval too
 
     def forward(self, x: torch.Tensor, phase: torch.Tensor | None = None):
+        # Inputs outside what the network was trained on make its own outputs, fed back next
+        # frame, run away exponentially (a dog asked to lie down at a gallop): clamp them to
+        # the training range, widened by INPUT_RANGE_MARGIN of it.
+        x = torch.minimum(torch.maximum(x, self.x_low), self.x_high)
         x_standard = (x - self.x_mean) / self.x_std
         if self.kind == "mann":
             y, expert_weights = self.model(x_standard)
@@ -73,12 +82,28 @@ def io_names(kind: str) -> tuple[list[str], list[str]]:
     return ["x"], ["y"]
 
 
-def load_for_export(checkpoint_path: Path) -> tuple[ExportedModel, dict]:
+def load_for_export(checkpoint_path: Path, dataset_path: Path | None = None):
+    """(wrapped model, checkpoint config). Checkpoints written before the input range was
+    recorded get it from the dataset's training rows."""
     checkpoint = load_checkpoint(checkpoint_path)
     config = checkpoint.config
     model = create_model(config["kind"], config.get("experts") or 8)
     restore_model(checkpoint, model, checkpoint_path)
-    return ExportedModel(model, checkpoint.section("norm/")), config
+    normalisation = checkpoint.section("norm/")
+    if "x_min" not in normalisation:
+        if dataset_path is None:
+            raise ValueError(
+                f"{checkpoint_path}: holds no input range; give --dataset so the "
+                "export can clamp inputs to the training data's range"
+            )
+        from training.dataset import load
+        from training.train import input_range
+
+        data = load(dataset_path)
+        normalisation |= {
+            k: torch.as_tensor(v) for k, v in input_range(data["X"][~data["validation"]]).items()
+        }
+    return ExportedModel(model, normalisation), config
 
 
 def metadata(config: dict) -> dict[str, str]:
@@ -120,6 +145,7 @@ def metadata(config: dict) -> dict[str, str]:
             }
         ),
         "canis.dataset": json.dumps(config["dataset"]),
+        "canis.input_clamp": f"training range widened by {INPUT_RANGE_MARGIN:.0%}",
         "canis.exported": datetime.now(UTC).isoformat(timespec="seconds"),
         "canis.version": __version__,
     }
@@ -152,7 +178,7 @@ def export_onnx(checkpoint_path: Path, out: Path, dataset_path: Path | None = No
     import onnx
     import onnxruntime as ort
 
-    wrapper, config = load_for_export(checkpoint_path)
+    wrapper, config = load_for_export(checkpoint_path, dataset_path)
     kind = config["kind"]
     inputs, outputs = io_names(kind)
     example = _example_inputs(kind, np.zeros((2, INPUT.size), np.float32), np.zeros(2, np.float32))

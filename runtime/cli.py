@@ -24,6 +24,37 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--record", type=Path, help="save the displayed poses as .npz")
     run.set_defaults(handler=run_headless)
 
+    soak = commands.add_parser(
+        "soak", help="long headless run on random commands: does anything degrade?"
+    )
+    soak.add_argument("--model", type=Path, default=SHIPPED_MODELS / "mann8.onnx")
+    soak.add_argument("--hours", type=float, default=1.0, help="simulated hours")
+    soak.add_argument("--characters", type=int, default=4)
+    soak.add_argument("--seed", type=int, default=0)
+    soak.add_argument("--json", type=Path, help="write the summary here")
+    soak.set_defaults(handler=run_soak)
+
+
+def run_soak(args) -> int:
+    from runtime.soak import soak
+
+    if not args.hours > 0:
+        raise ValueError("--hours must be positive")
+    seconds = args.hours * 3600
+
+    def progress(frame, frames):
+        print(f"\r{frame / frames:6.1%} simulated", end="", flush=True)
+
+    summary = soak(
+        args.model, seconds, characters=args.characters, seed=args.seed, progress=progress
+    )
+    print()
+    text = json.dumps(summary, indent=1)
+    if args.json:
+        args.json.write_text(text + "\n")
+    print(text)
+    return 0
+
 
 def run_headless(args) -> int:
     from runtime.run import run

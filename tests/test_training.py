@@ -80,3 +80,19 @@ def test_export_parity_metadata_and_dynamic_batch(tiny_dataset, tmp_path, kind):
         assert outputs[0].shape == (batch, 363) and np.all(np.isfinite(outputs[0]))
     if kind == "mann":
         assert np.allclose(outputs[1].sum(axis=1), 1.0, atol=1e-5)  # expert weights
+
+
+def test_exported_model_clamps_inputs_to_the_training_range(tiny_dataset, tmp_path):
+    train(config(tiny_dataset, epochs=1), tmp_path, progress=False)
+    out = tmp_path / "m.onnx"
+    export_onnx(tmp_path / LAST, out, tiny_dataset)
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    meta = session.get_modelmeta().custom_metadata_map
+    assert "training range" in meta["canis.input_clamp"]
+    data = dataset.load(tiny_dataset)
+    low, high = data["X"].min(0), data["X"].max(0)
+    span = high - low
+    huge = np.full((1, 480), 1e6, dtype=np.float32)
+    at_edge = (high + 0.1 * span)[None].astype(np.float32)
+    y_huge, y_edge = (session.run(["y"], {"x": x})[0] for x in (huge, at_edge))
+    assert np.all(np.isfinite(y_huge)) and np.allclose(y_huge, y_edge, atol=1e-4)

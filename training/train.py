@@ -114,6 +114,9 @@ class TrainingData:
             "y_mean": data["y_mean"],
             "y_std": data["y_std"],
         }
+        # The exported graph clamps its input to the range seen in training (see
+        # export/onnx_export.py): a closed loop that leaves it otherwise runs away.
+        self.normalisation |= input_range(data["X"][~data["validation"]])
         validation = data["validation"]
         if kind == "pfnn":  # the phase increment is an extra, standardised output
             delta = data["phase_delta"][:, None]
@@ -133,6 +136,10 @@ class TrainingData:
         self.phase_train = as_tensor(data["phase"][~validation])
         self.phase_val = as_tensor(data["phase"][validation])
         self.weights = torch.as_tensor(data["sample_weight"][~validation], dtype=torch.float64)
+
+
+def input_range(x_train: np.ndarray) -> dict[str, np.ndarray]:
+    return {"x_min": x_train.min(axis=0), "x_max": x_train.max(axis=0)}
 
 
 def _predict(model: nn.Module, kind: str, x: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,132 @@
+"""`canis soak`: characters driven headless, faster than real time, by random but valid
+commands over every action, speeds up to a canter, turns and all built-in terrains, watching
+for anything that degrades over a long run.
+
+Reported: non-finite network outputs and displayed poses, the worst bone-length error of the
+displayed pose (relative), the worst paw penetration below the terrain, the root's speed
+error against the command while moving steadily, memory growth after warm-up, and frame-time
+p50/p99.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from runtime.controller import DT_S, Controller
+from runtime.features import ACTIONS
+from runtime.inference import MotionModel
+from runtime.profiler import Histogram, Profiler
+from runtime.terrain import PROCEDURAL, procedural
+from runtime.trajectory import ControlState
+
+COMMAND_SECONDS = (1.0, 4.0)  # each new command lasts this long (uniform)
+TERRAIN_SECONDS = 30.0  # the terrain changes this often
+SETTLE_S = 2.0  # speed error counts after a command has had this long to take effect
+ACTION_WEIGHTS = {"move": 0.55, "idle": 0.15, "sit": 0.08, "stand": 0.07, "lie": 0.07, "jump": 0.08}
+
+
+def _rss_mb() -> float:
+    """Resident memory of this process (Linux /proc; 0 elsewhere)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    import os
+
+    return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def soak(model_path, seconds: float, characters: int = 4, seed: int = 0, progress=None) -> dict:
+    rng = np.random.default_rng(seed)
+    model = MotionModel(model_path)
+    profiler = Profiler()
+    controller = Controller(model, count=characters, profiler=profiler)
+    skeleton = controller.skeleton
+    bones = skeleton.bone_lengths_m()[1:]
+    real_bones = bones > 1e-6  # Hips to Spine has no length
+    paws = skeleton.group("paws")
+    frames = int(round(seconds / DT_S))
+    names = list(ACTION_WEIGHTS)
+    odds = np.array([ACTION_WEIGHTS[n] for n in names])
+    until = np.zeros(characters)
+    since = np.zeros(characters)
+    velocity, facing = np.zeros((characters, 2)), np.zeros(characters)
+    turn, action = np.zeros(characters), np.zeros(characters, dtype=int)
+    worst_bone, worst_penetration = 0.0, 0.0
+    speed_errors = Histogram(bin_width=0.01, maximum=20.0)  # m/s
+    penetration = Histogram(bin_width=0.001, maximum=1.0)  # m, paw-frames below the ground
+    non_finite_poses, terrains_seen = 0, []
+    memory_start = None
+    # Memory is compared from after every terrain has been used once (first uses allocate).
+    warm_up_frames = min(frames // 2, int((len(PROCEDURAL) * TERRAIN_SECONDS + 10) / DT_S))
+    started = time.perf_counter()
+    for frame in range(frames):
+        t = frame * DT_S
+        if frame % int(TERRAIN_SECONDS / DT_S) == 0:
+            name = PROCEDURAL[(frame // int(TERRAIN_SECONDS / DT_S)) % len(PROCEDURAL)]
+            controller.terrain = None if name == "flat" else procedural(name)
+            terrains_seen.append(name)
+        renew = t >= until
+        for c in np.flatnonzero(renew):
+            action[c] = ACTIONS.index(rng.choice(names, p=odds))
+            speed = rng.uniform(0.3, 3.5) if ACTIONS[action[c]] == "move" else 0.0
+            heading = rng.uniform(-np.pi, np.pi)
+            turn[c] = rng.uniform(-1.0, 1.0) * (ACTIONS[action[c]] == "move")
+            facing[c] = heading
+            velocity[c] = speed * np.array([np.sin(heading), np.cos(heading)])
+            until[c] = t + rng.uniform(*COMMAND_SECONDS)
+            since[c] = t
+        facing += turn * DT_S
+        speed_now = np.linalg.norm(velocity, axis=1)
+        velocity = speed_now[:, None] * np.stack([np.sin(facing), np.cos(facing)], axis=1)
+        controller.step(ControlState(velocity, facing, action))
+        profiler.end_frame()
+        positions = controller.display_positions.astype(np.float64)
+        if not np.all(np.isfinite(positions)):
+            non_finite_poses += 1
+            continue
+        lengths = np.linalg.norm(positions[:, 1:] - positions[:, skeleton.parents[1:]], axis=-1)
+        error = np.abs(lengths[:, real_bones] - bones[real_bones]) / bones[real_bones]
+        worst_bone = max(worst_bone, float(error.max()))
+        ground = (
+            np.zeros((characters, 4))
+            if controller.terrain is None
+            else controller.terrain.sample(positions[:, paws][..., [0, 2]])[0]
+        )
+        depth = np.maximum(ground - positions[:, paws, 1], 0.0)
+        penetration.add_many(depth.reshape(-1))
+        worst_penetration = max(worst_penetration, float(depth.max()))
+        steady = (action == ACTIONS.index("move")) & (t - since >= SETTLE_S)
+        if steady.any():
+            actual = np.linalg.norm(controller.root_velocity_xz_mps[steady], axis=1)
+            speed_errors.add_many(np.abs(actual - speed_now[steady]))
+        if memory_start is None and frame >= warm_up_frames:
+            memory_start = _rss_mb()
+        if progress is not None and frame % 600 == 0:
+            progress(frame, frames)
+    speed_stats, depth_stats = speed_errors.percentiles(), penetration.percentiles()
+    stats = profiler.summary()["stages"]["frame"]
+    return {
+        "model": str(model_path),
+        "simulated_seconds": seconds,
+        "characters": characters,
+        "frames": frames,
+        "steps_per_character": frames,
+        "seed": seed,
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "terrains": sorted(set(terrains_seen)),
+        "non_finite_model_outputs": controller.non_finite_events,
+        "non_finite_poses": non_finite_poses,
+        "max_bone_length_error": worst_bone,
+        "paw_penetration_cm": {
+            "worst": worst_penetration * 100,
+            "mean": depth_stats["mean"] * 100,
+            "p99": depth_stats["p99"] * 100,
+        },
+        "speed_error_mps": {"mean": speed_stats["mean"], "p95": speed_stats["p95"]},
+        "memory_growth_mb": (_rss_mb() - memory_start) if memory_start else 0.0,
+        "frame_ms": {"p50": stats["p50_ms"], "p99": stats["p99_ms"]},
+    }
