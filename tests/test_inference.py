@@ -67,3 +67,23 @@ def test_io_binding_gives_the_same_outputs(tiny_model):
         assert np.array_equal(bound[name], plain[name])
     buffers.inputs["x"][...] = 0.0  # written in place, read in place
     assert not np.array_equal(model.run_bound(buffers)["y"], plain["y"])
+
+
+def test_a_failing_cuda_provider_falls_back_to_cpu_with_a_warning(tiny_model, monkeypatch, caplog):
+    import onnxruntime as ort
+
+    import runtime.inference as inference
+
+    real_session = ort.InferenceSession
+
+    def session(path, options=None, providers=None):
+        if providers and "CUDAExecutionProvider" in providers:
+            raise RuntimeError("CUDA driver version is insufficient")  # as a broken install
+        return real_session(path, options, providers=providers)
+
+    monkeypatch.setattr(inference, "cuda_device_present", lambda: True)
+    monkeypatch.setattr(inference.ort, "InferenceSession", session)
+    model = MotionModel(tiny_model)
+    assert model.device == "cpu"
+    assert "CUDA provider failed (CUDA driver version is insufficient)" in caplog.text
+    assert np.all(np.isfinite(model.run(np.zeros((1, 480), np.float32))["y"]))

@@ -96,3 +96,19 @@ def test_exported_model_clamps_inputs_to_the_training_range(tiny_dataset, tmp_pa
     at_edge = (high + 0.1 * span)[None].astype(np.float32)
     y_huge, y_edge = (session.run(["y"], {"x": x})[0] for x in (huge, at_edge))
     assert np.all(np.isfinite(y_huge)) and np.allclose(y_huge, y_edge, atol=1e-4)
+
+
+def test_a_crash_while_saving_keeps_the_last_good_checkpoint(tiny_dataset, tmp_path, monkeypatch):
+    train(config(tiny_dataset, epochs=1), tmp_path, progress=False)
+    before = (tmp_path / LAST).read_bytes()
+
+    def crash(tensors, filename, metadata=None):
+        with open(filename, "wb") as file:
+            file.write(b"half a checkpoi")
+        raise KeyboardInterrupt  # killed mid-write
+
+    monkeypatch.setattr(checkpoint_module, "save_file", crash)
+    with pytest.raises(KeyboardInterrupt):
+        train(config(tiny_dataset, epochs=2), tmp_path, resume=True, progress=False)
+    assert (tmp_path / LAST).read_bytes() == before
+    assert load_checkpoint(tmp_path / LAST).config["epoch"] == 1
