@@ -20,10 +20,16 @@ def _log_rows(run_dir: Path) -> list[dict]:
 
 
 def write_card(
-    model_path: Path, config: dict, run_dir: Path, export_report: dict, closed_loop: dict
+    model_path: Path,
+    config: dict,
+    checkpoint_path: Path,
+    export_report: dict,
+    closed_loop: dict,
+    note: str = "",
 ) -> Path:
     train = config["train"]["config"]
-    rows = _log_rows(run_dir)
+    rows = _log_rows(checkpoint_path.parent)
+    checkpoint_name = checkpoint_path.name
     throughput = [float(r["samples_per_s"]) for r in rows]
     name = {"mann": f"MANN-{config.get('experts')}", "pfnn": "PFNN", "vnn": "Vanilla NN"}[
         config["kind"]
@@ -63,7 +69,9 @@ def write_card(
         f"- **Reproduce**: `./run canis train --model {config['kind']}"
         + (f" --experts {config['experts']}" if config["kind"] == "mann" else "")
         + f" --schedule {train['schedule']} --epochs {train['epochs']} --out runs/NAME` then "
-        f"`./run canis export runs/NAME/<checkpoint> --out {model_path.name} --card`.",
+        f"`./run canis export runs/NAME/{checkpoint_name} --out {model_path.name} "
+        "--dataset data/dog_dataset.npz --card`.",
+        *([f"- **Note**: {note}"] if note else []),
         "",
         "## Closed loop",
         "",

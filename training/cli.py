@@ -90,6 +90,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         default=60.0,
         help="seconds per closed-loop run for the card (default: %(default)s)",
     )
+    export.add_argument(
+        "--card-note", default="", help="context for the card, e.g. what else ran during training"
+    )
     export.set_defaults(handler=run_export)
 
     keyframes = commands.add_parser(
@@ -236,6 +239,8 @@ def run_export(args) -> int:
 
         closed_loop = closed_loop_report(args.out, seconds=args.card_seconds)
         config = load_checkpoint(args.checkpoint).config
-        card = write_card(args.out, config, args.checkpoint.parent, report, closed_loop)
+        card = write_card(
+            args.out, config, args.checkpoint, report, closed_loop, note=args.card_note
+        )
         print(f"wrote {card}; closed loop {'passed' if closed_loop['passed'] else 'FAILED'}")
     return 0
