@@ -56,6 +56,12 @@ PAST_SAMPLES = np.array([o for o in TRAJECTORY_OFFSETS_FRAMES if o < 0]) + HISTO
 # The released MANN runtime averages the predicted joint positions with the previous ones
 # advanced by the predicted velocities, which removes jitter.
 JOINT_POSITION_BLEND = 0.5
+# Speed tracking (Controller._track_speed): the gain moves by RATE x relative speed error per
+# second, within RANGE; the measured speed is smoothed over a few strides.
+SPEED_TRACKING_RATE = 0.4
+SPEED_TRACKING_GAIN_RANGE = (0.5, 1.6)
+SPEED_TRACKING_MEASURE_HALF_LIFE_S = 0.4
+SPEED_TRACKING_MIN_MPS = 0.2
 
 
 class Controller:
@@ -67,6 +73,7 @@ class Controller:
         start_pose: str = "stand",
         terrain: Heightmap | None = None,
         profiler: Profiler | None = None,
+        speed_tracking: bool = True,
     ):
         """`terrain` None is flat ground at y = 0 (no IK needed); the profiler times each
         stage of every step (its owner closes frames with profiler.end_frame())."""
@@ -74,6 +81,7 @@ class Controller:
         self.count = count
         self.tau = tau
         self.terrain = terrain
+        self.speed_tracking = speed_tracking
         self.profiler = profiler or Profiler()
         self.skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
         self.paws = self.skeleton.group("paws")
@@ -122,6 +130,8 @@ class Controller:
         self.phase_rad = np.zeros(n)
         self.expert_weights = None
         self.non_finite_events = 0
+        self.speed_gain = np.ones(n)
+        self.measured_speed_mps = np.zeros(n)
         self.frame = 0
         self._update_display_pose(0.0)
 
@@ -129,6 +139,28 @@ class Controller:
     def root_position_m(self) -> np.ndarray:
         """(N, 3) world root positions on the network's flat ground (y = 0)."""
         return np.stack([self.root_xz_m[:, 0], np.zeros(self.count), self.root_xz_m[:, 1]], 1)
+
+    def _track_speed(self, control: ControlState) -> ControlState:
+        """Speed tracking: the network's speed for a given asked speed is monotonic but not
+        the identity at walking and pacing speeds, so a slow integral correction scales the
+        asked velocity until the measured speed matches it (a cruise control; off with
+        Controller(speed_tracking=False))."""
+        asked = np.linalg.norm(control.velocity_mps, axis=1)
+        moving = (asked > SPEED_TRACKING_MIN_MPS) & (control.action == ACTIONS.index("move"))
+        a = smoothing_factor(DT_S, SPEED_TRACKING_MEASURE_HALF_LIFE_S)
+        speed = np.linalg.norm(self.root_velocity_xz_mps, axis=1)
+        self.measured_speed_mps = speed + (self.measured_speed_mps - speed) * a
+        error = (asked - self.measured_speed_mps) / np.maximum(asked, 1e-9)
+        self.speed_gain = np.where(
+            moving,
+            np.clip(
+                self.speed_gain + SPEED_TRACKING_RATE * error * DT_S, *SPEED_TRACKING_GAIN_RANGE
+            ),
+            1.0 + (self.speed_gain - 1.0) * a,
+        )  # relax back when not moving
+        return ControlState(
+            control.velocity_mps * self.speed_gain[:, None], control.facing_yaw_rad, control.action
+        )
 
     def _smooth_command(self, control: ControlState) -> None:
         a = smoothing_factor(DT_S, VELOCITY_HALF_LIFE_S)
@@ -182,6 +214,8 @@ class Controller:
         stage = self.profiler.stage
         with stage("input"):
             control = control.validated(self.count)
+            if self.speed_tracking:
+                control = self._track_speed(control)
             self._smooth_command(control)
         with stage("trajectory"):
             trajectory = self.trajectory()

@@ -27,8 +27,8 @@ def test_console_script_is_installed():
     assert "usage: canis" in result.stdout
 
 
-def test_demo_runs_its_kinematics_check(capsys):
-    assert main(["demo"]) == 0
+def test_demo_check_runs_the_kinematics_check(capsys):
+    assert main(["demo", "--check"]) == 0
     assert "residual" in capsys.readouterr().out
 
 

@@ -126,3 +126,20 @@ def test_a_character_with_non_finite_output_keeps_its_last_good_state(model, cap
     for _ in range(5):
         controller.step(control)
     assert np.all(np.isfinite(controller.display_positions))
+
+
+def test_speed_tracking_corrects_the_asked_speed_toward_the_measured_one(model):
+    controller = Controller(model, count=3)
+    asked = ControlState(np.array([[0, 1.0], [0, 1.0], [0, 0.0]]), np.zeros(3), np.array([1, 1, 0]))
+    controller.root_velocity_xz_mps = np.array([[0, 2.0], [0, 0.5], [0, 0.0]])
+    controller.speed_gain = np.array([1.0, 1.0, 1.3])
+    for _ in range(60):
+        fed = controller._track_speed(asked.validated(3))
+    assert controller.speed_gain[0] < 1.0 < controller.speed_gain[1]  # too fast / too slow
+    assert abs(controller.speed_gain[2] - 1.0) < 0.1  # not moving: relaxes back
+    assert np.allclose(
+        np.linalg.norm(fed.velocity_mps, axis=1), controller.speed_gain * [1.0, 1.0, 0.0]
+    )
+    untracked = Controller(model, speed_tracking=False)
+    untracked.step(ControlState.single((0.0, 1.0), 0.0, "move"))
+    assert untracked.speed_gain[0] == 1.0
