@@ -31,9 +31,10 @@ def test_mann8_describes_itself_and_fits_the_budget_size():
 @needs_mann8
 @pytest.mark.parametrize("speed", [0.5, 1.9])
 def test_mann8_walks_and_trots_at_the_commanded_speed(speed):
-    result = drive(MotionModel(MANN8), speed_mps=speed, turn_rate_radps=0.0, seconds=8.0)
+    # 20 s: the speed tracking settles over a few seconds (the card's runs last 60 s).
+    result = drive(MotionModel(MANN8), speed_mps=speed, turn_rate_radps=0.0, seconds=20.0)
     assert result["finite"] and result["min_hips_height_m"] > 0.25
-    assert result["speed_error"] < 0.25, result
+    assert result["speed_error"] < 0.2, result
 
 
 @needs_mann8
