@@ -39,7 +39,8 @@ def drive(
             break
         hips_heights.append(positions[0, hips, 1])  # above the flat ground at y = 0
         speeds.append(np.linalg.norm(controller.root_velocity_xz_mps[0]))
-    settled = np.array(speeds[int(SETTLE_S / DT_S) :]) if finite else np.array([np.nan])
+    settle_frames = int(min(SETTLE_S, seconds / 2) / DT_S)  # short runs measure their end
+    settled = np.array(speeds[settle_frames:]) if finite else np.array([np.nan])
     mean_speed = float(settled.mean())
     return {
         "commanded_mps": speed_mps,
