@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from runtime.features import ACTIONS
-from runtime.root import wrap_angle_rad
+from runtime.root import wrap_angle_rad, yaw_direction_xz
 from runtime.trajectory import ControlState
 
 DEAD_ZONE = 0.15  # stick deflection ignored around the centre (radial)
@@ -56,7 +56,7 @@ class PlayerControl:
             # Screen-space (right, forward) turned into the world by the camera's yaw.
             right, forward = move / magnitude
             yaw = camera_yaw_rad + math.atan2(-right, forward)
-            velocity = strength * top * np.array([math.sin(yaw), math.cos(yaw)])
+            velocity = strength * top * yaw_direction_xz(yaw)
             self.facing_yaw_rad = yaw
             if self.action not in ("jump",):
                 self.action = "move"

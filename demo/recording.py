@@ -5,12 +5,12 @@ the replayed ControlState of each frame is the one that was recorded."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 
 from runtime.features import ACTIONS, FPS
+from runtime.root import yaw_from_direction
 from runtime.trajectory import ControlState
 
 
@@ -26,7 +26,7 @@ class InputRecorder:
         speed = float(np.linalg.norm(velocity))
         # The player's dog faces where it moves; when it stands, the asked facing is kept.
         facing = (
-            math.atan2(velocity[0], velocity[1])
+            float(yaw_from_direction(velocity))
             if speed > 1e-9
             else float(control.facing_yaw_rad[0])
         )

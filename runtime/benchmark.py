@@ -14,6 +14,7 @@ import numpy as np
 import onnxruntime as ort
 
 from runtime.inference import MotionModel
+from runtime.root import yaw_direction_xz
 
 BATCHES = (1, 8, 64, 256)
 THREADS = (1, 2)
@@ -95,7 +96,7 @@ def benchmark_frames(
         controller = Controller(model, count=count, terrain=procedural(terrain))
         facing = np.linspace(0, 2 * np.pi, count, endpoint=False)
         control = ControlState(
-            1.9 * np.stack([np.sin(facing), np.cos(facing)], 1),
+            1.9 * yaw_direction_xz(facing),
             facing,
             np.full(count, ACTIONS.index("move")),
         )

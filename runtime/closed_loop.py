@@ -8,6 +8,7 @@ import numpy as np
 from runtime.controller import DT_S, Controller
 from runtime.features import ACTIONS
 from runtime.inference import MotionModel
+from runtime.root import yaw_direction_xz
 from runtime.trajectory import ControlState
 
 PAPER_SPEEDS_MPS = (0.5, 1.1, 1.9, 3.3)
@@ -29,7 +30,7 @@ def drive(
     facing = 0.0
     for _ in range(frames):
         facing += turn_rate_radps * DT_S
-        velocity = speed_mps * np.array([np.sin(facing), np.cos(facing)])
+        velocity = speed_mps * yaw_direction_xz(facing)
         controller.step(
             ControlState(velocity[None], np.array([facing]), np.array([ACTIONS.index("move")]))
         )

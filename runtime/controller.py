@@ -32,7 +32,7 @@ from runtime.inference import MotionModel
 from runtime.kinematics import forward_kinematics, rotations_from_directions
 from runtime.poses import load_keyframes
 from runtime.profiler import Profiler
-from runtime.root import from_root_xz, rotate_xz, to_root_xz, wrap_angle_rad
+from runtime.root import from_root_xz, rotate_xz, to_root_xz, wrap_angle_rad, yaw_direction_xz
 from runtime.rotations import quat_to_forward_up
 from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from runtime.terrain import Heightmap
@@ -46,7 +46,6 @@ from runtime.trajectory import (
     blend,
     extrapolate,
     smoothing_factor,
-    yaw_direction_xz,
 )
 
 log = logging.getLogger("canis.runtime")

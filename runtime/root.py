@@ -29,6 +29,12 @@ def yaw_from_direction(direction: np.ndarray) -> np.ndarray:
     return np.arctan2(x, z)
 
 
+def yaw_direction_xz(yaw_rad) -> np.ndarray:
+    """Unit ground-plane (x, z) directions (..., 2) of yaws (...,): yaw_from_direction's inverse."""
+    yaw_rad = np.asarray(yaw_rad)
+    return np.stack([np.sin(yaw_rad), np.cos(yaw_rad)], axis=-1)
+
+
 def wrap_angle_rad(angle: np.ndarray) -> np.ndarray:
     return (np.asarray(angle) + np.pi) % (2.0 * np.pi) - np.pi
 

@@ -24,7 +24,7 @@ from runtime.controller import DT_S, Controller
 from runtime.features import ACTIONS
 from runtime.inference import MotionModel
 from runtime.profiler import Profiler
-from runtime.root import wrap_angle_rad
+from runtime.root import rotate_xz, wrap_angle_rad, yaw_from_direction
 from runtime.terrain import load_terrain
 from runtime.trajectory import ControlState
 
@@ -111,10 +111,7 @@ class ScriptDriver:
         norm = np.linalg.norm(s.move)
         local = s.move / norm if norm > 1e-9 else np.zeros(2)
         # local [x, z] (left, ahead) turned by the asked facing into world [x, z]
-        sin, cos = math.sin(s.facing_rad), math.cos(s.facing_rad)
-        velocity = s.speed_mps * np.array(
-            [cos * local[0] + sin * local[1], -sin * local[0] + cos * local[1]]
-        )
+        velocity = s.speed_mps * rotate_xz(local[None, None], np.array([s.facing_rad]))[0, 0]
         return ControlState(
             velocity[None], np.array([s.facing_rad]), np.array([ACTIONS.index(s.action)])
         )
@@ -165,11 +162,11 @@ def follow_path(
     in m, angle from its tangent in degrees). It aims at the point PATH_LOOKAHEAD_M further
     along the path than the closest one."""
     along, gap, tangent = closest_on_path(points, root_xz_m)
-    tangent_yaw = math.atan2(tangent[0], tangent[1])
+    tangent_yaw = yaw_from_direction(tangent)
     angle = abs(math.degrees(wrap_angle_rad(root_yaw_rad - tangent_yaw)))
     heading = point_at(points, along + PATH_LOOKAHEAD_M) - root_xz_m
     heading /= max(np.linalg.norm(heading), 1e-9)
-    return speed_mps * heading, math.atan2(heading[0], heading[1]), gap, angle
+    return speed_mps * heading, float(yaw_from_direction(heading)), gap, angle
 
 
 class PathDriver:
@@ -215,7 +212,7 @@ def run(
     )
     if path:  # start on the path, facing along it
         start, second = driver.points[0], driver.points[1]
-        controller.reset(start[None], np.array([math.atan2(*(second - start))]))
+        controller.reset(start[None], np.array([yaw_from_direction(second - start)]))
     paws = controller.skeleton.group("paws")
     frames = int(round(seconds / DT_S))
     paw_positions, contacts, speeds, roots, non_finite = [], [], [], [], 0

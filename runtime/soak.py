@@ -19,6 +19,7 @@ from runtime.controller import DT_S, Controller
 from runtime.features import ACTIONS
 from runtime.inference import MotionModel
 from runtime.profiler import Histogram, Profiler
+from runtime.root import yaw_direction_xz
 from runtime.terrain import PROCEDURAL, procedural
 from runtime.trajectory import ControlState
 
@@ -76,12 +77,12 @@ def soak(model_path, seconds: float, characters: int = 4, seed: int = 0, progres
             heading = rng.uniform(-np.pi, np.pi)
             turn[c] = rng.uniform(-1.0, 1.0) * (ACTIONS[action[c]] == "move")
             facing[c] = heading
-            velocity[c] = speed * np.array([np.sin(heading), np.cos(heading)])
+            velocity[c] = speed * yaw_direction_xz(heading)
             until[c] = t + rng.uniform(*COMMAND_SECONDS)
             since[c] = t
         facing += turn * DT_S
         speed_now = np.linalg.norm(velocity, axis=1)
-        velocity = speed_now[:, None] * np.stack([np.sin(facing), np.cos(facing)], axis=1)
+        velocity = speed_now[:, None] * yaw_direction_xz(facing)
         controller.step(ControlState(velocity, facing, action))
         profiler.end_frame()
         positions = controller.display_positions.astype(np.float64)

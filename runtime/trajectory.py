@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime.features import ACTIONS, FPS, FUTURE_OFFSETS_FRAMES
-from runtime.root import wrap_angle_rad
+from runtime.root import wrap_angle_rad, yaw_direction_xz
 
 FUTURE_TIMES_S = np.array(FUTURE_OFFSETS_FRAMES) / FPS
 HORIZON_S = FUTURE_TIMES_S[-1]
@@ -77,10 +77,6 @@ def smoothing_factor(dt_s: float, half_life_s: float) -> float:
 
 def bias_weights(times_s: np.ndarray, bias: float = TRAJECTORY_BIAS) -> np.ndarray:
     return 1.0 - (1.0 - np.clip(times_s / HORIZON_S, 0.0, 1.0)) ** bias
-
-
-def yaw_direction_xz(yaw_rad: np.ndarray) -> np.ndarray:
-    return np.stack([np.sin(yaw_rad), np.cos(yaw_rad)], axis=-1)
 
 
 _STEP_S = FUTURE_TIMES_S[0]
