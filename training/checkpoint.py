@@ -27,7 +27,11 @@ class Checkpoint:
         return {k[len(prefix) :]: v for k, v in self.tensors.items() if k.startswith(prefix)}
 
 
-def save_checkpoint(path: Path, model, optimizer, normalisation: dict, config: dict) -> None:
+def save_checkpoint(
+    path: Path, model, optimizer, normalisation: dict, config: dict, layout: str | None = None
+) -> None:
+    """`layout` is the hash of the feature contract the model was trained for (default: the
+    motion networks'; the transition network has its own)."""
     tensors = {f"model/{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     tensors |= {
         f"norm/{k}": torch.as_tensor(v).cpu().contiguous() for k, v in normalisation.items()
@@ -36,15 +40,20 @@ def save_checkpoint(path: Path, model, optimizer, normalisation: dict, config: d
     for index, state in optimizer.state_dict()["state"].items():
         for key, value in state.items():
             tensors[f"optim/{names[index]}/{key}"] = torch.as_tensor(value).cpu().contiguous()
-    metadata = {"format": FORMAT, "layout_hash": layout_hash(), "config": json.dumps(config)}
+    metadata = {
+        "format": FORMAT,
+        "layout_hash": layout or layout_hash(),
+        "config": json.dumps(config),
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".partial")
     save_file(tensors, str(tmp), metadata=metadata)
     tmp.replace(path)
 
 
-def load_checkpoint(path: str | Path) -> Checkpoint:
+def load_checkpoint(path: str | Path, layout: str | None = None) -> Checkpoint:
     path = Path(path)
+    layout = layout or layout_hash()
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such checkpoint")
     try:
@@ -57,10 +66,10 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         raise ValueError(f"{path}: not a readable safetensors checkpoint ({error})") from None
     if metadata.get("format") != FORMAT:
         raise ValueError(f"{path}: not a canis checkpoint (format {metadata.get('format')!r})")
-    if metadata.get("layout_hash") != layout_hash():
+    if metadata.get("layout_hash") != layout:
         raise ValueError(
             f"{path}: trained for feature layout {metadata.get('layout_hash')}, but this runtime "
-            f"uses {layout_hash()}; retrain on a dataset built with this version"
+            f"uses {layout}; retrain on a dataset built with this version"
         )
     return Checkpoint(tensors, json.loads(metadata["config"]))
 
