@@ -1,0 +1,202 @@
+"""`canis export-rtn`: a transition-network checkpoint -> two ONNX graphs for the runtime:
+`<name>_step.onnx` (one generation step, the LSTM state as explicit inputs and outputs) and
+`<name>_init.onnx` (the learned hidden-state initialiser). The check runs whole transitions
+through ONNX Runtime (runtime/transition.py, the code the game uses) and through PyTorch and
+fails when any generated frame differs by MAX_ROLLOUT_ERROR or more: errors compound over a
+recurrent rollout, so a one-step check would not be enough.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from canis import __version__
+from export.onnx_export import LICENCE, OPSET
+from runtime.features import FPS
+from runtime.skeleton import DOG_JOINT_NAMES
+from runtime.transition import INIT_INPUTS, INIT_OUTPUTS, STEP_INPUTS, STEP_OUTPUTS, TransitionModel
+from runtime.transition_frames import (
+    CONTEXT_FRAMES,
+    FRAME_SIZE,
+    contract_description,
+    transition_layout_hash,
+)
+from training.checkpoint import load_checkpoint, restore_model
+from training.rtn import LSTM_UNITS, Rtn, empty_rtn, parameter_bytes, rollout
+
+MAX_ROLLOUT_ERROR = 1e-3
+PARITY_LENGTHS = (5, 30, 60)
+
+
+class StepGraph(nn.Module):
+    def __init__(self, model: Rtn):
+        super().__init__()
+        self.model = model
+
+    def forward(self, frame, placement, target, frames_to_arrival, h, c):
+        return self.model.step(frame, placement, target, frames_to_arrival, h, c)
+
+
+class InitGraph(nn.Module):
+    def __init__(self, model: Rtn):
+        super().__init__()
+        self.model = model
+
+    def forward(self, first_frame):
+        return self.model.initial_state(first_frame)
+
+
+def metadata(kind: str, config: dict, model: Rtn) -> dict[str, str]:
+    train = config["train"]["config"]
+    return {
+        "canis.kind": kind,
+        "canis.transition_layout_hash": transition_layout_hash(),
+        "canis.transition_contract": json.dumps(contract_description()),
+        "canis.fps": str(FPS),
+        "canis.joint_names": json.dumps(list(DOG_JOINT_NAMES)),
+        "canis.parameter_bytes": str(parameter_bytes(model)),
+        "canis.licence": LICENCE,
+        "canis.training_schedule": json.dumps(train | {"steps_completed": config["step"]}),
+        "canis.training_result": json.dumps(
+            {"last": config["last"], "best_validation_loss": config["best_validation_loss"]}
+        ),
+        "canis.exported": datetime.now(UTC).isoformat(timespec="seconds"),
+        "canis.version": __version__,
+    }
+
+
+def _export_graph(module, example, path, inputs, outputs, meta) -> None:
+    import onnx
+
+    torch.onnx.export(
+        module.eval(),
+        example,
+        str(path),
+        input_names=inputs,
+        output_names=outputs,
+        dynamic_axes={name: {0: "batch"} for name in inputs + outputs},
+        opset_version=OPSET,
+        dynamo=False,
+    )
+    graph = onnx.load(str(path))
+    for key, value in meta.items():
+        entry = graph.metadata_props.add()
+        entry.key, entry.value = key, value
+    graph.doc_string = f"canis {meta['canis.kind']}; see canis.* metadata"
+    onnx.checker.check_model(graph)
+    onnx.save(graph, str(path))
+
+
+def parity_windows(model: Rtn, dataset_path: Path | None, rows=8, seed=0):
+    """(context, context placements, target) sets: real held-out windows when a transition
+    dataset is given, and random frames around the training statistics."""
+    rng = np.random.default_rng(seed)
+    mean, std = model.frame_mean.numpy(), model.frame_std.numpy()
+    sets = {}
+    for length in PARITY_LENGTHS:
+        context = mean + std * rng.normal(size=(rows, CONTEXT_FRAMES, FRAME_SIZE))
+        yaw = rng.uniform(-np.pi, np.pi, size=(rows, CONTEXT_FRAMES))
+        placements = np.concatenate(
+            [
+                rng.normal(size=(rows, CONTEXT_FRAMES, 2)),
+                np.sin(yaw)[..., None],
+                np.cos(yaw)[..., None],
+            ],
+            axis=-1,
+        )
+        target = mean + std * rng.normal(size=(rows, FRAME_SIZE))
+        sets[f"random_{length}"] = (length, context, placements, target)
+    if dataset_path is not None:
+        from training.train_rtn import windows
+        from training.transition_data import load
+
+        data = load(dataset_path)
+        for length in PARITY_LENGTHS:
+            starts = rng.choice(data.window_starts(data.clips(validation=True), length), rows)
+            context, placements, target, _ = windows(data, starts, length)
+            sets[f"real_{length}"] = (length, context.numpy(), placements.numpy(), target.numpy())
+    return sets
+
+
+def export_rtn(checkpoint_path: Path, out_step: Path, dataset_path: Path | None = None) -> dict:
+    """Writes <out_step> and its _init sibling; returns the parity report."""
+    checkpoint = load_checkpoint(checkpoint_path, layout=transition_layout_hash())
+    if checkpoint.config.get("kind") != "rtn":
+        raise ValueError(
+            f"{checkpoint_path}: a {checkpoint.config.get('kind')} checkpoint, not rtn"
+        )
+    model = empty_rtn()
+    restore_model(checkpoint, model, checkpoint_path)
+    model.eval()
+    if "_step" not in out_step.name:
+        raise ValueError(f"{out_step}: name the step graph <name>_step.onnx")
+    out_init = out_step.with_name(out_step.name.replace("_step", "_init"))
+    out_step.parent.mkdir(parents=True, exist_ok=True)
+    partial = {p: p.with_name(p.name + ".partial.onnx") for p in (out_step, out_init)}
+    n = 2
+    step_example = (
+        torch.zeros(n, FRAME_SIZE),
+        torch.tensor([[0.0, 0.0, 0.0, 1.0]] * n),
+        torch.zeros(n, FRAME_SIZE),
+        torch.ones(n, 1),
+        torch.zeros(n, LSTM_UNITS),
+        torch.zeros(n, LSTM_UNITS),
+    )
+    config = checkpoint.config
+    _export_graph(
+        StepGraph(model),
+        step_example,
+        partial[out_step],
+        STEP_INPUTS,
+        STEP_OUTPUTS,
+        metadata("rtn_step", config, model),
+    )
+    _export_graph(
+        InitGraph(model),
+        (torch.zeros(n, FRAME_SIZE),),
+        partial[out_init],
+        INIT_INPUTS,
+        INIT_OUTPUTS,
+        metadata("rtn_init", config, model),
+    )
+    # The partial names keep the _step/_init pairing, so the runtime finds the init graph.
+    report = rollout_parity(model, partial[out_step], dataset_path)
+    for path, tmp in partial.items():
+        tmp.replace(path)
+    return {
+        "rollout_max_abs_error": report,
+        "parameter_bytes": parameter_bytes(model),
+        "bytes": {p.name: p.stat().st_size for p in (out_step, out_init)},
+    }
+
+
+def rollout_parity(model: Rtn, step_path: Path, dataset_path: Path | None) -> dict[str, float]:
+    """Max abs difference between PyTorch and ONNX Runtime over whole transitions."""
+    runtime_model = TransitionModel(step_path)
+    report = {}
+    for name, (length, context, placements, target) in parity_windows(model, dataset_path).items():
+        with torch.no_grad():
+            expected = rollout(
+                model,
+                torch.as_tensor(context, dtype=torch.float32),
+                torch.as_tensor(placements, dtype=torch.float32),
+                torch.as_tensor(target, dtype=torch.float32),
+                length,
+            )
+        got = runtime_model.generate(context, placements, target, length)
+        error = max(float(np.abs(g - e.numpy()).max()) for g, e in zip(got, expected, strict=True))
+        report[name] = error
+        if not error < MAX_ROLLOUT_ERROR:
+            for path in (step_path, runtime_model.init_path):
+                path.unlink(missing_ok=True)
+            raise ValueError(
+                f"RTN export parity failed on {name}: over a {length}-frame rollout ONNX "
+                f"Runtime differs from PyTorch by {error:.2e} (limit {MAX_ROLLOUT_ERROR:.0e})"
+            )
+    return report

@@ -1,0 +1,220 @@
+"""The Recurrent Transition Network (Harvey & Pal 2018) with the time-to-arrival embedding of
+Robust Motion In-betweening (Harvey et al. 2020), in PyTorch.
+
+One `step` reads a frame (raw units, runtime/transition_frames.py), where the root stands
+relative to the target, the target frame, the frames left to the target, and the LSTM state;
+it returns the next frame, the next placement and the new state. Standardisation, the offsets
+to the target, the time-to-arrival embedding and the root integration are all inside `step`,
+so the exported ONNX graph is the whole per-frame computation and the runtime only loops it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from runtime.features import FPS
+from runtime.transition_frames import (
+    CONTEXT_FRAMES,
+    FORWARDS,
+    FRAME_SIZE,
+    JOINT_COUNT,
+    PLACEMENT_SIZE,
+    POSITIONS,
+    ROTATED_COUNT,
+    TTA_BASIS,
+    TTA_CLAMP_FRAMES,
+    UPS,
+)
+
+FRAME_ENCODER = (512, 512)
+FUTURE_ENCODER = (128, 128)  # the target encoder and the offset encoder each
+LSTM_UNITS = 512
+DECODER = (256, 128)
+INITIALISER_HIDDEN = 256
+LEAKY_SLOPE = 0.01
+OFFSET_SIZE = PLACEMENT_SIZE + FRAME_SIZE - 3  # placement + every pose part of the frame
+
+
+def mlp(sizes: list[int], last_activation: bool) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=False)):
+        layers.append(nn.Linear(a, b))
+        if last_activation or i < len(sizes) - 2:
+            layers.append(nn.LeakyReLU(LEAKY_SLOPE))
+    return nn.Sequential(*layers)
+
+
+def tta_embedding(frames_to_arrival: torch.Tensor, width: int) -> torch.Tensor:
+    """RMI's time-to-arrival embedding (N, width) of (N, 1) frame counts: sin on even and cos
+    on odd dimensions of tta / basis^(2i/width), with tta clamped at TTA_CLAMP_FRAMES."""
+    tta = torch.clamp(frames_to_arrival, max=float(TTA_CLAMP_FRAMES))
+    exponents = torch.arange(0, width, 2, dtype=tta.dtype, device=tta.device) / width
+    angles = tta / torch.pow(TTA_BASIS, exponents)
+    return torch.stack([torch.sin(angles), torch.cos(angles)], dim=-1).reshape(-1, width)
+
+
+def rotate_xz(x: torch.Tensor, z: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor):
+    """runtime.root.rotate_xz for torch tensors: turns (x, z) by the yaw whose sine/cosine
+    are given (broadcasting)."""
+    return cos * x + sin * z, cos * z - sin * x
+
+
+def to_target_frame(frames: torch.Tensor, placements: torch.Tensor):
+    """Joint positions (N, J, 3), forwards and ups (N, R, 3) of frames seen from the target's
+    root, given the placements (N, 4) of their roots."""
+    n = frames.shape[0]
+    sin, cos = placements[:, 2:3], placements[:, 3:4]
+
+    def turn(vectors, translate: bool):
+        x, z = rotate_xz(vectors[..., 0], vectors[..., 2], sin, cos)
+        if translate:
+            x, z = x + placements[:, 0:1], z + placements[:, 1:2]
+        return torch.stack([x, vectors[..., 1], z], dim=-1)
+
+    positions = turn(frames[:, POSITIONS].reshape(n, JOINT_COUNT, 3), True)
+    forwards = turn(frames[:, FORWARDS].reshape(n, ROTATED_COUNT, 3), False)
+    ups = turn(frames[:, UPS].reshape(n, ROTATED_COUNT, 3), False)
+    return positions, forwards, ups
+
+
+def offsets_to_target(frames, placements, targets) -> torch.Tensor:
+    """(N, OFFSET_SIZE): the target's pose minus the current pose, both in the target's root
+    frame (the paper's global offsets), after the current root's placement."""
+    n = frames.shape[0]
+    current = to_target_frame(frames, placements)
+    wanted = (
+        targets[:, POSITIONS].reshape(n, JOINT_COUNT, 3),
+        targets[:, FORWARDS].reshape(n, ROTATED_COUNT, 3),
+        targets[:, UPS].reshape(n, ROTATED_COUNT, 3),
+    )
+    parts = [placements] + [(w - c).reshape(n, -1) for w, c in zip(wanted, current, strict=True)]
+    return torch.cat(parts, dim=1)
+
+
+def advance_placement(placements: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+    """The placement after moving by the root velocity of `frames` (in the current root's
+    frame) for one frame time; sine and cosine are renormalised so they never drift."""
+    dt = 1.0 / FPS
+    sin, cos = placements[:, 2:3], placements[:, 3:4]
+    dx, dz = rotate_xz(frames[:, 0:1] * dt, frames[:, 1:2] * dt, sin, cos)
+    turn = frames[:, 2:3] * dt
+    new_sin = sin * torch.cos(turn) + cos * torch.sin(turn)
+    new_cos = cos * torch.cos(turn) - sin * torch.sin(turn)
+    norm = torch.sqrt(new_sin * new_sin + new_cos * new_cos)
+    return torch.cat(
+        [placements[:, 0:1] + dx, placements[:, 1:2] + dz, new_sin / norm, new_cos / norm], 1
+    )
+
+
+class LstmCell(nn.Module):
+    """One LSTM step, written out (the same gates as torch.nn.LSTMCell) so the exported step
+    is plain MatMul/Sigmoid/Tanh with the state as ordinary inputs and outputs."""
+
+    def __init__(self, inputs: int, units: int):
+        super().__init__()
+        self.input_gates = nn.Linear(inputs, 4 * units)
+        self.hidden_gates = nn.Linear(units, 4 * units, bias=False)
+        bound = 1.0 / math.sqrt(units)
+        for weight in (self.input_gates.weight, self.hidden_gates.weight):
+            nn.init.uniform_(weight, -bound, bound)
+
+    def forward(self, x, h, c):
+        i, f, g, o = (self.input_gates(x) + self.hidden_gates(h)).chunk(4, dim=1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+
+class Rtn(nn.Module):
+    kind = "rtn"
+
+    def __init__(self, frame_mean, frame_std, offset_mean, offset_std):
+        super().__init__()
+        self.register_buffer("frame_mean", torch.as_tensor(frame_mean, dtype=torch.float32))
+        self.register_buffer("frame_std", torch.as_tensor(frame_std, dtype=torch.float32))
+        self.register_buffer("offset_mean", torch.as_tensor(offset_mean, dtype=torch.float32))
+        self.register_buffer("offset_std", torch.as_tensor(offset_std, dtype=torch.float32))
+        self.frame_encoder = mlp([FRAME_SIZE, *FRAME_ENCODER], last_activation=True)
+        self.target_encoder = mlp([FRAME_SIZE, *FUTURE_ENCODER], last_activation=True)
+        self.offset_encoder = mlp([OFFSET_SIZE, *FUTURE_ENCODER], last_activation=True)
+        self.lstm = LstmCell(FRAME_ENCODER[-1] + 2 * FUTURE_ENCODER[-1], LSTM_UNITS)
+        self.decoder = mlp([LSTM_UNITS, *DECODER, FRAME_SIZE], last_activation=False)
+        self.initialiser = mlp([FRAME_SIZE, INITIALISER_HIDDEN, 2 * LSTM_UNITS], False)
+
+    def standardise(self, frames: torch.Tensor) -> torch.Tensor:
+        return (frames - self.frame_mean) / self.frame_std
+
+    def initial_state(self, first_frames: torch.Tensor):
+        """The learned hidden-state initialiser: (h, c) from the first context frame."""
+        h, c = self.initialiser(self.standardise(first_frames)).chunk(2, dim=1)
+        return h, c
+
+    def step(self, frames, placements, targets, frames_to_arrival, h, c):
+        offsets = (offsets_to_target(frames, placements, targets) - self.offset_mean) / (
+            self.offset_std
+        )
+        standard = self.standardise(frames)
+        encoded = [
+            self.frame_encoder(standard) + tta_embedding(frames_to_arrival, FRAME_ENCODER[-1]),
+            self.target_encoder(self.standardise(targets))
+            + tta_embedding(frames_to_arrival, FUTURE_ENCODER[-1]),
+            self.offset_encoder(offsets) + tta_embedding(frames_to_arrival, FUTURE_ENCODER[-1]),
+        ]
+        h, c = self.lstm(torch.cat(encoded, dim=1), h, c)
+        next_frames = (standard + self.decoder(h)) * self.frame_std + self.frame_mean
+        return next_frames, advance_placement(placements, next_frames), h, c
+
+
+def empty_rtn() -> Rtn:
+    """An RTN with placeholder statistics, to load a checkpoint into."""
+    return Rtn(
+        torch.zeros(FRAME_SIZE),
+        torch.ones(FRAME_SIZE),
+        torch.zeros(OFFSET_SIZE),
+        torch.ones(OFFSET_SIZE),
+    )
+
+
+def parameter_bytes(model: nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def rollout(
+    model: Rtn,
+    context: torch.Tensor,
+    context_placements: torch.Tensor,
+    target: torch.Tensor,
+    transition_frames: int,
+    truth: tuple[torch.Tensor, torch.Tensor] | None = None,
+    teacher_probability: float = 0.0,
+    generator: torch.Generator | None = None,
+):
+    """Generates transition_frames frames and the predicted target frame after the context
+    (B, CONTEXT_FRAMES, D) / (B, CONTEXT_FRAMES, 4): (B, P + 1, D) frames and placements.
+
+    With `truth` (frames, placements of the P + 1 frames) each sample's next input is the
+    true frame with `teacher_probability` (the RTN's fixed teacher forcing), else its own."""
+    h, c = model.initial_state(context[:, 0])
+    arrival = float(CONTEXT_FRAMES + transition_frames)  # target index in the window
+    ones = context.new_ones(context.shape[0], 1)
+    for i in range(CONTEXT_FRAMES - 1):
+        _, _, h, c = model.step(
+            context[:, i], context_placements[:, i], target, ones * (arrival - i), h, c
+        )
+    frame, placement = context[:, -1], context_placements[:, -1]
+    frames, placements = [], []
+    for k in range(transition_frames + 1):
+        tta = ones * (arrival - (CONTEXT_FRAMES - 1) - k)
+        frame, placement, h, c = model.step(frame, placement, target, tta, h, c)
+        frames.append(frame)
+        placements.append(placement)
+        if truth is not None and teacher_probability > 0 and k < transition_frames:
+            forced = (
+                torch.rand(ones.shape, generator=generator, device=ones.device)
+                < teacher_probability
+            )
+            frame = torch.where(forced, truth[0][:, k], frame)
+            placement = torch.where(forced, truth[1][:, k], placement)
+    return torch.stack(frames, dim=1), torch.stack(placements, dim=1)

@@ -1,0 +1,273 @@
+"""`canis train-rtn`: trains the transition network on windows cut from the dog's frames.
+
+A window is CONTEXT_FRAMES past frames, a transition of P frames and the target frame; P is
+drawn per batch between MIN_ and MAX_TRANSITION_FRAMES, so one model serves every length (the
+time-to-arrival embedding tells it how far the target is). Each step generates the P frames
+and the target with fixed teacher forcing (the RTN paper's p = 0.2) and AMSGrad.
+
+Loss (all on what the step returns): MSE of standardised frames, of the root placement
+(x, z per PLACEMENT_SCALE_M and sin/cos of the yaw), and POSITION_WEIGHT x MSE of the joints
+in the target's frame per POSITION_SCALE_M (RMI's global-position term: an error at the root
+moves every joint).
+
+Resume is exact: each step's windows and teacher-forcing draws come from generators seeded by
+(seed, step), and the learning rate is a function of the step.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import platform
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from runtime.transition_frames import (
+    CONTEXT_FRAMES,
+    MAX_TRANSITION_FRAMES,
+    MIN_TRANSITION_FRAMES,
+    placement,
+    transition_layout_hash,
+)
+from training.checkpoint import load_checkpoint, restore_model, restore_optimizer, save_checkpoint
+from training.rtn import Rtn, empty_rtn, offsets_to_target, rollout, to_target_frame
+from training.transition_data import TransitionData
+from training.transition_data import load as load_transitions
+
+PLACEMENT_SCALE_M = 0.5
+POSITION_SCALE_M = 0.2
+POSITION_WEIGHT = 0.5
+VALIDATION_LENGTHS = (5, 15, 30, 45)
+VALIDATION_WINDOWS = 64  # per length
+LAST, BEST = "last.safetensors", "best.safetensors"
+
+
+@dataclass
+class RtnTrainConfig:
+    steps: int = 6000
+    batch_size: int = 64
+    lr: float = 5e-4
+    final_lr_fraction: float = 0.1  # cosine decay to this fraction of lr at the last step
+    teacher_probability: float = 0.2
+    seed: int = 0
+    eval_every: int = 250
+    dataset: str = "data/dog_transitions.npz"
+
+    def identity(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if k not in ("dataset", "eval_every")}
+
+
+def learning_rate(config: RtnTrainConfig, step: int) -> float:
+    progress = min(step / max(config.steps, 1), 1.0)
+    floor = config.final_lr_fraction
+    return config.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def windows(data: TransitionData, starts: np.ndarray, transition_frames: int):
+    """Tensors of the windows beginning at rows `starts`: context frames and placements
+    (B, C, D) / (B, C, 4), the target frame (B, D) and the truth of the P frames and the
+    target (frames (B, P + 1, D), placements (B, P + 1, 4)), placed relative to the target."""
+    length = CONTEXT_FRAMES + transition_frames + 1
+    rows = starts[:, None] + np.arange(length)[None, :]
+    target_rows = rows[:, -1]
+    b = len(starts)
+    placements = placement(
+        data["root_xz_m"][rows].reshape(-1, 2).astype(np.float64),
+        data["root_yaw_rad"][rows].reshape(-1).astype(np.float64),
+        np.repeat(data["root_xz_m"][target_rows], length, axis=0),
+        np.repeat(data["root_yaw_rad"][target_rows], length, axis=0),
+    ).reshape(b, length, 4)
+    frames = torch.as_tensor(data["frames"][rows])
+    placements = torch.as_tensor(placements, dtype=torch.float32)
+    return (
+        frames[:, :CONTEXT_FRAMES],
+        placements[:, :CONTEXT_FRAMES],
+        frames[:, -1],
+        (frames[:, CONTEXT_FRAMES:], placements[:, CONTEXT_FRAMES:]),
+    )
+
+
+def offset_statistics(data: TransitionData, seed: int, count: int = 2048):
+    """Mean and standard deviation of the offsets to the target over true transitions."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    clips = data.clips(validation=False)
+    for length in (MIN_TRANSITION_FRAMES, 15, 30, MAX_TRANSITION_FRAMES):
+        starts = rng.choice(data.window_starts(clips, length), size=count // 4)
+        _, _, target, (frames, placements) = windows(data, starts, length)
+        b, p = frames.shape[:2]
+        targets = target[:, None].expand(b, p, -1).reshape(b * p, -1)
+        parts.append(
+            offsets_to_target(frames.reshape(b * p, -1), placements.reshape(b * p, -1), targets)
+        )
+    offsets = torch.cat(parts).double()
+    std = offsets.std(0)
+    std[std < 1e-4] = 1.0
+    return offsets.mean(0).float(), std.float()
+
+
+def losses(model: Rtn, predicted, truth) -> dict[str, torch.Tensor]:
+    frames, placements = predicted
+    true_frames, true_placements = truth
+    frame_error = (frames - true_frames) / model.frame_std
+    placement_error = placements - true_placements
+    positions = to_target_frame(frames.flatten(0, 1), placements.flatten(0, 1))[0]
+    true_positions = to_target_frame(true_frames.flatten(0, 1), true_placements.flatten(0, 1))[0]
+    terms = {
+        "frame": frame_error.pow(2).mean(),
+        "placement": (placement_error[..., :2] / PLACEMENT_SCALE_M).pow(2).mean()
+        + placement_error[..., 2:].pow(2).mean(),
+        "position": POSITION_WEIGHT
+        * ((positions - true_positions) / POSITION_SCALE_M).pow(2).mean(),
+    }
+    terms["total"] = terms["frame"] + terms["placement"] + terms["position"]
+    return terms
+
+
+def validation_windows(data: TransitionData, seed: int) -> dict[int, np.ndarray]:
+    rng = np.random.default_rng(seed + 7919)
+    clips = data.clips(validation=True)
+    picked = {}
+    for length in VALIDATION_LENGTHS:
+        starts = data.window_starts(clips, length)
+        if len(starts):
+            picked[length] = rng.choice(starts, size=min(VALIDATION_WINDOWS, len(starts)))
+    return picked
+
+
+@torch.no_grad()
+def validate(model: Rtn, data: TransitionData, picked: dict[int, np.ndarray]) -> dict:
+    """Free-running losses and mean joint error (cm, target frame, no target blend)."""
+    model.eval()
+    report = {}
+    for length, starts in picked.items():
+        context, context_placements, target, truth = windows(data, starts, length)
+        predicted = rollout(model, context, context_placements, target, length)
+        terms = losses(model, predicted, truth)
+        true_positions = to_target_frame(*(t.flatten(0, 1) for t in truth))[0]
+        positions = to_target_frame(*(t.flatten(0, 1) for t in predicted))[0]
+        error = positions - true_positions
+        report[length] = {
+            "loss": float(terms["total"]),
+            "joint_error_cm": float(error.norm(dim=-1).mean() * 100),
+        }
+    model.train()
+    return report
+
+
+def create_rtn(data: TransitionData, seed: int) -> Rtn:
+    offset_mean, offset_std = offset_statistics(data, seed)
+    torch.manual_seed(seed)
+    return Rtn(data["frame_mean"], data["frame_std"], offset_mean, offset_std)
+
+
+def train_rtn(
+    config: RtnTrainConfig,
+    run_dir: Path,
+    resume=False,
+    progress=True,
+    stop_after: int | None = None,
+):
+    """Trains into run_dir (last/best checkpoints, log.csv). `stop_after` ends the run after
+    that step as a kill would (after its checkpoint), for resuming later."""
+    from tqdm import tqdm
+
+    data = load_transitions(config.dataset)
+    run_dir = Path(run_dir)
+    layout = transition_layout_hash()
+    if resume:
+        checkpoint = load_checkpoint(run_dir / LAST, layout=layout)
+        saved = checkpoint.config
+        if saved["train"]["identity"] != config.identity():
+            raise ValueError(
+                f"{run_dir / LAST}: was trained with {saved['train']['identity']}, "
+                f"not {config.identity()}; resume with the same settings"
+            )
+        model = empty_rtn()
+        restore_model(checkpoint, model, run_dir / LAST)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, amsgrad=True)
+        restore_optimizer(checkpoint, model, optimizer)
+        first_step, best = saved["step"], saved["best_validation_loss"]
+    else:
+        model = create_rtn(data, config.seed)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, amsgrad=True)
+        first_step, best = 0, math.inf
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "log.csv").unlink(missing_ok=True)
+    picked = validation_windows(data, config.seed)
+    clips = data.clips(validation=False)
+    starts_by_length = {
+        p: data.window_starts(clips, p)
+        for p in range(MIN_TRANSITION_FRAMES, MAX_TRANSITION_FRAMES + 1)
+    }
+    model.train()
+    started, seconds_before = time.perf_counter(), 0.0
+    if resume:
+        seconds_before = float(checkpoint.config.get("train_seconds", 0.0))
+    bar = tqdm(range(first_step, config.steps), desc="rtn", unit="step", disable=not progress)
+    running = []
+    for step in bar:
+        rng = np.random.default_rng([config.seed, step])
+        length = int(rng.integers(MIN_TRANSITION_FRAMES, MAX_TRANSITION_FRAMES + 1))
+        starts = rng.choice(starts_by_length[length], size=config.batch_size)
+        context, context_placements, target, truth = windows(data, starts, length)
+        generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
+        predicted = rollout(
+            model,
+            context,
+            context_placements,
+            target,
+            length,
+            truth,
+            config.teacher_probability,
+            generator,
+        )
+        terms = losses(model, predicted, truth)
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(config, step)
+        optimizer.zero_grad(set_to_none=True)
+        terms["total"].backward()
+        optimizer.step()
+        running.append(float(terms["total"].detach()))
+        done = step + 1
+        if done % config.eval_every == 0 or done == config.steps:
+            report = validate(model, data, picked)
+            validation_loss = float(np.mean([r["loss"] for r in report.values()]))
+            row = {
+                "step": done,
+                "train_loss": float(np.mean(running)),
+                "validation_loss": validation_loss,
+                "lr": learning_rate(config, step),
+                "seconds": seconds_before + time.perf_counter() - started,
+            } | {f"joint_error_cm_{p}": r["joint_error_cm"] for p, r in report.items()}
+            running = []
+            log_path = run_dir / "log.csv"
+            new = not log_path.exists()
+            with open(log_path, "a", newline="") as file:
+                writer = csv.DictWriter(file, fieldnames=list(row))
+                if new:
+                    writer.writeheader()
+                writer.writerow(row)
+            best = min(best, validation_loss)
+            saved = {
+                "kind": "rtn",
+                "step": done,
+                "train": {"config": asdict(config), "identity": config.identity()},
+                "last": row,
+                "best_validation_loss": best,
+                "train_seconds": row["seconds"],
+                "dataset": data.metadata,
+                "machine": f"{platform.machine()} CPU, torch {torch.__version__}, "
+                f"{torch.get_num_threads()} threads",
+            }
+            if validation_loss <= best:
+                save_checkpoint(run_dir / BEST, model, optimizer, {}, saved, layout=layout)
+            save_checkpoint(run_dir / LAST, model, optimizer, {}, saved, layout=layout)
+            bar.set_postfix(val=f"{validation_loss:.3f}")
+        if stop_after is not None and done >= stop_after:
+            break
+    return model
