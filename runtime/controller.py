@@ -30,10 +30,16 @@ from runtime.features import (
 from runtime.ik import FullBodyIk, estimate_contacts
 from runtime.inference import MotionModel
 from runtime.kinematics import forward_kinematics, rotations_from_directions
-from runtime.poses import load_keyframes
+from runtime.poses import KEYFRAME_ACTIONS, Keyframe, keyframe_pose, load_keyframes
 from runtime.profiler import Profiler
-from runtime.root import from_root_xz, rotate_xz, to_root_xz, wrap_angle_rad, yaw_direction_xz
-from runtime.rotations import quat_to_forward_up
+from runtime.root import (
+    from_root_xz,
+    rotate_xz,
+    to_root_xz,
+    wrap_angle_rad,
+    yaw_direction_xz,
+    yaw_from_direction,
+)
 from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from runtime.terrain import Heightmap
 from runtime.trajectory import (
@@ -47,6 +53,14 @@ from runtime.trajectory import (
     extrapolate,
     smoothing_factor,
 )
+from runtime.transition import TransitionModel, target_blend
+from runtime.transition_frames import (
+    CONTEXT_FRAMES,
+    frame_vector,
+    placement,
+    placement_to_world,
+)
+from runtime.transition_player import ActiveTransition, apply_frame, stopping_point
 
 log = logging.getLogger("canis.runtime")
 DT_S = 1.0 / FPS
@@ -73,10 +87,13 @@ class Controller:
         terrain: Heightmap | None = None,
         profiler: Profiler | None = None,
         speed_tracking: bool = True,
+        transition_model: TransitionModel | None = None,
     ):
         """`terrain` None is flat ground at y = 0 (no IK needed); the profiler times each
-        stage of every step (its owner closes frames with profiler.end_frame())."""
+        stage of every step (its owner closes frames with profiler.end_frame());
+        `transition_model` enables transition_to."""
         self.model = model
+        self.transition_model = transition_model
         self.count = count
         self.tau = tau
         self.terrain = terrain
@@ -102,15 +119,9 @@ class Controller:
             np.zeros(n) if yaw_rad is None else np.array(yaw_rad, dtype=np.float64).reshape(n)
         )
         self.root_velocity_xz_mps = np.zeros((n, 2))
-        # The keyframe is already in its root frame.
-        positions, rotations = forward_kinematics(
-            self.skeleton, key.local_rotations[None], np.array([[0.0, key.hips_height_m, 0.0]])
-        )
-        forwards, ups = quat_to_forward_up(rotations.astype(np.float64))
-        tile = lambda a: np.repeat(a.astype(np.float64), n, axis=0)  # noqa: E731
-        self.pose = LocalPose(
-            tile(positions), tile(forwards), tile(ups), np.zeros((n, self.skeleton.joint_count, 3))
-        )
+        still = keyframe_pose(self.skeleton, key)  # already in its root frame
+        tile = lambda a: np.repeat(a, n, axis=0)  # noqa: E731
+        self.pose = LocalPose(*(tile(a) for a in vars(still).values()))
         idle = np.eye(len(ACTIONS))[ACTIONS.index("idle")]
         self.action_weights = np.repeat(idle[None], n, axis=0)
         self.commanded_velocity_mps = np.zeros((n, 2))
@@ -127,6 +138,10 @@ class Controller:
         self.predicted_future: GroundTrajectory | None = None
         self.desired_future: GroundTrajectory | None = None
         self.phase_rad = np.zeros(n)
+        # The last CONTEXT_FRAMES frames as the transition network reads them.
+        still = frame_vector(np.zeros((n, 2)), np.zeros(n), self.pose)
+        self.frame_history = np.repeat(still[:, None], CONTEXT_FRAMES, axis=1)
+        self.transitions: list[ActiveTransition] = []
         self.expert_weights = None
         self.non_finite_events = 0
         self.speed_gain = np.ones(n)
@@ -234,6 +249,9 @@ class Controller:
                 self.phase_rad = (self.phase_rad + outputs["phase_delta"][:, 0]) % (2 * np.pi)
             if kept is not None:
                 self._restore_rows(bad, kept)
+        if self.transitions:
+            with stage("transition"):
+                self._play_transitions()
         with stage("ik"):
             self._update_display_pose(DT_S)
         self.frame += 1
@@ -321,6 +339,10 @@ class Controller:
         )
         self.action_weights = self.commanded_actions.copy()
         self._push_history(speeds_mps[:, PAST_SAMPLES.size])
+        self.frame_history[:, :-1] = self.frame_history[:, 1:]
+        self.frame_history[:, -1] = frame_vector(
+            p.root_velocity_mps, p.root_yaw_velocity_radps, self.pose
+        )
 
     def _push_history(self, speed_now) -> None:
         h = self.history
@@ -333,6 +355,91 @@ class Controller:
         ):
             array[:, :-1] = array[:, 1:]
             array[:, -1] = value
+
+    def transition_to(
+        self,
+        target: str | Keyframe,
+        frames: int = 30,
+        characters=None,
+        at_xz_m=None,
+        yaw_rad=None,
+        action: str | None = None,
+    ) -> None:
+        """Hands `characters` (default all) to the transition network, which takes them from
+        their last CONTEXT_FRAMES frames to `target` (a keyframe name or a Keyframe, e.g. a
+        recorded pose) in `frames` frames, then back to the motion network holding `action`
+        (default: the keyframe's own). The target stands at `at_xz_m` (N, 2) facing `yaw_rad`,
+        by default where the character would stop if it slowed evenly over the transition."""
+        if self.transition_model is None:
+            raise RuntimeError("transition_to needs Controller(transition_model=...)")
+        keyframe = self.keyframes.get(target) if isinstance(target, str) else target
+        if keyframe is None:
+            raise ValueError(f"no keyframe {target!r}; the library has {', '.join(self.keyframes)}")
+        keyframe = keyframe.checked()
+        action = action or KEYFRAME_ACTIONS.get(keyframe.name, "idle")
+        if action not in ACTIONS:
+            raise ValueError(f"unknown action {action!r}; choose one of {', '.join(ACTIONS)}")
+        rows = np.arange(self.count) if characters is None else np.atleast_1d(characters)
+        n = len(rows)
+        with self.profiler.stage("transition"):
+            seconds = (frames + 1) / FPS
+            target_xz, target_yaw = stopping_point(self, rows, seconds)
+            if at_xz_m is not None:
+                target_xz = np.broadcast_to(np.asarray(at_xz_m, dtype=np.float64), (n, 2)).copy()
+            if yaw_rad is not None:
+                target_yaw = np.broadcast_to(np.asarray(yaw_rad, dtype=np.float64), (n,)).copy()
+            if not (np.all(np.isfinite(target_xz)) and np.all(np.isfinite(target_yaw))):
+                raise ValueError("the transition's target position or yaw is not finite")
+            target_frame = np.repeat(
+                frame_vector(np.zeros((1, 2)), np.zeros(1), keyframe_pose(self.skeleton, keyframe)),
+                n,
+                axis=0,
+            )
+            h = self.history
+            past_xz = h.positions_xz_m[rows, -CONTEXT_FRAMES:]
+            past_yaw = yaw_from_direction(h.directions_xz[rows, -CONTEXT_FRAMES:])
+            context_placements = placement(
+                past_xz.reshape(-1, 2),
+                past_yaw.reshape(-1),
+                np.repeat(target_xz, CONTEXT_FRAMES, axis=0),
+                np.repeat(target_yaw, CONTEXT_FRAMES, axis=0),
+            ).reshape(n, CONTEXT_FRAMES, 4)
+            generated, placements = self.transition_model.generate(
+                self.frame_history[rows], context_placements, target_frame, frames
+            )
+            generated, placements = target_blend(generated, placements, target_frame)
+            xz, yaw = placement_to_world(
+                placements.reshape(-1, 4).astype(np.float64),
+                np.repeat(target_xz, frames + 1, axis=0),
+                np.repeat(target_yaw, frames + 1, axis=0),
+            )
+            self.transitions = [t for t in self.transitions if not np.isin(t.rows, rows).any()]
+            self.transitions.append(
+                ActiveTransition(
+                    rows=rows,
+                    frames=np.concatenate([self.frame_history[rows, -1:], generated], axis=1),
+                    root_xz_m=np.concatenate(
+                        [self.root_xz_m[rows, None], xz.reshape(n, frames + 1, 2)], axis=1
+                    ),
+                    root_yaw_rad=np.concatenate(
+                        [self.root_yaw_rad[rows, None], yaw.reshape(n, frames + 1)], axis=1
+                    ),
+                    start_actions=self.action_weights[rows].copy(),
+                    target_action=ACTIONS.index(action),
+                )
+            )
+
+    def in_transition(self) -> np.ndarray:
+        """(N,) whether each character is being driven by the transition network."""
+        busy = np.zeros(self.count, dtype=bool)
+        for t in self.transitions:
+            busy[t.rows] = True
+        return busy
+
+    def _play_transitions(self) -> None:
+        for t in self.transitions:
+            apply_frame(self, t)
+        self.transitions = [t for t in self.transitions if t.shown < t.length]
 
     def _update_display_pose(self, dt_s: float) -> None:
         """The pose shown: predicted rotations through FK with fixed bone offsets at the

@@ -78,6 +78,40 @@ def cuda_device_present() -> bool:
     return not sys.platform.startswith("linux") or os.path.exists("/dev/nvidiactl")
 
 
+def open_session(path: Path, device: str = "auto", threads: int = 1):
+    """(session, 'cuda' or 'cpu') for an ONNX file: the CUDA provider when asked for or, with
+    'auto', when a GPU is present and it starts; otherwise, or if it fails, the CPU with a
+    warning. A file ONNX Runtime cannot load raises ModelError naming it."""
+    options = ort.SessionOptions()
+    # One character's frame is a few small matmuls: more threads mostly add sync cost;
+    # `canis bench` measures 1 vs 2.
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    wants_cuda = device == "cuda" or (device == "auto" and cuda_device_present())
+    try:
+        if wants_cuda:
+            # A missing CUDA library makes ORT print errors before it falls back; say it
+            # once, as one warning, instead.
+            ort.set_default_logger_severity(4)
+            try:
+                session = ort.InferenceSession(
+                    str(path),
+                    options,
+                    providers=["CUDAExecutionProvider", "CPUExecutionProvider"],
+                )
+                if "CUDAExecutionProvider" in session.get_providers():
+                    return session, "cuda"
+                log.warning("%s: CUDA provider did not start; running on CPU", path)
+            except Exception as error:  # a broken CUDA install must not stop the game
+                log.warning("%s: CUDA provider failed (%s); running on CPU", path, error)
+            finally:
+                ort.set_default_logger_severity(2)  # ORT's default: warnings and up
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        return session, "cpu"
+    except Exception as error:  # ORT raises its own types for bad files
+        raise ModelError(f"{path}: not a loadable ONNX model ({error})") from None
+
+
 class MotionModel:
     """One exported network. `run` takes x (N, 480) and, for PFNN, phase (N,)."""
 
@@ -85,44 +119,12 @@ class MotionModel:
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"{self.path}: no such model file")
-        options = ort.SessionOptions()
-        # One character's frame is a few small matmuls: more threads mostly add sync cost;
-        # `canis bench` measures 1 vs 2.
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        self.session, self.device = self._open(options, device)
+        self.session, self.device = open_session(self.path, device, threads)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
         self.metadata = self.session.get_modelmeta().custom_metadata_map
         self.kind = check_metadata(self.path, self.metadata, self.input_names, self.output_names)
         self.experts = int(self.metadata["canis.experts"]) if self.kind == "mann" else None
-
-    def _open(self, options, device: str):
-        wants_cuda = device == "cuda" or (device == "auto" and cuda_device_present())
-        try:
-            if wants_cuda:
-                # A missing CUDA library makes ORT print errors before it falls back; say it
-                # once, as one warning, instead.
-                ort.set_default_logger_severity(4)
-                try:
-                    session = ort.InferenceSession(
-                        str(self.path),
-                        options,
-                        providers=["CUDAExecutionProvider", "CPUExecutionProvider"],
-                    )
-                    if "CUDAExecutionProvider" in session.get_providers():
-                        return session, "cuda"
-                    log.warning("%s: CUDA provider did not start; running on CPU", self.path)
-                except Exception as error:  # a broken CUDA install must not stop the game
-                    log.warning("%s: CUDA provider failed (%s); running on CPU", self.path, error)
-                finally:
-                    ort.set_default_logger_severity(2)  # ORT's default: warnings and up
-            session = ort.InferenceSession(
-                str(self.path), options, providers=["CPUExecutionProvider"]
-            )
-            return session, "cpu"
-        except Exception as error:  # ORT raises its own types for bad files
-            raise ModelError(f"{self.path}: not a loadable ONNX model ({error})") from None
 
     def bind(self, batch: int) -> BoundBuffers:
         """Preallocated input and output buffers for `batch` characters, bound to the session

@@ -14,8 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
-from runtime.rotations import quat_normalize
-from runtime.skeleton import DOG_JOINT_NAMES
+from runtime.features import LocalPose
+from runtime.kinematics import forward_kinematics
+from runtime.rotations import quat_normalize, quat_to_forward_up
+from runtime.skeleton import DOG_JOINT_NAMES, Skeleton
+
+# Keyframe name -> the action it is chosen from (training/keyframes.py) and that holds it.
+KEYFRAME_ACTIONS = {"stand": "idle", "sit": "sit", "lie": "lie", "beg": "stand"}
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,32 @@ class Keyframe:
     local_rotations: np.ndarray  # (J, 4); the root's is relative to the root frame
     hips_height_m: float
     source: str  # clip and frame it was taken from
+
+    def checked(self) -> Keyframe:
+        """Itself, or ValueError naming what makes it unusable as a pose."""
+        rotations = np.asarray(self.local_rotations)
+        if rotations.shape != (len(DOG_JOINT_NAMES), 4):
+            raise ValueError(
+                f"keyframe {self.name!r}: rotations of shape {rotations.shape}, but the dog has "
+                f"{len(DOG_JOINT_NAMES)} joints (expected ({len(DOG_JOINT_NAMES)}, 4))"
+            )
+        if not np.all(np.isfinite(rotations)) or not np.isfinite(self.hips_height_m):
+            raise ValueError(f"keyframe {self.name!r}: holds non-finite values")
+        if np.any(np.linalg.norm(rotations, axis=1) < 1e-6):
+            raise ValueError(f"keyframe {self.name!r}: holds zero-length quaternions")
+        return self
+
+
+def keyframe_pose(skeleton: Skeleton, keyframe: Keyframe) -> LocalPose:
+    """The keyframe as a still root-frame pose (1, J, 3) arrays."""
+    positions, rotations = forward_kinematics(
+        skeleton,
+        quat_normalize(np.asarray(keyframe.local_rotations, dtype=np.float64))[None],
+        np.array([[0.0, keyframe.hips_height_m, 0.0]]),
+    )
+    forwards, ups = quat_to_forward_up(rotations.astype(np.float64))
+    zeros = np.zeros_like(forwards)
+    return LocalPose(positions.astype(np.float64), forwards, ups, zeros)
 
 
 def shipped_keyframes_path() -> Path:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-STAGES = ("input", "trajectory", "features", "inference", "decode", "ik", "render")
+# "transition" appears only in frames where the transition network generates or plays.
+STAGES = ("input", "trajectory", "features", "inference", "decode", "transition", "ik", "render")
 FRAME_BUDGET_MS = 2.0
 WINDOW_FRAMES = 600  # ten seconds at 60 Hz
 

@@ -8,13 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from runtime.features import ACTIONS
-from runtime.poses import Keyframe
+from runtime.poses import KEYFRAME_ACTIONS, Keyframe
 from runtime.rotations import quat_conjugate, quat_multiply
 from training.bvh import read_bvh
 from training.clips import process_clip
 
-# Keyframe name -> the action whose frames it is chosen from.
-KEYFRAME_ACTIONS = {"stand": "idle", "sit": "sit", "lie": "lie", "beg": "stand"}
 # Frames this close to a label change are skipped: the pose is still blending there.
 MARGIN_FRAMES = 30
 

@@ -1,0 +1,150 @@
+"""The transition network at runtime: two ONNX graphs exported by `canis export-rtn`, the
+hidden-state initialiser (`rtn_init.onnx`: first context frame -> h, c) and one generation
+step (`rtn_step.onnx`: frame, placement, target, frames to arrival, h, c -> next frame, next
+placement, h, c). `generate` loops the step over the context and the transition; `target_blend`
+is the RTN paper's post-process that makes the last frame the target exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from runtime.features import FPS
+from runtime.inference import ModelError, open_session
+from runtime.skeleton import DOG_JOINT_NAMES
+from runtime.transition_frames import (
+    CONTEXT_FRAMES,
+    FRAME_SIZE,
+    MAX_TRANSITION_FRAMES,
+    MIN_TRANSITION_FRAMES,
+    PLACEMENT_SIZE,
+    transition_layout_hash,
+)
+
+STEP_INPUTS = ["frame", "placement", "target", "frames_to_arrival", "h", "c"]
+STEP_OUTPUTS = ["next_frame", "next_placement", "next_h", "next_c"]
+INIT_INPUTS = ["first_frame"]
+INIT_OUTPUTS = ["h", "c"]
+ARRIVED = np.array([0.0, 0.0, 0.0, 1.0])  # the target's own placement
+
+
+def shipped_transition_model_path() -> Path:
+    return Path(__file__).resolve().parent.parent / "assets" / "models" / "rtn_step.onnx"
+
+
+def check_transition_metadata(path: Path, session, kind: str, inputs, outputs) -> dict:
+    meta = session.get_modelmeta().custom_metadata_map
+    if meta.get("canis.kind") != kind:
+        raise ModelError(
+            f"{path}: is a {meta.get('canis.kind', 'non-canis')!r} model, not {kind!r} "
+            "(export transition models with `canis export-rtn`)"
+        )
+    problems = []
+    if meta.get("canis.transition_layout_hash") != transition_layout_hash():
+        problems.append(
+            f"transition layout {meta.get('canis.transition_layout_hash')} differs from the "
+            f"runtime's {transition_layout_hash()}"
+        )
+    if meta.get("canis.fps") != str(FPS):
+        problems.append(f"frame rate {meta.get('canis.fps')} is not {FPS}")
+    if tuple(json.loads(meta.get("canis.joint_names", "[]"))) != DOG_JOINT_NAMES:
+        problems.append("joint names differ from the dog skeleton's")
+    names_in = [i.name for i in session.get_inputs()]
+    names_out = [o.name for o in session.get_outputs()]
+    if names_in != inputs:
+        problems.append(f"inputs {names_in} are not {inputs}")
+    if names_out != outputs:
+        problems.append(f"outputs {names_out} are not {outputs}")
+    if problems:
+        raise ModelError(f"{path}: does not match this runtime: " + "; ".join(problems))
+    return meta
+
+
+class TransitionModel:
+    """The exported RTN: `rtn_step.onnx` and, beside it, `rtn_init.onnx`."""
+
+    def __init__(self, step_path: str | Path | None = None, device: str = "cpu", threads=1):
+        self.step_path = Path(step_path) if step_path else shipped_transition_model_path()
+        self.init_path = self.step_path.with_name(self.step_path.name.replace("_step", "_init"))
+        for path in (self.step_path, self.init_path):
+            if not path.is_file():
+                raise FileNotFoundError(f"{path}: no such transition model file")
+        self.step_session, self.device = open_session(self.step_path, device, threads)
+        self.init_session, _ = open_session(self.init_path, device, threads)
+        self.metadata = check_transition_metadata(
+            self.step_path, self.step_session, "rtn_step", STEP_INPUTS, STEP_OUTPUTS
+        )
+        check_transition_metadata(
+            self.init_path, self.init_session, "rtn_init", INIT_INPUTS, INIT_OUTPUTS
+        )
+
+    def generate(
+        self,
+        context_frames: np.ndarray,
+        context_placements: np.ndarray,
+        target_frame: np.ndarray,
+        transition_frames: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Frames (N, P + 1, D) and placements (N, P + 1, 4) of a P-frame transition and the
+        predicted target, after context frames (N, C, D) / placements (N, C, 4) placed
+        relative to the target (N, D). Not yet blended: see target_blend."""
+        n = len(target_frame)
+        check_transition_request(
+            context_frames, context_placements, target_frame, transition_frames
+        )
+        f32 = lambda a: np.ascontiguousarray(a, dtype=np.float32)  # noqa: E731
+        h, c = self.init_session.run(INIT_OUTPUTS, {"first_frame": f32(context_frames[:, 0])})
+        target = f32(target_frame)
+        arrival = CONTEXT_FRAMES + transition_frames  # the target's index after the context
+
+        def step(frame, placement, index):
+            tta = np.full((n, 1), arrival - index, dtype=np.float32)
+            feeds = dict(
+                zip(STEP_INPUTS, (f32(frame), f32(placement), target, tta, h, c), strict=True)
+            )
+            return self.step_session.run(STEP_OUTPUTS, feeds)
+
+        for i in range(CONTEXT_FRAMES - 1):
+            _, _, h, c = step(context_frames[:, i], context_placements[:, i], i)
+        frame, placement = context_frames[:, -1], context_placements[:, -1]
+        frames = np.empty((n, transition_frames + 1, FRAME_SIZE), dtype=np.float32)
+        placements = np.empty((n, transition_frames + 1, PLACEMENT_SIZE), dtype=np.float32)
+        for k in range(transition_frames + 1):
+            frame, placement, h, c = step(frame, placement, CONTEXT_FRAMES - 1 + k)
+            frames[:, k], placements[:, k] = frame, placement
+        return frames, placements
+
+
+def check_transition_request(context_frames, context_placements, target_frame, frames) -> None:
+    n = len(target_frame)
+    if not MIN_TRANSITION_FRAMES <= frames <= MAX_TRANSITION_FRAMES:
+        raise ValueError(
+            f"a transition of {frames} frames: the transition network was trained on "
+            f"{MIN_TRANSITION_FRAMES} to {MAX_TRANSITION_FRAMES}"
+        )
+    for name, array, shape in (
+        ("context frames", context_frames, (n, CONTEXT_FRAMES, FRAME_SIZE)),
+        ("context placements", context_placements, (n, CONTEXT_FRAMES, PLACEMENT_SIZE)),
+        ("target frame", target_frame, (n, FRAME_SIZE)),
+    ):
+        if np.shape(array) != shape:
+            raise ValueError(f"{name} have shape {np.shape(array)}, not {shape}")
+        if not np.all(np.isfinite(array)):
+            raise ValueError(f"{name} hold non-finite values")
+
+
+def target_blend(frames, placements, target_frame) -> tuple[np.ndarray, np.ndarray]:
+    """The RTN's target blend: the error between the true target and the predicted one is
+    added to every generated frame with a weight rising linearly to 1 at the target, so the
+    last frame is the target and the correction is spread over the whole transition."""
+    count = frames.shape[1]
+    weights = (np.arange(1, count + 1) / count)[None, :, None]
+    frame_error = np.asarray(target_frame)[:, None, :] - frames[:, -1:, :]
+    placement_error = ARRIVED[None, None, :] - placements[:, -1:, :]
+    blended = placements + weights * placement_error
+    yaw = np.arctan2(blended[..., 2], blended[..., 3])  # sine/cosine back on the unit circle
+    blended[..., 2], blended[..., 3] = np.sin(yaw), np.cos(yaw)
+    return frames + weights * frame_error, blended
