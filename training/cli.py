@@ -44,6 +44,18 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     build.add_argument("--seed", type=int, default=0, help="seed of the validation hold-out")
     build.set_defaults(handler=run_dataset_build)
+    transitions = dataset_commands.add_parser(
+        "transitions", help="the transition network's frames of every clip, one .npz"
+    )
+    transitions.add_argument("--bvh", type=Path, help="folder of .bvh clips (default: the mocap)")
+    transitions.add_argument(
+        "--out",
+        type=Path,
+        default=Path("data/dog_transitions.npz"),
+        help="file to write (default: %(default)s)",
+    )
+    transitions.add_argument("--seed", type=int, default=0, help="seed of the validation hold-out")
+    transitions.set_defaults(handler=run_dataset_transitions)
 
     train = commands.add_parser("train", help="train MANN, PFNN or the vanilla network")
     train.add_argument("--model", choices=("mann", "pfnn", "vnn"), default="mann")
@@ -94,6 +106,61 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--card-note", default="", help="context for the card, e.g. what else ran during training"
     )
     export.set_defaults(handler=run_export)
+
+    train_rtn = commands.add_parser(
+        "train-rtn", help="train the recurrent transition network (RTN)"
+    )
+    train_rtn.add_argument("--dataset", type=Path, default=Path("data/dog_transitions.npz"))
+    train_rtn.add_argument("--out", type=Path, required=True, help="run folder")
+    train_rtn.add_argument("--steps", type=int, default=6000, help="optimiser steps")
+    train_rtn.add_argument("--batch-size", type=int, default=64)
+    train_rtn.add_argument("--lr", type=float, default=5e-4, help="AMSGrad learning rate")
+    train_rtn.add_argument(
+        "--teacher-forcing", type=float, default=0.2, help="probability of a true input frame"
+    )
+    train_rtn.add_argument("--seed", type=int, default=0)
+    train_rtn.add_argument("--resume", action="store_true", help="continue the run in --out")
+    train_rtn.set_defaults(handler=run_train_rtn)
+
+    export_rtn = commands.add_parser(
+        "export-rtn", help="export an RTN checkpoint to <name>_step.onnx and <name>_init.onnx"
+    )
+    export_rtn.add_argument("checkpoint", type=Path)
+    export_rtn.add_argument("--out", type=Path, required=True, help="the _step.onnx to write")
+    export_rtn.add_argument(
+        "--dataset", type=Path, help="transition data whose held-out windows join the check"
+    )
+    export_rtn.set_defaults(handler=run_export_rtn)
+
+    evaluate = commands.add_parser("evaluate", help="measure models against the mocap")
+    evaluate_commands = evaluate.add_subparsers(
+        dest="evaluate_command", metavar="WHAT", required=True
+    )
+    transitions_eval = evaluate_commands.add_parser(
+        "transitions", help="RTN vs interpolation and zero velocity: L2P, L2Q, NPSS"
+    )
+    transitions_eval.add_argument("--model", type=Path, help="an _step.onnx (default: shipped)")
+    transitions_eval.add_argument("--dataset", type=Path, default=Path("data/dog_transitions.npz"))
+    transitions_eval.add_argument("--json", type=Path, help="write the figures here")
+    transitions_eval.add_argument(
+        "--doc",
+        type=Path,
+        default=Path("docs/EVALUATION.md"),
+        help="evaluation document whose transitions section is rewritten (default: %(default)s)",
+    )
+    transitions_eval.add_argument(
+        "--stride", type=int, default=20, help="frames between window starts (default: 20)"
+    )
+    transitions_eval.set_defaults(handler=run_evaluate_transitions)
+
+    upsample = commands.add_parser(
+        "upsample", help="keep one frame per second of a clip and regenerate the rest (RTN)"
+    )
+    upsample.add_argument("clip", type=Path, help="a .bvh clip of the dog")
+    upsample.add_argument("--keep-every", type=int, default=60, help="frames between kept frames")
+    upsample.add_argument("--out", type=Path, required=True, help="the .bvh to write")
+    upsample.add_argument("--model", type=Path, help="an _step.onnx (default: shipped)")
+    upsample.set_defaults(handler=run_upsample)
 
     keyframes = commands.add_parser(
         "keyframes", help="pick the stand/sit/lie/beg keyframe poses out of the mocap"
@@ -243,4 +310,74 @@ def run_export(args) -> int:
             args.out, config, args.checkpoint, report, closed_loop, note=args.card_note
         )
         print(f"wrote {card}; closed loop {'passed' if closed_loop['passed'] else 'FAILED'}")
+    return 0
+
+
+def run_dataset_transitions(args) -> int:
+    from training import transition_data
+
+    folder = args.bvh or default_mocap_dir()
+    if folder is None:
+        raise FileNotFoundError(f"no --bvh folder given and no mocap folder found. {DOWNLOAD_HINT}")
+    arrays = transition_data.build(folder, seed=args.seed)
+    transition_data.save(arrays, args.out)
+    held_out = int(arrays["clip_validation"].sum())
+    print(
+        f"wrote {args.out}: {len(arrays['frames'])} frames of {len(arrays['clip_names'])} clips "
+        f"(mirrored included), {held_out} held out"
+    )
+    return 0
+
+
+def run_train_rtn(args) -> int:
+    from training.train_rtn import RtnTrainConfig, train_rtn
+
+    config = RtnTrainConfig(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        teacher_probability=args.teacher_forcing,
+        seed=args.seed,
+        dataset=str(args.dataset),
+    )
+    train_rtn(config, args.out, resume=args.resume)
+    print(f"done: {args.out} (last.safetensors, best.safetensors, log.csv)")
+    return 0
+
+
+def run_export_rtn(args) -> int:
+    from export.rtn_export import export_rtn
+
+    report = export_rtn(args.checkpoint, args.out, args.dataset)
+    errors = ", ".join(f"{k} {v:.1e}" for k, v in report["rollout_max_abs_error"].items())
+    sizes = ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in report["bytes"].items())
+    print(
+        f"wrote {sizes}; {report['parameter_bytes'] / 1e6:.2f} MB of parameters; rollout "
+        f"parity vs PyTorch, max abs error: {errors}"
+    )
+    return 0
+
+
+def run_evaluate_transitions(args) -> int:
+    from training.evaluate_transitions import evaluate, write
+
+    results = evaluate(args.model, args.dataset, stride=args.stride)
+    command = "./run canis evaluate transitions" + (f" --model {args.model}" if args.model else "")
+    write(results, args.json, args.doc, command)
+    for metric in ("l2p", "l2q", "npss"):
+        for method in ("rtn", "interp", "zerovel"):
+            values = " ".join(f"{n}:{v:.3f}" for n, v in results[method][metric].items())
+            print(f"{metric:4s} {method:8s} {values}")
+    print(f"wrote {', '.join(str(p) for p in (args.json, args.doc) if p)}")
+    return 0
+
+
+def run_upsample(args) -> int:
+    from training.upsample import upsample_clip
+
+    report = upsample_clip(args.model, args.clip, args.out, args.keep_every)
+    print(
+        f"wrote {args.out}: {report['regenerated']} of {report['frames']} frames regenerated; "
+        f"mean joint error {report['joint_error_cm']:.1f} cm against the clip"
+    )
     return 0
