@@ -3,6 +3,7 @@ headless from a script, rendered to PNG frames.
 
 Keys: WASD/arrows move (camera-relative), Shift canters, Q/E turn on the spot, 1 idle,
 2 sit, 3 stand (beg), 4 lie, Space jump; mouse drag or J/L/I/K orbit the camera, scroll zooms;
+X transition to the next keyframe (stand, sit, lie, beg) through the transition network,
 P pause, N single step, M slow motion, G toggle IK, R reset, T next terrain, F1 next model,
 F5 record the input as a script, F12 screenshot, H hide help.
 """
@@ -23,18 +24,22 @@ from runtime.features import ACTIONS, FPS
 from runtime.gaits import GAIT_WINDOW_FRAMES, GAITS, classify_gaits
 from runtime.inference import MotionModel
 from runtime.loop import FixedTimestep
+from runtime.poses import KEYFRAME_ACTIONS, load_keyframes
 from runtime.profiler import STAGES, Profiler
 from runtime.terrain import PROCEDURAL, load_terrain
+from runtime.transition import TransitionModel, shipped_transition_model_path
 
 CAPTURE_FPS = 30
 HUD_REFRESH_DRAWS = 10
 CAMERA_KEY_RATE_RADPS = 1.5
 HELP = (
-    "WASD/arrows move  Shift canter  Q/E turn  1 idle 2 sit 3 stand 4 lie Space jump\n"
+    "WASD/arrows move  Shift canter  Q/E turn  1 idle 2 sit 3 stand 4 lie Space jump  "
+    "X transition to next keyframe\n"
     "drag/JLIK camera  scroll zoom  P pause  N step  M slow  G IK  R reset  T terrain  "
     "F1 model  F5 record input  F12 screenshot  H help"
 )
 ACTION_KEYS = {"_1": "idle", "_2": "sit", "_3": "stand", "_4": "lie", "SPACE": "jump"}
+TRANSITION_FRAMES = 45
 
 
 class DemoApp:
@@ -46,7 +51,10 @@ class DemoApp:
         width: int = 1280,
         height: int = 720,
         gamepad: bool = True,
+        transition_model: Path | None = None,
     ):
+        """`transition_model`: an RTN _step.onnx for the X key (None: the shipped one when
+        it is there; without one, X says so on the HUD)."""
         import pyglet
 
         if headless:
@@ -58,6 +66,10 @@ class DemoApp:
 
         self.pyglet, self.key = pyglet, key
         self.models = {name: MotionModel(path) for name, path in models.items()}
+        self.transition_model = self._open_transition_model(transition_model)
+        self.keyframe_names = list(load_keyframes())
+        self.keyframe_index = -1
+        self.notice = ""
         self.model_names = list(self.models)
         self.model_index = 0
         self.terrains = list(PROCEDURAL) if terrain in PROCEDURAL else [terrain]
@@ -106,10 +118,36 @@ class DemoApp:
     # --- simulation -------------------------------------------------------------------
     def _new_controller(self) -> None:
         model = self.models[self.model_names[self.model_index]]
-        self.controller = Controller(model, terrain=self.heightmap, profiler=self.profiler)
+        self.controller = Controller(
+            model,
+            terrain=self.heightmap,
+            profiler=self.profiler,
+            transition_model=self.transition_model,
+        )
         self.scene.skeleton = self.controller.skeleton
         self.scene.set_terrain(self.heightmap)
         self.player = PlayerControl()
+
+    @staticmethod
+    def _open_transition_model(path: Path | None) -> TransitionModel | None:
+        if path is None and not shipped_transition_model_path().is_file():
+            return None
+        return TransitionModel(path)
+
+    def next_transition(self) -> None:
+        """X: the dog goes to the next keyframe through the transition network and then
+        holds it (the player's action becomes the keyframe's, until the dog is moved)."""
+        if self.transition_model is None:
+            self.notice = "no transition model (assets/models/rtn_step.onnx)"
+            return
+        self.keyframe_index = (self.keyframe_index + 1) % len(self.keyframe_names)
+        name = self.keyframe_names[self.keyframe_index]
+        if self.recorder is not None:
+            self.recorder.add_transition(name, TRANSITION_FRAMES)
+        self.controller.transition_to(name, TRANSITION_FRAMES, characters=[0])
+        self.player.action = KEYFRAME_ACTIONS[name]
+        self.player.facing_yaw_rad = float(self.controller.transitions[-1].root_yaw_rad[0, -1])
+        self.notice = f"transition to {name} ({TRANSITION_FRAMES} frames)"
 
     def input_frame(self) -> InputFrame:
         """The gamepad's input while one is attached, else the keyboard's."""
@@ -250,7 +288,8 @@ class DemoApp:
             f"action {action}  |  "
             f"IK {'on' if c.ik.enabled else 'off'}"
             + ("  |  PAUSED" if self.paused else "")
-            + ("  |  slow motion" if self.slow_motion else ""),
+            + ("  |  slow motion" if self.slow_motion else "")
+            + (f"  |  {self.notice}" if self.notice else ""),
             f"frame p50 {frame['p50_ms']:.2f} ms p99 {frame['p99_ms']:.2f} ms (budget 2 ms, "
             f"{self.profiler.overruns} over)  |  {stage_text}",
         ]
@@ -267,6 +306,8 @@ class DemoApp:
         name = k.symbol_string(symbol)
         if name in ACTION_KEYS:
             self.pending_action = ACTION_KEYS[name]
+        elif symbol == k.X:
+            self.next_transition()
         elif symbol == k.P:
             self.paused = not self.paused
         elif symbol == k.N:

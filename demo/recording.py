@@ -46,6 +46,10 @@ class InputRecorder:
             self._last = state
         self.frame += 1
 
+    def add_transition(self, to: str, frames: int) -> None:
+        """Records a transition asked for this frame (before the frame's control is added)."""
+        self.events.append({"t": self.frame / FPS, "transition": {"to": to, "frames": frames}})
+
     def save(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.events, indent=0) + "\n")

@@ -22,6 +22,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--json", type=Path, help="write the summary here")
     run.add_argument("--trace", type=Path, help="Chrome trace of every stage (for Perfetto)")
     run.add_argument("--record", type=Path, help="save the displayed poses as .npz")
+    run.add_argument(
+        "--transition-model",
+        type=Path,
+        help="an RTN _step.onnx for the script's transitions (default: the shipped one)",
+    )
     run.set_defaults(handler=run_headless)
 
     soak = commands.add_parser(
@@ -69,6 +74,7 @@ def run_headless(args) -> int:
         terrain=args.terrain,
         trace=args.trace,
         record=args.record,
+        transition_model_path=args.transition_model,
     )
     text = json.dumps(summary, indent=1)
     if args.json:

@@ -6,7 +6,10 @@ sets the fields it names and the others hold:
   {"t": 0.0, "move": [0, 1], "speed": 1.1, "turn": 0.0, "action": "move"}
 `move` is a direction relative to where the dog is asked to face ([x, z]: +z ahead, +x to its
 left; [0, 0] stands), `speed` in m/s, `turn` the turn rate of the asked facing in rad/s (left
-positive), `facing` an absolute yaw in radians, `action` one of the six actions.
+positive), `facing` an absolute yaw in radians, `action` one of the six actions, and
+`transition` hands the dog to the transition network: {"to": "sit", "frames": 45} goes to a
+keyframe of the library (stand, sit, lie, beg) in that many frames (5-60), after which the
+action is the keyframe's.
 Path: {"speed": 1.1, "waypoints": [[x, z], ...], "loop": false}, followed with tau = 0.5 as in
 the paper's path-following test.
 """
@@ -23,12 +26,15 @@ import numpy as np
 from runtime.controller import DT_S, Controller
 from runtime.features import ACTIONS
 from runtime.inference import MotionModel
+from runtime.poses import KEYFRAME_ACTIONS, load_keyframes
 from runtime.profiler import Profiler
 from runtime.root import rotate_xz, wrap_angle_rad, yaw_from_direction
 from runtime.terrain import load_terrain
 from runtime.trajectory import ControlState
+from runtime.transition import TransitionModel
+from runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
 
-EVENT_FIELDS = {"t", "move", "speed", "turn", "facing", "action"}
+EVENT_FIELDS = {"t", "move", "speed", "turn", "facing", "action", "transition"}
 PATH_TAU = 0.5
 PATH_LOOKAHEAD_M = 0.8
 SKATING_HEIGHT_CM = 2.5  # the MANN paper's H
@@ -85,8 +91,31 @@ def load_script(path: str | Path) -> list[dict]:
             raise ValueError(
                 f"{where} has unknown action {event['action']!r}; actions: {', '.join(ACTIONS)}"
             )
+        if "transition" in event:
+            _check_transition(event["transition"], where)
         checked.append(event)
     return checked
+
+
+def _check_transition(transition, where: str) -> None:
+    names = tuple(load_keyframes())
+    if not isinstance(transition, dict) or set(transition) != {"to", "frames"}:
+        raise ValueError(f'{where} \'transition\' must be {{"to": KEYFRAME, "frames": N}}')
+    if transition["to"] not in names:
+        raise ValueError(
+            f"{where} transitions to unknown keyframe {transition['to']!r}; "
+            f"keyframes: {', '.join(names)}"
+        )
+    frames = transition["frames"]
+    if not (isinstance(frames, int) and MIN_TRANSITION_FRAMES <= frames <= MAX_TRANSITION_FRAMES):
+        raise ValueError(
+            f"{where} transition 'frames' must be a whole number from {MIN_TRANSITION_FRAMES} "
+            f"to {MAX_TRANSITION_FRAMES}, got {frames!r}"
+        )
+
+
+def needs_transitions(events: list[dict]) -> bool:
+    return any("transition" in event for event in events)
 
 
 class ScriptDriver:
@@ -107,6 +136,12 @@ class ScriptDriver:
             if "facing" in event:
                 s.facing_rad = float(event["facing"])
             s.action = event.get("action", s.action)
+            if "transition" in event:
+                to = event["transition"]["to"]
+                controller.transition_to(to, event["transition"]["frames"])
+                s.action = KEYFRAME_ACTIONS[to]
+                s.move, s.speed_mps = np.zeros(2), 0.0
+                s.facing_rad = float(controller.transitions[-1].root_yaw_rad[0, -1])
         s.facing_rad = wrap_angle_rad(s.facing_rad + s.turn_radps * DT_S)
         norm = np.linalg.norm(s.move)
         local = s.move / norm if norm > 1e-9 else np.zeros(2)
@@ -200,15 +235,26 @@ def run(
     terrain: str = "flat",
     trace=None,
     record=None,
+    transition_model_path=None,
 ) -> dict:
+    """`transition_model_path` None: the shipped RTN, loaded only if the script has
+    transition events."""
     if (script is None) == (path is None):
         raise ValueError("give exactly one of a script or a path")
     model = MotionModel(model_path)
+    events = load_script(script) if script else None
+    transitions = None
+    if transition_model_path is not None or (events and needs_transitions(events)):
+        transitions = TransitionModel(transition_model_path)
     heightmap = load_terrain(terrain) if terrain != "flat" else None
     profiler = Profiler(keep_trace=trace is not None)
-    driver = ScriptDriver(load_script(script)) if script else PathDriver(load_path(path))
+    driver = ScriptDriver(events) if script else PathDriver(load_path(path))
     controller = Controller(
-        model, tau=PATH_TAU if path else 0.5, terrain=heightmap, profiler=profiler
+        model,
+        tau=PATH_TAU if path else 0.5,
+        terrain=heightmap,
+        profiler=profiler,
+        transition_model=transitions,
     )
     if path:  # start on the path, facing along it
         start, second = driver.points[0], driver.points[1]

@@ -1,0 +1,272 @@
+"""The transition network: model pieces, training/resume, export parity over rollouts, the
+runtime's transition_to, metrics, evaluation and temporal super-resolution (on the synthetic
+dogs; the shipped model's figures are in docs/EVALUATION.md)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from runtime.controller import Controller
+from runtime.features import ACTIONS
+from runtime.inference import ModelError, MotionModel
+from runtime.kinematics import forward_kinematics
+from runtime.poses import Keyframe
+from runtime.root import from_root_xz
+from runtime.trajectory import ControlState
+from runtime.transition import TransitionModel, target_blend
+from runtime.transition_frames import (
+    CONTEXT_FRAMES,
+    FRAME_SIZE,
+    TTA_CLAMP_FRAMES,
+    placement,
+    placement_to_world,
+    root_motion,
+)
+from training.rtn import LSTM_UNITS, Rtn, parameter_bytes, rollout, tta_embedding
+from training.train_rtn import LAST, RtnTrainConfig, train_rtn
+from training.transition_metrics import l2p, l2q, npss
+
+MANN = Path(__file__).resolve().parent.parent / "assets" / "models" / "mann8.onnx"
+
+
+def random_rtn(seed=0) -> Rtn:
+    torch.manual_seed(seed)
+    from training.rtn import OFFSET_SIZE
+
+    return Rtn(
+        torch.zeros(FRAME_SIZE),
+        torch.ones(FRAME_SIZE),
+        torch.zeros(OFFSET_SIZE),
+        torch.ones(OFFSET_SIZE),
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_transitions(tmp_path_factory) -> Path:
+    from synthetic_dog import standard_clips
+
+    from training import transition_data
+
+    folder = tmp_path_factory.mktemp("tiny_transitions")
+    standard_clips(folder / "clips")
+    path = folder / "transitions.npz"
+    transition_data.save(transition_data.build(folder / "clips", progress=False), path)
+    return path
+
+
+def tiny_config(path, steps=4) -> RtnTrainConfig:
+    return RtnTrainConfig(steps=steps, batch_size=4, eval_every=2, dataset=str(path))
+
+
+@pytest.fixture(scope="session")
+def tiny_rtn(tiny_transitions, tmp_path_factory) -> Path:
+    """A barely trained RTN exported to ONNX (the export checks rollout parity itself)."""
+    from export.rtn_export import export_rtn
+
+    run = tmp_path_factory.mktemp("tiny_rtn")
+    train_rtn(tiny_config(tiny_transitions), run, progress=False)
+    report = export_rtn(run / LAST, run / "rtn_step.onnx", tiny_transitions)
+    assert max(report["rollout_max_abs_error"].values()) < 1e-3
+    assert {"real_5", "real_60", "random_60"} <= set(report["rollout_max_abs_error"])
+    return run / "rtn_step.onnx"
+
+
+def test_time_to_arrival_embedding_is_clamped():
+    tta = torch.tensor([[3.0], [TTA_CLAMP_FRAMES], [TTA_CLAMP_FRAMES + 40.0], [4.0]])
+    z = tta_embedding(tta, 128)
+    assert z.shape == (4, 128)
+    assert torch.equal(z[1], z[2])  # beyond the clamp, every distance looks the same
+    assert not torch.allclose(z[0], z[3])
+    assert z[0, 0] == pytest.approx(np.sin(3.0)) and z[0, 1] == pytest.approx(np.cos(3.0))
+
+
+def test_hidden_state_initialiser_and_size():
+    model = random_rtn()
+    h, c = model.initial_state(torch.randn(3, FRAME_SIZE))
+    assert h.shape == (3, LSTM_UNITS) and c.shape == (3, LSTM_UNITS)
+    assert not torch.equal(h, c)  # two heads of one network, not one state twice
+    assert parameter_bytes(model) < 15e6
+
+
+def test_teacher_forcing_feeds_true_frames():
+    """With probability 1 every next input is the truth, so an output only depends on the
+    truth before it: changing a later true frame leaves the earlier outputs alone."""
+    model = random_rtn()
+    b, p = 2, 6
+    context = torch.randn(b, CONTEXT_FRAMES, FRAME_SIZE)
+    places = torch.tensor([0.0, -1.0, 0.0, 1.0]).expand(b, CONTEXT_FRAMES, 4).clone()
+    target = torch.randn(b, FRAME_SIZE)
+    truth = (torch.randn(b, p + 1, FRAME_SIZE), places[:, :1].expand(b, p + 1, 4).clone())
+    with torch.no_grad():
+        a, _ = rollout(model, context, places, target, p, truth, 1.0)
+        truth[0][:, 3] += 1.0
+        b_, _ = rollout(model, context, places, target, p, truth, 1.0)
+        free, _ = rollout(model, context, places, target, p)
+    assert torch.equal(a[:, :4], b_[:, :4]) and not torch.equal(a[:, 4], b_[:, 4])
+    assert not torch.equal(a[:, 1], free[:, 1])
+
+
+def test_placements_round_trip_and_root_motion(rng):
+    xz, yaw = rng.normal(size=(5, 2)), rng.uniform(-3, 3, 5)
+    target_xz, target_yaw = rng.normal(size=(5, 2)), rng.uniform(-3, 3, 5)
+    back_xz, back_yaw = placement_to_world(
+        placement(xz, yaw, target_xz, target_yaw), target_xz, target_yaw
+    )
+    np.testing.assert_allclose(back_xz, xz, atol=1e-12)
+    np.testing.assert_allclose(np.sin(back_yaw - yaw), 0, atol=1e-12)
+    # Walking forward (+z of the root) at 1.2 m/s while facing +x: local velocity (0, 1.2).
+    path = np.stack([np.arange(4) * 0.02, np.zeros(4)], axis=1)
+    velocity, yaw_rate = root_motion(path, np.full(4, np.pi / 2))
+    np.testing.assert_allclose(velocity, [[0, 1.2]] * 4, atol=1e-9)
+    np.testing.assert_allclose(yaw_rate, 0, atol=1e-12)
+
+
+def test_target_blend_ends_exactly_on_the_target(rng):
+    frames = rng.normal(size=(2, 8, FRAME_SIZE))
+    places = np.concatenate(
+        [rng.normal(size=(2, 8, 2)), np.zeros((2, 8, 1)), np.ones((2, 8, 1))], -1
+    )
+    target = rng.normal(size=(2, FRAME_SIZE))
+    blended, blended_places = target_blend(frames, places, target)
+    np.testing.assert_allclose(blended[:, -1], target, atol=1e-12)
+    np.testing.assert_allclose(blended_places[:, -1], [[0, 0, 0, 1]] * 2, atol=1e-12)
+    # The correction grows linearly: a quarter of it at a quarter of the way.
+    np.testing.assert_allclose(blended[:, 1] - frames[:, 1], (target - frames[:, -1]) * 2 / 8)
+
+
+def test_training_resumes_exactly(tiny_transitions, tmp_path):
+    straight = train_rtn(tiny_config(tiny_transitions), tmp_path / "a", progress=False)
+    train_rtn(tiny_config(tiny_transitions), tmp_path / "b", progress=False, stop_after=2)
+    resumed = train_rtn(tiny_config(tiny_transitions), tmp_path / "b", resume=True, progress=False)
+    for (name, a), b in zip(
+        straight.state_dict().items(), resumed.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b), name
+    with pytest.raises(ValueError, match="resume with the same settings"):
+        train_rtn(
+            tiny_config(tiny_transitions, steps=8), tmp_path / "b", resume=True, progress=False
+        )
+
+
+def controller(tiny_rtn, count=2) -> Controller:
+    return Controller(MotionModel(MANN), count=count, transition_model=TransitionModel(tiny_rtn))
+
+
+def test_transition_reaches_its_target_and_hands_back(tiny_rtn):
+    c = controller(tiny_rtn)
+    trot = ControlState(
+        np.array([[0.0, 1.5], [0.3, 0.8]]), np.zeros(2), np.full(2, ACTIONS.index("move"))
+    )
+    for _ in range(90):
+        c.step(trot)
+    frames = 20
+    c.transition_to("sit", frames, at_xz_m=c.root_xz_m + [0.2, 0.4], yaw_rad=[0.5, -1.0])
+    assert c.in_transition().all()
+    for _ in range(frames + 1):
+        c.step(trot)  # the command is ignored while the transition plays
+    assert not c.in_transition().any()
+    assert c.action_weights.argmax(axis=1).tolist() == [ACTIONS.index("sit")] * 2
+    key = c.keyframes["sit"]
+    local = np.repeat(key.local_rotations[None], 2, axis=0)
+    wanted, _ = forward_kinematics(c.skeleton, local, np.array([[0.0, key.hips_height_m, 0.0]] * 2))
+    wanted = wanted.astype(np.float64)
+    wanted[..., [0, 2]] = from_root_xz(wanted[..., [0, 2]], c.root_xz_m, c.root_yaw_rad)
+    np.testing.assert_allclose(c.root_xz_m, c.root_xz_m, atol=0)
+    positions, _ = c.display_pose()
+    assert np.linalg.norm(positions - wanted, axis=-1).max() < 0.01  # within 1 cm
+    np.testing.assert_allclose(c.root_yaw_rad, [0.5, -1.0], atol=1e-5)
+    sit = ControlState(np.zeros((2, 2)), c.root_yaw_rad.copy(), np.full(2, ACTIONS.index("sit")))
+    for _ in range(30):  # the motion network carries on from the transition's state
+        c.step(sit)
+        assert np.all(np.isfinite(c.display_pose()[0]))
+
+
+def test_only_the_asked_characters_transition(tiny_rtn):
+    c = controller(tiny_rtn, count=3)
+    c.transition_to("lie", 10, characters=[1])
+    assert c.in_transition().tolist() == [False, True, False]
+
+
+def test_bad_transition_requests_are_refused_clearly(tiny_rtn):
+    c = controller(tiny_rtn, count=1)
+    sit = c.keyframes["sit"]
+    short = Keyframe("short", sit.local_rotations[:20], sit.hips_height_m, "test")
+    with pytest.raises(ValueError, match="the dog has 27 joints"):
+        c.transition_to(short, 20)
+    broken = sit.local_rotations.copy()
+    broken[3, 1] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        c.transition_to(Keyframe("nan", broken, sit.hips_height_m, "test"), 20)
+    with pytest.raises(ValueError, match="no keyframe 'roll'"):
+        c.transition_to("roll", 20)
+    with pytest.raises(ValueError, match="trained on 5 to 60"):
+        c.transition_to("sit", 90)
+    with pytest.raises(ValueError, match="not finite"):
+        c.transition_to("sit", 20, at_xz_m=[np.inf, 0])
+    assert not c.in_transition().any()  # nothing half-started
+    with pytest.raises(RuntimeError, match="transition_model"):
+        Controller(MotionModel(MANN)).transition_to("sit", 20)
+
+
+def test_a_motion_model_is_not_a_transition_model(tmp_path):
+    step = tmp_path / "x_step.onnx"
+    step.write_bytes(MANN.read_bytes())
+    (tmp_path / "x_init.onnx").write_bytes(MANN.read_bytes())
+    with pytest.raises(ModelError, match="is a 'mann' model, not 'rtn_step'"):
+        TransitionModel(step)
+    with pytest.raises(FileNotFoundError, match="no such transition model"):
+        TransitionModel(tmp_path / "y_step.onnx")
+
+
+def test_metrics_are_zero_for_the_truth_and_sign_blind(rng):
+    from conftest import random_quaternions
+
+    rotations = random_quaternions(rng, (3, 12, 27)).astype(np.float64)
+    positions = rng.normal(size=(3, 12, 27, 3))
+    std = np.ones((27, 3))
+    assert l2q(rotations, rotations) == 0 and l2q(-rotations, rotations) == 0
+    assert l2p(positions, positions, std) == 0
+    assert npss(rotations, rotations) == pytest.approx(0, abs=1e-12)
+    assert l2p(positions + [0.0, 0.0, 1.0], positions, std) == pytest.approx(np.sqrt(27))
+    noisy = rotations + rng.normal(scale=0.1, size=rotations.shape)
+    assert l2q(noisy, rotations) > 0 and npss(noisy, rotations) > 0
+
+
+def test_evaluation_and_upsampling_on_the_synthetic_dogs(tiny_rtn, tiny_transitions, tmp_path):
+    from training.evaluate_transitions import evaluate, write
+
+    results = evaluate(tiny_rtn, tiny_transitions, stride=40)
+    for method in ("rtn", "interp", "zerovel"):
+        for metric in ("l2p", "l2q", "npss"):
+            assert set(results[method][metric]) == {"5", "15", "30", "45"}
+            assert all(np.isfinite(v) and v >= 0 for v in results[method][metric].values())
+    assert results["upsample"]["regenerated_frames"] > 0
+    doc = tmp_path / "EVALUATION.md"
+    doc.write_text("# Evaluation\n\nintro\n")
+    write(results, tmp_path / "t.json", doc, "cmd")
+    write(results, None, doc, "cmd")  # rewritten in place, not appended twice
+    text = doc.read_text()
+    assert text.count("## Transitions") == 1 and "intro" in text and "| L2P |" in text
+
+
+def test_upsample_keeps_the_kept_frames(tiny_rtn, tmp_path):
+    from synthetic_dog import standard_clips
+
+    from training.bvh import read_bvh
+    from training.upsample import keyframe_indices, upsample_clip
+
+    assert keyframe_indices(200, 60) == [69, 129, 189, 199]  # a 9-frame tail: one more
+    assert keyframe_indices(193, 60) == [69, 129, 189]  # a 2-frame tail stays as captured
+    with pytest.raises(ValueError, match="keep every 6 to 61 frames"):
+        keyframe_indices(200, 100)
+    clip = standard_clips(tmp_path / "clips")["walk"]
+    report = upsample_clip(tiny_rtn, clip, tmp_path / "up.bvh", 30)
+    original, upsampled = read_bvh(clip), read_bvh(tmp_path / "up.bvh")
+    assert upsampled.frame_count == original.frame_count
+    assert report["regenerated"] > 0.8 * original.frame_count
+    for kept in [0, 5, CONTEXT_FRAMES - 1, *keyframe_indices(original.frame_count, 30)]:
+        np.testing.assert_allclose(
+            upsampled.root_positions_cm[kept], original.root_positions_cm[kept], atol=1e-3
+        )
