@@ -103,3 +103,36 @@ def tiny_model(tiny_dataset, tmp_path_factory) -> Path:
     train(tiny_config(tiny_dataset), run, progress=False)
     export_onnx(run / LAST, run / "mann.onnx")
     return run / "mann.onnx"
+
+
+@pytest.fixture(scope="session")
+def tiny_transitions(tmp_path_factory) -> Path:
+    from synthetic_dog import standard_clips
+
+    from training import transition_data
+
+    folder = tmp_path_factory.mktemp("tiny_transitions")
+    standard_clips(folder / "clips")
+    path = folder / "transitions.npz"
+    transition_data.save(transition_data.build(folder / "clips", progress=False), path)
+    return path
+
+
+def tiny_rtn_config(path, steps=4):
+    from training.train_rtn import RtnTrainConfig
+
+    return RtnTrainConfig(steps=steps, batch_size=4, eval_every=2, dataset=str(path))
+
+
+@pytest.fixture(scope="session")
+def tiny_rtn(tiny_transitions, tmp_path_factory) -> Path:
+    """A barely trained RTN exported to ONNX (the export checks rollout parity itself)."""
+    from export.rtn_export import export_rtn
+    from training.train_rtn import LAST, train_rtn
+
+    run = tmp_path_factory.mktemp("tiny_rtn")
+    train_rtn(tiny_rtn_config(tiny_transitions), run, progress=False)
+    report = export_rtn(run / LAST, run / "rtn_step.onnx", tiny_transitions)
+    assert max(report["rollout_max_abs_error"].values()) < 1e-3
+    assert {"real_5", "real_60", "random_60"} <= set(report["rollout_max_abs_error"])
+    return run / "rtn_step.onnx"

@@ -117,3 +117,39 @@ def test_hud_plots_are_built_and_drawn(app):
     app.window.switch_to()
     app.on_draw()
     assert app.plots.lines is not None and app.plots.lines.count > 100
+
+
+def test_x_key_transitions_and_the_recording_replays_it(app, tiny_model, tiny_rtn, tmp_path):
+    from runtime.run import run
+    from runtime.transition import TransitionModel
+
+    app.transition_model = TransitionModel(tiny_rtn)
+    app.heightmap = load_hills()
+    app._new_controller()
+    app.player.__init__()
+    app.toggle_recording()
+    for _ in range(30):
+        app.step()
+    app.on_key_press(app.key.X, 0)  # stand -> the first keyframe
+    assert app.controller.in_transition()[0] and "transition to" in app.notice
+    for _ in range(60):
+        app.step()
+    assert not app.controller.in_transition()[0]
+    script = app.toggle_recording(tmp_path / "input.json")
+    assert "transition" in script.read_text()
+    run(
+        tiny_model,
+        90 / 60,
+        script=script,
+        terrain="hills",
+        record=tmp_path / "replay.npz",
+        transition_model_path=tiny_rtn,
+    )
+    replay = np.load(tmp_path / "replay.npz")
+    assert np.allclose(replay["positions"][-1], app.controller.display_positions[0], atol=1e-4)
+
+
+def load_hills():
+    from runtime.terrain import load_terrain
+
+    return load_terrain("hills")

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import tiny_rtn_config
 
 from runtime.controller import Controller
 from runtime.features import ACTIONS
@@ -25,7 +26,7 @@ from runtime.transition_frames import (
     root_motion,
 )
 from training.rtn import LSTM_UNITS, Rtn, parameter_bytes, rollout, tta_embedding
-from training.train_rtn import LAST, RtnTrainConfig, train_rtn
+from training.train_rtn import train_rtn
 from training.transition_metrics import l2p, l2q, npss
 
 MANN = Path(__file__).resolve().parent.parent / "assets" / "models" / "mann8.onnx"
@@ -41,36 +42,6 @@ def random_rtn(seed=0) -> Rtn:
         torch.zeros(OFFSET_SIZE),
         torch.ones(OFFSET_SIZE),
     )
-
-
-@pytest.fixture(scope="session")
-def tiny_transitions(tmp_path_factory) -> Path:
-    from synthetic_dog import standard_clips
-
-    from training import transition_data
-
-    folder = tmp_path_factory.mktemp("tiny_transitions")
-    standard_clips(folder / "clips")
-    path = folder / "transitions.npz"
-    transition_data.save(transition_data.build(folder / "clips", progress=False), path)
-    return path
-
-
-def tiny_config(path, steps=4) -> RtnTrainConfig:
-    return RtnTrainConfig(steps=steps, batch_size=4, eval_every=2, dataset=str(path))
-
-
-@pytest.fixture(scope="session")
-def tiny_rtn(tiny_transitions, tmp_path_factory) -> Path:
-    """A barely trained RTN exported to ONNX (the export checks rollout parity itself)."""
-    from export.rtn_export import export_rtn
-
-    run = tmp_path_factory.mktemp("tiny_rtn")
-    train_rtn(tiny_config(tiny_transitions), run, progress=False)
-    report = export_rtn(run / LAST, run / "rtn_step.onnx", tiny_transitions)
-    assert max(report["rollout_max_abs_error"].values()) < 1e-3
-    assert {"real_5", "real_60", "random_60"} <= set(report["rollout_max_abs_error"])
-    return run / "rtn_step.onnx"
 
 
 def test_time_to_arrival_embedding_is_clamped():
@@ -137,16 +108,18 @@ def test_target_blend_ends_exactly_on_the_target(rng):
 
 
 def test_training_resumes_exactly(tiny_transitions, tmp_path):
-    straight = train_rtn(tiny_config(tiny_transitions), tmp_path / "a", progress=False)
-    train_rtn(tiny_config(tiny_transitions), tmp_path / "b", progress=False, stop_after=2)
-    resumed = train_rtn(tiny_config(tiny_transitions), tmp_path / "b", resume=True, progress=False)
+    straight = train_rtn(tiny_rtn_config(tiny_transitions), tmp_path / "a", progress=False)
+    train_rtn(tiny_rtn_config(tiny_transitions), tmp_path / "b", progress=False, stop_after=2)
+    resumed = train_rtn(
+        tiny_rtn_config(tiny_transitions), tmp_path / "b", resume=True, progress=False
+    )
     for (name, a), b in zip(
         straight.state_dict().items(), resumed.state_dict().values(), strict=True
     ):
         assert torch.equal(a, b), name
     with pytest.raises(ValueError, match="resume with the same settings"):
         train_rtn(
-            tiny_config(tiny_transitions, steps=8), tmp_path / "b", resume=True, progress=False
+            tiny_rtn_config(tiny_transitions, steps=8), tmp_path / "b", resume=True, progress=False
         )
 
 
@@ -270,3 +243,28 @@ def test_upsample_keeps_the_kept_frames(tiny_rtn, tmp_path):
         np.testing.assert_allclose(
             upsampled.root_positions_cm[kept], original.root_positions_cm[kept], atol=1e-3
         )
+
+
+def test_scripts_ask_for_transitions_and_refuse_bad_ones(tiny_rtn, tmp_path):
+    import json
+
+    from runtime.run import load_script, run
+
+    script = tmp_path / "sit.json"
+    events = [
+        {"t": 0.0, "move": [0, 1], "speed": 1.0, "action": "move"},
+        {"t": 1.0, "transition": {"to": "lie", "frames": 40}},
+        {"t": 2.5, "transition": {"to": "stand", "frames": 30}},
+    ]
+    script.write_text(json.dumps(events))
+    summary = run(MANN, 3.5, script=script, transition_model_path=tiny_rtn)
+    assert summary["non_finite_frames"] == 0
+    assert "transition" in summary["frame_time"]["stages"]
+    for bad, message in (
+        ({"to": "roll", "frames": 30}, "unknown keyframe 'roll'"),
+        ({"to": "sit", "frames": 2}, "from 5 to 60, got 2"),
+        ({"to": "sit"}, "must be"),
+    ):
+        script.write_text(json.dumps([{"t": 0.0, "transition": bad}]))
+        with pytest.raises(ValueError, match=message):
+            load_script(script)
