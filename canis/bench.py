@@ -29,17 +29,31 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     )
     bench.add_argument("--seconds", type=float, default=2.0, help="timing per inference case")
     bench.add_argument("--no-viewer", action="store_true", help="skip the viewer's timing")
+    bench.add_argument(
+        "--transition-model", type=Path, help="RTN _step.onnx (default: the shipped one)"
+    )
     bench.set_defaults(handler=run_bench)
 
 
 def run_bench(args) -> int:
     from runtime import benchmark
 
-    models = args.models or sorted(SHIPPED_MODELS.glob("*.onnx"))
+    shipped = sorted(SHIPPED_MODELS.glob("*.onnx"))
+    # The transition network's two graphs are timed on their own (runtime/transition_benchmark).
+    models = args.models or [p for p in shipped if not p.name.startswith("rtn_")]
     if not models:
         raise FileNotFoundError(f"no models given and none in {SHIPPED_MODELS}")
     report = benchmark.run_benchmarks(models, seconds_per_case=args.seconds)
     text = benchmark.markdown(report)
+    transition_model = args.transition_model or SHIPPED_MODELS / "rtn_step.onnx"
+    if transition_model.is_file():
+        from runtime import transition_benchmark
+
+        frame_model = next(p for p in models if Path(p).name == report["frame_model"])
+        report["transitions"] = transition_benchmark.benchmark_transitions(
+            transition_model, frame_model
+        )
+        text += transition_benchmark.markdown(report["transitions"])
     if not args.no_viewer:
         from demo import benchmark as viewer_benchmark
 
@@ -59,6 +73,12 @@ def run_bench(args) -> int:
         f"frame p50 {report['frame_ms_p50']:.3f} ms, p99 {report['frame_ms_p99']:.3f} ms; "
         f"outside inference {report['non_inference_ms_p50']:.3f} ms"
     )
+    if "transitions" in report:
+        t = report["transitions"]
+        print(
+            f"rtn step p50 {t['step'][0]['p50_ms']:.3f} ms; 30-frame transition generated in "
+            f"{t['generate_one_dog'][1]['p50_ms']:.2f} ms"
+        )
     if "viewer" in report:
         print(f"viewer: {report['viewer']['fps_at_p50']:.0f} fps at the median")
     print(f"wrote {args.markdown}")

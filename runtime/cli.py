@@ -37,6 +37,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     soak.add_argument("--characters", type=int, default=4)
     soak.add_argument("--seed", type=int, default=0)
     soak.add_argument("--json", type=Path, help="write the summary here")
+    soak.add_argument(
+        "--transition-model",
+        type=Path,
+        help="RTN _step.onnx whose transitions join the soak (default: the shipped one)",
+    )
+    soak.add_argument("--no-transitions", action="store_true", help="soak the motion network alone")
     soak.set_defaults(handler=run_soak)
 
 
@@ -51,7 +57,12 @@ def run_soak(args) -> int:
         print(f"\r{frame / frames:6.1%} simulated", end="", flush=True)
 
     summary = soak(
-        args.model, seconds, characters=args.characters, seed=args.seed, progress=progress
+        args.model,
+        seconds,
+        characters=args.characters,
+        seed=args.seed,
+        progress=progress,
+        transition_model_path=False if args.no_transitions else args.transition_model,
     )
     print()
     text = json.dumps(summary, indent=1)

@@ -18,15 +18,21 @@ import numpy as np
 from runtime.controller import DT_S, Controller
 from runtime.features import ACTIONS
 from runtime.inference import MotionModel
+from runtime.poses import KEYFRAME_ACTIONS
 from runtime.profiler import Histogram, Profiler
 from runtime.root import yaw_direction_xz
 from runtime.terrain import PROCEDURAL, procedural
 from runtime.trajectory import ControlState
+from runtime.transition import TransitionModel, shipped_transition_model_path
+from runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
 
 COMMAND_SECONDS = (1.0, 4.0)  # each new command lasts this long (uniform)
 TERRAIN_SECONDS = 30.0  # the terrain changes this often
 SETTLE_S = 2.0  # speed error counts after a command has had this long to take effect
 ACTION_WEIGHTS = {"move": 0.55, "idle": 0.15, "sit": 0.08, "stand": 0.07, "lie": 0.07, "jump": 0.08}
+# With a transition model, this share of new commands is instead a transition to a random
+# keyframe of random length, from whatever the dog was doing.
+TRANSITION_SHARE = 0.12
 
 
 def _rss_mb() -> float:
@@ -40,11 +46,28 @@ def _rss_mb() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
-def soak(model_path, seconds: float, characters: int = 4, seed: int = 0, progress=None) -> dict:
+def soak(
+    model_path,
+    seconds: float,
+    characters: int = 4,
+    seed: int = 0,
+    progress=None,
+    transition_model_path: Path | None | bool = None,
+) -> dict:
+    """`transition_model_path` None: the shipped RTN when present; False: no transitions."""
     rng = np.random.default_rng(seed)
     model = MotionModel(model_path)
     profiler = Profiler()
-    controller = Controller(model, count=characters, profiler=profiler)
+    transitions = None
+    if transition_model_path is not False and (
+        transition_model_path is not None or shipped_transition_model_path().is_file()
+    ):
+        transitions = TransitionModel(transition_model_path or None)
+    controller = Controller(
+        model, count=characters, profiler=profiler, transition_model=transitions
+    )
+    keyframe_names = list(controller.keyframes)
+    transition_count = 0
     skeleton = controller.skeleton
     bones = skeleton.bone_lengths_m()[1:]
     real_bones = bones > 1e-6  # Hips to Spine has no length
@@ -72,6 +95,17 @@ def soak(model_path, seconds: float, characters: int = 4, seed: int = 0, progres
             terrains_seen.append(name)
         renew = t >= until
         for c in np.flatnonzero(renew):
+            if transitions is not None and rng.uniform() < TRANSITION_SHARE:
+                to = str(rng.choice(keyframe_names))
+                length = int(rng.integers(MIN_TRANSITION_FRAMES, MAX_TRANSITION_FRAMES + 1))
+                controller.transition_to(to, length, characters=[c])
+                action[c] = ACTIONS.index(KEYFRAME_ACTIONS[to])
+                velocity[c], turn[c] = 0.0, 0.0
+                facing[c] = controller.transitions[-1].root_yaw_rad[0, -1]
+                until[c] = t + length * DT_S + rng.uniform(*COMMAND_SECONDS)
+                since[c] = t
+                transition_count += 1
+                continue
             action[c] = ACTIONS.index(rng.choice(names, p=odds))
             speed = rng.uniform(0.3, 3.5) if ACTIONS[action[c]] == "move" else 0.0
             heading = rng.uniform(-np.pi, np.pi)
@@ -119,6 +153,7 @@ def soak(model_path, seconds: float, characters: int = 4, seed: int = 0, progres
         "seed": seed,
         "wall_seconds": round(time.perf_counter() - started, 1),
         "terrains": sorted(set(terrains_seen)),
+        "transitions": transition_count,
         "non_finite_model_outputs": controller.non_finite_events,
         "non_finite_poses": non_finite_poses,
         "max_bone_length_error": worst_bone,
