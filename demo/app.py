@@ -162,6 +162,8 @@ class DemoApp:
                 frame.action = self.pending_action
             self.pending_action = None
             self.input_source = "gamepad"
+            if frame.next_transition:
+                self.next_transition()
             return frame
         self.input_source = "keyboard"
         k, keys = self.key, self.keys

@@ -18,6 +18,7 @@ log = logging.getLogger("canis.demo")
 AXIS_RANGE = 32767.0
 CAMERA_RATE_RADPS = 2.5
 BUTTON_ACTIONS = {"a": "jump", "b": "sit", "x": "lie", "y": "stand", "back": "idle"}
+TRANSITION_BUTTON = "start"
 
 
 def frame_from_pad(axes: dict[str, float], pressed: set[str], previously: set[str]):
@@ -35,6 +36,7 @@ def frame_from_pad(axes: dict[str, float], pressed: set[str], previously: set[st
         boost=max(0.0, axis("triggerright")),
         turn=turn,
         action=BUTTON_ACTIONS[new[0]] if new else None,
+        next_transition=TRANSITION_BUTTON in pressed and TRANSITION_BUTTON not in previously,
     )
     camera = (-axis("rightx") * CAMERA_RATE_RADPS, -axis("righty") * CAMERA_RATE_RADPS)
     return frame, camera
@@ -44,7 +46,7 @@ class GamepadReader:
     """The first attached game controller, or None when there is none."""
 
     AXES = ("leftx", "lefty", "rightx", "righty", "triggerleft", "triggerright")
-    BUTTONS = ("a", "b", "x", "y", "back", "leftshoulder", "rightshoulder")
+    BUTTONS = ("a", "b", "x", "y", "back", "start", "leftshoulder", "rightshoulder")
 
     def __init__(self):
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # events only; pyglet draws

@@ -35,6 +35,7 @@ class InputFrame:
     boost: float = 0.0  # right trigger / Shift, 0..1
     turn: float = 0.0  # bumpers / Q-E: -1 turn right .. +1 turn left
     action: str | None = None  # an action button pressed this frame
+    next_transition: bool = False  # Start / X key: transition to the next keyframe (RTN)
 
 
 @dataclass

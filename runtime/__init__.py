@@ -8,6 +8,7 @@ The embedding API (see docs/EMBEDDING.md):
     FixedTimestep   the accumulator that decouples simulation from the display rate
     Profiler        per-stage frame timing, rolling p50/p99, Chrome trace
     follow_path     the control that keeps a dog on a polyline
+    TransitionModel, Keyframe   the RTN for Controller.transition_to, and its target poses
 """
 
 _EXPORTS = {
@@ -20,6 +21,8 @@ _EXPORTS = {
     "FixedTimestep": "runtime.loop",
     "Profiler": "runtime.profiler",
     "follow_path": "runtime.run",
+    "TransitionModel": "runtime.transition",
+    "Keyframe": "runtime.poses",
 }
 __all__ = list(_EXPORTS)
 

@@ -77,6 +77,11 @@ def test_gamepad_mapping_from_raw_sdl_values():
     assert frame.action == "jump" and yaw_rate < 0 and pitch_rate == 0
     held, _ = frame_from_pad(axes, {"a"}, {"a"})
     assert held.action is None  # an action fires on the press, not while held
+    assert not held.next_transition
+    start, _ = frame_from_pad(axes, {"start"}, set())
+    assert (
+        start.next_transition and not frame_from_pad(axes, {"start"}, {"start"})[0].next_transition
+    )
 
 
 def test_unplugged_gamepad_falls_back_to_the_keyboard_within_a_frame(tiny_model):
