@@ -200,3 +200,73 @@ def rollout_parity(model: Rtn, step_path: Path, dataset_path: Path | None) -> di
                 f"Runtime differs from PyTorch by {error:.2e} (limit {MAX_ROLLOUT_ERROR:.0e})"
             )
     return report
+
+
+def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command: str) -> Path:
+    """assets/models/<name>.md beside the graphs: data, schedule, machine, the training log
+    and the export check, all read from the checkpoint, its log.csv and the export report."""
+    import csv
+
+    config = load_checkpoint(checkpoint_path, layout=transition_layout_hash()).config
+    train = config["train"]["config"]
+    log = checkpoint_path.parent / "log.csv"
+    rows = list(csv.DictReader(open(log, newline=""))) if log.exists() else []
+    lengths = [
+        k.removeprefix("joint_error_cm_")
+        for k in (rows[0] if rows else {})
+        if k.startswith("joint_error_cm_")
+    ]
+    errors = ", ".join(f"{k} {v:.1e}" for k, v in report["rollout_max_abs_error"].items())
+    hours = float(config.get("train_seconds", 0.0)) / 3600
+    lines = [
+        f"# RTN: `{out_step.name}` + `{out_step.name.replace('_step', '_init')}`",
+        "",
+        "The recurrent transition network (Harvey & Pal 2018) with the time-to-arrival "
+        "embedding of Robust Motion In-betweening (2020): frame encoder 512-512, target and "
+        "offset encoders 128-128, one 512-unit LSTM, decoder 256-128-210 with a residual "
+        "output, Leaky ReLU, learned hidden-state initialiser (`training/rtn.py`).",
+        "",
+        f"- **Data**: the MANN dog motion capture, every clip as captured and mirrored; held-out "
+        f"clips {', '.join(config['dataset']['validation_clips'])} (the MANN dataset's rule).",
+        f"- **Licence**: {LICENCE}. Non-commercial use only, with attribution.",
+        f"- **Schedule**: {config['step']} of {train['steps']} steps, batch "
+        f"{train['batch_size']}, AMSGrad lr {train['lr']} decayed by a cosine to "
+        f"{train['final_lr_fraction']:.0%} of it, teacher forcing p = "
+        f"{train['teacher_probability']}, transition length drawn per batch from 5 to 60 "
+        "frames, 10 context frames; the paper trains 200 epochs at batch 32 (no CUDA GPU was "
+        "available here).",
+        f"- **Hardware**: {config['machine']}; {hours:.2f} h of training.",
+        f"- **Size**: {report['parameter_bytes'] / 1e6:.2f} MB of float32 parameters; files "
+        + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in report["bytes"].items())
+        + ".",
+        f"- **Export check**: whole rollouts through ONNX Runtime vs PyTorch, max abs error "
+        f"{errors} (limit {MAX_ROLLOUT_ERROR:.0e}).",
+        "- **Reproduce**: `./run canis dataset transitions`, then `./run canis train-rtn --out "
+        f"{checkpoint_path.parent} --steps {train['steps']} --batch-size {train['batch_size']} "
+        f"--lr {train['lr']} --teacher-forcing {train['teacher_probability']} --seed "
+        f"{train['seed']}` (add `--resume` after an interruption), then `{command}`.",
+        "- **Evaluation**: docs/EVALUATION.md (L2P, L2Q, NPSS against interpolation and zero "
+        "velocity on the held-out clips).",
+        "",
+        "## Training log",
+        "",
+        "Validation: free-running transitions (no teacher forcing, no target blend) of "
+        f"{', '.join(lengths)} frames on held-out windows; joint error is the mean joint "
+        "position error in cm in the target's frame.",
+        "",
+        "| step | train loss | validation loss | "
+        + " | ".join(f"joint error {n} f (cm)" for n in lengths)
+        + " |",
+        "|---" * (3 + len(lengths)) + "|",
+    ]
+    every = max(1, len(rows) // 12)
+    for row in rows[every - 1 :: every] if len(rows) > 12 else rows:
+        lines.append(
+            f"| {row['step']} | {float(row['train_loss']):.4f} | "
+            f"{float(row['validation_loss']):.4f} | "
+            + " | ".join(f"{float(row['joint_error_cm_' + n]):.2f}" for n in lengths)
+            + " |"
+        )
+    card = out_step.with_name(out_step.name.replace("_step.onnx", ".md"))
+    card.write_text("\n".join(lines) + "\n")
+    return card

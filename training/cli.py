@@ -130,6 +130,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     export_rtn.add_argument(
         "--dataset", type=Path, help="transition data whose held-out windows join the check"
     )
+    export_rtn.add_argument(
+        "--card", action="store_true", help="write the model card (<name>.md) beside it"
+    )
     export_rtn.set_defaults(handler=run_export_rtn)
 
     evaluate = commands.add_parser("evaluate", help="measure models against the mocap")
@@ -355,6 +358,11 @@ def run_export_rtn(args) -> int:
         f"wrote {sizes}; {report['parameter_bytes'] / 1e6:.2f} MB of parameters; rollout "
         f"parity vs PyTorch, max abs error: {errors}"
     )
+    if args.card:
+        from export.rtn_export import write_rtn_card
+
+        command = f"./run canis export-rtn {args.checkpoint} --out {args.out} --card"
+        print(f"wrote {write_rtn_card(args.out, args.checkpoint, report, command)}")
     return 0
 
 
