@@ -154,6 +154,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     transitions_eval.add_argument(
         "--stride", type=int, default=20, help="frames between window starts (default: 20)"
     )
+    transitions_eval.add_argument(
+        "--motion-model",
+        type=Path,
+        default=Path("assets/models/mann8.onnx"),
+        help="motion network whose hand-back from transitions is measured (default: %(default)s)",
+    )
     transitions_eval.set_defaults(handler=run_evaluate_transitions)
 
     upsample = commands.add_parser(
@@ -369,7 +375,9 @@ def run_export_rtn(args) -> int:
 def run_evaluate_transitions(args) -> int:
     from training.evaluate_transitions import evaluate, write
 
-    results = evaluate(args.model, args.dataset, stride=args.stride)
+    results = evaluate(
+        args.model, args.dataset, stride=args.stride, motion_model_path=args.motion_model
+    )
     command = "./run canis evaluate transitions" + (f" --model {args.model}" if args.model else "")
     write(results, args.json, args.doc, command)
     for metric in ("l2p", "l2q", "npss"):

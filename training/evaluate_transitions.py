@@ -72,7 +72,10 @@ def _truth_and_methods(model, data, skeleton, starts, length):
     }
 
 
-def evaluate(model_path: Path | None, data_path: Path, stride: int = WINDOW_STRIDE) -> dict:
+def evaluate(
+    model_path: Path | None, data_path: Path, stride=WINDOW_STRIDE, motion_model_path=None
+) -> dict:
+    """`motion_model_path`: a MANN whose hand-back is measured too (skipped when None)."""
     started = time.perf_counter()
     model = TransitionModel(model_path)
     data = load_transitions(data_path)
@@ -99,6 +102,8 @@ def evaluate(model_path: Path | None, data_path: Path, stride: int = WINDOW_STRI
             for metric, value in metrics.items():
                 results[name][metric][str(length)] = round(value, 4)
     results["upsample"] = upsample_report(model, data, skeleton, clips, std)
+    if motion_model_path is not None:
+        results["handback"] = handback_report(model, Path(motion_model_path))
     results["setup"] = {
         "model": str(model.step_path),
         "parameter_bytes": int(model.metadata.get("canis.parameter_bytes", 0)),
@@ -129,6 +134,69 @@ def upsample_report(model, data, skeleton, clips, std, keep_every=UPSAMPLE_KEEP_
     return {"keep_every": keep_every, "regenerated_frames": count} | {
         k: round(v / max(count, 1), 4) for k, v in totals.items()
     }
+
+
+HANDBACK_STARTS = {"standing": 0.0, "walking 0.8 m/s": 0.8, "trotting 1.9 m/s": 1.9}
+HANDBACK_FRAMES = 30
+WATCH_FRAMES = 3
+
+
+def handback_report(model: TransitionModel, motion_model_path: Path) -> dict:
+    """Does the motion network take over without a pop? From standing, walking and
+    trotting, a 30-frame transition to each keyframe, then the keyframe's action: the largest
+    per-frame joint displacement (cm, displayed pose, flat ground) over the last WATCH_FRAMES
+    transition frames and over the first WATCH_FRAMES frames after the hand-back. Then, after
+    transitions to stand, the dog is asked to walk at 1.0 m/s: its speed over the last second
+    of three says whether locomotion resumes."""
+    from runtime.controller import Controller
+    from runtime.features import ACTIONS
+    from runtime.inference import MotionModel
+    from runtime.poses import KEYFRAME_ACTIONS
+    from runtime.trajectory import ControlState
+
+    motion = MotionModel(motion_model_path, device="cpu")
+    rows = []
+    for start, speed in HANDBACK_STARTS.items():
+        for target in KEYFRAME_ACTIONS:
+            c = Controller(motion, transition_model=model)
+            move = ControlState(
+                np.array([[0.0, speed]]),
+                np.zeros(1),
+                np.array([ACTIONS.index("move" if speed else "idle")]),
+            )
+            for _ in range(120):
+                c.step(move)
+            c.transition_to(target, HANDBACK_FRAMES)
+            hold = ControlState(
+                np.zeros((1, 2)),
+                np.array([c.transitions[-1].root_yaw_rad[0, -1]]),
+                np.array([ACTIONS.index(KEYFRAME_ACTIONS[target])]),
+            )
+            positions = [c.display_pose()[0][0].copy()]
+            for _ in range(HANDBACK_FRAMES + 1 + WATCH_FRAMES):
+                c.step(hold)
+                positions.append(c.display_pose()[0][0].copy())
+            moves = np.linalg.norm(np.diff(np.array(positions), axis=0), axis=-1).max(axis=1)
+            before = moves[HANDBACK_FRAMES + 1 - WATCH_FRAMES : HANDBACK_FRAMES + 1]
+            after = moves[HANDBACK_FRAMES + 1 :]
+            row = {
+                "start": start,
+                "target": target,
+                "transition_cm_per_frame": round(float(before.max() * 100), 2),
+                "after_cm_per_frame": round(float(after.max() * 100), 2),
+                "finite": bool(np.all(np.isfinite(positions))),
+            }
+            if target == "stand":
+                walk = ControlState(
+                    np.array([[0.0, 1.0]]), np.zeros(1), np.array([ACTIONS.index("move")])
+                )
+                speeds = []
+                for _ in range(180):
+                    c.step(walk)
+                    speeds.append(float(np.linalg.norm(c.root_velocity_xz_mps[0])))
+                row["resumed_speed_mps"] = round(float(np.mean(speeds[-60:])), 2)
+            rows.append(row)
+    return {"transition_frames": HANDBACK_FRAMES, "watch_frames": WATCH_FRAMES, "runs": rows}
 
 
 def markdown(results: dict, command: str) -> str:
@@ -168,6 +236,28 @@ def markdown(results: dict, command: str) -> str:
         f"{up['joint_error_cm']:.1f} cm over {up['regenerated_frames']} regenerated frames.",
         "",
     ]
+    if "handback" in results:
+        h = results["handback"]
+        lines += [
+            "### Hand-back to the motion network",
+            "",
+            f"`Controller.transition_to(target, {h['transition_frames']})` with the shipped MANN-8 "
+            "on flat ground, then the target's action: the largest per-frame joint displacement "
+            f"of the displayed pose over the last {h['watch_frames']} transition frames and the "
+            f"first {h['watch_frames']} frames after the hand-back (a pop shows as a jump in "
+            "the second column); after transitions to stand the dog is asked to walk at 1.0 m/s "
+            "and its speed over the third second is given.",
+            "",
+            "| from | to | transition cm/frame | after hand-back cm/frame | walks again at |",
+            "|---|---|---|---|---|",
+        ]
+        for r in h["runs"]:
+            resumed = f"{r['resumed_speed_mps']:.2f} m/s" if "resumed_speed_mps" in r else ""
+            lines.append(
+                f"| {r['start']} | {r['target']} | {r['transition_cm_per_frame']:.2f} | "
+                f"{r['after_cm_per_frame']:.2f} | {resumed} |"
+            )
+        lines += [""]
     return "\n".join(lines)
 
 
