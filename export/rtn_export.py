@@ -61,6 +61,7 @@ def metadata(kind: str, config: dict, model: Rtn) -> dict[str, str]:
         "canis.fps": str(FPS),
         "canis.joint_names": json.dumps(list(DOG_JOINT_NAMES)),
         "canis.parameter_bytes": str(parameter_bytes(model)),
+        "canis.residual": model.residual,
         "canis.licence": LICENCE,
         "canis.training_schedule": json.dumps(train | {"steps_completed": config["step"]}),
         "canis.training_result": json.dumps(
@@ -131,7 +132,7 @@ def export_rtn(checkpoint_path: Path, out_step: Path, dataset_path: Path | None 
         raise ValueError(
             f"{checkpoint_path}: a {checkpoint.config.get('kind')} checkpoint, not rtn"
         )
-    model = empty_rtn()
+    model = empty_rtn(checkpoint.config["train"]["config"].get("residual", "previous"))
     restore_model(checkpoint, model, checkpoint_path)
     model.eval()
     if "_step" not in out_step.name:

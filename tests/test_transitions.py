@@ -25,23 +25,16 @@ from runtime.transition_frames import (
     placement_to_world,
     root_motion,
 )
-from training.rtn import LSTM_UNITS, Rtn, parameter_bytes, rollout, tta_embedding
+from training.rtn import LSTM_UNITS, Rtn, empty_rtn, parameter_bytes, rollout, tta_embedding
 from training.train_rtn import train_rtn
 from training.transition_metrics import l2p, l2q, npss
 
 MANN = Path(__file__).resolve().parent.parent / "assets" / "models" / "mann8.onnx"
 
 
-def random_rtn(seed=0) -> Rtn:
+def random_rtn(seed=0, residual="interpolation") -> Rtn:
     torch.manual_seed(seed)
-    from training.rtn import OFFSET_SIZE
-
-    return Rtn(
-        torch.zeros(FRAME_SIZE),
-        torch.ones(FRAME_SIZE),
-        torch.zeros(OFFSET_SIZE),
-        torch.ones(OFFSET_SIZE),
-    )
+    return empty_rtn(residual)
 
 
 def test_time_to_arrival_embedding_is_clamped():
@@ -59,6 +52,31 @@ def test_hidden_state_initialiser_and_size():
     assert h.shape == (3, LSTM_UNITS) and c.shape == (3, LSTM_UNITS)
     assert not torch.equal(h, c)  # two heads of one network, not one state twice
     assert parameter_bytes(model) < 15e6
+
+
+def test_the_interpolation_residual_starts_as_exact_interpolation():
+    """A fresh model's correction is zero, so its rollout is the INT baseline: the pose moves
+    linearly from the last context frame to the target and the root likewise."""
+    model = random_rtn()
+    p = 9
+    context = torch.randn(2, CONTEXT_FRAMES, FRAME_SIZE)
+    places = torch.tensor(
+        [[1.0, -2.0, 0.0, 1.0], [0.5, 0.3, float(np.sin(0.4)), float(np.cos(0.4))]]
+    )
+    places = places[:, None].expand(2, CONTEXT_FRAMES, 4).clone()
+    target = torch.randn(2, FRAME_SIZE)
+    with torch.no_grad():
+        frames, placements = rollout(model, context, places, target, p)
+    share = (torch.arange(1, p + 2) / (p + 1))[None, :, None]
+    last = context[:, -1:, 3:]
+    torch.testing.assert_close(frames[..., 3:], last + (target[:, None, 3:] - last) * share)
+    torch.testing.assert_close(placements[..., :2], places[:, :1, :2] * (1 - share))
+    torch.testing.assert_close(placements[:, -1], torch.tensor([[0.0, 0.0, 0.0, 1.0]] * 2))
+    # The frame's root velocity is the step between placements, in the previous root's frame.
+    step = (placements[:, 1, :2] - placements[:, 0, :2]) * 60
+    torch.testing.assert_close(frames[0, 1, :2], step[0], atol=1e-4, rtol=1e-4)
+    paper = empty_rtn("previous")
+    assert paper.decoder[-1].out_features == FRAME_SIZE
 
 
 def test_teacher_forcing_feeds_true_frames():

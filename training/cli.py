@@ -119,6 +119,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--teacher-forcing", type=float, default=0.2, help="probability of a true input frame"
     )
     train_rtn.add_argument("--seed", type=int, default=0)
+    train_rtn.add_argument(
+        "--residual",
+        choices=("interpolation", "previous"),
+        default="interpolation",
+        help="what the decoder corrects: one interpolation step toward the target (default) "
+        "or the previous frame (the RTN paper's)",
+    )
     train_rtn.add_argument("--resume", action="store_true", help="continue the run in --out")
     train_rtn.set_defaults(handler=run_train_rtn)
 
@@ -346,6 +353,7 @@ def run_train_rtn(args) -> int:
         batch_size=args.batch_size,
         lr=args.lr,
         teacher_probability=args.teacher_forcing,
+        residual=args.residual,
         seed=args.seed,
         dataset=str(args.dataset),
     )

@@ -1,6 +1,14 @@
 """The Recurrent Transition Network (Harvey & Pal 2018) with the time-to-arrival embedding of
 Robust Motion In-betweening (Harvey et al. 2020), in PyTorch.
 
+Residual (RESIDUALS): the paper's decoder adds to the current frame ("previous"). With
+"interpolation" (the default) each step first moves the current frame 1/tta of the way to the
+target, the root 1/tta of the way to the target's place and yaw, and the decoder adds its
+correction to that: with a zero correction the rollout is exactly the linear interpolation from
+the last context frame (the INT baseline), so the network learns what interpolation misses
+(the idea of Oreshkin et al.'s Delta-interpolator, 2023). The frame's root velocity is then the
+motion between the two placements. Both are measured in docs/EVALUATION.md.
+
 One `step` reads a frame (raw units, runtime/transition_frames.py), where the root stands
 relative to the target, the target frame, the frames left to the target, and the LSTM state;
 it returns the next frame, the next placement and the new state. Standardisation, the offsets
@@ -36,6 +44,10 @@ DECODER = (256, 128)
 INITIALISER_HIDDEN = 256
 LEAKY_SLOPE = 0.01
 OFFSET_SIZE = PLACEMENT_SIZE + FRAME_SIZE - 3  # placement + every pose part of the frame
+RESIDUALS = ("interpolation", "previous")
+# The interpolation residual's root correction, per unit of decoder output.
+ROOT_CORRECTION_M = 0.05
+YAW_CORRECTION_RAD = 0.05
 
 
 def mlp(sizes: list[int], last_activation: bool) -> nn.Sequential:
@@ -109,6 +121,28 @@ def advance_placement(placements: torch.Tensor, frames: torch.Tensor) -> torch.T
     )
 
 
+def interpolate_placement(placements, share, xz_correction_m, yaw_correction_rad):
+    """The placement 'share' of the way to the target's (the origin, yaw 0), then corrected:
+    (x, z) moved by xz_correction_m, the yaw turned by yaw_correction_rad."""
+    xz = placements[:, :2] * (1.0 - share) + xz_correction_m
+    sin, cos = placements[:, 2:3] * (1.0 - share), placements[:, 3:4] * (1.0 - share) + share
+    norm = torch.sqrt(sin * sin + cos * cos).clamp(min=1e-6)  # nlerp toward yaw 0
+    sin, cos = sin / norm, cos / norm
+    turn_sin, turn_cos = torch.sin(yaw_correction_rad), torch.cos(yaw_correction_rad)
+    return torch.cat([xz, sin * turn_cos + cos * turn_sin, cos * turn_cos - sin * turn_sin], 1)
+
+
+def root_motion_between(placements, next_placements):
+    """The frame's root_velocity (N, 3) of moving between two placements: the step in the
+    first root's frame per frame time, and the yaw rate (asin of the turn's sine: a frame
+    never turns 90 degrees)."""
+    sin, cos = placements[:, 2:3], placements[:, 3:4]
+    step = next_placements[:, :2] - placements[:, :2]
+    x, z = rotate_xz(step[:, :1], step[:, 1:], -sin, cos)
+    turn_sin = next_placements[:, 2:3] * cos - next_placements[:, 3:4] * sin
+    return torch.cat([x, z, torch.asin(turn_sin.clamp(-1.0, 1.0))], dim=1) * FPS
+
+
 class LstmCell(nn.Module):
     """One LSTM step, written out (the same gates as torch.nn.LSTMCell) so the exported step
     is plain MatMul/Sigmoid/Tanh with the state as ordinary inputs and outputs."""
@@ -130,8 +164,11 @@ class LstmCell(nn.Module):
 class Rtn(nn.Module):
     kind = "rtn"
 
-    def __init__(self, frame_mean, frame_std, offset_mean, offset_std):
+    def __init__(self, frame_mean, frame_std, offset_mean, offset_std, residual="interpolation"):
         super().__init__()
+        if residual not in RESIDUALS:
+            raise ValueError(f"unknown residual {residual!r}; choose {', '.join(RESIDUALS)}")
+        self.residual = residual
         self.register_buffer("frame_mean", torch.as_tensor(frame_mean, dtype=torch.float32))
         self.register_buffer("frame_std", torch.as_tensor(frame_std, dtype=torch.float32))
         self.register_buffer("offset_mean", torch.as_tensor(offset_mean, dtype=torch.float32))
@@ -140,7 +177,11 @@ class Rtn(nn.Module):
         self.target_encoder = mlp([FRAME_SIZE, *FUTURE_ENCODER], last_activation=True)
         self.offset_encoder = mlp([OFFSET_SIZE, *FUTURE_ENCODER], last_activation=True)
         self.lstm = LstmCell(FRAME_ENCODER[-1] + 2 * FUTURE_ENCODER[-1], LSTM_UNITS)
-        self.decoder = mlp([LSTM_UNITS, *DECODER, FRAME_SIZE], last_activation=False)
+        extra = 3 if residual == "interpolation" else 0  # root (x, z) and yaw corrections
+        self.decoder = mlp([LSTM_UNITS, *DECODER, FRAME_SIZE + extra], last_activation=False)
+        if residual == "interpolation":  # start as exactly the interpolation
+            nn.init.zeros_(self.decoder[-1].weight)
+            nn.init.zeros_(self.decoder[-1].bias)
         self.initialiser = mlp([FRAME_SIZE, INITIALISER_HIDDEN, 2 * LSTM_UNITS], False)
 
     def standardise(self, frames: torch.Tensor) -> torch.Tensor:
@@ -163,17 +204,31 @@ class Rtn(nn.Module):
             self.offset_encoder(offsets) + tta_embedding(frames_to_arrival, FUTURE_ENCODER[-1]),
         ]
         h, c = self.lstm(torch.cat(encoded, dim=1), h, c)
-        next_frames = (standard + self.decoder(h)) * self.frame_std + self.frame_mean
-        return next_frames, advance_placement(placements, next_frames), h, c
+        correction = self.decoder(h)
+        if self.residual == "previous":
+            next_frames = (standard + correction) * self.frame_std + self.frame_mean
+            return next_frames, advance_placement(placements, next_frames), h, c
+        share = 1.0 / torch.clamp(frames_to_arrival, min=1.0)
+        base = standard + (self.standardise(targets) - standard) * share
+        pose = (base + correction[:, :FRAME_SIZE]) * self.frame_std + self.frame_mean
+        next_placements = interpolate_placement(
+            placements,
+            share,
+            correction[:, FRAME_SIZE : FRAME_SIZE + 2] * ROOT_CORRECTION_M,
+            correction[:, FRAME_SIZE + 2 :] * YAW_CORRECTION_RAD,
+        )
+        motion = root_motion_between(placements, next_placements)
+        return torch.cat([motion, pose[:, 3:]], dim=1), next_placements, h, c
 
 
-def empty_rtn() -> Rtn:
+def empty_rtn(residual: str = "interpolation") -> Rtn:
     """An RTN with placeholder statistics, to load a checkpoint into."""
     return Rtn(
         torch.zeros(FRAME_SIZE),
         torch.ones(FRAME_SIZE),
         torch.zeros(OFFSET_SIZE),
         torch.ones(OFFSET_SIZE),
+        residual,
     )
 
 

@@ -53,6 +53,7 @@ class RtnTrainConfig:
     lr: float = 5e-4
     final_lr_fraction: float = 0.1  # cosine decay to this fraction of lr at the last step
     teacher_probability: float = 0.2
+    residual: str = "interpolation"  # or "previous", the paper's (training/rtn.py)
     seed: int = 0
     eval_every: int = 250
     dataset: str = "data/dog_transitions.npz"
@@ -159,10 +160,10 @@ def validate(model: Rtn, data: TransitionData, picked: dict[int, np.ndarray]) ->
     return report
 
 
-def create_rtn(data: TransitionData, seed: int) -> Rtn:
+def create_rtn(data: TransitionData, seed: int, residual: str) -> Rtn:
     offset_mean, offset_std = offset_statistics(data, seed)
     torch.manual_seed(seed)
-    return Rtn(data["frame_mean"], data["frame_std"], offset_mean, offset_std)
+    return Rtn(data["frame_mean"], data["frame_std"], offset_mean, offset_std, residual)
 
 
 def train_rtn(
@@ -187,13 +188,13 @@ def train_rtn(
                 f"{run_dir / LAST}: was trained with {saved['train']['identity']}, "
                 f"not {config.identity()}; resume with the same settings"
             )
-        model = empty_rtn()
+        model = empty_rtn(config.residual)
         restore_model(checkpoint, model, run_dir / LAST)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, amsgrad=True)
         restore_optimizer(checkpoint, model, optimizer)
         first_step, best = saved["step"], saved["best_validation_loss"]
     else:
-        model = create_rtn(data, config.seed)
+        model = create_rtn(data, config.seed, config.residual)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, amsgrad=True)
         first_step, best = 0, math.inf
         run_dir.mkdir(parents=True, exist_ok=True)
