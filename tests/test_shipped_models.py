@@ -67,3 +67,33 @@ def test_two_dog_example_runs():
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "frame p50" in result.stdout
+
+
+RTN = SHIPPED_MODELS / "rtn_step.onnx"
+needs_rtn = pytest.mark.skipif(not (RTN.exists() and MANN8.exists()), reason="no shipped RTN")
+
+
+@needs_rtn
+def test_shipped_rtn_is_small_and_takes_a_trotting_dog_to_sit():
+    import numpy as np
+
+    from runtime.controller import Controller
+    from runtime.features import ACTIONS
+    from runtime.trajectory import ControlState
+    from runtime.transition import TransitionModel
+
+    rtn = TransitionModel(RTN)
+    assert int(rtn.metadata["canis.parameter_bytes"]) < 15e6
+    assert (SHIPPED_MODELS / "rtn.md").exists()
+    c = Controller(MotionModel(MANN8), transition_model=rtn)
+    trot = ControlState(np.array([[0.0, 1.9]]), np.zeros(1), np.array([ACTIONS.index("move")]))
+    for _ in range(120):
+        c.step(trot)
+    c.transition_to("sit", 30)
+    target = c.transitions[0]
+    for _ in range(31):
+        c.step(trot)
+    assert not c.in_transition()[0]
+    np.testing.assert_allclose(c.root_xz_m[0], target.root_xz_m[0, -1], atol=1e-6)
+    hips_height = c.display_pose()[0][0, 0, 1]
+    assert abs(hips_height - c.keyframes["sit"].hips_height_m) < 0.01
