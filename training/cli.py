@@ -167,6 +167,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         default=Path("assets/models/mann8.onnx"),
         help="motion network whose hand-back from transitions is measured (default: %(default)s)",
     )
+    transitions_eval.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="NAME=STEP_ONNX",
+        help="another RTN to put in the tables (e.g. one trained with --residual previous)",
+    )
     transitions_eval.set_defaults(handler=run_evaluate_transitions)
 
     upsample = commands.add_parser(
@@ -384,12 +391,17 @@ def run_evaluate_transitions(args) -> int:
     from training.evaluate_transitions import evaluate, write
 
     results = evaluate(
-        args.model, args.dataset, stride=args.stride, motion_model_path=args.motion_model
+        args.model,
+        args.dataset,
+        stride=args.stride,
+        motion_model_path=args.motion_model,
+        others=dict(_name_and_path(a) for a in args.also),
     )
     command = "./run canis evaluate transitions" + (f" --model {args.model}" if args.model else "")
+    command += "".join(f" --also {a}" for a in args.also)
     write(results, args.json, args.doc, command)
     for metric in ("l2p", "l2q", "npss"):
-        for method in ("rtn", "interp", "zerovel"):
+        for method in [*results["setup"]["residuals"], "interp", "zerovel"]:
             values = " ".join(f"{n}:{v:.3f}" for n, v in results[method][metric].items())
             print(f"{metric:4s} {method:8s} {values}")
     print(f"wrote {', '.join(str(p) for p in (args.json, args.doc) if p)}")
@@ -405,3 +417,10 @@ def run_upsample(args) -> int:
         f"mean joint error {report['joint_error_cm']:.1f} cm against the clip"
     )
     return 0
+
+
+def _name_and_path(text: str) -> tuple[str, Path]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise ValueError(f"--also {text!r}: expected NAME=PATH_TO_STEP_ONNX")
+    return name, Path(path)

@@ -46,7 +46,8 @@ def position_std(data: TransitionData, skeleton: Skeleton, seed: int = 0) -> np.
     return np.concatenate(samples).std(axis=0)
 
 
-def _truth_and_methods(model, data, skeleton, starts, length):
+def _truth_and_methods(models: dict, data, skeleton, starts, length):
+    """The truth and every method's poses; `models` maps result names to RTNs."""
     context, context_placements, target, (frames, placements) = windows(data, starts, length)
     context, context_placements = context.numpy(), context_placements.numpy()
     target, frames, placements = target.numpy(), frames.numpy(), placements.numpy()
@@ -59,30 +60,36 @@ def _truth_and_methods(model, data, skeleton, starts, length):
         return positions.reshape(b, length, -1, 3), rotations.reshape(b, length, -1, 4)
 
     truth = pose(frames[:, :length], placements[:, :length])
-    generated, generated_placements = model.generate(context, context_placements, target, length)
-    generated, generated_placements = target_blend(generated, generated_placements, target)
+    methods = {}
+    for name, model in models.items():
+        generated, placed = model.generate(context, context_placements, target, length)
+        generated, placed = target_blend(generated, placed, target)
+        methods[name] = pose(generated[:, :length], placed[:, :length])
     last, last_placement = context[:, -1], context_placements[:, -1]
-    still = pose(
+    methods["interp"] = interpolation(skeleton, last, last_placement, target, length)
+    methods["zerovel"] = pose(
         np.repeat(last[:, None], length, axis=1), np.repeat(last_placement[:, None], length, axis=1)
     )
-    return truth, {
-        "rtn": pose(generated[:, :length], generated_placements[:, :length]),
-        "interp": interpolation(skeleton, last, last_placement, target, length),
-        "zerovel": still,
-    }
+    return truth, methods
 
 
 def evaluate(
-    model_path: Path | None, data_path: Path, stride=WINDOW_STRIDE, motion_model_path=None
+    model_path: Path | None,
+    data_path: Path,
+    stride=WINDOW_STRIDE,
+    motion_model_path=None,
+    others: dict[str, Path] | None = None,
 ) -> dict:
-    """`motion_model_path`: a MANN whose hand-back is measured too (skipped when None)."""
+    """`motion_model_path`: a MANN whose hand-back is measured too (skipped when None);
+    `others`: more RTNs by name (e.g. another residual) that join the tables."""
     started = time.perf_counter()
     model = TransitionModel(model_path)
+    models = {"rtn": model} | {n: TransitionModel(p) for n, p in (others or {}).items()}
     data = load_transitions(data_path)
     skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
     std = position_std(data, skeleton)
     clips = data.clips(validation=True)
-    results: dict = {m: {"l2p": {}, "l2q": {}, "npss": {}} for m in ("rtn", "interp", "zerovel")}
+    results: dict = {m: {"l2p": {}, "l2q": {}, "npss": {}} for m in [*models, "interp", "zerovel"]}
     windows_used = {}
     for length in LENGTHS:
         starts = data.window_starts(clips, length)[::stride]
@@ -91,7 +98,7 @@ def evaluate(
         for first in range(0, len(starts), BATCH):
             chunk = starts[first : first + BATCH]
             (true_positions, true_rotations), methods = _truth_and_methods(
-                model, data, skeleton, chunk, length
+                models, data, skeleton, chunk, length
             )
             for name, (positions, rotations) in methods.items():
                 weight = len(chunk) / len(starts)
@@ -106,6 +113,8 @@ def evaluate(
         results["handback"] = handback_report(model, Path(motion_model_path))
     results["setup"] = {
         "model": str(model.step_path),
+        "others": {n: str(m.step_path) for n, m in models.items() if n != "rtn"},
+        "residuals": {n: m.metadata.get("canis.residual", "previous") for n, m in models.items()},
         "parameter_bytes": int(model.metadata.get("canis.parameter_bytes", 0)),
         "held_out_clips": [str(n) for n in data["clip_names"][clips]],
         "windows": windows_used,
@@ -199,6 +208,10 @@ def handback_report(model: TransitionModel, motion_model_path: Path) -> dict:
     return {"transition_frames": HANDBACK_FRAMES, "watch_frames": WATCH_FRAMES, "runs": rows}
 
 
+def labels_for(name: str) -> str:
+    return {"rtn": "RTN", "interp": "INT", "zerovel": "ZERO-V"}.get(name, name)
+
+
 def markdown(results: dict, command: str) -> str:
     setup = results["setup"]
     lines = [
@@ -211,10 +224,13 @@ def markdown(results: dict, command: str) -> str:
         "frames at 60 fps; the RTN runs through the runtime's ONNX graphs with the target blend; "
         "INT is interpolation (hips lerp, yaw lerp, slerp of every root-relative rotation), "
         "ZERO-V holds the last context frame. Lower is better. RTN parameters: "
-        f"{setup['parameter_bytes'] / 1e6:.1f} MB (float32).",
+        f"{setup['parameter_bytes'] / 1e6:.1f} MB (float32). Residuals: "
+        + ", ".join(f"{labels_for(n)} {r}" for n, r in setup["residuals"].items())
+        + " (training/rtn.py).",
         "",
     ]
-    labels = {"rtn": "RTN", "interp": "INT", "zerovel": "ZERO-V"}
+    names = ["rtn", *setup.get("others", {}), "interp", "zerovel"]
+    labels = {n: labels_for(n) for n in names}
     for metric, title in (("l2p", "L2P"), ("l2q", "L2Q"), ("npss", "NPSS")):
         lengths = list(results["rtn"][metric])
         lines += [f"| {title} | " + " | ".join(f"{n} frames" for n in lengths) + " |"]
