@@ -415,17 +415,18 @@ class Controller:
             )
             self.transitions = [t for t in self.transitions if not np.isin(t.rows, rows).any()]
             self.transitions.append(
-                ActiveTransition(
-                    rows=rows,
-                    frames=np.concatenate([self.frame_history[rows, -1:], generated], axis=1),
-                    root_xz_m=np.concatenate(
+                ActiveTransition.unpack(
+                    rows,
+                    np.concatenate([self.frame_history[rows, -1:], generated], axis=1),
+                    np.concatenate(
                         [self.root_xz_m[rows, None], xz.reshape(n, frames + 1, 2)], axis=1
                     ),
-                    root_yaw_rad=np.concatenate(
+                    np.concatenate(
                         [self.root_yaw_rad[rows, None], yaw.reshape(n, frames + 1)], axis=1
                     ),
-                    start_actions=self.action_weights[rows].copy(),
-                    target_action=ACTIONS.index(action),
+                    self.action_weights[rows].copy(),
+                    ACTIONS.index(action),
+                    self.skeleton.parents,
                 )
             )
 

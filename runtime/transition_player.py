@@ -27,55 +27,84 @@ from runtime.transition_frames import root_motion, split_frame
 
 @dataclass
 class ActiveTransition:
+    """A generated transition for `rows`, unpacked once into the controller's own state
+    arrays (index 0: the last context frame; 1..P+1: the frames shown), so playing a frame
+    back is copying."""
+
     rows: np.ndarray  # (n,) characters it drives
-    frames: np.ndarray  # (n, P + 2, D) index 0: the last context frame
     root_xz_m: np.ndarray  # (n, P + 2, 2) world
     root_yaw_rad: np.ndarray  # (n, P + 2)
-    start_actions: np.ndarray  # (n, A)
-    target_action: int
+    root_velocity_xz_mps: np.ndarray  # (n, P + 2, 2) world
+    positions_m: np.ndarray  # (n, P + 2, J, 3) root frame
+    forwards: np.ndarray
+    ups: np.ndarray
+    velocities_mps: np.ndarray
+    frames: np.ndarray  # (n, P + 2, D) with the root motion of the (blended) path
+    actions: np.ndarray  # (n, P + 2, A) from the start's action weights to the target's
     shown: int = 0  # transition frames applied so far
 
     @property
     def length(self) -> int:
         return self.frames.shape[1] - 1
 
-
-def joint_velocities(parts_previous, parts_now, xz, yaw, k) -> np.ndarray:
-    """Root-frame joint velocities (n, J, 3) of frame k from frames k - 1 and k: the previous
-    positions moved into the new root frame, then differenced."""
-    previous = parts_previous.positions_m.astype(np.float64)
-    moved = previous.copy()
-    world_xz = from_root_xz(previous[..., [0, 2]], xz[:, k - 1], yaw[:, k - 1])
-    moved[..., [0, 2]] = to_root_xz(world_xz, xz[:, k], yaw[:, k])
-    return (parts_now.positions_m - moved) * FPS
+    @classmethod
+    def unpack(cls, rows, frames, root_xz_m, root_yaw_rad, start_actions, target_action, parents):
+        n, count = frames.shape[:2]
+        parts = split_frame(frames.reshape(n * count, -1).astype(np.float64), parents)
+        shape = (n, count, -1, 3)
+        positions = parts.positions_m.reshape(shape)
+        # Joint velocities of frame k: frame k - 1's positions moved into frame k's root
+        # frame, then differenced (frame 0's are not shown).
+        moved = positions[:, :-1].copy().reshape(n * (count - 1), -1, 3)
+        xz, yaw = root_xz_m.reshape(-1, 2), root_yaw_rad.reshape(-1)
+        first = np.arange(n * count).reshape(n, count)
+        before, after = first[:, :-1].reshape(-1), first[:, 1:].reshape(-1)
+        world = from_root_xz(moved[..., [0, 2]], xz[before], yaw[before])
+        moved[..., [0, 2]] = to_root_xz(world, xz[after], yaw[after])
+        velocities = np.zeros_like(positions)
+        velocities[:, 1:] = (positions[:, 1:] - moved.reshape(n, count - 1, -1, 3)) * FPS
+        root_velocity = np.zeros((n, count, 2))
+        root_velocity[:, 1:] = np.diff(root_xz_m, axis=1) * FPS
+        frames = frames.copy()
+        local_velocity, yaw_rate = root_motion(root_xz_m, root_yaw_rad)
+        frames[..., 0:2], frames[..., 2] = local_velocity, yaw_rate
+        fraction = (np.arange(count) / (count - 1))[None, :, None]
+        target = np.eye(len(ACTIONS))[target_action]
+        actions = start_actions[:, None] + (target - start_actions[:, None]) * fraction
+        return cls(
+            rows,
+            root_xz_m,
+            root_yaw_rad,
+            root_velocity,
+            positions,
+            parts.forwards.reshape(shape),
+            parts.ups.reshape(shape),
+            velocities,
+            frames,
+            actions,
+        )
 
 
 def apply_frame(controller, t: ActiveTransition) -> None:
     """Sets the rows' state to transition frame t.shown + 1."""
     k = t.shown + 1
-    rows, parents = t.rows, controller.skeleton.parents
-    parts = split_frame(t.frames[:, k].astype(np.float64), parents)
-    previous = split_frame(t.frames[:, k - 1].astype(np.float64), parents)
-    velocity_world = (t.root_xz_m[:, k] - t.root_xz_m[:, k - 1]) * FPS
+    rows = t.rows
     controller.root_xz_m[rows] = t.root_xz_m[:, k]
     controller.root_yaw_rad[rows] = t.root_yaw_rad[:, k]
-    controller.root_velocity_xz_mps[rows] = velocity_world
+    controller.root_velocity_xz_mps[rows] = t.root_velocity_xz_mps[:, k]
     pose = controller.pose
-    pose.positions_m[rows] = parts.positions_m
-    pose.forwards[rows] = parts.forwards
-    pose.ups[rows] = parts.ups
-    pose.velocities_mps[rows] = joint_velocities(previous, parts, t.root_xz_m, t.root_yaw_rad, k)
-
-    fraction = k / t.length
-    target = np.eye(len(ACTIONS))[t.target_action]
-    actions = t.start_actions + (target - t.start_actions) * fraction
+    pose.positions_m[rows] = t.positions_m[:, k]
+    pose.forwards[rows] = t.forwards[:, k]
+    pose.ups[rows] = t.ups[:, k]
+    pose.velocities_mps[rows] = t.velocities_mps[:, k]
+    actions = t.actions[:, k]
     controller.action_weights[rows] = actions
     controller.commanded_actions[rows] = actions
     h = controller.history
     h.positions_xz_m[rows, -1] = t.root_xz_m[:, k]
     h.directions_xz[rows, -1] = yaw_direction_xz(t.root_yaw_rad[:, k])
-    h.velocities_xz_mps[rows, -1] = velocity_world
-    h.speeds_mps[rows, -1] = np.linalg.norm(velocity_world, axis=1)
+    h.velocities_xz_mps[rows, -1] = t.root_velocity_xz_mps[:, k]
+    h.speeds_mps[rows, -1] = np.linalg.norm(t.root_velocity_xz_mps[:, k], axis=1)
     h.actions[rows, -1] = actions
     # The network's own future for these rows is from a motion they did not make: hand the
     # desired one back instead, so the next blend is the command alone.
@@ -83,14 +112,7 @@ def apply_frame(controller, t: ActiveTransition) -> None:
     if future is not None and desired is not None:
         for name in ("positions_xz_m", "directions_xz", "velocities_xz_mps"):
             getattr(future, name)[rows] = getattr(desired, name)[rows]
-    # The context the next transition would read: this frame, its root motion recomputed
-    # from the (blended) path.
-    velocity_local, yaw_rate = root_motion(
-        t.root_xz_m[:, k - 1 : k + 1], t.root_yaw_rad[:, k - 1 : k + 1]
-    )
-    frame = t.frames[:, k].copy()
-    frame[:, 0:2], frame[:, 2] = velocity_local[:, -1], yaw_rate[:, -1]
-    controller.frame_history[rows, -1] = frame
+    controller.frame_history[rows, -1] = t.frames[:, k]  # what the next transition reads
     t.shown = k
 
 
