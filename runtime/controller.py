@@ -75,6 +75,10 @@ SPEED_TRACKING_RATE = 0.4
 SPEED_TRACKING_GAIN_RANGE = (0.5, 1.6)
 SPEED_TRACKING_MEASURE_HALF_LIFE_S = 0.4
 SPEED_TRACKING_MIN_MPS = 0.2
+# When a transition hands a dog back, the motion network's first frame can differ from the
+# transition's last (it has never seen that exact state): the displayed pose carries the
+# difference as an offset that decays with this half-life (inertialization), so nothing pops.
+HANDBACK_HALF_LIFE_S = 0.08
 
 
 class Controller:
@@ -142,6 +146,12 @@ class Controller:
         still = frame_vector(np.zeros((n, 2)), np.zeros(n), self.pose)
         self.frame_history = np.repeat(still[:, None], CONTEXT_FRAMES, axis=1)
         self.transitions: list[ActiveTransition] = []
+        self.handback_pending = np.zeros(n, dtype=bool)
+        # Display offsets (root frame) left by hand-backs: hips position, joint axes.
+        self.display_offset = {
+            name: np.zeros((n, self.skeleton.joint_count, 3))
+            for name in ("positions_m", "forwards", "ups")
+        }
         self.expert_weights = None
         self.non_finite_events = 0
         self.speed_gain = np.ones(n)
@@ -240,6 +250,7 @@ class Controller:
         with stage("inference"):
             outputs = self.model.run_bound(self._buffers)
         with stage("decode"):
+            shown = self._shown_pose(self.handback_pending) if self.handback_pending.any() else None
             bad = ~np.all([np.all(np.isfinite(v), axis=1) for v in outputs.values()], axis=0)
             kept = self._state_rows(bad) if bad.any() else None
             self._apply(decode_output(outputs["y"].astype(np.float64)), trajectory.speeds_mps)
@@ -252,6 +263,8 @@ class Controller:
         if self.transitions:
             with stage("transition"):
                 self._play_transitions()
+        if shown is not None:
+            self._start_handback_offsets(shown)
         with stage("ik"):
             self._update_display_pose(DT_S)
         self.frame += 1
@@ -440,20 +453,42 @@ class Controller:
     def _play_transitions(self) -> None:
         for t in self.transitions:
             apply_frame(self, t)
+            if t.shown == t.length:
+                self.handback_pending[t.rows] = True
         self.transitions = [t for t in self.transitions if t.shown < t.length]
+
+    def _shown_pose(self, rows: np.ndarray) -> tuple:
+        return rows.copy(), {name: getattr(self.pose, name).copy() for name in self.display_offset}
+
+    def _start_handback_offsets(self, shown) -> None:
+        """For the dogs handed back last frame: what was shown then minus what the motion
+        network made of it now (which includes one frame of real motion; it decays too)."""
+        rows, before = shown
+        rows = rows & ~self.in_transition()
+        for name, offset in self.display_offset.items():
+            offset[rows] = before[name][rows] - getattr(self.pose, name)[rows]
+        self.display_offset["positions_m"][:, 1:] = 0.0  # only the hips' position is shown
+        self.handback_pending[:] = False
 
     def _update_display_pose(self, dt_s: float) -> None:
         """The pose shown: predicted rotations through FK with fixed bone offsets at the
         predicted hips, in the world, then fitted to the terrain by the full-body IK."""
         pose = self.pose
-        local, _ = rotations_from_directions(
-            self.skeleton, pose.forwards, pose.ups, self.root_yaw_rad
-        )
+        forwards, ups, hips_local = pose.forwards, pose.ups, pose.positions_m[:, :1]
+        if dt_s > 0 and any(np.any(o) for o in self.display_offset.values()):
+            decay = smoothing_factor(dt_s, HANDBACK_HALF_LIFE_S)
+            for offset in self.display_offset.values():
+                offset *= decay
+                offset[np.abs(offset) < 1e-5] = 0.0  # decayed away: stop paying for it
+            forwards = forwards + self.display_offset["forwards"]
+            ups = ups + self.display_offset["ups"]
+            hips_local = hips_local + self.display_offset["positions_m"][:, :1]
+        local, _ = rotations_from_directions(self.skeleton, forwards, ups, self.root_yaw_rad)
         hips = np.empty((self.count, 3))
-        hips[:, [0, 2]] = from_root_xz(
-            pose.positions_m[:, :1, [0, 2]], self.root_xz_m, self.root_yaw_rad
-        )[:, 0]
-        hips[:, 1] = pose.positions_m[:, 0, 1]
+        hips[:, [0, 2]] = from_root_xz(hips_local[..., [0, 2]], self.root_xz_m, self.root_yaw_rad)[
+            :, 0
+        ]
+        hips[:, 1] = hips_local[:, 0, 1]
         # Root-frame heights are heights above the network's flat ground.
         self.contacts = estimate_contacts(
             pose.positions_m[:, self.paws, 1], pose.velocities_mps[:, self.paws]
