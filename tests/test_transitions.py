@@ -181,6 +181,14 @@ def test_only_the_asked_characters_transition(tiny_rtn):
     c = controller(tiny_rtn, count=3)
     c.transition_to("lie", 10, characters=[1])
     assert c.in_transition().tolist() == [False, True, False]
+    idle = ControlState(np.zeros((3, 2)), np.zeros(3), np.zeros(3, dtype=int))
+    for _ in range(4):
+        c.step(idle)
+    c.transition_to("beg", 20, characters=[1])  # replaces the one playing, from where it is
+    assert len(c.transitions) == 1 and c.transitions[0].length == 21
+    for _ in range(21):
+        c.step(idle)
+    assert not c.in_transition().any() and np.all(np.isfinite(c.display_pose()[0]))
 
 
 def test_bad_transition_requests_are_refused_clearly(tiny_rtn):
