@@ -203,6 +203,23 @@ def rollout_parity(model: Rtn, step_path: Path, dataset_path: Path | None) -> di
     return report
 
 
+def _stage_note(train: dict) -> str:
+    """What the run was initialised from, read from that checkpoint."""
+    source = train.get("init_from")
+    if not source:
+        return ""
+    try:
+        first = load_checkpoint(source, layout=transition_layout_hash()).config
+    except (OSError, ValueError):
+        return f" Initialised from `{source}` (no longer readable here)."
+    t = first["train"]["config"]
+    return (
+        f" Initialised from `{source}`: {first['step']} steps of a {t['steps']}-step run at "
+        f"batch {t['batch_size']}, lr {t['lr']}, FK weight {t.get('fk_weight', 0)}, residual "
+        f"`{t.get('residual', 'previous')}` (stopped there to add the FK term)."
+    )
+
+
 def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command: str) -> Path:
     """assets/models/<name>.md beside the graphs: data, schedule, machine, the training log
     and the export check, all read from the checkpoint, its log.csv and the export report."""
@@ -217,6 +234,7 @@ def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command:
         for k in (rows[0] if rows else {})
         if k.startswith("joint_error_cm_")
     ]
+    fk_lengths = [n for n in lengths if rows and f"fk_error_cm_{n}" in rows[0]]
     errors = ", ".join(f"{k} {v:.1e}" for k, v in report["rollout_max_abs_error"].items())
     hours = float(config.get("train_seconds", 0.0)) / 3600
     lines = [
@@ -233,9 +251,10 @@ def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command:
         f"- **Schedule**: {config['step']} of {train['steps']} steps, batch "
         f"{train['batch_size']}, AMSGrad lr {train['lr']} decayed by a cosine to "
         f"{train['final_lr_fraction']:.0%} of it, teacher forcing p = "
-        f"{train['teacher_probability']}, transition length drawn per batch from 5 to 60 "
+        f"{train['teacher_probability']}, FK loss weight {train.get('fk_weight', 0)}, residual "
+        f"`{train.get('residual', 'previous')}`, transition length drawn per batch from 5 to 60 "
         "frames, 10 context frames; the paper trains 200 epochs at batch 32 (no CUDA GPU was "
-        "available here).",
+        "available here)." + _stage_note(train),
         f"- **Hardware**: {config['machine']}; {hours:.2f} h of training.",
         f"- **Size**: {report['parameter_bytes'] / 1e6:.2f} MB of float32 parameters; files "
         + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in report["bytes"].items())
@@ -245,7 +264,10 @@ def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command:
         "- **Reproduce**: `./run canis dataset transitions`, then `./run canis train-rtn --out "
         f"{checkpoint_path.parent} --steps {train['steps']} --batch-size {train['batch_size']} "
         f"--lr {train['lr']} --teacher-forcing {train['teacher_probability']} --seed "
-        f"{train['seed']}` (add `--resume` after an interruption), then `{command}`.",
+        f"{train['seed']} --fk-weight {train.get('fk_weight', 0)} --residual "
+        f"{train.get('residual', 'previous')}"
+        + (f" --init-from {train['init_from']}" if train.get("init_from") else "")
+        + f"` (add `--resume` after an interruption), then `{command}`.",
         "- **Evaluation**: docs/EVALUATION.md (L2P, L2Q, NPSS against interpolation and zero "
         "velocity on the held-out clips).",
         "",
@@ -253,12 +275,14 @@ def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command:
         "",
         "Validation: free-running transitions (no teacher forcing, no target blend) of "
         f"{', '.join(lengths)} frames on held-out windows; joint error is the mean joint "
-        "position error in cm in the target's frame.",
+        "position error in cm in the target's frame, of the position channels and (FK) of the "
+        "pose forward kinematics makes of the joint axes, which is what is shown.",
         "",
         "| step | train loss | validation loss | "
         + " | ".join(f"joint error {n} f (cm)" for n in lengths)
+        + "".join(f" | FK joint error {n} f (cm)" for n in fk_lengths)
         + " |",
-        "|---" * (3 + len(lengths)) + "|",
+        "|---" * (3 + len(lengths) + len(fk_lengths)) + "|",
     ]
     every = max(1, len(rows) // 12)
     for row in rows[every - 1 :: every] if len(rows) > 12 else rows:
@@ -266,6 +290,7 @@ def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command:
             f"| {row['step']} | {float(row['train_loss']):.4f} | "
             f"{float(row['validation_loss']):.4f} | "
             + " | ".join(f"{float(row['joint_error_cm_' + n]):.2f}" for n in lengths)
+            + "".join(f" | {float(row['fk_error_cm_' + n]):.2f}" for n in fk_lengths)
             + " |"
         )
     card = out_step.with_name(out_step.name.replace("_step.onnx", ".md"))

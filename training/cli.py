@@ -127,6 +127,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "or the previous frame (the RTN paper's)",
     )
     train_rtn.add_argument("--resume", action="store_true", help="continue the run in --out")
+    train_rtn.add_argument(
+        "--fk-weight", type=float, default=0.5, help="weight of the forward-kinematics term"
+    )
+    train_rtn.add_argument(
+        "--init-from", type=Path, help="start from this checkpoint's weights (fine-tuning)"
+    )
     train_rtn.set_defaults(handler=run_train_rtn)
 
     export_rtn = commands.add_parser(
@@ -361,6 +367,8 @@ def run_train_rtn(args) -> int:
         lr=args.lr,
         teacher_probability=args.teacher_forcing,
         residual=args.residual,
+        fk_weight=args.fk_weight,
+        init_from=str(args.init_from or ""),
         seed=args.seed,
         dataset=str(args.dataset),
     )

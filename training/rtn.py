@@ -32,6 +32,7 @@ from runtime.transition_frames import (
     PLACEMENT_SIZE,
     POSITIONS,
     ROTATED_COUNT,
+    ROTATED_JOINTS,
     TTA_BASIS,
     TTA_CLAMP_FRAMES,
     UPS,
@@ -141,6 +142,30 @@ def root_motion_between(placements, next_placements):
     x, z = rotate_xz(step[:, :1], step[:, 1:], -sin, cos)
     turn_sin = next_placements[:, 2:3] * cos - next_placements[:, 3:4] * sin
     return torch.cat([x, z, torch.asin(turn_sin.clamp(-1.0, 1.0))], dim=1) * FPS
+
+
+def fk_positions(frames: torch.Tensor, parents, offsets_m: torch.Tensor) -> torch.Tensor:
+    """Root-frame joint positions (N, J, 3) that forward kinematics makes of the frames' joint
+    axes with the skeleton's bone offsets from the frames' hips position: what the runtime
+    shows (runtime.kinematics.rotations_from_directions + FK), in torch for the training loss.
+    Each axis pair becomes a rotation by Gram-Schmidt as in runtime.rotations.quat_from_forward_up
+    (forward wins); a child sits at its parent plus the parent's rotation applied to its offset."""
+    n = frames.shape[0]
+    forward = frames[:, FORWARDS].reshape(n, ROTATED_COUNT, 3)
+    up = frames[:, UPS].reshape(n, ROTATED_COUNT, 3)
+    z = forward / forward.norm(dim=-1, keepdim=True).clamp(min=1e-8)
+    x = torch.linalg.cross(up, z)
+    x = x / x.norm(dim=-1, keepdim=True).clamp(min=1e-8)
+    y = torch.linalg.cross(z, x)
+    slot = {int(j): i for i, j in enumerate(ROTATED_JOINTS)}
+    positions = [frames[:, POSITIONS][:, 0:3]]
+    for joint in range(1, JOINT_COUNT):
+        parent, offset = int(parents[joint]), offsets_m[joint]
+        k = slot[parent]
+        positions.append(
+            positions[parent] + x[:, k] * offset[0] + y[:, k] * offset[1] + z[:, k] * offset[2]
+        )
+    return torch.stack(positions, dim=1)
 
 
 class LstmCell(nn.Module):

@@ -6,9 +6,11 @@ time-to-arrival embedding tells it how far the target is). Each step generates t
 and the target with fixed teacher forcing (the RTN paper's p = 0.2) and AMSGrad.
 
 Loss (all on what the step returns): MSE of standardised frames, of the root placement
-(x, z per PLACEMENT_SCALE_M and sin/cos of the yaw), and POSITION_WEIGHT x MSE of the joints
-in the target's frame per POSITION_SCALE_M (RMI's global-position term: an error at the root
-moves every joint).
+(x, z per PLACEMENT_SCALE_M and sin/cos of the yaw), POSITION_WEIGHT x MSE of the joints in
+the target's frame per POSITION_SCALE_M (RMI's global-position term: an error at the root
+moves every joint), and fk_weight x MSE of the positions forward kinematics makes of the joint
+axes (RMI's FK term: the runtime shows the pose FK makes of the rotations, so the rotations
+must place the joints, not only the position channels).
 
 Resume is exact: each step's windows and teacher-forcing draws come from generators seeded by
 (seed, step), and the learning rate is a function of the step.
@@ -26,15 +28,24 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from runtime.transition_frames import (
     CONTEXT_FRAMES,
     MAX_TRANSITION_FRAMES,
     MIN_TRANSITION_FRAMES,
+    POSITIONS,
     placement,
     transition_layout_hash,
 )
 from training.checkpoint import load_checkpoint, restore_model, restore_optimizer, save_checkpoint
-from training.rtn import Rtn, empty_rtn, offsets_to_target, rollout, to_target_frame
+from training.rtn import (
+    Rtn,
+    empty_rtn,
+    fk_positions,
+    offsets_to_target,
+    rollout,
+    to_target_frame,
+)
 from training.transition_data import TransitionData
 from training.transition_data import load as load_transitions
 
@@ -54,6 +65,8 @@ class RtnTrainConfig:
     final_lr_fraction: float = 0.1  # cosine decay to this fraction of lr at the last step
     teacher_probability: float = 0.2
     residual: str = "interpolation"  # or "previous", the paper's (training/rtn.py)
+    fk_weight: float = 0.5
+    init_from: str = ""  # a checkpoint whose weights start the run (fine-tuning)
     seed: int = 0
     eval_every: int = 250
     dataset: str = "data/dog_transitions.npz"
@@ -111,7 +124,8 @@ def offset_statistics(data: TransitionData, seed: int, count: int = 2048):
     return offsets.mean(0).float(), std.float()
 
 
-def losses(model: Rtn, predicted, truth) -> dict[str, torch.Tensor]:
+def losses(model: Rtn, predicted, truth, fk_weight=0.0, skeleton=None) -> dict:
+    """The loss terms; `skeleton` (parents, offsets tensor) is needed when fk_weight > 0."""
     frames, placements = predicted
     true_frames, true_placements = truth
     frame_error = (frames - true_frames) / model.frame_std
@@ -125,7 +139,11 @@ def losses(model: Rtn, predicted, truth) -> dict[str, torch.Tensor]:
         "position": POSITION_WEIGHT
         * ((positions - true_positions) / POSITION_SCALE_M).pow(2).mean(),
     }
-    terms["total"] = terms["frame"] + terms["placement"] + terms["position"]
+    if fk_weight > 0:
+        shown = fk_positions(frames.flatten(0, 1), *skeleton)
+        true_local = true_frames.flatten(0, 1)[:, POSITIONS].reshape(shown.shape)
+        terms["fk"] = fk_weight * ((shown - true_local) / POSITION_SCALE_M).pow(2).mean()
+    terms["total"] = sum(terms.values())
     return terms
 
 
@@ -141,20 +159,25 @@ def validation_windows(data: TransitionData, seed: int) -> dict[int, np.ndarray]
 
 
 @torch.no_grad()
-def validate(model: Rtn, data: TransitionData, picked: dict[int, np.ndarray]) -> dict:
-    """Free-running losses and mean joint error (cm, target frame, no target blend)."""
+def validate(model: Rtn, data, picked: dict[int, np.ndarray], fk_weight=0.0, skeleton=None):
+    """Free-running losses and mean joint error (cm, target frame, no target blend) of the
+    position channels and of the pose FK makes of the joint axes (what is shown)."""
     model.eval()
     report = {}
     for length, starts in picked.items():
         context, context_placements, target, truth = windows(data, starts, length)
         predicted = rollout(model, context, context_placements, target, length)
-        terms = losses(model, predicted, truth)
+        terms = losses(model, predicted, truth, fk_weight, skeleton)
         true_positions = to_target_frame(*(t.flatten(0, 1) for t in truth))[0]
         positions = to_target_frame(*(t.flatten(0, 1) for t in predicted))[0]
         error = positions - true_positions
+        shown = predicted[0].flatten(0, 1).clone()
+        shown[:, POSITIONS] = fk_positions(shown, *skeleton).flatten(1)
+        fk_error = to_target_frame(shown, predicted[1].flatten(0, 1))[0] - true_positions
         report[length] = {
             "loss": float(terms["total"]),
             "joint_error_cm": float(error.norm(dim=-1).mean() * 100),
+            "fk_error_cm": float(fk_error.norm(dim=-1).mean() * 100),
         }
     model.train()
     return report
@@ -164,6 +187,12 @@ def create_rtn(data: TransitionData, seed: int, residual: str) -> Rtn:
     offset_mean, offset_std = offset_statistics(data, seed)
     torch.manual_seed(seed)
     return Rtn(data["frame_mean"], data["frame_std"], offset_mean, offset_std, residual)
+
+
+def skeleton_tensors():
+    """(parents, bone offsets (J, 3) in metres) of the shipped dog, for fk_positions."""
+    skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
+    return skeleton.parents, torch.as_tensor(skeleton.offsets_m, dtype=torch.float32)
 
 
 def train_rtn(
@@ -195,11 +224,14 @@ def train_rtn(
         first_step, best = saved["step"], saved["best_validation_loss"]
     else:
         model = create_rtn(data, config.seed, config.residual)
+        if config.init_from:
+            restore_model(load_checkpoint(config.init_from, layout=layout), model, config.init_from)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, amsgrad=True)
         first_step, best = 0, math.inf
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "log.csv").unlink(missing_ok=True)
     picked = validation_windows(data, config.seed)
+    skeleton = skeleton_tensors()
     clips = data.clips(validation=False)
     starts_by_length = {
         p: data.window_starts(clips, p)
@@ -227,7 +259,7 @@ def train_rtn(
             config.teacher_probability,
             generator,
         )
-        terms = losses(model, predicted, truth)
+        terms = losses(model, predicted, truth, config.fk_weight, skeleton)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, step)
         optimizer.zero_grad(set_to_none=True)
@@ -236,7 +268,7 @@ def train_rtn(
         running.append(float(terms["total"].detach()))
         done = step + 1
         if done % config.eval_every == 0 or done == config.steps:
-            report = validate(model, data, picked)
+            report = validate(model, data, picked, config.fk_weight, skeleton)
             validation_loss = float(np.mean([r["loss"] for r in report.values()]))
             row = {
                 "step": done,
@@ -245,6 +277,7 @@ def train_rtn(
                 "lr": learning_rate(config, step),
                 "seconds": seconds_before + time.perf_counter() - started,
             } | {f"joint_error_cm_{p}": r["joint_error_cm"] for p, r in report.items()}
+            row |= {f"fk_error_cm_{p}": r["fk_error_cm"] for p, r in report.items()}
             running = []
             log_path = run_dir / "log.csv"
             new = not log_path.exists()
