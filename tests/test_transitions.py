@@ -297,3 +297,16 @@ def test_scripts_ask_for_transitions_and_refuse_bad_ones(tiny_rtn, tmp_path):
         script.write_text(json.dumps([{"t": 0.0, "transition": bad}]))
         with pytest.raises(ValueError, match=message):
             load_script(script)
+
+
+def test_torch_forward_kinematics_matches_the_data(tiny_transitions, dog):
+    """The FK term trains on what the runtime shows: the torch FK of a frame's joint axes
+    lands every joint where the data (made by the native FK) has it."""
+    from runtime.transition_frames import POSITIONS
+    from training.rtn import fk_positions
+    from training.transition_data import load
+
+    frames = torch.as_tensor(load(tiny_transitions)["frames"][::7])
+    shown = fk_positions(frames, dog.parents, torch.as_tensor(dog.offsets_m, dtype=torch.float32))
+    truth = frames[:, POSITIONS].reshape(shown.shape)
+    assert (shown - truth).norm(dim=-1).max() < 1e-5
