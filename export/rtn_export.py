@@ -216,7 +216,9 @@ def _stage_note(train: dict) -> str:
     return (
         f" Initialised from `{source}`: {first['step']} steps of a {t['steps']}-step run at "
         f"batch {t['batch_size']}, lr {t['lr']}, FK weight {t.get('fk_weight', 0)}, residual "
-        f"`{t.get('residual', 'previous')}` (stopped there to add the FK term)."
+        f"`{t.get('residual', 'previous')}`, {float(first.get('train_seconds', 0)) / 3600:.2f} h "
+        f"(`./run canis train-rtn --out {Path(source).parent} --steps {t['steps']} --lr "
+        f"{t['lr']} --fk-weight {t.get('fk_weight', 0)} --stop-after {first['step']}`)."
     )
 
 

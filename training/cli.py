@@ -133,6 +133,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     train_rtn.add_argument(
         "--init-from", type=Path, help="start from this checkpoint's weights (fine-tuning)"
     )
+    train_rtn.add_argument(
+        "--stop-after", type=int, help="end after this step's checkpoint (resume later)"
+    )
     train_rtn.set_defaults(handler=run_train_rtn)
 
     export_rtn = commands.add_parser(
@@ -372,7 +375,7 @@ def run_train_rtn(args) -> int:
         seed=args.seed,
         dataset=str(args.dataset),
     )
-    train_rtn(config, args.out, resume=args.resume)
+    train_rtn(config, args.out, resume=args.resume, stop_after=args.stop_after)
     print(f"done: {args.out} (last.safetensors, best.safetensors, log.csv)")
     return 0
 
