@@ -152,6 +152,7 @@ class Controller:
             name: np.zeros((n, self.skeleton.joint_count, 3))
             for name in ("positions_m", "forwards", "ups")
         }
+        self.offsets_active = False
         self.expert_weights = None
         self.non_finite_events = 0
         self.speed_gain = np.ones(n)
@@ -469,17 +470,20 @@ class Controller:
             offset[rows] = before[name][rows] - getattr(self.pose, name)[rows]
         self.display_offset["positions_m"][:, 1:] = 0.0  # only the hips' position is shown
         self.handback_pending[:] = False
+        self.offsets_active = True
 
     def _update_display_pose(self, dt_s: float) -> None:
         """The pose shown: predicted rotations through FK with fixed bone offsets at the
         predicted hips, in the world, then fitted to the terrain by the full-body IK."""
         pose = self.pose
         forwards, ups, hips_local = pose.forwards, pose.ups, pose.positions_m[:, :1]
-        if dt_s > 0 and any(np.any(o) for o in self.display_offset.values()):
+        if dt_s > 0 and self.offsets_active:
             decay = smoothing_factor(dt_s, HANDBACK_HALF_LIFE_S)
             for offset in self.display_offset.values():
                 offset *= decay
-                offset[np.abs(offset) < 1e-5] = 0.0  # decayed away: stop paying for it
+                offset[np.abs(offset) < 1e-5] = 0.0
+            # Decayed away everywhere: stop paying for it.
+            self.offsets_active = any(np.any(o) for o in self.display_offset.values())
             forwards = forwards + self.display_offset["forwards"]
             ups = ups + self.display_offset["ups"]
             hips_local = hips_local + self.display_offset["positions_m"][:, :1]
