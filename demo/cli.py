@@ -133,6 +133,48 @@ def _drive_shipped_model(seconds: float = 20.0) -> None:
     print()
 
 
+def _transition_shipped_model() -> None:
+    """A trotting dog sent to each keyframe by the shipped RTN: how close it lands."""
+    import time
+
+    import numpy as np
+
+    from runtime.cli import SHIPPED_MODELS
+    from runtime.controller import Controller
+    from runtime.features import ACTIONS
+    from runtime.inference import MotionModel
+    from runtime.kinematics import forward_kinematics
+    from runtime.root import from_root_xz
+    from runtime.trajectory import ControlState
+    from runtime.transition import TransitionModel, shipped_transition_model_path
+
+    if not shipped_transition_model_path().is_file():
+        print("(no shipped transition model: skipping the transitions)\n")
+        return
+    c = Controller(MotionModel(SHIPPED_MODELS / "mann8.onnx"), transition_model=TransitionModel())
+    trot = ControlState(np.array([[0.0, 1.9]]), np.zeros(1), np.array([ACTIONS.index("move")]))
+    for name, key in c.keyframes.items():
+        c.reset()
+        for _ in range(120):
+            c.step(trot)
+        started = time.perf_counter()
+        c.transition_to(name, 30)
+        ms = (time.perf_counter() - started) * 1e3
+        for _ in range(31):
+            c.step(trot)
+        wanted, _ = forward_kinematics(
+            c.skeleton, key.local_rotations[None], np.array([[0.0, key.hips_height_m, 0.0]])
+        )
+        wanted = wanted.astype(np.float64)
+        wanted[..., [0, 2]] = from_root_xz(wanted[..., [0, 2]], c.root_xz_m, c.root_yaw_rad)
+        error_cm = np.linalg.norm(c.display_pose()[0] - wanted, axis=-1).max() * 100
+        print(
+            f"RTN from a 1.9 m/s trot to {name} in 30 frames: generated in {ms:.1f} ms, "
+            f"every joint within {error_cm:.3f} cm of the keyframe on arrival"
+        )
+    print()
+
+
 def _metres(values) -> str:
     return "[" + ", ".join(f"{v:.3f}" for v in values) + "]"
 
@@ -146,6 +188,7 @@ def run_check() -> int:
     from runtime.terrain import Heightmap
 
     _drive_shipped_model()
+    _transition_shipped_model()
     skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
     stand = load_keyframes()["stand"]
     pose = stand.local_rotations[None].astype(np.float32)
