@@ -16,7 +16,8 @@ import numpy as np
 
 from runtime.features import LocalPose
 from runtime.kinematics import forward_kinematics
-from runtime.rotations import quat_normalize, quat_to_forward_up
+from runtime.root import body_facing, yaw_from_direction, yaw_quaternion
+from runtime.rotations import quat_conjugate, quat_multiply, quat_normalize, quat_to_forward_up
 from runtime.skeleton import DOG_JOINT_NAMES, Skeleton
 
 # Keyframe name -> the action it is chosen from (training/keyframes.py) and that holds it.
@@ -43,6 +44,33 @@ class Keyframe:
         if np.any(np.linalg.norm(rotations, axis=1) < 1e-6):
             raise ValueError(f"keyframe {self.name!r}: holds zero-length quaternions")
         return self
+
+
+def keyframe_from_world_pose(
+    name: str,
+    skeleton: Skeleton,
+    rotations: np.ndarray,
+    root_rotation: np.ndarray | None = None,
+    hips_height_m: float | None = None,
+    source: str = "recorded",
+    positions_m: np.ndarray | None = None,
+) -> Keyframe:
+    """A keyframe from one world-space pose: global joint rotations (J, 4), e.g. a frame of
+    `canis run --record` or Controller.display_pose(). The root rotation (a yaw) defaults to
+    the body's facing and the hips height to the hips' y, both from positions_m (J, 3)."""
+    rotations = np.asarray(rotations, dtype=np.float64)
+    if root_rotation is None or hips_height_m is None:
+        if positions_m is None:
+            raise ValueError("give positions_m, or both root_rotation and hips_height_m")
+        positions_m = np.asarray(positions_m, dtype=np.float64)
+    if root_rotation is None:
+        root_rotation = yaw_quaternion(yaw_from_direction(body_facing(positions_m, skeleton)))
+    if hips_height_m is None:
+        hips_height_m = float(positions_m[0, 1])
+    local = rotations.copy()
+    local[1:] = quat_multiply(quat_conjugate(rotations[skeleton.parents[1:]]), rotations[1:])
+    local[0] = quat_multiply(quat_conjugate(root_rotation), rotations[0])  # root-relative hips
+    return Keyframe(name, quat_normalize(local), float(hips_height_m), source).checked()
 
 
 def keyframe_pose(skeleton: Skeleton, keyframe: Keyframe) -> LocalPose:

@@ -310,3 +310,31 @@ def test_torch_forward_kinematics_matches_the_data(tiny_transitions, dog):
     shown = fk_positions(frames, dog.parents, torch.as_tensor(dog.offsets_m, dtype=torch.float32))
     truth = frames[:, POSITIONS].reshape(shown.shape)
     assert (shown - truth).norm(dim=-1).max() < 1e-5
+
+
+def test_a_recorded_frame_is_a_target(tiny_rtn):
+    from runtime.poses import keyframe_from_world_pose
+
+    c = controller(tiny_rtn, count=1)
+    c.reset(yaw_rad=[0.7])
+    positions, rotations = c.display_pose()
+    recorded = keyframe_from_world_pose(
+        "recorded", c.skeleton, rotations[0], positions_m=positions[0]
+    )
+    # The standing start, recorded from the screen, is the standing keyframe again.
+    stand = c.keyframes["stand"]
+    assert recorded.hips_height_m == pytest.approx(stand.hips_height_m, abs=1e-5)
+    same = np.abs(np.sum(recorded.local_rotations * stand.local_rotations, axis=1))
+    np.testing.assert_allclose(same, 1.0, atol=1e-5)
+    trot = ControlState(np.array([[0.0, 1.5]]), np.zeros(1), np.array([ACTIONS.index("move")]))
+    for _ in range(60):
+        c.step(trot)
+    c.transition_to(recorded, 15, action="idle")
+    for _ in range(16):
+        c.step(trot)
+    wanted, _ = forward_kinematics(
+        c.skeleton, recorded.local_rotations[None], np.array([[0.0, recorded.hips_height_m, 0.0]])
+    )
+    wanted = wanted.astype(np.float64)
+    wanted[..., [0, 2]] = from_root_xz(wanted[..., [0, 2]], c.root_xz_m, c.root_yaw_rad)
+    assert np.linalg.norm(c.display_pose()[0] - wanted, axis=-1).max() < 0.01

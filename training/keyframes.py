@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from runtime.features import ACTIONS
-from runtime.poses import KEYFRAME_ACTIONS, Keyframe
-from runtime.rotations import quat_conjugate, quat_multiply
+from runtime.poses import KEYFRAME_ACTIONS, Keyframe, keyframe_from_world_pose
 from training.bvh import read_bvh
 from training.clips import process_clip
 
@@ -33,14 +32,13 @@ def pick_keyframes(bvh_files: list[Path]) -> list[Keyframe]:
             frame = int(np.flatnonzero(deep)[np.argmin(stillness[deep])])
             if name in best and best[name][0] <= stillness[frame]:
                 continue
-            rotations = clip.rotations[frame].copy()  # global; make the hips root-relative
-            local = clip.rotations[frame].copy()
-            local[1:] = quat_multiply(
-                quat_conjugate(rotations[clip.skeleton.parents[1:]]), rotations[1:]
-            )
-            local[0] = quat_multiply(quat_conjugate(clip.root_rotations[frame]), rotations[0])
-            keyframe = Keyframe(
-                name, local, float(labels.hips_height_m[frame]), f"{path.stem} frame {frame}"
+            keyframe = keyframe_from_world_pose(
+                name,
+                clip.skeleton,
+                clip.rotations[frame],
+                clip.root_rotations[frame],
+                float(labels.hips_height_m[frame]),
+                f"{path.stem} frame {frame}",
             )
             best[name] = (float(stillness[frame]), keyframe)
     return [best[name][1] for name in KEYFRAME_ACTIONS if name in best]
