@@ -173,9 +173,32 @@ def parity_inputs(wrapper: ExportedModel, dataset_path: Path | None, rows: int =
     return sets
 
 
+def write_graph(module, example: tuple, path: Path, inputs, outputs, meta: dict) -> None:
+    """One ONNX graph of `module` (eval mode, dynamic batch axis) with canis.* metadata,
+    checked by onnx's checker."""
+    import onnx
+
+    torch.onnx.export(
+        module.eval(),
+        example,
+        str(path),
+        input_names=inputs,
+        output_names=outputs,
+        dynamic_axes={name: {0: "batch"} for name in inputs + outputs},
+        opset_version=OPSET,
+        dynamo=False,
+    )
+    graph = onnx.load(str(path))
+    for key, value in meta.items():
+        entry = graph.metadata_props.add()
+        entry.key, entry.value = key, value
+    graph.doc_string = f"canis {meta['canis.kind']} network; see canis.* metadata"
+    onnx.checker.check_model(graph)
+    onnx.save(graph, str(path))
+
+
 def export_onnx(checkpoint_path: Path, out: Path, dataset_path: Path | None = None) -> dict:
     """Writes the ONNX model and returns the parity report; raises if parity fails."""
-    import onnx
     import onnxruntime as ort
 
     wrapper, config = load_for_export(checkpoint_path, dataset_path)
@@ -184,23 +207,7 @@ def export_onnx(checkpoint_path: Path, out: Path, dataset_path: Path | None = No
     example = _example_inputs(kind, np.zeros((2, INPUT.size), np.float32), np.zeros(2, np.float32))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".partial")
-    torch.onnx.export(
-        wrapper,
-        example,
-        str(tmp),
-        input_names=inputs,
-        output_names=outputs,
-        dynamic_axes={name: {0: "batch"} for name in inputs + outputs},
-        opset_version=OPSET,
-        dynamo=False,
-    )
-    model = onnx.load(str(tmp))
-    for key, value in metadata(config).items():
-        entry = model.metadata_props.add()
-        entry.key, entry.value = key, value
-    model.doc_string = f"canis {kind} motion network; see canis.* metadata"
-    onnx.checker.check_model(model)
-    onnx.save(model, str(tmp))
+    write_graph(wrapper, example, tmp, inputs, outputs, metadata(config))
 
     session = ort.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
     report = {}

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from canis import __version__
-from export.onnx_export import LICENCE, OPSET
+from export.onnx_export import LICENCE, write_graph
 from runtime.features import FPS
 from runtime.skeleton import DOG_JOINT_NAMES
 from runtime.transition import INIT_INPUTS, INIT_OUTPUTS, STEP_INPUTS, STEP_OUTPUTS, TransitionModel
@@ -70,28 +70,6 @@ def metadata(kind: str, config: dict, model: Rtn) -> dict[str, str]:
         "canis.exported": datetime.now(UTC).isoformat(timespec="seconds"),
         "canis.version": __version__,
     }
-
-
-def _export_graph(module, example, path, inputs, outputs, meta) -> None:
-    import onnx
-
-    torch.onnx.export(
-        module.eval(),
-        example,
-        str(path),
-        input_names=inputs,
-        output_names=outputs,
-        dynamic_axes={name: {0: "batch"} for name in inputs + outputs},
-        opset_version=OPSET,
-        dynamo=False,
-    )
-    graph = onnx.load(str(path))
-    for key, value in meta.items():
-        entry = graph.metadata_props.add()
-        entry.key, entry.value = key, value
-    graph.doc_string = f"canis {meta['canis.kind']}; see canis.* metadata"
-    onnx.checker.check_model(graph)
-    onnx.save(graph, str(path))
 
 
 def parity_windows(model: Rtn, dataset_path: Path | None, rows=8, seed=0):
@@ -150,7 +128,7 @@ def export_rtn(checkpoint_path: Path, out_step: Path, dataset_path: Path | None 
         torch.zeros(n, LSTM_UNITS),
     )
     config = checkpoint.config
-    _export_graph(
+    write_graph(
         StepGraph(model),
         step_example,
         partial[out_step],
@@ -158,7 +136,7 @@ def export_rtn(checkpoint_path: Path, out_step: Path, dataset_path: Path | None 
         STEP_OUTPUTS,
         metadata("rtn_step", config, model),
     )
-    _export_graph(
+    write_graph(
         InitGraph(model),
         (torch.zeros(n, FRAME_SIZE),),
         partial[out_init],

@@ -24,6 +24,25 @@ class ModelError(ValueError):
     """A model file that the runtime cannot use; the message names the file and the problem."""
 
 
+def common_problems(meta: dict[str, str], input_names, output_names, inputs, outputs) -> list:
+    """What every canis model must agree on with this runtime (frame rate, skeleton, tensor
+    names), as readable differences."""
+    problems = []
+    if meta.get("canis.fps") != str(FPS):
+        problems.append(f"frame rate {meta.get('canis.fps')} is not {FPS}")
+    try:
+        joints = tuple(json.loads(meta.get("canis.joint_names", "[]")))
+    except json.JSONDecodeError:
+        joints = ()
+    if joints != DOG_JOINT_NAMES:
+        problems.append("joint names differ from the dog skeleton's")
+    if list(input_names) != inputs:
+        problems.append(f"inputs {list(input_names)} are not {inputs}")
+    if list(output_names) != outputs:
+        problems.append(f"outputs {list(output_names)} are not {outputs}")
+    return problems
+
+
 def check_metadata(path: Path, meta: dict[str, str], input_names, output_names) -> str:
     """The model's kind, or ModelError naming every way the model differs from the contract."""
     if "canis.kind" not in meta:
@@ -39,22 +58,11 @@ def check_metadata(path: Path, meta: dict[str, str], input_names, output_names) 
             f"feature layout {meta.get('canis.layout_hash')} differs from the "
             f"runtime's {layout_hash()}"
         )
-    if meta.get("canis.fps") != str(FPS):
-        problems.append(f"frame rate {meta.get('canis.fps')} is not {FPS}")
-    try:
-        joints = tuple(json.loads(meta.get("canis.joint_names", "[]")))
-    except json.JSONDecodeError:
-        joints = ()
-    if joints != DOG_JOINT_NAMES:
-        problems.append("joint names differ from the dog skeleton's")
     expected_inputs = ["x", "phase"] if kind == "pfnn" else ["x"]
     expected_outputs = {"mann": ["y", "expert_weights"], "pfnn": ["y", "phase_delta"]}.get(
         kind, ["y"]
     )
-    if list(input_names) != expected_inputs:
-        problems.append(f"inputs {list(input_names)} are not {expected_inputs}")
-    if list(output_names) != expected_outputs:
-        problems.append(f"outputs {list(output_names)} are not {expected_outputs}")
+    problems += common_problems(meta, input_names, output_names, expected_inputs, expected_outputs)
     if problems:
         raise ModelError(f"{path}: does not match this runtime: " + "; ".join(problems))
     return kind

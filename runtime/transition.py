@@ -7,14 +7,11 @@ is the RTN paper's post-process that makes the last frame the target exactly.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from runtime.features import FPS
-from runtime.inference import ModelError, open_session
-from runtime.skeleton import DOG_JOINT_NAMES
+from runtime.inference import ModelError, common_problems, open_session
 from runtime.transition_frames import (
     CONTEXT_FRAMES,
     FRAME_SIZE,
@@ -48,16 +45,13 @@ def check_transition_metadata(path: Path, session, kind: str, inputs, outputs) -
             f"transition layout {meta.get('canis.transition_layout_hash')} differs from the "
             f"runtime's {transition_layout_hash()}"
         )
-    if meta.get("canis.fps") != str(FPS):
-        problems.append(f"frame rate {meta.get('canis.fps')} is not {FPS}")
-    if tuple(json.loads(meta.get("canis.joint_names", "[]"))) != DOG_JOINT_NAMES:
-        problems.append("joint names differ from the dog skeleton's")
-    names_in = [i.name for i in session.get_inputs()]
-    names_out = [o.name for o in session.get_outputs()]
-    if names_in != inputs:
-        problems.append(f"inputs {names_in} are not {inputs}")
-    if names_out != outputs:
-        problems.append(f"outputs {names_out} are not {outputs}")
+    problems += common_problems(
+        meta,
+        [i.name for i in session.get_inputs()],
+        [o.name for o in session.get_outputs()],
+        inputs,
+        outputs,
+    )
     if problems:
         raise ModelError(f"{path}: does not match this runtime: " + "; ".join(problems))
     return meta

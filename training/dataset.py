@@ -68,8 +68,28 @@ class BuildResult:
     clips: list = field(default_factory=list)  # processed, unmirrored Clip objects for plots
 
 
-def build(bvh_dir: Path, seed: int = 0, progress: bool = True, keep_clips=False) -> BuildResult:
+def readable_motions(files, min_frames: int, skipped: list, progress: bool, window: str):
+    """(path, motion) of every file that parses and has at least min_frames frames; the
+    others are logged and added to `skipped` with the reason (`window` names what needs the
+    frames)."""
     from tqdm import tqdm
+
+    for path in tqdm(files, desc="clips", unit="clip", disable=not progress):
+        try:
+            motion = read_bvh(path)
+        except BvhError as error:
+            skipped.append({"clip": path.stem, "reason": str(error)})
+            log.warning("skipping %s: %s", path.name, error)
+            continue
+        if motion.frame_count < min_frames:
+            reason = f"{motion.frame_count} frames, shorter than the {min_frames}-frame {window}"
+            skipped.append({"clip": path.stem, "reason": reason})
+            log.warning("skipping %s: %s", path.name, reason)
+            continue
+        yield path, motion
+
+
+def build(bvh_dir: Path, seed: int = 0, progress: bool = True, keep_clips=False) -> BuildResult:
 
     files = sorted(Path(bvh_dir).glob("*.bvh"))
     if not files:
@@ -91,21 +111,8 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True, keep_clips=False)
         )
     }
     clip_names, clip_stems, skipped, kept = [], [], [], []
-    for path in tqdm(files, desc="clips", unit="clip", disable=not progress):
-        try:
-            motion = read_bvh(path)
-        except BvhError as error:
-            skipped.append({"clip": path.stem, "reason": str(error)})
-            log.warning("skipping %s: %s", path.name, error)
-            continue
-        if motion.frame_count < MIN_CLIP_FRAMES:
-            reason = (
-                f"{motion.frame_count} frames, shorter than the {MIN_CLIP_FRAMES}-frame "
-                "trajectory window"
-            )
-            skipped.append({"clip": path.stem, "reason": reason})
-            log.warning("skipping %s: %s", path.name, reason)
-            continue
+    clips = readable_motions(files, MIN_CLIP_FRAMES, skipped, progress, "trajectory window")
+    for path, motion in clips:
         for mirrored in (False, True):
             clip = process_clip(motion, mirrored)
             x, y, frames = clip_pairs(clip)

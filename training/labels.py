@@ -14,6 +14,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from runtime.features import ACTIONS, FPS
 from runtime.gaits import classify_gaits
+from runtime.root import yaw_from_direction
 from runtime.skeleton import Skeleton
 
 # Paw order as in DOG_GROUPS["paws"]: left front, right front, left hind, right hind.
@@ -200,7 +201,7 @@ def label_clip(skeleton: Skeleton, positions_m: np.ndarray, facing: np.ndarray) 
     body = neck - hips
     pitch_deg = np.degrees(np.arctan2(body[:, 1], np.linalg.norm(body[:, [0, 2]], axis=1)))
     root_speed = rolling(speeds_mps(hips * np.array([1.0, 0.0, 1.0])), 7, np.mean)
-    yaw = np.unwrap(np.arctan2(facing[:, 0], facing[:, 2]))
+    yaw = np.unwrap(yaw_from_direction(facing))
     yaw_rate_degps = rolling(np.degrees(np.gradient(yaw)) * FPS, 7, np.mean)
     jumping = find_jumps(contacts, hips[:, 1], ground)
     hips_height = hips[:, 1] - ground

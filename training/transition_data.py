@@ -14,7 +14,6 @@ training-frame mean and standard deviation, and a JSON metadata string.
 from __future__ import annotations
 
 import json
-import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from runtime.features import pose_to_root_frame
+from runtime.root import yaw_from_direction
 from runtime.transition_frames import (
     CONTEXT_FRAMES,
     MIN_TRANSITION_FRAMES,
@@ -30,11 +30,9 @@ from runtime.transition_frames import (
     root_motion,
     transition_layout_hash,
 )
-from training.bvh import BvhError, read_bvh
 from training.clips import Clip, process_clip
-from training.dataset import standardisation, validation_clips
+from training.dataset import readable_motions, standardisation, validation_clips
 
-log = logging.getLogger("canis.dataset")
 FORMAT = "canis-transitions-1"
 
 
@@ -42,14 +40,12 @@ def clip_frames(clip: Clip) -> np.ndarray:
     """(F, D) RTN frames of a processed clip."""
     frames = np.arange(clip.frame_count)
     pose = pose_to_root_frame(clip.root_positions_m, clip.root_rotations, clip.pose(frames))
-    yaw = np.arctan2(clip.facing[:, 0], clip.facing[:, 2])
+    yaw = yaw_from_direction(clip.facing)
     velocity, yaw_rate = root_motion(clip.root_positions_m[:, [0, 2]], yaw)
     return frame_vector(velocity, yaw_rate, pose)
 
 
 def build(bvh_dir: Path, seed: int = 0, progress: bool = True) -> dict[str, np.ndarray]:
-    from tqdm import tqdm
-
     files = sorted(Path(bvh_dir).glob("*.bvh"))
     if not files:
         raise FileNotFoundError(f"no .bvh files in {bvh_dir}")
@@ -57,16 +53,7 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True) -> dict[str, np.n
     parts = {"frames": [], "root_xz_m": [], "root_yaw_rad": [], "action": []}
     names, stems, ranges, skipped, row = [], [], [], [], 0
     shortest = CONTEXT_FRAMES + MIN_TRANSITION_FRAMES + 1
-    for path in tqdm(files, desc="clips", unit="clip", disable=not progress):
-        try:
-            motion = read_bvh(path)
-        except BvhError as error:
-            skipped.append({"clip": path.stem, "reason": str(error)})
-            log.warning("skipping %s: %s", path.name, error)
-            continue
-        if motion.frame_count < shortest:
-            skipped.append({"clip": path.stem, "reason": f"{motion.frame_count} frames"})
-            continue
+    for path, motion in readable_motions(files, shortest, skipped, progress, "transition window"):
         for mirrored in (False, True):
             clip = process_clip(motion, mirrored)
             frames = clip_frames(clip)
@@ -75,9 +62,7 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True) -> dict[str, np.n
                 continue
             parts["frames"].append(frames)
             parts["root_xz_m"].append(clip.root_positions_m[:, [0, 2]].astype(np.float32))
-            parts["root_yaw_rad"].append(
-                np.arctan2(clip.facing[:, 0], clip.facing[:, 2]).astype(np.float32)
-            )
+            parts["root_yaw_rad"].append(yaw_from_direction(clip.facing).astype(np.float32))
             parts["action"].append(clip.labels.action_index.astype(np.int8))
             names.append(clip.name)
             stems.append(path.stem)

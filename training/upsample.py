@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from runtime.kinematics import rotations_from_directions
-from runtime.root import from_root_xz
+from runtime.root import from_root_xz, yaw_from_direction
 from runtime.transition import TransitionModel, target_blend
 from runtime.transition_frames import (
     CONTEXT_FRAMES,
@@ -109,7 +109,7 @@ def upsample_clip(model_path, clip_path: Path, out: Path, keep_every: int) -> di
     motion = read_bvh(clip_path)
     clip = process_clip(motion)
     frames = clip_frames(clip)
-    yaw = np.arctan2(clip.facing[:, 0], clip.facing[:, 2])
+    yaw = yaw_from_direction(clip.facing)
     result = upsample_frames(model, frames, clip.root_positions_m[:, [0, 2]], yaw, keep_every)
     write_bvh(out, to_bvh_motion(motion, result, clip.root_positions_m[:, 1]))
     return {"frames": len(frames), "regenerated": int(result.generated.sum())} | error_report(
