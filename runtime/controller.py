@@ -353,10 +353,11 @@ class Controller:
         )
         self.action_weights = self.commanded_actions.copy()
         self._push_history(speeds_mps[:, PAST_SAMPLES.size])
-        self.frame_history[:, :-1] = self.frame_history[:, 1:]
-        self.frame_history[:, -1] = frame_vector(
-            p.root_velocity_mps, p.root_yaw_velocity_radps, self.pose
-        )
+        if self.transition_model is not None:  # only transitions read it
+            self.frame_history[:, :-1] = self.frame_history[:, 1:]
+            self.frame_history[:, -1] = frame_vector(
+                p.root_velocity_mps, p.root_yaw_velocity_radps, self.pose
+            )
 
     def _push_history(self, speed_now) -> None:
         h = self.history

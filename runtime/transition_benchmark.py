@@ -21,15 +21,15 @@ def benchmark_transitions(step_path: Path, motion_model_path: Path, seconds_per_
     rng = np.random.default_rng(0)
     steps = []
     for batch in STEP_BATCHES:
-        feeds = {
-            "frame": rng.normal(size=(batch, FRAME_SIZE)).astype(np.float32),
-            "placement": np.tile(np.float32([0.5, -1.0, 0.0, 1.0]), (batch, 1)),
-            "target": rng.normal(size=(batch, FRAME_SIZE)).astype(np.float32),
-            "frames_to_arrival": np.full((batch, 1), 20.0, np.float32),
-            "h": np.zeros((batch, 512), np.float32),
-            "c": np.zeros((batch, 512), np.float32),
-        }
-        assert list(feeds) == STEP_INPUTS
+        values = (
+            rng.normal(size=(batch, FRAME_SIZE)),  # frame
+            np.tile([0.5, -1.0, 0.0, 1.0], (batch, 1)),  # placement
+            rng.normal(size=(batch, FRAME_SIZE)),  # target
+            np.full((batch, 1), 20.0),  # frames to arrival
+            np.zeros((batch, 512)),  # h
+            np.zeros((batch, 512)),  # c
+        )
+        feeds = {n: v.astype(np.float32) for n, v in zip(STEP_INPUTS, values, strict=True)}
 
         def call(feeds=feeds):
             return model.step_session.run(STEP_OUTPUTS, feeds)
