@@ -38,14 +38,14 @@ def main(seconds: float = SECONDS) -> None:
         now = time.perf_counter()
         for _ in range(loop.advance(now - clock)):
             velocity, facing, action = gamepad(t)
-            path_velocity, path_facing, _, _ = follow_path(
-                CIRCLE, 1.1, dogs.root_xz_m[1], dogs.root_yaw_rad[1]
-            )
+            path = follow_path(CIRCLE, 1.1, dogs.root_xz_m[1], dogs.root_yaw_rad[1], loop=True)
+            no_path = np.full_like(path.future_xz_m, np.nan)  # dog 0 is steered, not on a path
             dogs.step(
                 ControlState(
-                    np.stack([velocity, path_velocity]),
-                    np.array([facing, path_facing]),
+                    np.stack([velocity, path.velocity_mps]),
+                    np.array([facing, path.facing_yaw_rad]),
                     np.array([ACTIONS.index(action), ACTIONS.index("move")]),
+                    np.stack([no_path, path.future_xz_m]),
                 )
             )
             dogs.profiler.end_frame()

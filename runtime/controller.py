@@ -49,6 +49,7 @@ from runtime.trajectory import (
     VELOCITY_HALF_LIFE_S,
     ControlState,
     GroundTrajectory,
+    along_path,
     blend,
     extrapolate,
     smoothing_factor,
@@ -131,6 +132,7 @@ class Controller:
         self.commanded_velocity_mps = np.zeros((n, 2))
         self.commanded_yaw_rad = self.root_yaw_rad.copy()
         self.commanded_actions = self.action_weights.copy()
+        self.path_future_xz_m = None
         frames = HISTORY_FRAMES
         self.history = GroundTrajectory(
             positions_xz_m=np.repeat(self.root_xz_m[:, None], frames, axis=1),
@@ -184,10 +186,14 @@ class Controller:
             1.0 + (self.speed_gain - 1.0) * a,
         )  # relax back when not moving
         return ControlState(
-            control.velocity_mps * self.speed_gain[:, None], control.facing_yaw_rad, control.action
+            control.velocity_mps * self.speed_gain[:, None],
+            control.facing_yaw_rad,
+            control.action,
+            control.future_xz_m,
         )
 
     def _smooth_command(self, control: ControlState) -> None:
+        self.path_future_xz_m = control.future_xz_m
         a = smoothing_factor(DT_S, VELOCITY_HALF_LIFE_S)
         self.commanded_velocity_mps = (
             control.velocity_mps + (self.commanded_velocity_mps - control.velocity_mps) * a
@@ -211,6 +217,8 @@ class Controller:
             self.commanded_yaw_rad,
             self.commanded_actions,
         )
+        if self.path_future_xz_m is not None:
+            desired = along_path(desired, self.root_xz_m, self.path_future_xz_m)
         self.desired_future = desired
         future = blend(desired, self.predicted_future, self.tau)
         h, yaw = self.history, self.root_yaw_rad

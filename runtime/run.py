@@ -30,7 +30,7 @@ from runtime.poses import KEYFRAME_ACTIONS, load_keyframes
 from runtime.profiler import Profiler
 from runtime.root import rotate_xz, wrap_angle_rad, yaw_from_direction
 from runtime.terrain import load_terrain
-from runtime.trajectory import ControlState
+from runtime.trajectory import FUTURE_TIMES_S, ControlState
 from runtime.transition import TransitionModel
 from runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
 
@@ -164,9 +164,10 @@ def load_path(path: str | Path) -> dict:
         raise ValueError(f"{path}: 'waypoints' must be at least two [x, z] points")
     if not np.all(np.isfinite(waypoints)) or not speed > 0:
         raise ValueError(f"{path}: waypoints must be finite and speed positive")
-    if spec.get("loop"):
+    loop = bool(spec.get("loop"))
+    if loop:
         waypoints = np.vstack([waypoints, waypoints[:1]])
-    return {"waypoints": waypoints, "speed": speed}
+    return {"waypoints": waypoints, "speed": speed, "loop": loop}
 
 
 def closest_on_path(points: np.ndarray, xz: np.ndarray):
@@ -182,40 +183,65 @@ def closest_on_path(points: np.ndarray, xz: np.ndarray):
     return along, float(gaps[i]), ab[i] / lengths[i]
 
 
-def point_at(points: np.ndarray, along: float) -> np.ndarray:
+def point_at(points: np.ndarray, along: float, loop: bool = False) -> np.ndarray:
+    """The point `along` metres along the polyline: clamped to its end, or around again when
+    it is a loop (its last point is its first)."""
     lengths = np.linalg.norm(np.diff(points, axis=0), axis=1)
     cumulative = np.concatenate([[0], np.cumsum(lengths)])
-    along = min(along, cumulative[-1])
+    along = along % cumulative[-1] if loop else min(along, cumulative[-1])
     i = min(int(np.searchsorted(cumulative, along, side="right")) - 1, len(lengths) - 1)
     return points[i] + (points[i + 1] - points[i]) * (along - cumulative[i]) / lengths[i]
 
 
+@dataclass
+class PathControl:
+    """What keeps one dog on a polyline this frame, and how far off it is."""
+
+    velocity_mps: np.ndarray  # (2,) toward the point PATH_LOOKAHEAD_M along
+    facing_yaw_rad: float
+    future_xz_m: np.ndarray  # (6, 2) the path where the trajectory samples should be
+    gap_m: float  # distance of the root from the path
+    angle_deg: float  # between the root's facing and the path's tangent
+
+
 def follow_path(
-    points: np.ndarray, speed_mps: float, root_xz_m: np.ndarray, root_yaw_rad: float
-) -> tuple[np.ndarray, float, float, float]:
-    """Control for one dog on a polyline: (velocity (2,), facing yaw, distance from the path
-    in m, angle from its tangent in degrees). It aims at the point PATH_LOOKAHEAD_M further
-    along the path than the closest one."""
+    points: np.ndarray,
+    speed_mps: float,
+    root_xz_m: np.ndarray,
+    root_yaw_rad: float,
+    loop: bool = False,
+) -> PathControl:
+    """Control for one dog on a polyline. The desired future samples are the points of the
+    path the dog would reach at `speed_mps` from the closest one (the MANN paper's path test:
+    the desired trajectory is the path; ControlState.future_xz_m); the asked velocity and
+    facing aim at the point PATH_LOOKAHEAD_M along."""
     along, gap, tangent = closest_on_path(points, root_xz_m)
     tangent_yaw = yaw_from_direction(tangent)
     angle = abs(math.degrees(wrap_angle_rad(root_yaw_rad - tangent_yaw)))
-    heading = point_at(points, along + PATH_LOOKAHEAD_M) - root_xz_m
+    heading = point_at(points, along + PATH_LOOKAHEAD_M, loop) - root_xz_m
     heading /= max(np.linalg.norm(heading), 1e-9)
-    return speed_mps * heading, float(yaw_from_direction(heading)), gap, angle
+    future = np.array([point_at(points, along + speed_mps * t, loop) for t in FUTURE_TIMES_S])
+    return PathControl(speed_mps * heading, float(yaw_from_direction(heading)), future, gap, angle)
 
 
 class PathDriver:
     def __init__(self, spec: dict):
         self.points, self.speed = spec["waypoints"], spec["speed"]
+        self.loop = spec["loop"]
         self.position_errors_m, self.angle_errors_deg = [], []
 
     def control(self, t_s: float, controller: Controller) -> ControlState:
-        velocity, facing, gap, angle = follow_path(
-            self.points, self.speed, controller.root_xz_m[0], controller.root_yaw_rad[0]
+        c = follow_path(
+            self.points, self.speed, controller.root_xz_m[0], controller.root_yaw_rad[0], self.loop
         )
-        self.position_errors_m.append(gap)
-        self.angle_errors_deg.append(angle)
-        return ControlState(velocity[None], np.array([facing]), np.array([ACTIONS.index("move")]))
+        self.position_errors_m.append(c.gap_m)
+        self.angle_errors_deg.append(c.angle_deg)
+        return ControlState(
+            c.velocity_mps[None],
+            np.array([c.facing_yaw_rad]),
+            np.array([ACTIONS.index("move")]),
+            c.future_xz_m[None],
+        )
 
 
 def foot_skating_cm(paw_xz_m: np.ndarray, paw_height_m: np.ndarray) -> np.ndarray:

@@ -36,6 +36,10 @@ class ControlState:
     velocity_mps: np.ndarray  # (N, 2) target ground velocity (x, z)
     facing_yaw_rad: np.ndarray  # (N,) target facing; yaw 0 faces +z
     action: np.ndarray  # (N,) index into ACTIONS
+    # Optional (N, 6, 2) world positions the future samples should lie on (a path to follow,
+    # as in the MANN paper's path test: see along_path); a row of NaN leaves that character
+    # to the extrapolated trajectory.
+    future_xz_m: np.ndarray | None = None
 
     @classmethod
     def single(cls, velocity_xz=(0.0, 0.0), facing_yaw_rad=0.0, action="idle") -> ControlState:
@@ -56,7 +60,16 @@ class ControlState:
             raise ValueError(f"control action must index {len(ACTIONS)} actions, got {action}")
         speed = np.linalg.norm(velocity, axis=1, keepdims=True)
         velocity = velocity * np.minimum(1.0, MAX_SPEED_MPS / np.maximum(speed, 1e-9))
-        return ControlState(velocity, wrap_angle_rad(yaw), action.astype(np.int64))
+        future = None
+        if self.future_xz_m is not None:
+            shape = (count, len(FUTURE_TIMES_S), 2)
+            future = np.asarray(self.future_xz_m, dtype=np.float64)
+            if future.shape != shape:
+                raise ValueError(f"control future_xz_m must be {shape}, got {future.shape}")
+            finite = np.isfinite(future).reshape(count, -1)
+            if not np.all(finite.all(axis=1) | ~finite.any(axis=1)):
+                raise ValueError("control future_xz_m rows must be all finite or all NaN")
+        return ControlState(velocity, wrap_angle_rad(yaw), action.astype(np.int64), future)
 
 
 @dataclass
@@ -112,6 +125,28 @@ def extrapolate(
         np.linalg.norm(commanded_velocity_xz_mps, axis=1)[:, None], len(FUTURE_TIMES_S), axis=1
     )
     return GroundTrajectory(positions, directions, velocities, speeds, actions)
+
+
+def along_path(
+    desired: GroundTrajectory, root_xz_m: np.ndarray, future_xz_m: np.ndarray
+) -> GroundTrajectory:
+    """The desired future moved onto given world positions (N, S, 2) where a row is finite:
+    velocities from the spacing of consecutive samples (the first from the root), facings along
+    the mean of the steps into and out of each sample. Speeds and actions stay the command's."""
+    points = np.concatenate([root_xz_m[:, None], future_xz_m], axis=1)
+    steps = np.diff(points, axis=1)
+    tangents = steps.copy()
+    tangents[:, :-1] += steps[:, 1:]
+    length = np.linalg.norm(tangents, axis=-1, keepdims=True)
+    directions = np.where(length > 1e-6, tangents / np.maximum(length, 1e-9), desired.directions_xz)
+    follows = np.all(np.isfinite(future_xz_m), axis=(1, 2))[:, None, None]
+    return GroundTrajectory(
+        np.where(follows, future_xz_m, desired.positions_xz_m),
+        np.where(follows, directions, desired.directions_xz),
+        np.where(follows, steps / _STEP_S, desired.velocities_xz_mps),
+        desired.speeds_mps,
+        desired.actions,
+    )
 
 
 def blend(

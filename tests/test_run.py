@@ -1,11 +1,15 @@
 """The headless runner: script and path files, the skating measure, and short runs."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from runtime.cli import SHIPPED_MODELS
 from runtime.run import closest_on_path, foot_skating_cm, load_path, load_script, run
+
+PATHS = Path(__file__).resolve().parent.parent / "assets" / "paths"
 
 
 def write(tmp_path, name, data):
@@ -89,3 +93,11 @@ def test_headless_path_run_reports_deviation(tiny_model, tmp_path):
     path = write(tmp_path, "p.json", {"speed": 1.0, "waypoints": [[0, 0], [0, 5], [5, 5]]})
     summary = run(tiny_model, 2.0, path=path)
     assert {"position_cm", "angle_deg"} <= set(summary["path_deviation"])
+
+
+def test_the_shipped_dog_follows_the_circle_path_closely():
+    """The paper's path test (Table 4): the desired trajectory is the path itself."""
+    summary = run(SHIPPED_MODELS / "mann8.onnx", 14.0, path=PATHS / "circle.json")
+    assert summary["non_finite_frames"] == 0
+    assert summary["path_deviation"]["position_cm"] < 10.0
+    assert summary["path_deviation"]["angle_deg"] < 10.0

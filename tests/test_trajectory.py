@@ -5,6 +5,7 @@ from runtime.features import ACTIONS
 from runtime.trajectory import (
     FUTURE_TIMES_S,
     ControlState,
+    along_path,
     bias_weights,
     blend,
     extrapolate,
@@ -76,3 +77,32 @@ def test_control_validation():
         ControlState(np.zeros((1, 2)), np.zeros(1), np.array([9])).validated(1)
     fast = ControlState.single((0.0, 50.0), action="move").validated(1)
     assert np.linalg.norm(fast.velocity_mps) == pytest.approx(6.0)
+
+
+def test_a_path_future_replaces_the_desired_samples_where_given():
+    """Row 0 follows a quarter circle; row 1 (NaN) keeps the extrapolated samples."""
+    desired = extrapolate(**{k: np.repeat(v, 2, axis=0) for k, v in state().items()})
+    angles = np.linspace(0.1, np.pi / 2, len(FUTURE_TIMES_S))
+    arc = np.stack([2 - 2 * np.cos(angles), 2 * np.sin(angles)], axis=-1)
+    future = np.stack([arc, np.full_like(arc, np.nan)])
+    onto = along_path(desired, np.zeros((2, 2)), future)
+    assert np.allclose(onto.positions_xz_m[0], arc)
+    steps = np.diff(np.concatenate([[[0.0, 0.0]], arc]), axis=0)
+    assert np.allclose(onto.velocities_xz_mps[0], steps / FUTURE_TIMES_S[0])
+    # Facings turn along the arc: from nearly +z toward +x.
+    assert onto.directions_xz[0, 0, 1] > 0.9 and onto.directions_xz[0, -1, 0] > 0.9
+    assert np.allclose(np.linalg.norm(onto.directions_xz, axis=-1), 1.0)
+    for name in ("positions_xz_m", "directions_xz", "velocities_xz_mps"):
+        assert np.array_equal(getattr(onto, name)[1], getattr(desired, name)[1])
+
+
+def test_path_future_validation():
+    control = ControlState.single((0.0, 1.0), action="move")
+    control.future_xz_m = np.zeros((1, 5, 2))
+    with pytest.raises(ValueError, match=r"future_xz_m must be \(1, 6, 2\)"):
+        control.validated(1)
+    half = np.zeros((1, 6, 2))
+    half[0, 3] = np.nan
+    control.future_xz_m = half
+    with pytest.raises(ValueError, match="all finite or all NaN"):
+        control.validated(1)
