@@ -185,6 +185,33 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     transitions_eval.set_defaults(handler=run_evaluate_transitions)
 
+    controllers_eval = evaluate_commands.add_parser(
+        "controllers",
+        help="the MANN paper's tables: skating, stiffness, paths, expert ablation, gaits",
+    )
+    controllers_eval.add_argument(
+        "--models",
+        default="MANN8,MANN4,PFNN,VNN",
+        help="comma-separated names (default: %(default)s); NAME=PATH.onnx for any other file",
+    )
+    controllers_eval.add_argument(
+        "--bvh", type=Path, help="folder of .bvh clips (default: the mocap)"
+    )
+    controllers_eval.add_argument("--json", type=Path, help="write the figures here")
+    controllers_eval.add_argument(
+        "--doc",
+        type=Path,
+        default=Path("docs/EVALUATION.md"),
+        help="evaluation document whose controllers section is rewritten (default: %(default)s)",
+    )
+    controllers_eval.add_argument(
+        "--figures", type=Path, default=Path("docs/images"), help="folder for the PNG figures"
+    )
+    controllers_eval.add_argument(
+        "--no-ablation", action="store_true", help="skip the expert ablation (the slow part)"
+    )
+    controllers_eval.set_defaults(handler=run_evaluate_controllers)
+
     upsample = commands.add_parser(
         "upsample", help="keep one frame per second of a clip and regenerate the rest (RTN)"
     )
@@ -416,6 +443,32 @@ def run_evaluate_transitions(args) -> int:
             values = " ".join(f"{n}:{v:.3f}" for n, v in results[method][metric].items())
             print(f"{metric:4s} {method:8s} {values}")
     print(f"wrote {', '.join(str(p) for p in (args.json, args.doc) if p)}")
+    return 0
+
+
+def run_evaluate_controllers(args) -> int:
+    from training.data_paths import DOWNLOAD_HINT, default_mocap_dir
+    from training.evaluate_controllers import evaluate, write
+
+    names, overrides = [], {}
+    for item in args.models.split(","):
+        name, sep, path = item.strip().partition("=")
+        names.append(name)
+        if sep:
+            overrides[name] = Path(path)
+    mocap = args.bvh or default_mocap_dir()
+    if mocap is None:
+        raise FileNotFoundError(f"no mocap folder: give --bvh. {DOWNLOAD_HINT}")
+    results = evaluate(
+        names, mocap, overrides, figures_dir=args.figures, ablation=not args.no_ablation
+    )
+    command = f"./run canis evaluate controllers --models {args.models}"
+    command += " --no-ablation" if args.no_ablation else ""
+    write(results, args.json, args.doc, command)
+    for name in ["GT", *names]:
+        skating = results[name]["skating_cm"]
+        print(f"{name:6s} skating " + " ".join(f"{s}:{v:.3f}" for s, v in skating.items()))
+    print(f"wrote {', '.join(str(p) for p in (args.json, args.doc, args.figures) if p)}")
     return 0
 
 

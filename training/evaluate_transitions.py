@@ -16,6 +16,7 @@ import numpy as np
 from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from runtime.transition import TransitionModel, target_blend
 from runtime.transition_frames import CONTEXT_FRAMES
+from training.report import replace_section
 from training.train_rtn import windows
 from training.transition_data import TransitionData
 from training.transition_data import load as load_transitions
@@ -26,7 +27,6 @@ LENGTHS = (5, 15, 30, 45)
 WINDOW_STRIDE = 20
 UPSAMPLE_KEEP_EVERY = 60
 BATCH = 256
-BEGIN, END = "<!-- transitions:begin -->", "<!-- transitions:end -->"
 STATISTICS_WINDOWS = 2048
 
 
@@ -284,12 +284,4 @@ def write(results: dict, json_path: Path | None, doc: Path | None, command: str)
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(results, indent=1) + "\n")
     if doc is not None:
-        section = f"{BEGIN}\n{markdown(results, command)}{END}\n"
-        text = doc.read_text() if doc.exists() else "# Evaluation\n\n"
-        if BEGIN in text and END in text:
-            head, rest = text.split(BEGIN, 1)
-            text = head + section + rest.split(END, 1)[1].lstrip("\n")
-        else:
-            text = text.rstrip("\n") + "\n\n" + section
-        doc.parent.mkdir(parents=True, exist_ok=True)
-        doc.write_text(text)
+        replace_section(doc, "transitions", markdown(results, command))

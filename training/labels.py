@@ -63,6 +63,7 @@ class Labels:
     hips_height_m: np.ndarray  # (F,) above the ground
     body_pitch_deg: np.ndarray  # (F,) hips-to-neck angle above horizontal
     root_speed_mps: np.ndarray  # (F,) horizontal, smoothed
+    yaw_rate_degps: np.ndarray  # (F,) of the facing, left positive, smoothed
 
 
 def rolling(values: np.ndarray, half_window: int, reduce) -> np.ndarray:
@@ -219,4 +220,5 @@ def label_clip(skeleton: Skeleton, positions_m: np.ndarray, facing: np.ndarray) 
         hips_height_m=hips_height,
         body_pitch_deg=pitch_deg,
         root_speed_mps=root_speed,
+        yaw_rate_degps=yaw_rate_degps,
     )

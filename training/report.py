@@ -17,7 +17,7 @@ GAIT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
 SPEED_BINS_MPS = np.arange(0.0, 5.75, 0.25)
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")  # files only; never needs a display
@@ -84,7 +84,7 @@ def clip_summary_rows(clips) -> list[dict]:
                     for i in np.argsort(-actions)
                     if actions[i] >= 0.03
                 ),
-                "jumps": len(_spans(jumping)),
+                "jumps": len(true_spans(jumping)),
                 "gaits": ", ".join(
                     f"{GAITS[i]} {gait_shares[i]:.0%}"
                     for i in np.argsort(-gait_shares)
@@ -99,7 +99,7 @@ def clip_summary_rows(clips) -> list[dict]:
 
 def plot_gait_vs_speed(gait_index: np.ndarray, speeds_mps: np.ndarray, path: Path) -> None:
     """Seconds of each gait per speed bin, and each bin's gait shares (the paper's Fig. 5)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
     centres = 0.5 * (SPEED_BINS_MPS[1:] + SPEED_BINS_MPS[:-1])
     seconds = np.stack(
@@ -131,7 +131,7 @@ def plot_gait_vs_speed(gait_index: np.ndarray, speeds_mps: np.ndarray, path: Pat
 
 def plot_clip_timeline(clip, path: Path) -> None:
     """Label timelines of one clip: heights and speed, contacts, actions, gait and phase."""
-    plt = _pyplot()
+    plt = pyplot()
     labels = clip.labels
     seconds = np.arange(clip.frame_count) / FPS
     fig, axes = plt.subplots(
@@ -146,7 +146,7 @@ def plot_clip_timeline(clip, path: Path) -> None:
     ax.set_title(clip.name)
     ax = axes[1]
     for p in range(len(PAW_NAMES)):
-        spans = _spans(labels.contacts[:, p])
+        spans = true_spans(labels.contacts[:, p])
         ax.broken_barh([(s / FPS, (e - s) / FPS) for s, e in spans], (p - 0.4, 0.8), color="k")
     ax.set_yticks(range(4), PAW_NAMES, fontsize=7)
     ax.invert_yaxis()
@@ -157,7 +157,7 @@ def plot_clip_timeline(clip, path: Path) -> None:
     ax.legend(loc="upper right", fontsize=7, ncol=6)
     ax = axes[3]
     for i, name in enumerate(GAITS):
-        spans = _spans(labels.gait_index == i)
+        spans = true_spans(labels.gait_index == i)
         ax.broken_barh(
             [(s / FPS, (e - s) / FPS) for s, e in spans], (0, 1), color=GAIT_COLOURS[i], label=name
         )
@@ -171,7 +171,7 @@ def plot_clip_timeline(clip, path: Path) -> None:
     plt.close(fig)
 
 
-def _spans(mask: np.ndarray) -> list[tuple[int, int]]:
+def true_spans(mask: np.ndarray) -> list[tuple[int, int]]:
     edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
     return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True))
 
@@ -285,3 +285,19 @@ def write_report(result, report_dir: Path, timeline_clip: str | None = None) -> 
         + "\n"
     )
     return path
+
+
+def replace_section(doc: Path, name: str, markdown: str) -> None:
+    """Writes `markdown` as the section of `doc` between <!-- name:begin --> and
+    <!-- name:end --> (appended when the markers are not there yet), so each command that
+    writes a document rewrites only its own section and the others stay."""
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    section = f"{begin}\n{markdown}{end}\n"
+    text = doc.read_text() if doc.exists() else "# Evaluation\n\n"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + section + rest.split(end, 1)[1].lstrip("\n")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text(text)

@@ -1,0 +1,205 @@
+"""The controller evaluation (the MANN paper's Tables 2-5): its measures on motions whose
+answer is known, the expert ablation graph, the ground-truth scenarios, and the report."""
+
+import json
+
+import numpy as np
+import pytest
+from synthetic_dog import SKELETON, gait, standard_clips
+
+from export.expert_ablation import disable_expert
+from runtime.cli import SHIPPED_MODELS
+from runtime.closed_loop import Recording, Steering
+from runtime.inference import MotionModel
+from runtime.kinematics import forward_kinematics
+from runtime.rotations import quat_from_axis_angle
+from training import evaluate_controllers as ev
+from training.controller_metrics import leg_joints, local_rotations, motion_quality, summarise
+
+MANN8 = SHIPPED_MODELS / "mann8.onnx"
+PFNN = SHIPPED_MODELS / "pfnn.onnx"
+
+
+def test_skating_counts_only_low_paws_by_the_papers_weight():
+    frames = 11
+    paw_xz = np.zeros((frames, 4, 2))
+    paw_xz[:, 0, 0] = np.arange(frames) * 0.01  # 1 cm/frame, on the ground
+    paw_xz[:, 1, 0] = np.arange(frames) * 0.01  # 1 cm/frame at 1.25 cm: weight 2 - 2^0.5
+    paw_xz[:, 2, 0] = np.arange(frames) * 0.05  # swinging at 5 cm: not counted
+    heights = np.tile([0.0, 0.0125, 0.05, 0.0], (frames, 1))
+    positions = np.zeros((frames, SKELETON.joint_count, 3))
+    paws = SKELETON.group("paws")
+    positions[:, paws, 0], positions[:, paws, 2] = paw_xz[..., 0], paw_xz[..., 1]
+    positions[:, paws, 1] = heights
+    rotations = np.tile([1.0, 0, 0, 0], (frames, SKELETON.joint_count, 1))
+    skating = motion_quality(SKELETON, positions, rotations)["skating_cm"]
+    assert np.allclose(skating.mean(axis=0), [1.0, 2 - 2**0.5, 0.0, 0.0])
+
+
+def test_stiffness_is_each_leg_joints_local_turn_per_frame():
+    """One hind-leg joint bends 2 degrees a frame while the whole dog turns 5 degrees a
+    frame: only the bend counts, as 2 degrees on one of the leg joints."""
+    frames, legs = 30, leg_joints(SKELETON)
+    local = np.tile([1.0, 0, 0, 0], (frames, SKELETON.joint_count, 1))
+    knee = SKELETON.index("LeftLeg")
+    t = np.arange(frames)
+    local[:, knee] = quat_from_axis_angle(np.array([0.0, 0.0, 1.0]), np.radians(2.0 * t))
+    local[:, 0] = quat_from_axis_angle(np.array([0.0, 1.0, 0.0]), np.radians(5.0 * t))
+    _, world = forward_kinematics(SKELETON, local, np.zeros((frames, 3)))
+    assert np.allclose(local_rotations(SKELETON, world)[:, knee], local[:, knee], atol=1e-5)
+    updates = motion_quality(SKELETON, np.zeros((frames, SKELETON.joint_count, 3)), world)
+    per_joint = updates["leg_updates_deg"].mean(axis=0)
+    assert per_joint[list(legs).index(knee)] == pytest.approx(2.0, abs=1e-2)
+    assert per_joint.sum() == pytest.approx(2.0, abs=1e-2)
+    summary = summarise(SKELETON, [updates])
+    assert summary["stiffness_deg"] == pytest.approx(2.0 / len(legs), abs=1e-3)
+    back = len(leg_joints(SKELETON, ("back_left_leg", "back_right_leg")))
+    assert summary["stiffness_back_deg"] == pytest.approx(2.0 / back, abs=1e-3)
+
+
+def test_a_disabled_expert_gets_no_weight_and_the_rest_are_renormalised(tmp_path, rng):
+    intact = MotionModel(MANN8)
+    ablated = MotionModel(disable_expert(MANN8, 2, tmp_path / "without_3.onnx"))
+    x = (rng.normal(size=(5, 480)) * 0.1).astype(np.float32)
+    before, after = intact.run(x), ablated.run(x)
+    weights = before["expert_weights"]
+    assert np.all(after["expert_weights"][:, 2] == 0)
+    kept = np.delete(weights, 2, axis=1)
+    expected = kept / kept.sum(axis=1, keepdims=True)
+    assert np.allclose(np.delete(after["expert_weights"], 2, axis=1), expected, atol=1e-6)
+    assert not np.allclose(after["y"], before["y"], atol=1e-3)
+
+
+def test_ablation_refuses_what_it_cannot_do(tmp_path):
+    with pytest.raises(ValueError, match="expert 8 out of range: the model has 8"):
+        disable_expert(MANN8, 8, tmp_path / "x.onnx")
+    with pytest.raises(ValueError, match="not a MANN graph"):
+        disable_expert(PFNN, 0, tmp_path / "y.onnx")
+
+
+def test_ablation_verdict_names_what_broke():
+    intact = {
+        "finite": True,
+        "speed_at_3.3_mps": 3.5,
+        "turn_left_degps": 80.0,
+        "turn_right_degps": 80.0,
+        "jump_height_m": 0.3,
+        "gait_at_3.3": "canter",
+        "walk_skating_cm": 0.2,
+    }
+    assert ev.ablation_verdict(intact, dict(intact)) == "nothing measured breaks"
+    broken = intact | {"turn_right_degps": -10.0, "jump_height_m": 0.01, "gait_at_3.3": "trot"}
+    verdict = ev.ablation_verdict(intact, broken)
+    assert "right turn -10.00 vs 80.00" in verdict and "jump 0.01 vs 0.30" in verdict
+    assert "trot instead of canter" in verdict and "left turn" not in verdict
+
+
+def recording_of(roots_m, local_rotations_):
+    positions, rotations = forward_kinematics(SKELETON, local_rotations_, roots_m)
+    speeds = np.linalg.norm(np.gradient(roots_m[:, [0, 2]], axis=0), axis=1) * 60
+    return Recording(
+        positions.astype(np.float64),
+        rotations.astype(np.float64),
+        roots_m[:, [0, 2]],
+        np.zeros(len(roots_m)),
+        speeds,
+        None,
+        True,
+    )
+
+
+@pytest.mark.parametrize("kind, speed_mps", [("walk", 0.6), ("trot", 1.6), ("pace", 1.6)])
+def test_gait_verdict_reads_scripted_footfalls(kind, speed_mps):
+    roots, rotations, _ = gait(kind, speed_mps, 8.0)
+    verdict = ev.gait_verdict(SKELETON, recording_of(roots, rotations))
+    assert verdict["verdict"] == kind
+    assert verdict["share"] > 0.8
+
+
+def test_ground_truth_names_the_scenarios_the_clips_lack(tmp_path):
+    """The synthetic clips walk, trot and pace straight: no canter, no turning."""
+    standard_clips(tmp_path / "clips")
+    with pytest.raises(ValueError, match="no frames of the scenarios canter, turn"):
+        ev.ground_truth(ev.load_clips(tmp_path / "clips", progress=False))
+
+
+def test_missing_models_say_how_to_make_them(tmp_path):
+    with pytest.raises(FileNotFoundError, match="VNN: .* make it with: ./run canis train"):
+        ev.model_paths(["VNN"], {"VNN": tmp_path / "vnn.onnx"})
+    with pytest.raises(ValueError, match="unknown model 'XNN'"):
+        ev.model_paths(["XNN"])
+
+
+def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
+    """Every table of the report, from short runs of the shipped models."""
+    monkeypatch.setattr(ev, "MEASURE_S", 1.0)
+    monkeypatch.setattr(ev, "GAIT_SECONDS", 4.0)
+    monkeypatch.setattr(ev, "PATHS", ("circle",))
+    commands = {
+        "walk": {"speed_mps": 0.6},
+        "canter": {"speed_mps": 2.6},
+        "turn": {"speed_mps": 0.6, "turn_degps": 75.0},
+    }
+    skeleton = SKELETON
+    results = {"GT": {}}
+    for name, path in (("MANN8", MANN8), ("PFNN", PFNN)):
+        model = MotionModel(path)
+        entry = ev.scenario_quality(model, skeleton, commands) | ev.path_following(path)
+        entry["gaits"], _ = ev.gait_emergence(model, skeleton)
+        entry["file"], entry["schedule"] = str(path), model.metadata["canis.training_schedule"]
+        results[name] = entry
+    assert all(results["MANN8"]["finite"].values())
+    assert results["MANN8"]["path_cm"]["circle"] < 100
+    results["GT"] = {k: results["MANN8"][k] for k in ("skating_cm", "skating_back_cm")}
+    results["GT"] |= {k: results["MANN8"][k] for k in ("stiffness_deg", "stiffness_back_deg")}
+    results["GT"]["steps"] = {"walk": 1, "canter": 1, "turn": 1}
+    results["MANN8"]["ablation"] = [
+        {"disabled": None, "verdict": "intact"} | ablation_row(),
+        {"disabled": 1, "verdict": "jump 0.01 vs 0.30"} | ablation_row(),
+    ]
+    results["setup"] = {
+        "models": {"MANN8": str(MANN8), "PFNN": str(PFNN)},
+        "commands": commands,
+        "straight_max_yaw_rate_degps": 20.0,
+        "turn_min_yaw_rate_degps": 45.0,
+        "settle_s": 3.0,
+        "measure_s": 1.0,
+        "turn_switch_s": 5.0,
+        "seconds": 1.0,
+    }
+    doc, out = tmp_path / "EVALUATION.md", tmp_path / "out.json"
+    doc.write_text("# Evaluation\n\nkept\n")
+    ev.write(results, out, doc, "./run canis evaluate controllers --models MANN8,PFNN")
+    text = doc.read_text()
+    assert "kept" in text and "<!-- controllers:begin -->" in text
+    assert f"| walk | all | {results['GT']['skating_cm']['walk']:.3f} |" in text
+    assert "| circle | cm |" in text and "jump 0.01 vs 0.30" in text
+    assert "MANN8 skating in walk" in text and "(+0%): within 25%" in text
+    saved = json.loads(out.read_text())
+    assert set(saved["MANN8"]["skating_cm"]) == {"walk", "canter", "turn"}
+    assert set(saved["PFNN"]["path_cm"]) == {"circle"}
+
+
+def ablation_row():
+    return {
+        "speed_at_1.9_mps": 2.0,
+        "speed_at_3.3_mps": 3.4,
+        "gait_at_3.3": "canter",
+        "turn_left_degps": 80.0,
+        "turn_right_degps": 80.0,
+        "jump_height_m": 0.3,
+        "walk_mps": 0.6,
+        "walk_skating_cm": 0.2,
+        "finite": True,
+    }
+
+
+def test_steering_alternates_the_turn_in_the_turn_scenario():
+    steering = ev.scenario_steering("turn", {"turn": {"speed_mps": 0.6, "turn_degps": 90.0}})
+    assert isinstance(steering, Steering)
+    for frame in range(int(ev.TURN_SWITCH_S * 60)):
+        steering(frame)
+    assert steering.facing_rad == pytest.approx(np.radians(90.0 * ev.TURN_SWITCH_S), rel=1e-3)
+    for frame in range(int(ev.TURN_SWITCH_S * 60), int(2 * ev.TURN_SWITCH_S * 60)):
+        steering(frame)
+    assert steering.facing_rad == pytest.approx(0.0, abs=1e-6)

@@ -1,0 +1,586 @@
+"""`canis evaluate controllers`: the MANN paper's evaluation (Tables 2-5, Figs. 2 and 9) on our
+data, for any set of exported motion models and the ground-truth clips.
+
+- Skating and leg stiffness (Tables 2, 3) in three scenarios. On the mocap, the frames of each
+  scenario are picked by the labels (walk, canter: that gait going straight; turn: any gait
+  while the facing turns fast); each model is then driven on flat ground at the median speed
+  (and turn rate) of those frames, so the models are asked for what the ground truth does.
+- Path following (Table 4): one lap of each path in assets/paths at tau = 0.5 (`canis run
+  --path`), mean root distance from the path and angle from its tangent.
+- Expert ablation (Table 5): each blending coefficient switched off in turn
+  (export/expert_ablation.py) and the dog's top speed, turning both ways, jump and skating
+  measured against the intact model, with the network's own speed (no speed tracking).
+- Expert activation profiles (Fig. 9) and gait emergence at the paper's speeds (Fig. 2):
+  footfalls with the labels' contact detector, the verdict of the labels' gait classifier.
+
+Models run through the runtime (ONNX Runtime, one CPU thread), as a game would run them.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from runtime.closed_loop import PAPER_SPEEDS_MPS, Recording, Steering, record
+from runtime.controller import DT_S, Controller
+from runtime.gaits import GAITS, NO_GAIT, classify_gaits
+from runtime.inference import MotionModel
+from runtime.run import load_path
+from runtime.run import run as headless_run
+from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+from training.controller_metrics import BACK_PAWS, motion_quality, summarise
+from training.labels import CONTACT_ON_SPEED_MPS, detect_contacts, speeds_mps
+
+# Where each model is expected; the ones not shipped are trained and exported by TRAIN_COMMANDS.
+MODEL_FILES = {
+    "MANN8": Path("assets/models/mann8.onnx"),
+    "MANN4": Path("runs/mann4-cpu/mann4.onnx"),
+    "PFNN": Path("assets/models/pfnn.onnx"),
+    "VNN": Path("runs/vnn-cpu/vnn.onnx"),
+}
+TRAIN_COMMANDS = {
+    "MANN4": "./run canis train --model mann --experts 4 --schedule cpu --out runs/mann4-cpu && "
+    "./run canis export runs/mann4-cpu/last.safetensors --out runs/mann4-cpu/mann4.onnx "
+    "--dataset data/dog_dataset.npz --card",
+    "VNN": "./run canis train --model vnn --schedule cpu --out runs/vnn-cpu && "
+    "./run canis export runs/vnn-cpu/last.safetensors --out runs/vnn-cpu/vnn.onnx "
+    "--dataset data/dog_dataset.npz --card",
+}
+PATHS = ("circle", "square", "star", "custom")
+PATH_DIR = Path("assets/paths")
+
+SCENARIOS = ("walk", "canter", "turn")
+STRAIGHT_MAX_YAW_RATE_DEGPS = 20.0
+TURN_MIN_YAW_RATE_DEGPS = 45.0
+SETTLE_S = 3.0  # driven runs are measured after this
+MEASURE_S = 20.0
+TURN_SWITCH_S = 5.0  # the turn scenario alternates left and right this often
+
+GAIT_SECONDS = 10.0
+ABLATION_TURN_DEGPS = 90.0
+ABLATION_TURN_SPEED_MPS = 1.1
+JUMP_AT_S, JUMP_HOLD_S, JUMP_RUN_MPS = 3.0, 0.5, 1.5
+PROFILE_WINDOW_S = 2.5
+
+
+def model_paths(names: list[str], overrides: dict[str, Path] | None = None) -> dict[str, Path]:
+    """Each named model's file; a clear error names the command that makes a missing one."""
+    overrides = overrides or {}
+    paths, missing = {}, []
+    for name in names:
+        if name not in MODEL_FILES and name not in overrides:
+            raise ValueError(
+                f"unknown model {name!r}: known {', '.join(MODEL_FILES)}, or give NAME=PATH"
+            )
+        path = overrides.get(name, MODEL_FILES.get(name))
+        if not path.is_file():
+            hint = TRAIN_COMMANDS.get(name, "export it with ./run canis export")
+            missing.append(f"{name}: {path} is missing; make it with: {hint}")
+        paths[name] = path
+    if missing:
+        raise FileNotFoundError("\n".join(missing))
+    return paths
+
+
+# --- ground truth -------------------------------------------------------------------------
+
+
+def scenario_frames(labels) -> dict[str, np.ndarray]:
+    """Masks (F,) of the frames of each scenario in one labelled clip."""
+    turning = np.abs(labels.yaw_rate_degps)
+    straight = turning < STRAIGHT_MAX_YAW_RATE_DEGPS
+    return {
+        "walk": (labels.gait_index == GAITS.index("walk")) & straight,
+        "canter": (labels.gait_index == GAITS.index("canter")) & straight,
+        "turn": (labels.gait_index != NO_GAIT) & (turning >= TURN_MIN_YAW_RATE_DEGPS),
+    }
+
+
+def ground_truth(clips) -> dict:
+    """Tables 2 and 3 on the mocap clips (as captured), and the commands that ask the models
+    for the same motion: the median speed (and turn rate) of each scenario's frames."""
+    parts = {s: [] for s in SCENARIOS}
+    speeds = {s: [] for s in SCENARIOS}
+    turn_rates = []
+    skeleton = None
+    for clip in clips:
+        skeleton = clip.skeleton
+        for name, mask in scenario_frames(clip.labels).items():
+            if mask.sum() < 2:
+                continue
+            parts[name].append(
+                motion_quality(
+                    skeleton, clip.positions_m, clip.rotations, clip.labels.ground_m, mask
+                )
+            )
+            speeds[name].append(clip.labels.root_speed_mps[mask])
+            if name == "turn":
+                turn_rates.append(np.abs(clip.labels.yaw_rate_degps[mask]))
+    empty = [s for s in SCENARIOS if not parts[s]]
+    if empty:
+        raise ValueError(f"the clips have no frames of the scenarios {', '.join(empty)}")
+    per_scenario = {s: summarise(skeleton, parts[s]) for s in SCENARIOS}
+    commands = {
+        s: {"speed_mps": round(float(np.median(np.concatenate(speeds[s]))), 2)} for s in SCENARIOS
+    }
+    commands["turn"]["turn_degps"] = round(float(np.median(np.concatenate(turn_rates))), 1)
+    return {"quality": _by_metric(per_scenario), "commands": commands}
+
+
+def _by_metric(per_scenario: dict[str, dict]) -> dict:
+    """{scenario: {metric: v}} -> {metric: {scenario: v}}, as the JSON gives the tables."""
+    metrics = next(iter(per_scenario.values())).keys()
+    return {m: {s: per_scenario[s][m] for s in per_scenario} for m in metrics}
+
+
+def load_clips(mocap_dir: Path, progress: bool = True):
+    from training.clips import MIN_CLIP_FRAMES, process_clip
+    from training.dataset import readable_motions
+
+    files = sorted(mocap_dir.glob("*.bvh"))
+    if not files:
+        raise FileNotFoundError(f"no .bvh clips in {mocap_dir}")
+    skipped = []
+    for _, motion in readable_motions(files, MIN_CLIP_FRAMES, skipped, progress, "window"):
+        yield process_clip(motion)
+
+
+# --- driving the models -------------------------------------------------------------------
+
+
+def _frames(seconds: float) -> int:
+    return int(round(seconds / DT_S))
+
+
+def scenario_steering(name: str, commands: dict) -> Steering:
+    command = commands[name]
+    if name != "turn":
+        return Steering(command["speed_mps"])
+    rate = np.radians(command["turn_degps"])
+    return Steering(
+        command["speed_mps"], lambda t_s: rate if int(t_s // TURN_SWITCH_S) % 2 == 0 else -rate
+    )
+
+
+def drive(model, steering, seconds: float, speed_tracking: bool = True) -> Recording:
+    return record(Controller(model, speed_tracking=speed_tracking), steering, _frames(seconds))
+
+
+def measured(skeleton: Skeleton, run: Recording, from_s: float = SETTLE_S) -> dict:
+    settled = slice(_frames(from_s), None)
+    quality = motion_quality(skeleton, run.positions_m[settled], run.rotations[settled])
+    return summarise(skeleton, [quality])
+
+
+def scenario_quality(model, skeleton, commands) -> dict:
+    per_scenario = {}
+    for name in SCENARIOS:
+        run = drive(model, scenario_steering(name, commands), SETTLE_S + MEASURE_S)
+        per_scenario[name] = measured(skeleton, run) | {
+            "mean_speed_mps": float(run.speeds_mps[_frames(SETTLE_S) :].mean()),
+            "finite": run.finite,
+        }
+    return _by_metric(per_scenario)
+
+
+def path_following(model_path: Path, path_dir: Path = PATH_DIR) -> dict:
+    cm, deg = {}, {}
+    for name in PATHS:
+        path = path_dir / f"{name}.json"
+        spec = load_path(path)
+        lap_m = float(np.linalg.norm(np.diff(spec["waypoints"], axis=0), axis=1).sum())
+        summary = headless_run(model_path, lap_m / spec["speed"], path=path)
+        cm[name] = summary["path_deviation"]["position_cm"]
+        deg[name] = summary["path_deviation"]["angle_deg"]
+    return {"path_cm": cm, "path_deg": deg}
+
+
+def footfalls(skeleton: Skeleton, run: Recording) -> np.ndarray:
+    """Contacts (F, 4) of the displayed paws on the flat ground by the labels' detector, with
+    its speed thresholds (0.25 m/s to land, 0.5 to lift) raised to half and all of the body's
+    speed when it moves faster: a network's stance paw may slide (what the skating measure
+    counts) yet still be down, while a swinging paw moves faster than the body."""
+    paws = run.positions_m[:, skeleton.group("paws")]
+    paw_speeds = speeds_mps(paws * np.array([1.0, 0.0, 1.0]))
+    scale = CONTACT_ON_SPEED_MPS / np.maximum(CONTACT_ON_SPEED_MPS, 0.5 * run.speeds_mps)
+    return detect_contacts(paws[..., 1], paw_speeds * scale[:, None])
+
+
+def gait_verdict(skeleton: Skeleton, run: Recording) -> dict:
+    settled = slice(_frames(SETTLE_S), None)
+    contacts = footfalls(skeleton, run)[settled]
+    speeds = run.speeds_mps[settled]
+    gaits = classify_gaits(contacts, speeds, np.ones(len(speeds), bool))
+    counts = Counter(GAITS[g] for g in gaits)
+    verdict, count = counts.most_common(1)[0]
+    return {
+        "verdict": verdict,
+        "share": round(count / len(gaits), 2),
+        "shares": {g: round(counts[g] / len(gaits), 2) for g in GAITS},
+        "mean_speed_mps": round(float(speeds.mean()), 2),
+    }
+
+
+def gait_emergence(model, skeleton) -> tuple[dict, dict]:
+    verdicts, contacts = {}, {}
+    for speed in PAPER_SPEEDS_MPS:
+        run = drive(model, Steering(speed), GAIT_SECONDS)
+        verdicts[str(speed)] = gait_verdict(skeleton, run)
+        contacts[str(speed)] = footfalls(skeleton, run)[_frames(SETTLE_S) :]
+    return verdicts, contacts
+
+
+def jump_steering() -> Steering:
+    def action(t_s):
+        return "jump" if JUMP_AT_S <= t_s < JUMP_AT_S + JUMP_HOLD_S else "move"
+
+    return Steering(JUMP_RUN_MPS, action_at=action)
+
+
+def jump_height_m(skeleton: Skeleton, run: Recording) -> float:
+    """Highest hips after the jump is asked minus their median height the second before."""
+    hips = run.positions_m[:, skeleton.index("Hips"), 1]
+    at = _frames(JUMP_AT_S)
+    return float(hips[at : at + _frames(2.5)].max() - np.median(hips[at - _frames(1.0) : at]))
+
+
+def ablation_measures(model, skeleton, commands) -> dict:
+    """What one model variant can do with its own speed (no speed tracking)."""
+    result = {"finite": True}
+    for speed in (1.9, 3.3):
+        run = drive(model, Steering(speed), 8.0, speed_tracking=False)
+        result[f"speed_at_{speed}_mps"] = float(run.speeds_mps[_frames(SETTLE_S) :].mean())
+        result["finite"] &= run.finite
+        if speed == 3.3:
+            result["gait_at_3.3"] = gait_verdict(skeleton, run)["verdict"]
+    for side, sign in (("left", 1.0), ("right", -1.0)):
+        rate = sign * np.radians(ABLATION_TURN_DEGPS)
+        run = drive(model, Steering(ABLATION_TURN_SPEED_MPS, rate), 6.0, speed_tracking=False)
+        yaw = np.unwrap(run.root_yaw_rad[_frames(2.0) :])
+        result[f"turn_{side}_degps"] = float(sign * np.degrees(yaw[-1] - yaw[0]) / 4.0)
+        result["finite"] &= run.finite
+    run = drive(model, jump_steering(), JUMP_AT_S + 3.0, speed_tracking=False)
+    result["jump_height_m"] = jump_height_m(skeleton, run)
+    run = drive(model, scenario_steering("walk", commands), 10.0, speed_tracking=False)
+    result["walk_skating_cm"] = measured(skeleton, run)["skating_cm"]
+    result["walk_mps"] = float(run.speeds_mps[_frames(SETTLE_S) :].mean())
+    result["finite"] &= run.finite
+    return result
+
+
+# What counts as broken, relative to the intact model (the verdicts are made from these).
+BROKEN = {
+    "speed_at_3.3_mps": ("top speed", 0.75),
+    "turn_left_degps": ("left turn", 0.5),
+    "turn_right_degps": ("right turn", 0.5),
+    "jump_height_m": ("jump", 0.5),
+}
+SKATING_WORSE = 1.5
+
+
+def ablation_verdict(intact: dict, disabled: dict) -> str:
+    findings = []
+    if not disabled["finite"]:
+        findings.append("non-finite pose")
+    for key, (what, keep) in BROKEN.items():
+        if disabled[key] < keep * intact[key]:
+            findings.append(f"{what} {disabled[key]:.2f} vs {intact[key]:.2f}")
+    if disabled["gait_at_3.3"] != intact["gait_at_3.3"]:
+        findings.append(f"{disabled['gait_at_3.3']} instead of {intact['gait_at_3.3']} at 3.3 m/s")
+    if disabled["walk_skating_cm"] > SKATING_WORSE * intact["walk_skating_cm"]:
+        findings.append(
+            f"skating {disabled['walk_skating_cm']:.2f} vs {intact['walk_skating_cm']:.2f} cm/frame"
+        )
+    return "; ".join(findings) or "nothing measured breaks"
+
+
+def expert_ablation(model_path: Path, skeleton, commands) -> list[dict]:
+    from export.expert_ablation import disable_expert
+
+    intact_model = MotionModel(model_path)
+    intact = ablation_measures(intact_model, skeleton, commands)
+    rows = [{"disabled": None, **intact, "verdict": "intact"}]
+    with tempfile.TemporaryDirectory() as folder:
+        for expert in range(intact_model.experts):
+            path = disable_expert(model_path, expert, Path(folder) / f"without_{expert}.onnx")
+            measures = ablation_measures(MotionModel(path), skeleton, commands)
+            rows.append(
+                {"disabled": expert + 1, **measures, "verdict": ablation_verdict(intact, measures)}
+            )
+    return rows
+
+
+def activation_profiles(model, commands) -> dict[str, np.ndarray]:
+    """Expert weights (frames, K) over PROFILE_WINDOW_S of walk, canter, sit and jump."""
+
+    def sit_after_walk(t_s):
+        return "move" if t_s < 2.0 else "sit"
+
+    cases = {
+        "walk": (Steering(commands["walk"]["speed_mps"]), SETTLE_S),
+        "canter": (Steering(commands["canter"]["speed_mps"]), SETTLE_S),
+        "sit": (Steering(commands["walk"]["speed_mps"], action_at=sit_after_walk), 1.5),
+        "jump": (jump_steering(), JUMP_AT_S - 0.5),
+    }
+    profiles = {}
+    for name, (steering, from_s) in cases.items():
+        run = drive(model, steering, from_s + PROFILE_WINDOW_S)
+        profiles[name] = run.expert_weights[_frames(from_s) :]
+    return profiles
+
+
+# --- everything ---------------------------------------------------------------------------
+
+
+def evaluate(
+    names: list[str],
+    mocap_dir: Path,
+    overrides: dict[str, Path] | None = None,
+    figures_dir: Path | None = None,
+    ablation: bool = True,
+    progress: bool = True,
+) -> dict:
+    from training.evaluation_figures import plot_activations, plot_footfalls
+
+    started = time.perf_counter()
+    paths = model_paths(names, overrides)
+    skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
+    truth = ground_truth(load_clips(mocap_dir, progress))
+    commands = truth["commands"]
+    results = {"GT": truth["quality"]}
+    footfall_plots, profiles = {}, {}
+    for name, path in paths.items():
+
+        def log(step, name=name):
+            if progress:
+                print(f"[{name}] {step}", flush=True)
+
+        model = MotionModel(path)
+        log("skating and stiffness")
+        entry = scenario_quality(model, skeleton, commands)
+        log("path following")
+        entry |= path_following(path)
+        log("gait emergence")
+        entry["gaits"], footfall_plots[name] = gait_emergence(model, skeleton)
+        entry["file"] = str(path)
+        entry["schedule"] = model.metadata.get("canis.training_schedule", "")
+        if model.kind == "mann":
+            log("activation profiles")
+            profiles[name] = activation_profiles(model, commands)
+            if ablation:
+                log("expert ablation")
+                entry["ablation"] = expert_ablation(path, skeleton, commands)
+        results[name] = entry
+    results["setup"] = {
+        "models": {n: str(p) for n, p in paths.items()},
+        "commands": commands,
+        "straight_max_yaw_rate_degps": STRAIGHT_MAX_YAW_RATE_DEGPS,
+        "turn_min_yaw_rate_degps": TURN_MIN_YAW_RATE_DEGPS,
+        "settle_s": SETTLE_S,
+        "measure_s": MEASURE_S,
+        "turn_switch_s": TURN_SWITCH_S,
+        "back_paws": [BACK_PAWS.start, BACK_PAWS.stop],
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    if figures_dir is not None:
+        figures_dir.mkdir(parents=True, exist_ok=True)
+        results["figures"] = {
+            "footfalls": str(plot_footfalls(footfall_plots, results, figures_dir)),
+            "activations": str(plot_activations(profiles, figures_dir)),
+        }
+    return results
+
+
+# --- the report ---------------------------------------------------------------------------
+
+
+def _schedule(entry: dict) -> str:
+    import json
+
+    try:
+        s = json.loads(entry["schedule"])
+    except (KeyError, ValueError):
+        return "not recorded"
+    return f"`{s.get('schedule')}`: {s.get('epochs')} epochs, batch {s.get('batch_size')}"
+
+
+def _quality_table(results, names, metric: str, unit: str) -> list[str]:
+    lines = [f"| motion | legs | {' | '.join(names)} | {unit} |", "|---" * (len(names) + 3) + "|"]
+    for scenario in SCENARIOS:
+        for legs, key in (("all", metric), ("back", metric.replace("_", "_back_", 1))):
+            cells = " | ".join(f"{results[n][key][scenario]:.3f}" for n in names)
+            lines.append(f"| {scenario if legs == 'all' else ''} | {legs} | {cells} | |")
+    return lines + [""]
+
+
+def checks(results: dict) -> list[str]:
+    """The issue's bar for MANN-8, stated from the figures (whichever models were run)."""
+    lines = []
+    if "MANN8" not in results:
+        return lines
+    mann, truth = results["MANN8"]["skating_cm"], results["GT"]["skating_cm"]
+    for s in ("walk", "canter"):
+        over = 100 * (mann[s] - truth[s]) / truth[s]
+        verdict = "within" if abs(over) <= 25 else "NOT within"
+        lines.append(
+            f"- MANN8 skating in {s}: {mann[s]:.3f} vs ground truth {truth[s]:.3f} cm/frame "
+            f"({over:+.0f}%): {verdict} 25%."
+        )
+    if "VNN" in results:
+        vnn = results["VNN"]["skating_cm"]
+        lower = [s for s in SCENARIOS if mann[s] < vnn[s]]
+        lines.append(
+            f"- MANN8 skating below VNN's in {len(lower)} of 3 scenarios"
+            + (f" ({', '.join(lower)})" if lower else "")
+            + ": "
+            + ", ".join(f"{s} {mann[s]:.3f} vs {vnn[s]:.3f}" for s in SCENARIOS)
+            + "."
+        )
+    return lines + [""]
+
+
+def markdown(results: dict, command: str, figures_link: str = "images") -> str:
+    setup = results["setup"]
+    models = list(setup["models"])
+    names = ["GT", *models]
+    c = setup["commands"]
+    lines = [
+        "## Controllers (the MANN paper's Tables 2-5, Figs. 2 and 9)",
+        "",
+        f"Reproduce: `{command}` ({setup['seconds']:.0f} s on the machine that wrote it). "
+        "Models run through the runtime on flat ground (ONNX Runtime, CPU), as shipped "
+        "(speed tracking on) unless said otherwise. GT is the mocap as captured (43 clips). "
+        "Schedules: "
+        + "; ".join(f"{n} {_schedule(results[n])} ({results[n]['file']})" for n in models)
+        + ".",
+        "",
+        "Scenarios: on the mocap, *walk* and *canter* are the frames the labels give that gait "
+        f"with the facing turning under {setup['straight_max_yaw_rate_degps']:.0f} deg/s, "
+        f"*turn* any gait turning at {setup['turn_min_yaw_rate_degps']:.0f} deg/s or more "
+        f"(frames: {results['GT']['steps']}). Each model is asked for the median of those "
+        f"frames: walk {c['walk']['speed_mps']} m/s, canter {c['canter']['speed_mps']} m/s, "
+        f"turn {c['turn']['speed_mps']} m/s turning {c['turn']['turn_degps']} deg/s (left and "
+        f"right every {setup['turn_switch_s']:.0f} s), measured for {setup['measure_s']:.0f} s "
+        f"after {setup['settle_s']:.0f} s of settling.",
+        "",
+        "### Foot skating (Table 2), cm/frame, lower is better",
+        "",
+        *_quality_table(results, names, "skating_cm", "cm/frame"),
+        *checks(results),
+        "### Leg stiffness (Table 3): mean angular update per leg joint, degrees/frame, "
+        "closer to GT is better",
+        "",
+        *_quality_table(results, names, "stiffness_deg", "deg/frame"),
+        "Mean root speed reached in each scenario (m/s): "
+        + "; ".join(
+            f"{n} " + ", ".join(f"{s} {results[n]['mean_speed_mps'][s]:.2f}" for s in SCENARIOS)
+            for n in models
+        )
+        + ".",
+        "",
+        "### Path following (Table 4), tau = 0.5",
+        "",
+        "One lap of each path in `assets/paths/` at 1.1 m/s (`./run canis run --path "
+        "assets/paths/NAME.json --model M --seconds S`), starting on it: the desired trajectory "
+        "is the path ahead of the dog (`follow_path`), blended with the network's by tau; mean "
+        "distance of the root from the path and mean angle between the root's facing and the "
+        "path's tangent. The paper's MANN: circle 2.98 cm / 3.21 deg, square 4.65 / 7.21, "
+        "star 6.61 / 8.76, custom 5.31 / 6.75 (its own paths).",
+        "",
+        f"| path | | {' | '.join(models)} |",
+        "|---" * (len(models) + 2) + "|",
+    ]
+    for path in PATHS:
+        lines.append(
+            f"| {path} | cm | "
+            + " | ".join(f"{results[n]['path_cm'][path]:.1f}" for n in models)
+            + " |"
+        )
+        lines.append(
+            "| | deg | " + " | ".join(f"{results[n]['path_deg'][path]:.1f}" for n in models) + " |"
+        )
+    lines += ["", "### Gait emergence at the paper's speeds (its Fig. 2)", ""]
+    speeds = list(results[models[0]]["gaits"])
+    lines += [
+        "Forward for 10 s at each speed; footfalls by the labels' contact detector on the shown "
+        "paws, the gait classifier's majority verdict over the last 7 s (share of frames) and "
+        "the speed reached. The paper's dog: walk 0.5, pace 1.1, trot 1.9, canter 3.3 m/s.",
+        "",
+        f"| model | {' | '.join(f'{s} m/s' for s in speeds)} |",
+        "|---" * (len(speeds) + 1) + "|",
+    ]
+    for n in models:
+        g = results[n]["gaits"]
+        lines.append(
+            f"| {n} | "
+            + " | ".join(
+                f"{g[s]['verdict']} ({g[s]['share']:.0%}), {g[s]['mean_speed_mps']:.2f} m/s"
+                for s in speeds
+            )
+            + " |"
+        )
+    figures = results.get("figures", {})
+    if "footfalls" in figures:
+        lines += ["", f"![footfalls]({figures_link}/{Path(figures['footfalls']).name})"]
+    lines += [""]
+    for n in models:
+        if "ablation" not in results[n]:
+            continue
+        lines += [
+            f"### Expert ablation of {n} (Table 5)",
+            "",
+            "Each expert's blending coefficient set to 0 and the rest renormalised "
+            "(export/expert_ablation.py), measured with the network's own speed (no speed "
+            f"tracking): speed reached when asked 1.9 and 3.3 m/s, the gait at 3.3, the turn "
+            f"rate reached when the facing is turned at {ABLATION_TURN_DEGPS:.0f} deg/s at "
+            f"{ABLATION_TURN_SPEED_MPS} m/s, the hips' rise when asked to jump from a "
+            f"{JUMP_RUN_MPS} m/s run, skating in the walk scenario. The verdict lists what fell "
+            "under "
+            + ", ".join(f"{100 * keep:.0f}% of the intact {what}" for what, keep in BROKEN.values())
+            + f", a changed gait, or skating over {SKATING_WORSE}x.",
+            "",
+            "| disabled | m/s at 1.9 | m/s at 3.3 | gait at 3.3 | left deg/s | right deg/s | "
+            "jump m | walk m/s | walk skating | verdict |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in results[n]["ablation"]:
+            lines.append(
+                f"| {r['disabled'] or 'none'} | {r['speed_at_1.9_mps']:.2f} | "
+                f"{r['speed_at_3.3_mps']:.2f} | {r['gait_at_3.3']} | {r['turn_left_degps']:.0f} | "
+                f"{r['turn_right_degps']:.0f} | {r['jump_height_m']:.2f} | {r['walk_mps']:.2f} | "
+                f"{r['walk_skating_cm']:.3f} | {r['verdict']} |"
+            )
+        lines += [""]
+    if "activations" in figures:
+        lines += [
+            "### Expert activations (Fig. 9)",
+            "",
+            f"Blending weights over {PROFILE_WINDOW_S} s of walk, canter, sitting down from a "
+            "walk and a jump from a run:",
+            "",
+            f"![expert activations]({figures_link}/{Path(figures['activations']).name})",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def write(results: dict, json_path: Path | None, doc: Path | None, command: str) -> None:
+    import json
+
+    from training.report import replace_section
+
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(results, indent=1, default=_plain) + "\n")
+    if doc is not None:
+        replace_section(doc, "controllers", markdown(results, command))
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")
