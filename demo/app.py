@@ -35,7 +35,8 @@ CAMERA_KEY_RATE_RADPS = 1.5
 HELP = (
     "WASD/arrows move  Shift canter  Q/E turn  1 idle 2 sit 3 stand 4 lie Space jump  "
     "X transition to next keyframe\n"
-    "drag/JLIK camera  scroll zoom  P pause  N step  M slow  G IK  R reset  T terrain  "
+    "drag/JLIK camera  scroll zoom  P pause  N step  M slow  G IK  F foot lock  R reset  "
+    "T terrain  "
     "F1 model  F5 record input  F12 screenshot  H help"
 )
 ACTION_KEYS = {"_1": "idle", "_2": "sit", "_3": "stand", "_4": "lie", "SPACE": "jump"}
@@ -123,6 +124,7 @@ class DemoApp:
             terrain=self.heightmap,
             profiler=self.profiler,
             transition_model=self.transition_model,
+            foot_lock=True,
         )
         self.scene.skeleton = self.controller.skeleton
         self.scene.set_terrain(self.heightmap)
@@ -288,7 +290,8 @@ class DemoApp:
             f"{self.model_names[self.model_index]} on {self.terrains[self.terrain_index]}  |  "
             f"input {self.input_source}  |  speed {speed:.2f} m/s  |  gait {gait}  |  "
             f"action {action}  |  "
-            f"IK {'on' if c.ik.enabled else 'off'}"
+            f"IK {'on' if c.ik.enabled else 'off'}  |  "
+            f"foot lock {'on' if c.foot_lock.enabled else 'off'}"
             + ("  |  PAUSED" if self.paused else "")
             + ("  |  slow motion" if self.slow_motion else "")
             + (f"  |  {self.notice}" if self.notice else ""),
@@ -318,6 +321,8 @@ class DemoApp:
             self.slow_motion = not self.slow_motion
         elif symbol == k.G:
             self.controller.ik.enabled = not self.controller.ik.enabled
+        elif symbol == k.F:
+            self.controller.foot_lock.enabled = not self.controller.foot_lock.enabled
         elif symbol == k.R:
             self.controller.reset()
         elif symbol == k.T:

@@ -27,6 +27,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         type=Path,
         help="an RTN _step.onnx for the script's transitions (default: the shipped one)",
     )
+    run.add_argument(
+        "--foot-lock",
+        action="store_true",
+        help="pin planted paws where they land (runtime/foot_lock.py)",
+    )
     run.set_defaults(handler=run_headless)
 
     soak = commands.add_parser(
@@ -86,6 +91,7 @@ def run_headless(args) -> int:
         trace=args.trace,
         record=args.record,
         transition_model_path=args.transition_model,
+        foot_lock=args.foot_lock,
     )
     text = json.dumps(summary, indent=1)
     if args.json:

@@ -27,6 +27,7 @@ from runtime.features import (
     decode_output,
     write_input,
 )
+from runtime.foot_lock import FootLock
 from runtime.ik import FullBodyIk, estimate_contacts
 from runtime.inference import MotionModel
 from runtime.kinematics import forward_kinematics, rotations_from_directions
@@ -93,10 +94,12 @@ class Controller:
         profiler: Profiler | None = None,
         speed_tracking: bool = True,
         transition_model: TransitionModel | None = None,
+        foot_lock: bool = False,
     ):
         """`terrain` None is flat ground at y = 0 (no IK needed); the profiler times each
         stage of every step (its owner closes frames with profiler.end_frame());
-        `transition_model` enables transition_to."""
+        `transition_model` enables transition_to; `foot_lock` pins planted paws where they
+        landed (runtime/foot_lock.py)."""
         self.model = model
         self.transition_model = transition_model
         self.count = count
@@ -108,12 +111,15 @@ class Controller:
         self.paws = self.skeleton.group("paws")
         self.keyframes = load_keyframes()
         self.ik = FullBodyIk(self.skeleton, count)
+        self.foot_lock = FootLock(self.skeleton, count) if foot_lock else None
         # Bound once: x is written into the session's own input buffer every frame.
         self._buffers = model.bind(count)
         self.reset(start_pose=start_pose)
 
     def reset(self, root_xz_m=None, yaw_rad=None, start_pose: str = "stand") -> None:
         n = self.count
+        if self.foot_lock is not None:
+            self.foot_lock.reset(n)
         key = self.keyframes[start_pose]
         self.root_xz_m = (
             np.zeros((n, 2))
@@ -512,6 +518,8 @@ class Controller:
             local, hips, _ = self.ik.solve(
                 local, hips, np.zeros(self.count), facing, self.terrain, dt_s
             )
+        if self.foot_lock is not None:
+            local = self.foot_lock.apply(local, hips, self.contacts, dt_s)
         self.display_positions, self.display_rotations = forward_kinematics(
             self.skeleton, local, hips
         )

@@ -262,6 +262,7 @@ def run(
     trace=None,
     record=None,
     transition_model_path=None,
+    foot_lock: bool = False,
 ) -> dict:
     """`transition_model_path` None: the shipped RTN, loaded only if the script has
     transition events."""
@@ -281,6 +282,7 @@ def run(
         terrain=heightmap,
         profiler=profiler,
         transition_model=transitions,
+        foot_lock=foot_lock,
     )
     if path:  # start on the path, facing along it
         start, second = driver.points[0], driver.points[1]
@@ -319,6 +321,7 @@ def run(
         "model": str(model_path),
         "kind": model.kind,
         "terrain": terrain,
+        "foot_lock": foot_lock,
         "seconds": seconds,
         "frames": frames,
         "frame_time": profiler.summary(),

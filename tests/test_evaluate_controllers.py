@@ -153,6 +153,7 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
     results["GT"] = {k: results["MANN8"][k] for k in ("skating_cm", "skating_back_cm")}
     results["GT"] |= {k: results["MANN8"][k] for k in ("stiffness_deg", "stiffness_back_deg")}
     results["GT"]["steps"] = {"walk": 1, "canter": 1, "turn": 1}
+    results["MANN8"]["with_foot_lock"] = {"skating_cm": {"walk": 0.1, "canter": 0.2, "turn": 0.3}}
     results["MANN8"]["ablation"] = [
         {"disabled": None, "verdict": "intact"} | ablation_row(),
         {"disabled": 1, "verdict": "jump 0.01 vs 0.30"} | ablation_row(),
@@ -175,6 +176,7 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
     assert f"| walk | all | {results['GT']['skating_cm']['walk']:.3f} |" in text
     assert "| circle | cm |" in text and "jump 0.01 vs 0.30" in text
     assert "MANN8 skating in walk" in text and "(+0%): within 25%" in text
+    assert "| MANN8 + lock |" in text and "MANN8 skating walk 0.100" in text
     saved = json.loads(out.read_text())
     assert set(saved["MANN8"]["skating_cm"]) == {"walk", "canter", "turn"}
     assert set(saved["PFNN"]["path_cm"]) == {"circle"}

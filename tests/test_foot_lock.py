@@ -1,0 +1,108 @@
+"""Foot locking: planted paws stay where they landed, lift cleanly, and let go when the
+network carries them too far; bone lengths stay exact."""
+
+import numpy as np
+import pytest
+
+from runtime import foot_lock as fl
+from runtime.kinematics import forward_kinematics
+from runtime.poses import load_keyframes
+from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+
+SKELETON = Skeleton.from_json(shipped_dog_skeleton_path())
+PAWS = SKELETON.group("paws")
+DT_S = 1 / 60
+
+
+def stand():
+    key = load_keyframes()["stand"]
+    return key.local_rotations[None].astype(np.float32), key.hips_height_m
+
+
+def paws_of(local, hips):
+    positions, _ = forward_kinematics(SKELETON, local, hips)
+    return positions[0, PAWS].astype(np.float64), positions[0]
+
+
+def drift(lock, frames, step_m, contacts):
+    """The network's pose glides forward step_m a frame: what the lock shows each frame."""
+    local, height = stand()
+    shown = []
+    for f in range(frames):
+        hips = np.array([[0.0, height, step_m * f]], np.float32)
+        out = lock.apply(local, hips, contacts(f), DT_S)
+        shown.append(paws_of(out, hips))
+    return shown
+
+
+def test_planted_paws_stay_where_they_landed_with_exact_bones():
+    lock = fl.FootLock(SKELETON, 1)
+    shown = drift(lock, 12, 0.005, lambda f: np.ones((1, 4), bool))
+    landed = shown[0][0]
+    last_paws, last_positions = shown[-1]
+    # The pose moved 5.5 cm; the paws stayed within millimetres of their landing points.
+    assert np.abs(last_paws[:, [0, 2]] - landed[:, [0, 2]]).max() < 0.004
+    bones = np.linalg.norm(last_positions[1:] - last_positions[SKELETON.parents[1:]], axis=-1)
+    assert np.allclose(bones, SKELETON.bone_lengths_m()[1:], atol=1e-5)
+
+
+def test_lifted_paws_ease_back_to_the_network():
+    lock = fl.FootLock(SKELETON, 1)
+    lift_at = 10
+    shown = drift(lock, 40, 0.008, lambda f: np.full((1, 4), f < lift_at))
+    local, height = stand()
+    free, _ = paws_of(local, np.array([[0.0, height, 0.008 * 39]], np.float32))
+    # No pop when the lock lets go: the paw moves a little more each frame, never a jump.
+    moves = [
+        np.linalg.norm(b[0] - a[0], axis=-1).max()
+        for a, b in zip(shown[:-1], shown[1:], strict=True)
+    ]
+    assert max(moves) < 0.03
+    assert np.abs(shown[-1][0] - free).max() < 0.002
+    assert lock.weight.max() < 0.01
+
+
+def test_a_paw_carried_too_far_is_let_go_until_it_lifts():
+    lock = fl.FootLock(SKELETON, 1)
+    frames = int(fl.MAX_SLIDE_M / 0.02) + 30
+    drift(lock, frames, 0.02, lambda f: np.ones((1, 4), bool))
+    assert not lock.holding.any() and lock.released.all()
+    assert lock.weight.max() < 0.01
+    # Lifting ends the release; the next landing locks again.
+    lock.apply(*stand_at(0.0), np.zeros((1, 4), bool), DT_S)
+    lock.apply(*stand_at(0.0), np.ones((1, 4), bool), DT_S)
+    assert lock.holding.all()
+
+
+def stand_at(z_m):
+    local, height = stand()
+    return local, np.array([[0.0, height, z_m]], np.float32)
+
+
+def test_switched_off_the_locks_ease_out():
+    lock = fl.FootLock(SKELETON, 1)
+    drift(lock, 5, 0.0, lambda f: np.ones((1, 4), bool))
+    lock.enabled = False
+    drift(lock, 30, 0.0, lambda f: np.ones((1, 4), bool))
+    assert lock.weight.max() == pytest.approx(0.0, abs=0.01)
+
+
+def test_the_shipped_dog_skates_less_with_the_lock():
+    from runtime.cli import SHIPPED_MODELS
+    from runtime.closed_loop import Steering, record
+    from runtime.controller import Controller
+    from runtime.inference import MotionModel
+    from training.controller_metrics import motion_quality
+
+    model = MotionModel(SHIPPED_MODELS / "mann8.onnx")
+    skating = {}
+    for lock in (False, True):
+        run = record(Controller(model, foot_lock=lock), Steering(0.56), 360)
+        settled = slice(120, None)
+        quality = motion_quality(SKELETON, run.positions_m[settled], run.rotations[settled])
+        skating[lock] = quality["skating_cm"].mean()
+        bones = np.linalg.norm(
+            run.positions_m[:, 1:] - run.positions_m[:, SKELETON.parents[1:]], axis=-1
+        )
+        assert np.allclose(bones, SKELETON.bone_lengths_m()[1:], atol=1e-4)
+    assert skating[True] < 0.8 * skating[False]
