@@ -18,7 +18,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "--models",
         type=Path,
         nargs="*",
-        help="ONNX models (default: the shipped ones in assets/models)",
+        help="ONNX models (default: the shipped ones in assets/models, and the evaluation's "
+        "MANN-4 and vanilla network where they have been trained)",
     )
     bench.add_argument("--json", type=Path, help="also write the figures as JSON here")
     bench.add_argument(
@@ -37,10 +38,12 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 def run_bench(args) -> int:
     from runtime import benchmark
+    from training.evaluate_controllers import MODEL_FILES
 
     shipped = sorted(SHIPPED_MODELS.glob("*.onnx"))
+    trained = [p for p in MODEL_FILES.values() if p.is_file() and p.parent != Path("assets/models")]
     # The transition network's two graphs are timed on their own (runtime/transition_benchmark).
-    models = args.models or [p for p in shipped if not p.name.startswith("rtn_")]
+    models = args.models or [p for p in shipped if not p.name.startswith("rtn_")] + trained
     if not models:
         raise FileNotFoundError(f"no models given and none in {SHIPPED_MODELS}")
     report = benchmark.run_benchmarks(models, seconds_per_case=args.seconds)
@@ -66,7 +69,7 @@ def run_bench(args) -> int:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
     for row in report["inference"]:
         print(
-            f"{row['model']:5s} threads {row['threads']} batch {row['batch']:4d}: "
+            f"{row['file']:10s} threads {row['threads']} batch {row['batch']:4d}: "
             f"p50 {row['p50_ms']:.3f} ms, p99 {row['p99_ms']:.3f} ms"
         )
     print(

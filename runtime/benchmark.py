@@ -82,7 +82,11 @@ def benchmark_inference(
 
 
 def benchmark_frames(
-    model_path: Path, counts=BATCHES, terrain: str = "hills", frames: int = 600
+    model_path: Path,
+    counts=BATCHES,
+    terrain: str = "hills",
+    frames: int = 600,
+    foot_lock: bool = False,
 ) -> list[dict]:
     """Whole controller frames (everything but drawing) for N dogs trotting on a terrain."""
     from runtime.controller import Controller
@@ -93,7 +97,9 @@ def benchmark_frames(
     rows = []
     model = MotionModel(model_path, device="cpu", threads=1)
     for count in counts:
-        controller = Controller(model, count=count, terrain=procedural(terrain))
+        controller = Controller(
+            model, count=count, terrain=procedural(terrain), foot_lock=foot_lock
+        )
         facing = np.linspace(0, 2 * np.pi, count, endpoint=False)
         control = ControlState(
             1.9 * yaw_direction_xz(facing),
@@ -114,6 +120,7 @@ def benchmark_frames(
                 "model": model.kind,
                 "characters": count,
                 "terrain": terrain,
+                "foot_lock": foot_lock,
                 "frames": steps,
                 "stages": stages,
                 "frame_ms_per_character": stages["frame"]["p50_ms"] / count,
@@ -124,6 +131,32 @@ def benchmark_frames(
 
 def model_size_mb(path: Path) -> float:
     return Path(path).stat().st_size / 1e6
+
+
+_MEMORY_PROBE = """
+import sys, numpy as np
+from runtime.inference import MotionModel
+from runtime.soak import rss_mb
+before = rss_mb()
+model = MotionModel(sys.argv[1], device="cpu", threads=1)
+model.run(np.zeros((1, 480), np.float32), np.zeros(1, np.float32))
+print(rss_mb() - before)
+"""
+
+
+def session_memory_mb(path: Path) -> float:
+    """Resident memory one loaded model adds (session, weights, one run's buffers), measured
+    in a fresh process so models measured before it do not blur the figure."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _MEMORY_PROBE, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def markdown(report: dict) -> str:
@@ -138,15 +171,20 @@ def markdown(report: dict) -> str:
         "## Inference (ONNX Runtime, CPU execution provider)",
         "",
         "One call steps a whole batch of characters. Medians (p50) and 99th percentiles (p99)",
-        "over repeated calls with random inputs.",
+        "over repeated calls with random inputs. Every model is float32: the runtime offers no",
+        "reduced-precision variant. Memory: the resident memory one loaded model adds (session,",
+        "weights, one run), measured in a fresh process.",
         "",
-        "| model | file size | threads | batch | p50 ms | p99 ms | p50 per character ms |",
-        "|---|---|---|---|---|---|---|",
+        "| model | kind | file size | memory | threads | batch | p50 ms | p99 ms | "
+        "p50 per character ms |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in report["inference"]:
+        memory = report.get("memory_mb", {}).get(row["file"])
         lines.append(
-            f"| {row['model']} | {report['sizes_mb'][row['file']]:.1f} MB | "
-            f"{row['threads']} | {row['batch']} | {row['p50_ms']:.3f} | "
+            f"| {row['file']} | {row['model']} | {report['sizes_mb'][row['file']]:.1f} MB | "
+            + (f"{memory:.1f} MB" if memory is not None else "")
+            + f" | {row['threads']} | {row['batch']} | {row['p50_ms']:.3f} | "
             f"{row['p99_ms']:.3f} | {row['per_character_ms']:.4f} |"
         )
     one = report["frames"][0]["stages"]
@@ -172,17 +210,33 @@ def markdown(report: dict) -> str:
         "",
         "Batch scaling: N dogs stepped by one inference call per frame.",
         "",
-        "| dogs | frame p50 ms | frame p99 ms | inference p50 ms | ik p50 ms | per dog ms |",
-        "|---|---|---|---|---|---|",
+        "| dogs | frame p50 ms | frame p99 ms | inference p50 ms | ik p50 ms | "
+        "ik per dog ms | frame per dog ms |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in report["frames"]:
-        stages = row["stages"]
-        lines.append(
-            f"| {row['characters']} | {stages['frame']['p50_ms']:.3f} | "
-            f"{stages['frame']['p99_ms']:.3f} | {stages['inference']['p50_ms']:.3f} | "
-            f"{stages['ik']['p50_ms']:.3f} | {row['frame_ms_per_character']:.4f} |"
-        )
+        lines.append(_frame_row(row))
+    if report.get("frames_foot_lock"):
+        lines += [
+            "",
+            "With the foot lock on (`Controller(foot_lock=True)`, runtime/foot_lock.py: one "
+            "native CCD per leg after the terrain IK, timed in the ik stage), same run:",
+            "",
+            "| dogs | frame p50 ms | frame p99 ms | inference p50 ms | ik p50 ms | "
+            "ik per dog ms | frame per dog ms |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        lines += [_frame_row(row) for row in report["frames_foot_lock"]]
     return "\n".join(lines) + "\n"
+
+
+def _frame_row(row: dict) -> str:
+    stages, n = row["stages"], row["characters"]
+    return (
+        f"| {n} | {stages['frame']['p50_ms']:.3f} | {stages['frame']['p99_ms']:.3f} | "
+        f"{stages['inference']['p50_ms']:.3f} | {stages['ik']['p50_ms']:.3f} | "
+        f"{stages['ik']['p50_ms'] / n:.4f} | {row['frame_ms_per_character']:.4f} |"
+    )
 
 
 def run_benchmarks(models: list[Path], seconds_per_case: float = 2.0) -> dict:
@@ -191,12 +245,15 @@ def run_benchmarks(models: list[Path], seconds_per_case: float = 2.0) -> dict:
         inference += benchmark_inference(path, seconds_per_case=seconds_per_case)
     default = next((p for p in models if Path(p).name == "mann8.onnx"), models[0])
     frames = benchmark_frames(default)
+    locked = benchmark_frames(default, counts=(1, 64), foot_lock=True)
     one = frames[0]["stages"]
     return {
         "machine": machine(),
         "inference": inference,
         "frames": frames,
+        "frames_foot_lock": locked,
         "sizes_mb": {Path(p).name: model_size_mb(p) for p in models},
+        "memory_mb": {Path(p).name: session_memory_mb(p) for p in models},
         "frame_model": Path(default).name,
         "frame_ms_p50": one["frame"]["p50_ms"],
         "frame_ms_p99": one["frame"]["p99_ms"],

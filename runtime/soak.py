@@ -35,7 +35,7 @@ ACTION_WEIGHTS = {"move": 0.55, "idle": 0.15, "sit": 0.08, "stand": 0.07, "lie":
 TRANSITION_SHARE = 0.12
 
 
-def _rss_mb() -> float:
+def rss_mb() -> float:
     """Resident memory of this process (Linux /proc; 0 elsewhere)."""
     try:
         pages = int(Path("/proc/self/statm").read_text().split()[1])
@@ -139,7 +139,7 @@ def soak(
             actual = np.linalg.norm(controller.root_velocity_xz_mps[steady], axis=1)
             speed_errors.add_many(np.abs(actual - speed_now[steady]))
         if memory_start is None and frame >= warm_up_frames:
-            memory_start = _rss_mb()
+            memory_start = rss_mb()
         if progress is not None and frame % 600 == 0:
             progress(frame, frames)
     speed_stats, depth_stats = speed_errors.percentiles(), penetration.percentiles()
@@ -163,6 +163,6 @@ def soak(
             "p99": depth_stats["p99"] * 100,
         },
         "speed_error_mps": {"mean": speed_stats["mean"], "p95": speed_stats["p95"]},
-        "memory_growth_mb": (_rss_mb() - memory_start) if memory_start else 0.0,
+        "memory_growth_mb": (rss_mb() - memory_start) if memory_start else 0.0,
         "frame_ms": {"p50": stats["p50_ms"], "p99": stats["p99_ms"]},
     }

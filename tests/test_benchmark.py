@@ -1,0 +1,35 @@
+"""`canis bench`'s measurements, run small: every table it writes has its figures."""
+
+from runtime import benchmark
+from runtime.cli import SHIPPED_MODELS
+
+MANN8 = SHIPPED_MODELS / "mann8.onnx"
+
+
+def test_a_small_benchmark_report():
+    inference = benchmark.benchmark_inference(
+        MANN8, batches=(1, 4), threads=(1,), seconds_per_case=0.05
+    )
+    assert [r["batch"] for r in inference] == [1, 4]
+    assert all(0 < r["p50_ms"] <= r["p99_ms"] for r in inference)
+    frames = benchmark.benchmark_frames(MANN8, counts=(1, 2), frames=60)
+    locked = benchmark.benchmark_frames(MANN8, counts=(1,), frames=60, foot_lock=True)
+    assert locked[0]["foot_lock"] and not frames[0]["foot_lock"]
+    stages = frames[0]["stages"]
+    assert {"input", "trajectory", "features", "inference", "decode", "ik", "frame"} <= set(stages)
+    memory = benchmark.session_memory_mb(MANN8)
+    assert memory > 5.0  # 22 MB of weights must show up
+    report = {
+        "machine": benchmark.machine(),
+        "inference": inference,
+        "frames": frames,
+        "frames_foot_lock": locked,
+        "sizes_mb": {"mann8.onnx": benchmark.model_size_mb(MANN8)},
+        "memory_mb": {"mann8.onnx": memory},
+        "frame_model": "mann8.onnx",
+        "non_inference_ms_p50": 0.1,
+    }
+    text = benchmark.markdown(report)
+    assert f"| mann8.onnx | mann | 22.3 MB | {memory:.1f} MB | 1 | 4 |" in text
+    assert "With the foot lock on" in text
+    assert text.count("\n| 1 | ") == 2  # one dog, without and with the lock
