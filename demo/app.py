@@ -322,7 +322,10 @@ class DemoApp:
         elif symbol == k.G:
             self.controller.ik.enabled = not self.controller.ik.enabled
         elif symbol == k.F:
-            self.controller.foot_lock.enabled = not self.controller.foot_lock.enabled
+            lock = self.controller.foot_lock
+            lock.enabled = not lock.enabled
+            if self.recorder is not None:
+                self.recorder.add_foot_lock(lock.enabled)
         elif symbol == k.R:
             self.controller.reset()
         elif symbol == k.T:
@@ -344,6 +347,7 @@ class DemoApp:
         """F5: start recording the input, or stop and save it as a replayable script."""
         if self.recorder is None:
             self.recorder = InputRecorder()
+            self.recorder.add_foot_lock(self.controller.foot_lock.enabled)
             return None
         path = path or Path(f"canis-input-{time.strftime('%Y%m%d-%H%M%S')}.json")
         self.recorder.save(path)

@@ -46,6 +46,10 @@ class InputRecorder:
             self._last = state
         self.frame += 1
 
+    def add_foot_lock(self, enabled: bool) -> None:
+        """Records the foot lock's state from this frame on (at the start and when toggled)."""
+        self.events.append({"t": self.frame / FPS, "foot_lock": bool(enabled)})
+
     def add_transition(self, to: str, frames: int) -> None:
         """Records a transition asked for this frame (before the frame's control is added)."""
         self.events.append({"t": self.frame / FPS, "transition": {"to": to, "frames": frames}})

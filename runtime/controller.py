@@ -111,15 +111,14 @@ class Controller:
         self.paws = self.skeleton.group("paws")
         self.keyframes = load_keyframes()
         self.ik = FullBodyIk(self.skeleton, count)
-        self.foot_lock = FootLock(self.skeleton, count) if foot_lock else None
+        self.foot_lock = FootLock(self.skeleton, count, enabled=foot_lock)
         # Bound once: x is written into the session's own input buffer every frame.
         self._buffers = model.bind(count)
         self.reset(start_pose=start_pose)
 
     def reset(self, root_xz_m=None, yaw_rad=None, start_pose: str = "stand") -> None:
         n = self.count
-        if self.foot_lock is not None:
-            self.foot_lock.reset(n)
+        self.foot_lock.reset(n)
         key = self.keyframes[start_pose]
         self.root_xz_m = (
             np.zeros((n, 2))
@@ -518,8 +517,7 @@ class Controller:
             local, hips, _ = self.ik.solve(
                 local, hips, np.zeros(self.count), facing, self.terrain, dt_s
             )
-        if self.foot_lock is not None:
-            local = self.foot_lock.apply(local, hips, self.contacts, dt_s)
+        local = self.foot_lock.apply(local, hips, self.contacts, dt_s)
         self.display_positions, self.display_rotations = forward_kinematics(
             self.skeleton, local, hips
         )

@@ -9,8 +9,9 @@ MAX_SLIDE_M from the lock (a turn on the spot, a slip the leg cannot absorb), th
 out so the paw rejoins the network's path without a pop. The pull is the native CCD on that
 leg (ccd_solve), so bone lengths stay exact; the paw keeps the height it had.
 
-Opt-in (Controller(foot_lock=True)): it changes the network's motion, so measurements of the
-networks themselves (canis evaluate controllers) run without it and report it apart.
+Off unless asked for (Controller(foot_lock=True), or controller.foot_lock.enabled at any
+time): it changes the network's motion, so measurements of the networks themselves (canis
+evaluate controllers) run without it and report it apart.
 """
 
 from __future__ import annotations
@@ -30,14 +31,14 @@ LEG_JOINT_WEIGHTS = (0.3, 1.0, 1.0, 1.0)  # as the terrain IK: the shoulder/hip 
 
 
 class FootLock:
-    def __init__(self, skeleton: Skeleton, count: int):
+    def __init__(self, skeleton: Skeleton, count: int, enabled: bool = True):
         self.skeleton = skeleton
         self.legs = [skeleton.group(leg) for leg in DOG_LEG_GROUPS]
         self.paws = np.array([leg[-1] for leg in self.legs])
         self.joint_weights = [
             np.array(LEG_JOINT_WEIGHTS[: len(leg) - 1], np.float32) for leg in self.legs
         ]
-        self.enabled = True  # off: every lock eases out, then nothing is solved
+        self.enabled = enabled  # off: every lock eases out, then nothing is solved
         self.reset(count)
 
     def reset(self, count: int) -> None:
@@ -52,6 +53,8 @@ class FootLock:
     ) -> np.ndarray:
         """Local rotations (N, J, 4) with planted paws pulled to their locks; `contacts`
         (N, 4) in DOG_LEG_GROUPS order. The input is not modified."""
+        if not self.enabled and not self.weight.any():
+            return local_rotations  # off and eased out: costs nothing
         local = np.array(local_rotations, dtype=np.float32, order="C")
         positions, _ = forward_kinematics(self.skeleton, local, hips_m)
         paws = positions[:, self.paws].astype(np.float64)  # (N, 4, 3)
@@ -66,6 +69,7 @@ class FootLock:
         half_life = np.where(self.holding, LOCK_IN_HALF_LIFE_S, LOCK_OUT_HALF_LIFE_S)
         target = self.holding.astype(np.float64)
         self.weight = target + (self.weight - target) * smoothing_factor(dt_s, half_life)
+        self.weight[self.weight < 1e-4] = 0.0
         if dt_s <= 0 or not np.any(self.weight > 1e-3):
             return local
         goals = paws.copy()

@@ -9,7 +9,7 @@ left; [0, 0] stands), `speed` in m/s, `turn` the turn rate of the asked facing i
 positive), `facing` an absolute yaw in radians, `action` one of the six actions, and
 `transition` hands the dog to the transition network: {"to": "sit", "frames": 45} goes to a
 keyframe of the library (stand, sit, lie, beg) in that many frames (5-60), after which the
-action is the keyframe's.
+action is the keyframe's; `foot_lock` (true/false) switches the runtime's foot lock.
 Path: {"speed": 1.1, "waypoints": [[x, z], ...], "loop": false}, followed with tau = 0.5 as in
 the paper's path-following test.
 """
@@ -34,7 +34,7 @@ from runtime.trajectory import FUTURE_TIMES_S, ControlState
 from runtime.transition import TransitionModel
 from runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
 
-EVENT_FIELDS = {"t", "move", "speed", "turn", "facing", "action", "transition"}
+EVENT_FIELDS = {"t", "move", "speed", "turn", "facing", "action", "transition", "foot_lock"}
 PATH_TAU = 0.5
 PATH_LOOKAHEAD_M = 0.8
 SKATING_HEIGHT_CM = 2.5  # the MANN paper's H
@@ -93,6 +93,8 @@ def load_script(path: str | Path) -> list[dict]:
             )
         if "transition" in event:
             _check_transition(event["transition"], where)
+        if "foot_lock" in event and not isinstance(event["foot_lock"], bool):
+            raise ValueError(f"{where} 'foot_lock' must be true or false")
         checked.append(event)
     return checked
 
@@ -136,6 +138,8 @@ class ScriptDriver:
             if "facing" in event:
                 s.facing_rad = float(event["facing"])
             s.action = event.get("action", s.action)
+            if "foot_lock" in event:
+                controller.foot_lock.enabled = event["foot_lock"]
             if "transition" in event:
                 to = event["transition"]["to"]
                 controller.transition_to(to, event["transition"]["frames"])

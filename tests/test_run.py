@@ -28,6 +28,7 @@ def write(tmp_path, name, data):
         ([{"t": 0, "jump": True}], "unknown fields \\['jump'\\]"),
         ([{"t": 0, "move": [1]}], "'move' must be \\[x, z\\]"),
         ([], "non-empty JSON list"),
+        ([{"t": 0, "foot_lock": "yes"}], "event 0 'foot_lock' must be true or false"),
     ],
 )
 def test_bad_scripts_name_the_event_and_problem(tmp_path, events, message):
