@@ -517,7 +517,7 @@ class Controller:
             local, hips, _ = self.ik.solve(
                 local, hips, np.zeros(self.count), facing, self.terrain, dt_s
             )
-        local = self.foot_lock.apply(local, hips, self.contacts, dt_s)
+        local = self.foot_lock.apply(local, hips, self.contacts, dt_s, self.terrain)
         self.display_positions, self.display_rotations = forward_kinematics(
             self.skeleton, local, hips
         )

@@ -20,6 +20,7 @@ import numpy as np
 
 from runtime.kinematics import ccd_solve, forward_kinematics
 from runtime.skeleton import DOG_LEG_GROUPS, Skeleton
+from runtime.terrain import Heightmap
 from runtime.trajectory import smoothing_factor
 
 LOCK_IN_HALF_LIFE_S = 0.02
@@ -49,10 +50,16 @@ class FootLock:
         self.weight = np.zeros((count, legs))
 
     def apply(
-        self, local_rotations: np.ndarray, hips_m: np.ndarray, contacts: np.ndarray, dt_s: float
+        self,
+        local_rotations: np.ndarray,
+        hips_m: np.ndarray,
+        contacts: np.ndarray,
+        dt_s: float,
+        terrain: Heightmap | None = None,
     ) -> np.ndarray:
         """Local rotations (N, J, 4) with planted paws pulled to their locks; `contacts`
-        (N, 4) in DOG_LEG_GROUPS order. The input is not modified."""
+        (N, 4) in DOG_LEG_GROUPS order. On a terrain a locked paw also takes the ground's
+        height change between where the pose put it and its lock. The input is not modified."""
         if not self.enabled and not self.weight.any():
             return local_rotations  # off and eased out: costs nothing
         local = np.array(local_rotations, dtype=np.float32, order="C")
@@ -74,6 +81,9 @@ class FootLock:
             return local
         goals = paws.copy()
         goals[..., [0, 2]] += (self.locked_xz_m - paws[..., [0, 2]]) * self.weight[..., None]
+        if terrain is not None:
+            rise = terrain.sample(goals[..., [0, 2]])[0] - terrain.sample(paws[..., [0, 2]])[0]
+            goals[..., 1] += rise
         for k, leg in enumerate(self.legs):
             if np.any(self.weight[:, k] > 1e-3):
                 ccd_solve(
