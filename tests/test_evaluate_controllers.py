@@ -86,8 +86,11 @@ def test_ablation_verdict_names_what_broke():
         "jump_height_m": 0.3,
         "gait_at_3.3": "canter",
         "walk_skating_cm": 0.2,
+        "walk_mps": 0.5,
     }
     assert ev.ablation_verdict(intact, dict(intact)) == "nothing measured breaks"
+    runaway = ev.ablation_verdict(intact, intact | {"speed_at_3.3_mps": 9.0})
+    assert runaway == "top speed 9.00 vs 3.50 (runs away)"
     broken = intact | {"turn_right_degps": -10.0, "jump_height_m": 0.01, "gait_at_3.3": "trot"}
     verdict = ev.ablation_verdict(intact, broken)
     assert "right turn -10.00 vs 80.00" in verdict and "jump 0.01 vs 0.30" in verdict
