@@ -87,6 +87,8 @@ def test_ablation_verdict_names_what_broke():
         "gait_at_3.3": "canter",
         "walk_skating_cm": 0.2,
         "walk_mps": 0.5,
+        "walk_hips_m": 0.44,
+        "walk_paws_down": 0.6,
     }
     assert ev.ablation_verdict(intact, dict(intact)) == "nothing measured breaks"
     runaway = ev.ablation_verdict(intact, intact | {"speed_at_3.3_mps": 9.0})
@@ -194,6 +196,8 @@ def ablation_row():
         "turn_right_degps": 80.0,
         "jump_height_m": 0.3,
         "walk_mps": 0.6,
+        "walk_hips_m": 0.44,
+        "walk_paws_down": 0.6,
         "walk_skating_cm": 0.2,
         "finite": True,
     }

@@ -29,7 +29,7 @@ from runtime.closed_loop import PAPER_SPEEDS_MPS, Recording, Steering, record
 from runtime.controller import DT_S, Controller
 from runtime.gaits import GAITS, NO_GAIT, classify_gaits
 from runtime.inference import MotionModel
-from runtime.run import load_path
+from runtime.run import SKATING_HEIGHT_CM, load_path
 from runtime.run import run as headless_run
 from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from training.controller_metrics import BACK_PAWS, motion_quality, summarise
@@ -288,7 +288,11 @@ def ablation_measures(model, skeleton, commands) -> dict:
     result["jump_height_m"] = jump_height_m(skeleton, run)
     run = drive(model, scenario_steering("walk", commands), 10.0, speed_tracking=False)
     result["walk_skating_cm"] = measured(skeleton, run)["skating_cm"]
+    settled = run.positions_m[_frames(SETTLE_S) :]
     result["walk_mps"] = float(run.speeds_mps[_frames(SETTLE_S) :].mean())
+    result["walk_hips_m"] = float(settled[:, skeleton.index("Hips"), 1].mean())
+    paw_heights = settled[:, skeleton.group("paws"), 1]
+    result["walk_paws_down"] = float((paw_heights < SKATING_HEIGHT_CM / 100).mean())
     result["finite"] &= run.finite
     return result
 
@@ -300,6 +304,8 @@ BROKEN = {  # measure: (what, under this share of the intact model's, over this 
     "turn_left_degps": ("left turn", 0.5, 2.0),
     "turn_right_degps": ("right turn", 0.5, 2.0),
     "jump_height_m": ("jump", 0.5, None),
+    "walk_hips_m": ("walk hips height", 0.8, 1.25),
+    "walk_paws_down": ("paws down in the walk", 0.5, None),
 }
 SKATING_WORSE = 1.5
 
@@ -605,8 +611,9 @@ def markdown(results: dict, command: str, figures_link: str = "images") -> str:
             f"tracking): speed reached when asked 1.9 and 3.3 m/s, the gait at 3.3, the turn "
             f"rate reached when the facing is turned at {ABLATION_TURN_DEGPS:.0f} deg/s at "
             f"{ABLATION_TURN_SPEED_MPS} m/s, the hips' rise when asked to jump from a "
-            f"{JUMP_RUN_MPS} m/s run, speed and skating when asked the walk scenario's "
-            "speed. The verdict lists the measures under "
+            f"{JUMP_RUN_MPS} m/s run, and when asked the walk scenario's speed: speed, hips "
+            "height, share of paw-frames under 2.5 cm and skating. The verdict lists the "
+            "measures under "
             + ", ".join(
                 f"{100 * low:.0f}%"
                 + (f" or over {100 * high:.0f}%" if high else "")
@@ -616,14 +623,15 @@ def markdown(results: dict, command: str, figures_link: str = "images") -> str:
             + f", a changed gait, or walk skating over {SKATING_WORSE}x.",
             "",
             "| disabled | m/s at 1.9 | m/s at 3.3 | gait at 3.3 | left deg/s | right deg/s | "
-            "jump m | walk m/s | walk skating | verdict |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "jump m | walk m/s | walk hips m | walk paws down | walk skating | verdict |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in results[n]["ablation"]:
             lines.append(
                 f"| {r['disabled'] or 'none'} | {r['speed_at_1.9_mps']:.2f} | "
                 f"{r['speed_at_3.3_mps']:.2f} | {r['gait_at_3.3']} | {r['turn_left_degps']:.0f} | "
                 f"{r['turn_right_degps']:.0f} | {r['jump_height_m']:.2f} | {r['walk_mps']:.2f} | "
+                f"{r['walk_hips_m']:.2f} | {r['walk_paws_down']:.0%} | "
                 f"{r['walk_skating_cm']:.3f} | {r['verdict']} |"
             )
         lines += [""]
