@@ -26,7 +26,6 @@ class Recording:
 
     positions_m: np.ndarray  # (F, J, 3) world
     rotations: np.ndarray  # (F, J, 4) world
-    root_xz_m: np.ndarray  # (F, 2)
     root_yaw_rad: np.ndarray  # (F,)
     speeds_mps: np.ndarray  # (F,) root speed over the ground
     expert_weights: np.ndarray | None  # (F, K) for MANN
@@ -53,13 +52,12 @@ class Steering:
 
 def record(controller: Controller, control_at: Callable[[int], ControlState], frames: int):
     """Steps one dog `frames` times with control_at(frame) and keeps what it showed."""
-    keep = {k: [] for k in ("positions", "rotations", "xz", "yaw", "speed", "experts")}
+    keep = {k: [] for k in ("positions", "rotations", "yaw", "speed", "experts")}
     for frame in range(frames):
         controller.step(control_at(frame))
         positions, rotations = controller.display_pose()
         keep["positions"].append(positions[0].copy())
         keep["rotations"].append(rotations[0].copy())
-        keep["xz"].append(controller.root_xz_m[0].copy())
         keep["yaw"].append(float(controller.root_yaw_rad[0]))
         keep["speed"].append(float(np.linalg.norm(controller.root_velocity_xz_mps[0])))
         if controller.expert_weights is not None:
@@ -68,7 +66,6 @@ def record(controller: Controller, control_at: Callable[[int], ControlState], fr
     return Recording(
         positions_m=positions,
         rotations=np.array(keep["rotations"]),
-        root_xz_m=np.array(keep["xz"]),
         root_yaw_rad=np.array(keep["yaw"]),
         speeds_mps=np.array(keep["speed"]),
         expert_weights=np.array(keep["experts"]) if keep["experts"] else None,

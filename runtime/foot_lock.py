@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from runtime.ik import LEG_JOINT_WEIGHTS  # as the terrain IK: the shoulder/hip moves least
 from runtime.kinematics import ccd_solve, forward_kinematics
 from runtime.skeleton import DOG_LEG_GROUPS, Skeleton
 from runtime.terrain import Heightmap
@@ -28,7 +29,6 @@ LOCK_OUT_HALF_LIFE_S = 0.06
 MAX_SLIDE_M = 0.12
 CCD_ITERATIONS = 8
 CCD_TOLERANCE_M = 0.001
-LEG_JOINT_WEIGHTS = (0.3, 1.0, 1.0, 1.0)  # as the terrain IK: the shoulder/hip moves least
 
 
 class FootLock:

@@ -105,7 +105,6 @@ def recording_of(roots_m, local_rotations_):
     return Recording(
         positions.astype(np.float64),
         rotations.astype(np.float64),
-        roots_m[:, [0, 2]],
         np.zeros(len(roots_m)),
         speeds,
         None,

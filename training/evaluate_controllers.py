@@ -282,10 +282,12 @@ def ablation_measures(model, skeleton, commands) -> dict:
         rate = sign * np.radians(ABLATION_TURN_DEGPS)
         run = drive(model, Steering(ABLATION_TURN_SPEED_MPS, rate), 6.0, speed_tracking=False)
         yaw = np.unwrap(run.root_yaw_rad[_frames(2.0) :])
-        result[f"turn_{side}_degps"] = float(sign * np.degrees(yaw[-1] - yaw[0]) / 4.0)
+        seconds = (len(yaw) - 1) * DT_S
+        result[f"turn_{side}_degps"] = float(sign * np.degrees(yaw[-1] - yaw[0]) / seconds)
         result["finite"] &= run.finite
     run = drive(model, jump_steering(), JUMP_AT_S + 3.0, speed_tracking=False)
     result["jump_height_m"] = jump_height_m(skeleton, run)
+    result["finite"] &= run.finite
     run = drive(model, scenario_steering("walk", commands), 10.0, speed_tracking=False)
     result["walk_skating_cm"] = measured(skeleton, run)["skating_cm"]
     settled = run.positions_m[_frames(SETTLE_S) :]
