@@ -296,7 +296,8 @@ def replace_section(doc: Path, name: str, markdown: str) -> None:
     text = doc.read_text() if doc.exists() else "# Evaluation\n\n"
     if begin in text and end in text:
         head, rest = text.split(begin, 1)
-        text = head + section + rest.split(end, 1)[1].lstrip("\n")
+        after = rest.split(end, 1)[1].lstrip("\n")
+        text = head + section + ("\n" + after if after else "")
     else:
         text = text.rstrip("\n") + "\n\n" + section
     doc.parent.mkdir(parents=True, exist_ok=True)
