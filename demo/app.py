@@ -80,7 +80,12 @@ class DemoApp:
             width, height, caption="canis: MANN dog", resizable=not headless, visible=not headless
         )
         self.keys = key.KeyStateHandler()
-        self.window.push_handlers(self.keys, self)
+        # Two levels of the handler stack: one level keeps one handler per event name, so
+        # pushing both together let the app's on_key_press replace the key-state handler's
+        # and no key was ever seen as held. The app's handlers return None, so every event
+        # reaches the key-state handler below them.
+        self.window.push_handlers(self.keys)
+        self.window.push_handlers(self)
         self.scene = Scene(None, self.heightmap)
         self.plots = HudPlots()
         self.plot_titles = [
