@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-import demo.cli
-import runtime.cli
-import training.cli
-from canis import __version__, bench
+from canis import __version__
+from canis.demo import cli as demo_cli
+from canis.tools import bench
+from canis.tools import cli as tools_cli
+from canis.training import cli as training_cli
 
 
 class UserError(Exception):
@@ -23,10 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"canis {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    demo.cli.add_commands(commands)
-    runtime.cli.add_commands(commands)
+    demo_cli.add_commands(commands)
+    tools_cli.add_commands(commands)
     bench.add_command(commands)
-    training.cli.add_commands(commands)
+    training_cli.add_commands(commands)
     return parser
 
 
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return int(args.handler(args) or 0)
-    except (UserError, FileNotFoundError, ValueError) as error:
+    except (UserError, FileNotFoundError, PermissionError, ValueError) as error:
         print(f"canis {args.command}: error: {error}", file=sys.stderr)
         return 2
 

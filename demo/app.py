@@ -15,19 +15,18 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from demo.devices import GamepadReader
-from demo.input import InputFrame, PlayerControl
-from demo.recording import InputRecorder
-from runtime.controller import Controller
-from runtime.features import ACTIONS, FPS
-from runtime.gaits import GAIT_WINDOW_FRAMES, GAITS, classify_gaits
-from runtime.inference import MotionModel
-from runtime.loop import FixedTimestep
-from runtime.poses import KEYFRAME_ACTIONS, load_keyframes
-from runtime.profiler import STAGES, Profiler
-from runtime.terrain import PROCEDURAL, load_terrain
-from runtime.transition import TransitionModel, shipped_transition_model_path
+from canis.demo.devices import GamepadReader
+from canis.demo.input import InputFrame, PlayerControl
+from canis.demo.recording import InputRecorder
+from canis.runtime.controller import Controller
+from canis.runtime.features import ACTIONS, FPS
+from canis.runtime.gaits import GAIT_WINDOW_FRAMES, GAITS, classify_gaits
+from canis.runtime.inference import MotionModel
+from canis.runtime.loop import FixedTimestep
+from canis.runtime.poses import KEYFRAME_ACTIONS, load_keyframes
+from canis.runtime.profiler import STAGES, Profiler
+from canis.runtime.terrain import PROCEDURAL, load_terrain
+from canis.runtime.transition import TransitionModel, shipped_transition_model_path
 
 CAPTURE_FPS = 30
 HUD_REFRESH_DRAWS = 10
@@ -60,10 +59,9 @@ class DemoApp:
 
         if headless:
             pyglet.options["headless"] = True
+        from canis.demo.hud import HudPlots
+        from canis.demo.scene import Scene
         from pyglet.window import key
-
-        from demo.hud import HudPlots
-        from demo.scene import Scene
 
         self.pyglet, self.key = pyglet, key
         self.models = {name: MotionModel(path) for name, path in models.items()}
@@ -218,9 +216,8 @@ class DemoApp:
 
     # --- drawing ----------------------------------------------------------------------
     def on_draw(self) -> None:
+        from canis.demo.scene import camera_matrix
         from pyglet.gl import glClearColor
-
-        from demo.scene import camera_matrix
 
         with self.profiler.stage("render"):
             glClearColor(0.72, 0.8, 0.9, 1.0)

@@ -7,15 +7,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from runtime.features import ACTIONS
-from runtime.trajectory import ControlState
+from canis.runtime.features import ACTIONS
+from canis.runtime.trajectory import ControlState
 
 
 def benchmark_viewer(
     model: Path, seconds: float = 5.0, width: int = 1280, height: int = 720
 ) -> dict:
-    from demo.app import DemoApp
+    from canis.demo.app import DemoApp
 
     app = DemoApp(
         {"bench": model}, terrain="hills", headless=True, width=width, height=height, gamepad=False

@@ -38,17 +38,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _models(args) -> dict[str, Path]:
-    from runtime.cli import SHIPPED_MODELS
+    from canis.runtime.assets import SHIPPED_MOTION_MODELS, asset_path, shipped_models_dir
 
     if args.model:
         return {args.model.stem: args.model}
     found = {
-        name: SHIPPED_MODELS / f"{stem}.onnx"
-        for name, stem in (("MANN-8", "mann8"), ("PFNN", "pfnn"))
-        if (SHIPPED_MODELS / f"{stem}.onnx").exists()
+        name: asset_path(relative, must_exist=False)
+        for name, relative in SHIPPED_MOTION_MODELS.items()
+        if asset_path(relative, must_exist=False).is_file()
     }
     if not found:
-        raise FileNotFoundError(f"no models in {SHIPPED_MODELS}; give one with --model")
+        raise FileNotFoundError(f"no models in {shipped_models_dir()}; give one with --model")
     return found
 
 
@@ -64,8 +64,8 @@ def run_demo(args) -> int:
     if args.headless:
         if args.script is None:
             raise ValueError("--headless needs --script (a control timeline, see canis run)")
-        from demo.app import CAPTURE_FPS, DemoApp, capture
-        from runtime.run import ScriptDriver, load_script
+        from canis.demo.app import CAPTURE_FPS, DemoApp, capture
+        from canis.tools.run import ScriptDriver, load_script
 
         app = DemoApp(_models(args), terrain=args.terrain, headless=True)
         app.camera["yaw"] = math.radians(args.camera_yaw)
@@ -102,7 +102,7 @@ def run_demo(args) -> int:
             file=sys.stderr,
         )
         return 2
-    from demo.app import DemoApp
+    from canis.demo.app import DemoApp
 
     DemoApp(_models(args), terrain=args.terrain).run()
     return 0
@@ -112,11 +112,11 @@ def _drive_shipped_model(seconds: float = 20.0) -> None:
     """Speed is measured after 3 s; the speed tracking settles over the first few seconds."""
     import time
 
-    from runtime.cli import SHIPPED_MODELS
-    from runtime.closed_loop import drive
-    from runtime.inference import MotionModel
+    from canis.runtime.assets import DEFAULT_MOTION_MODEL, SHIPPED_MOTION_MODELS, asset_path
+    from canis.runtime.inference import MotionModel
+    from canis.tools.closed_loop import drive
 
-    path = SHIPPED_MODELS / "mann8.onnx"
+    path = asset_path(SHIPPED_MOTION_MODELS[DEFAULT_MOTION_MODEL], must_exist=False)
     if not path.exists():
         print(f"(no shipped model at {path}: skipping the drive)\n")
         return
@@ -138,20 +138,19 @@ def _transition_shipped_model() -> None:
     import time
 
     import numpy as np
-
-    from runtime.cli import SHIPPED_MODELS
-    from runtime.controller import Controller
-    from runtime.features import ACTIONS
-    from runtime.inference import MotionModel
-    from runtime.kinematics import forward_kinematics
-    from runtime.root import from_root_xz
-    from runtime.trajectory import ControlState
-    from runtime.transition import TransitionModel, shipped_transition_model_path
+    from canis.runtime.assets import shipped_model_path
+    from canis.runtime.controller import Controller
+    from canis.runtime.features import ACTIONS
+    from canis.runtime.inference import MotionModel
+    from canis.runtime.kinematics import forward_kinematics
+    from canis.runtime.root import from_root_xz
+    from canis.runtime.trajectory import ControlState
+    from canis.runtime.transition import TransitionModel, shipped_transition_model_path
 
     if not shipped_transition_model_path().is_file():
         print("(no shipped transition model: skipping the transitions)\n")
         return
-    c = Controller(MotionModel(SHIPPED_MODELS / "mann8.onnx"), transition_model=TransitionModel())
+    c = Controller(MotionModel(shipped_model_path()), transition_model=TransitionModel())
     trot = ControlState(np.array([[0.0, 1.9]]), np.zeros(1), np.array([ACTIONS.index("move")]))
     for name, key in c.keyframes.items():
         c.reset()
@@ -181,11 +180,10 @@ def _metres(values) -> str:
 
 def run_check() -> int:
     import numpy as np
-
-    from runtime.kinematics import ccd_solve, forward_kinematics
-    from runtime.poses import load_keyframes
-    from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-    from runtime.terrain import Heightmap
+    from canis.runtime.kinematics import ccd_solve, forward_kinematics
+    from canis.runtime.poses import load_keyframes
+    from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+    from canis.runtime.terrain import Heightmap
 
     _drive_shipped_model()
     _transition_shipped_model()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 
-from demo.input import InputFrame
+from canis.demo.input import InputFrame
 
 log = logging.getLogger("canis.demo")
 AXIS_RANGE = 32767.0

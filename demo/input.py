@@ -14,10 +14,9 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from runtime.features import ACTIONS
-from runtime.root import wrap_angle_rad, yaw_direction_xz
-from runtime.trajectory import ControlState
+from canis.runtime.features import ACTIONS
+from canis.runtime.root import wrap_angle_rad, yaw_direction_xz
+from canis.runtime.trajectory import ControlState
 
 DEAD_ZONE = 0.15  # stick deflection ignored around the centre (radial)
 TRIGGER_DEAD_ZONE = 0.05

@@ -8,10 +8,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-
-from runtime.features import ACTIONS, FPS
-from runtime.root import yaw_from_direction
-from runtime.trajectory import ControlState
+from canis.runtime.features import ACTIONS, FPS
+from canis.runtime.root import yaw_from_direction
+from canis.runtime.trajectory import ControlState
 
 
 class InputRecorder:

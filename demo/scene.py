@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from canis.runtime.rotations import cross
+from canis.runtime.terrain import Heightmap
 from pyglet.gl import (
     GL_BLEND,
     GL_CULL_FACE,
@@ -28,9 +30,6 @@ from pyglet.gl import (
 )
 from pyglet.graphics.shader import Shader, ShaderProgram
 from pyglet.math import Mat4, Vec3
-
-from runtime.rotations import cross
-from runtime.terrain import Heightmap
 
 VERTEX_SHADER = """#version 330 core
 in vec3 position;

@@ -11,11 +11,10 @@ import sys
 import time
 
 import numpy as np
-
-from runtime import Controller, ControlState, FixedTimestep, MotionModel, procedural
-from runtime.cli import SHIPPED_MODELS
-from runtime.features import ACTIONS
-from runtime.run import follow_path
+from canis.runtime import Controller, ControlState, FixedTimestep, MotionModel, procedural
+from canis.runtime.assets import shipped_model_path
+from canis.runtime.features import ACTIONS
+from canis.runtime.path_following import follow_path
 
 SECONDS = 10.0
 CIRCLE = np.array([[3 * math.sin(a), 3 * math.cos(a) - 3] for a in np.linspace(0, 2 * np.pi, 33)])
@@ -30,7 +29,7 @@ def gamepad(t_s: float) -> tuple[np.ndarray, float, str]:
 
 
 def main(seconds: float = SECONDS) -> None:
-    model = MotionModel(SHIPPED_MODELS / "mann8.onnx")
+    model = MotionModel(shipped_model_path())
     dogs = Controller(model, count=2, terrain=procedural("hills"))
     dogs.reset(root_xz_m=[[0.0, 0.0], [0.0, 0.0]], yaw_rad=[0.0, math.pi / 2])
     loop, clock, t = FixedTimestep(), time.perf_counter(), 0.0

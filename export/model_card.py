@@ -1,6 +1,6 @@
 """Model cards: what a shipped model was trained on, how, on what, how well, and how it holds
 up in a closed loop. Generated from the checkpoint, its run's log.csv, the export's parity
-report and runtime.closed_loop, so every figure in a card was measured."""
+report and tools.closed_loop, so every figure in a card was measured."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import csv
 import json
 from pathlib import Path
 
-from export.onnx_export import LICENCE
+from canis.export.onnx_export import LICENCE
 
 
 def _log_rows(run_dir: Path) -> list[dict]:
@@ -75,7 +75,7 @@ def write_card(
         "",
         "## Closed loop",
         "",
-        f"Driven headless by `runtime/closed_loop.py` for {runs[0]['seconds']:.0f} s per run from "
+        f"Driven headless by `tools/closed_loop.py` for {runs[0]['seconds']:.0f} s per run from "
         "the standing keyframe: forward, and turning at "
         f"{max(r['turn_rate_degps'] for r in runs):.0f} deg/s, at the paper's gait speeds. Speed "
         "is the mean root speed after the first 3 s. As shipped, the runtime's speed tracking "

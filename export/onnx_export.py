@@ -16,10 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
-
-from canis import __version__
-from runtime.features import (
+from canis.runtime.features import (
     CONTRACT_VERSION,
     FPS,
     INPUT,
@@ -29,9 +26,12 @@ from runtime.features import (
     contract_description,
     layout_hash,
 )
-from runtime.skeleton import DOG_JOINT_NAMES
-from training.checkpoint import load_checkpoint, restore_model
-from training.models import create_model
+from canis.runtime.skeleton import DOG_JOINT_NAMES
+from canis.training.checkpoint import load_checkpoint, restore_model
+from canis.training.models import create_model
+from torch import nn
+
+from canis import __version__
 
 OPSET = 17
 INPUT_RANGE_MARGIN = 0.1
@@ -96,8 +96,8 @@ def load_for_export(checkpoint_path: Path, dataset_path: Path | None = None):
                 f"{checkpoint_path}: holds no input range; give --dataset so the "
                 "export can clamp inputs to the training data's range"
             )
-        from training.dataset import load
-        from training.train import input_range
+        from canis.training.dataset import load
+        from canis.training.train import input_range
 
         data = load(dataset_path)
         normalisation |= {
@@ -165,7 +165,7 @@ def parity_inputs(wrapper: ExportedModel, dataset_path: Path | None, rows: int =
     random_x = (mean + std * rng.normal(size=(rows, INPUT.size))).astype(np.float32)
     sets = {"random": (random_x, rng.uniform(0, 2 * math.pi, size=rows).astype(np.float32))}
     if dataset_path is not None:
-        from training.dataset import load
+        from canis.training.dataset import load
 
         data = load(dataset_path)
         pick = rng.choice(len(data["X"]), size=min(rows, len(data["X"])), replace=False)

@@ -14,21 +14,27 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
-
-from canis import __version__
-from export.onnx_export import LICENCE, write_graph
-from runtime.features import FPS
-from runtime.skeleton import DOG_JOINT_NAMES
-from runtime.transition import INIT_INPUTS, INIT_OUTPUTS, STEP_INPUTS, STEP_OUTPUTS, TransitionModel
-from runtime.transition_frames import (
+from canis.export.onnx_export import LICENCE, write_graph
+from canis.runtime.features import FPS
+from canis.runtime.skeleton import DOG_JOINT_NAMES
+from canis.runtime.transition import (
+    INIT_INPUTS,
+    INIT_OUTPUTS,
+    STEP_INPUTS,
+    STEP_OUTPUTS,
+    TransitionModel,
+)
+from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     FRAME_SIZE,
     contract_description,
     transition_layout_hash,
 )
-from training.checkpoint import load_checkpoint, restore_model
-from training.rtn import LSTM_UNITS, Rtn, empty_rtn, parameter_bytes, rollout
+from canis.training.checkpoint import load_checkpoint, restore_model
+from canis.training.rtn import LSTM_UNITS, Rtn, empty_rtn, parameter_bytes, rollout
+from torch import nn
+
+from canis import __version__
 
 MAX_ROLLOUT_ERROR = 1e-3
 PARITY_LENGTHS = (5, 30, 60)
@@ -92,8 +98,8 @@ def parity_windows(model: Rtn, dataset_path: Path | None, rows=8, seed=0):
         target = mean + std * rng.normal(size=(rows, FRAME_SIZE))
         sets[f"random_{length}"] = (length, context, placements, target)
     if dataset_path is not None:
-        from training.train_rtn import windows
-        from training.transition_data import load
+        from canis.training.train_rtn import windows
+        from canis.training.transition_data import load
 
         data = load(dataset_path)
         for length in PARITY_LENGTHS:

@@ -12,17 +12,19 @@ The embedding API (see docs/EMBEDDING.md):
 """
 
 _EXPORTS = {
-    "MotionModel": "runtime.inference",
-    "Controller": "runtime.controller",
-    "ControlState": "runtime.trajectory",
-    "Heightmap": "runtime.terrain",
-    "load_terrain": "runtime.terrain",
-    "procedural": "runtime.terrain",
-    "FixedTimestep": "runtime.loop",
-    "Profiler": "runtime.profiler",
-    "follow_path": "runtime.run",
-    "TransitionModel": "runtime.transition",
-    "Keyframe": "runtime.poses",
+    "MotionModel": "canis.runtime.inference",
+    "Controller": "canis.runtime.controller",
+    "ControlState": "canis.runtime.trajectory",
+    "Heightmap": "canis.runtime.terrain",
+    "load_terrain": "canis.runtime.terrain",
+    "procedural": "canis.runtime.terrain",
+    "FixedTimestep": "canis.runtime.loop",
+    "Profiler": "canis.runtime.profiler",
+    "follow_path": "canis.runtime.path_following",
+    "load_path": "canis.runtime.path_following",
+    "shipped_model_path": "canis.runtime.assets",
+    "TransitionModel": "canis.runtime.transition",
+    "Keyframe": "canis.runtime.poses",
 }
 __all__ = list(_EXPORTS)
 

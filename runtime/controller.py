@@ -17,8 +17,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-
-from runtime.features import (
+from canis.runtime.features import (
     ACTIONS,
     FPS,
     TRAJECTORY_OFFSETS_FRAMES,
@@ -27,13 +26,13 @@ from runtime.features import (
     decode_output,
     write_input,
 )
-from runtime.foot_lock import FootLock
-from runtime.ik import FullBodyIk, estimate_contacts
-from runtime.inference import MotionModel
-from runtime.kinematics import forward_kinematics, rotations_from_directions
-from runtime.poses import KEYFRAME_ACTIONS, Keyframe, keyframe_pose, load_keyframes
-from runtime.profiler import Profiler
-from runtime.root import (
+from canis.runtime.foot_lock import FootLock
+from canis.runtime.ik import FullBodyIk, estimate_contacts
+from canis.runtime.inference import MotionModel
+from canis.runtime.kinematics import forward_kinematics, rotations_from_directions
+from canis.runtime.poses import KEYFRAME_ACTIONS, Keyframe, keyframe_pose, load_keyframes
+from canis.runtime.profiler import Profiler
+from canis.runtime.root import (
     from_root_xz,
     rotate_xz,
     to_root_xz,
@@ -41,9 +40,9 @@ from runtime.root import (
     yaw_direction_xz,
     yaw_from_direction,
 )
-from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from runtime.terrain import Heightmap
-from runtime.trajectory import (
+from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+from canis.runtime.terrain import Heightmap
+from canis.runtime.trajectory import (
     ACTION_HALF_LIFE_S,
     DEFAULT_TAU,
     FACING_HALF_LIFE_S,
@@ -55,14 +54,14 @@ from runtime.trajectory import (
     extrapolate,
     smoothing_factor,
 )
-from runtime.transition import TransitionModel, target_blend
-from runtime.transition_frames import (
+from canis.runtime.transition import TransitionModel, target_blend
+from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     frame_vector,
     placement,
     placement_to_world,
 )
-from runtime.transition_player import ActiveTransition, apply_frame, stopping_point
+from canis.runtime.transition_player import ActiveTransition, apply_frame, stopping_point
 
 log = logging.getLogger("canis.runtime")
 DT_S = 1.0 / FPS

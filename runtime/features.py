@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-
-from runtime.root import to_root_frame, vectors_to_root_frame, wrap_angle_rad
-from runtime.rotations import quat_conjugate, quat_multiply, quat_to_forward_up
-from runtime.skeleton import DOG_GROUPS, DOG_JOINT_NAMES
+from canis.runtime.root import to_root_frame, vectors_to_root_frame, wrap_angle_rad
+from canis.runtime.rotations import quat_conjugate, quat_multiply, quat_to_forward_up
+from canis.runtime.skeleton import DOG_GROUPS, DOG_JOINT_NAMES
 
 CONTRACT_VERSION = 1
 FPS = 60

@@ -17,12 +17,11 @@ evaluate controllers) run without it and report it apart.
 from __future__ import annotations
 
 import numpy as np
-
-from runtime.ik import LEG_JOINT_WEIGHTS  # as the terrain IK: the shoulder/hip moves least
-from runtime.kinematics import ccd_solve, forward_kinematics
-from runtime.skeleton import DOG_LEG_GROUPS, Skeleton
-from runtime.terrain import Heightmap
-from runtime.trajectory import smoothing_factor
+from canis.runtime.ik import LEG_JOINT_WEIGHTS  # as the terrain IK: the shoulder/hip moves least
+from canis.runtime.kinematics import ccd_solve, forward_kinematics
+from canis.runtime.skeleton import DOG_LEG_GROUPS, Skeleton
+from canis.runtime.terrain import Heightmap
+from canis.runtime.trajectory import smoothing_factor
 
 LOCK_IN_HALF_LIFE_S = 0.02
 LOCK_OUT_HALF_LIFE_S = 0.06

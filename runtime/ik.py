@@ -15,10 +15,9 @@
 from __future__ import annotations
 
 import numpy as np
-
-from runtime import _kinematics
-from runtime.skeleton import DOG_LEG_GROUPS, Skeleton
-from runtime.terrain import Heightmap
+from canis.runtime import _kinematics
+from canis.runtime.skeleton import DOG_LEG_GROUPS, Skeleton
+from canis.runtime.terrain import Heightmap
 
 ITERATIONS = 12
 TOLERANCE_M = 0.002

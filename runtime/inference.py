@@ -12,9 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-
-from runtime.features import FPS, layout_hash
-from runtime.skeleton import DOG_JOINT_NAMES
+from canis.runtime.features import FPS, layout_hash
+from canis.runtime.skeleton import DOG_JOINT_NAMES
 
 log = logging.getLogger("canis.runtime")
 KINDS = ("mann", "pfnn", "vnn")
@@ -120,13 +119,23 @@ def open_session(path: Path, device: str = "auto", threads: int = 1):
         raise ModelError(f"{path}: not a loadable ONNX model ({error})") from None
 
 
+def check_model_file(path: Path, what: str = "model") -> None:
+    """A clear error for a model path that is missing, a folder or unreadable, before ONNX
+    Runtime gives its own less specific one."""
+    if path.is_dir():
+        raise FileNotFoundError(f"{path}: is a folder, not an ONNX {what} file")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such {what} file")
+    if not os.access(path, os.R_OK):
+        raise PermissionError(f"{path}: the {what} file cannot be read (permission denied)")
+
+
 class MotionModel:
     """One exported network. `run` takes x (N, 480) and, for PFNN, phase (N,)."""
 
     def __init__(self, path: str | Path, device: str = "auto", threads: int = 1):
         self.path = Path(path)
-        if not self.path.is_file():
-            raise FileNotFoundError(f"{self.path}: no such model file")
+        check_model_file(self.path)
         self.session, self.device = open_session(self.path, device, threads)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]

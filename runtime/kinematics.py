@@ -7,9 +7,8 @@ Shapes are checked by the native binding, which names the offending argument.
 from __future__ import annotations
 
 import numpy as np
-
-from runtime import _kinematics
-from runtime.skeleton import Skeleton
+from canis.runtime import _kinematics
+from canis.runtime.skeleton import Skeleton
 
 
 def _f32(a) -> np.ndarray:

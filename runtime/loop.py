@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.features import FPS
+from canis.runtime.features import FPS
 
 STEP_S = 1.0 / FPS
 MAX_STEPS_PER_FRAME = 4

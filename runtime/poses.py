@@ -13,12 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from runtime.features import LocalPose
-from runtime.kinematics import forward_kinematics
-from runtime.root import body_facing, yaw_from_direction, yaw_quaternion
-from runtime.rotations import quat_conjugate, quat_multiply, quat_normalize, quat_to_forward_up
-from runtime.skeleton import DOG_JOINT_NAMES, Skeleton
+from canis.runtime.assets import asset_path
+from canis.runtime.features import LocalPose
+from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.root import body_facing, yaw_from_direction, yaw_quaternion
+from canis.runtime.rotations import (
+    quat_conjugate,
+    quat_multiply,
+    quat_normalize,
+    quat_to_forward_up,
+)
+from canis.runtime.skeleton import DOG_JOINT_NAMES, Skeleton
 
 # Keyframe name -> the action it is chosen from (training/keyframes.py) and that holds it.
 KEYFRAME_ACTIONS = {"stand": "idle", "sit": "sit", "lie": "lie", "beg": "stand"}
@@ -86,7 +91,7 @@ def keyframe_pose(skeleton: Skeleton, keyframe: Keyframe) -> LocalPose:
 
 
 def shipped_keyframes_path() -> Path:
-    return Path(__file__).resolve().parent.parent / "assets" / "poses" / "dog_keyframes.json"
+    return asset_path("poses/dog_keyframes.json")
 
 
 def save_keyframes(keyframes: list[Keyframe], path: Path) -> None:

@@ -8,9 +8,8 @@ axis of runtime.rotations' forward/up encoding); its local +x is then the charac
 from __future__ import annotations
 
 import numpy as np
-
-from runtime.rotations import cross, quat_conjugate, quat_rotate
-from runtime.skeleton import Skeleton
+from canis.runtime.rotations import cross, quat_conjugate, quat_rotate
+from canis.runtime.skeleton import Skeleton
 
 UP = np.array([0.0, 1.0, 0.0])
 

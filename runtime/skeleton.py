@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from canis.runtime.assets import asset_path
 
 DOG_JOINT_NAMES = (
     "Hips",
@@ -154,7 +155,7 @@ class Skeleton:
 
 
 def shipped_dog_skeleton_path() -> Path:
-    return Path(__file__).resolve().parent.parent / "assets" / "skeleton" / "dog.json"
+    return asset_path("skeleton/dog.json")
 
 
 def is_dog(skeleton: Skeleton) -> bool:

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from runtime import _kinematics
+from canis.runtime import _kinematics
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from runtime.features import ACTIONS, FPS, FUTURE_OFFSETS_FRAMES
-from runtime.root import wrap_angle_rad, yaw_direction_xz
+from canis.runtime.features import ACTIONS, FPS, FUTURE_OFFSETS_FRAMES
+from canis.runtime.root import wrap_angle_rad, yaw_direction_xz
 
 FUTURE_TIMES_S = np.array(FUTURE_OFFSETS_FRAMES) / FPS
 HORIZON_S = FUTURE_TIMES_S[-1]

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
-from runtime.inference import ModelError, common_problems, open_session
-from runtime.transition_frames import (
+from canis.runtime.assets import SHIPPED_TRANSITION_MODEL, asset_path
+from canis.runtime.inference import ModelError, check_model_file, common_problems, open_session
+from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     FRAME_SIZE,
     MAX_TRANSITION_FRAMES,
@@ -29,7 +29,7 @@ ARRIVED = np.array([0.0, 0.0, 0.0, 1.0])  # the target's own placement
 
 
 def shipped_transition_model_path() -> Path:
-    return Path(__file__).resolve().parent.parent / "assets" / "models" / "rtn_step.onnx"
+    return asset_path(SHIPPED_TRANSITION_MODEL, must_exist=False)
 
 
 def check_transition_metadata(path: Path, session, kind: str, inputs, outputs) -> dict:
@@ -64,8 +64,7 @@ class TransitionModel:
         self.step_path = Path(step_path) if step_path else shipped_transition_model_path()
         self.init_path = self.step_path.with_name(self.step_path.name.replace("_step", "_init"))
         for path in (self.step_path, self.init_path):
-            if not path.is_file():
-                raise FileNotFoundError(f"{path}: no such transition model file")
+            check_model_file(path, "transition model")
         self.step_session, self.device = open_session(self.step_path, device, threads)
         self.init_session, _ = open_session(self.init_path, device, threads)
         self.metadata = check_transition_metadata(

@@ -25,10 +25,9 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
-
-from runtime.features import FPS, LocalPose
-from runtime.root import rotate_xz, to_root_xz, wrap_angle_rad
-from runtime.skeleton import DOG_JOINT_NAMES, Skeleton
+from canis.runtime.features import FPS, LocalPose
+from canis.runtime.root import rotate_xz, to_root_xz, wrap_angle_rad
+from canis.runtime.skeleton import DOG_JOINT_NAMES, Skeleton
 
 CONTEXT_FRAMES = 10  # past frames the RTN reads before it generates
 MIN_TRANSITION_FRAMES = 5
@@ -46,7 +45,7 @@ def rotated_joints(parents: np.ndarray) -> np.ndarray:
 
 
 def _dog_parents() -> np.ndarray:
-    from runtime.skeleton import shipped_dog_skeleton_path
+    from canis.runtime.skeleton import shipped_dog_skeleton_path
 
     return Skeleton.from_json(shipped_dog_skeleton_path()).parents
 

@@ -13,16 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from runtime.features import ACTIONS, FPS
-from runtime.root import (
+from canis.runtime.features import ACTIONS, FPS
+from canis.runtime.root import (
     from_root_xz,
     to_root_xz,
     wrap_angle_rad,
     yaw_direction_xz,
     yaw_from_direction,
 )
-from runtime.transition_frames import root_motion, split_frame
+from canis.runtime.transition_frames import root_motion, split_frame
 
 
 @dataclass

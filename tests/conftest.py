@@ -2,9 +2,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from training.data_paths import default_mocap_dir
+from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+from canis.training.data_paths import default_mocap_dir
 
 # A tiny dog-like BVH: root with 6 channels, ZXY rotations, an end site; written with CRLF.
 TINY_BVH = """HIERARCHY
@@ -65,7 +64,7 @@ def random_quaternions(rng: np.random.Generator, shape, max_angle_rad=np.pi) -> 
 
 def tiny_config(dataset_path, kind="mann", epochs=1):
     """A training run of a few steps: enough to exercise the whole pipeline in seconds."""
-    from training.train import TrainConfig
+    from canis.training.train import TrainConfig
 
     return TrainConfig(
         kind=kind,
@@ -82,9 +81,8 @@ def tiny_config(dataset_path, kind="mann", epochs=1):
 @pytest.fixture(scope="session")
 def tiny_dataset(tmp_path_factory) -> Path:
     """A dataset built from the synthetic dogs (tests/synthetic_dog.py)."""
+    from canis.training import dataset
     from synthetic_dog import standard_clips
-
-    from training import dataset
 
     folder = tmp_path_factory.mktemp("tiny")
     standard_clips(folder / "clips")
@@ -96,8 +94,8 @@ def tiny_dataset(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model(tiny_dataset, tmp_path_factory) -> Path:
     """A barely trained MANN-4 exported to ONNX: right shapes and metadata, not good motion."""
-    from export.onnx_export import export_onnx
-    from training.train import LAST, train
+    from canis.export.onnx_export import export_onnx
+    from canis.training.train import LAST, train
 
     run = tmp_path_factory.mktemp("tiny_run")
     train(tiny_config(tiny_dataset), run, progress=False)
@@ -107,9 +105,8 @@ def tiny_model(tiny_dataset, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_transitions(tmp_path_factory) -> Path:
+    from canis.training import transition_data
     from synthetic_dog import standard_clips
-
-    from training import transition_data
 
     folder = tmp_path_factory.mktemp("tiny_transitions")
     standard_clips(folder / "clips")
@@ -119,7 +116,7 @@ def tiny_transitions(tmp_path_factory) -> Path:
 
 
 def tiny_rtn_config(path, steps=4):
-    from training.train_rtn import RtnTrainConfig
+    from canis.training.train_rtn import RtnTrainConfig
 
     return RtnTrainConfig(steps=steps, batch_size=4, eval_every=2, dataset=str(path))
 
@@ -127,8 +124,8 @@ def tiny_rtn_config(path, steps=4):
 @pytest.fixture(scope="session")
 def tiny_rtn(tiny_transitions, tmp_path_factory) -> Path:
     """A barely trained RTN exported to ONNX (the export checks rollout parity itself)."""
-    from export.rtn_export import export_rtn
-    from training.train_rtn import LAST, train_rtn
+    from canis.export.rtn_export import export_rtn
+    from canis.training.train_rtn import LAST, train_rtn
 
     run = tmp_path_factory.mktemp("tiny_rtn")
     train_rtn(tiny_rtn_config(tiny_transitions), run, progress=False)

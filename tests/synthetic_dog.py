@@ -7,12 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
-from runtime.kinematics import ccd_solve, forward_kinematics
-from runtime.poses import load_keyframes
-from runtime.rotations import quat_slerp
-from runtime.skeleton import DOG_LEG_GROUPS, Skeleton, shipped_dog_skeleton_path
-from training.bvh import BvhMotion, write_bvh
+from canis.runtime.kinematics import ccd_solve, forward_kinematics
+from canis.runtime.poses import load_keyframes
+from canis.runtime.rotations import quat_slerp
+from canis.runtime.skeleton import DOG_LEG_GROUPS, Skeleton, shipped_dog_skeleton_path
+from canis.training.bvh import BvhMotion, write_bvh
 
 FPS = 60
 SKELETON = Skeleton.from_json(shipped_dog_skeleton_path())

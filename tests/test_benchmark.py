@@ -1,7 +1,10 @@
 """`canis bench`'s measurements, run small: every table it writes has its figures."""
 
-from runtime import benchmark
-from runtime.cli import SHIPPED_MODELS
+from canis.runtime.assets import shipped_models_dir
+from canis.tools import benchmark
+
+SHIPPED_MODELS = shipped_models_dir()
+
 
 MANN8 = SHIPPED_MODELS / "mann8.onnx"
 

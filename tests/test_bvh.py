@@ -1,11 +1,10 @@
 import numpy as np
 import pytest
+from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.rotations import quat_angle_rad, quat_normalize
+from canis.runtime.skeleton import DOG_JOINT_NAMES, Skeleton, shipped_dog_skeleton_path
+from canis.training.bvh import BvhError, read_bvh, write_bvh
 from conftest import TINY_BVH, random_quaternions, write_tiny_bvh
-
-from runtime.kinematics import forward_kinematics
-from runtime.rotations import quat_angle_rad, quat_normalize
-from runtime.skeleton import DOG_JOINT_NAMES, Skeleton, shipped_dog_skeleton_path
-from training.bvh import BvhError, read_bvh, write_bvh
 
 
 def test_tiny_file_values_by_hand(tmp_path):

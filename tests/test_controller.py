@@ -2,11 +2,10 @@
 
 import numpy as np
 import pytest
-
-from runtime.closed_loop import drive
-from runtime.controller import Controller
-from runtime.inference import MotionModel
-from runtime.trajectory import ControlState
+from canis.runtime.controller import Controller
+from canis.runtime.inference import MotionModel
+from canis.runtime.trajectory import ControlState
+from canis.tools.closed_loop import drive
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +57,11 @@ def test_closed_loop_drive_reports(model):
 def test_true_outputs_reproduce_the_clip(model, monkeypatch):
     """Feeding the controller a clip's true y moves its state exactly onto the clip's next
     frame, and the x it writes from that state is the dataset's x."""
+    import canis.runtime.controller as controller_module
+    from canis.runtime.features import INPUT, decode_output, pose_to_root_frame, write_input
+    from canis.runtime.root import yaw_from_direction
+    from canis.training.clips import clip_pairs, process_clip
     from synthetic_dog import gait, to_motion
-
-    import runtime.controller as controller_module
-    from runtime.features import INPUT, decode_output, pose_to_root_frame, write_input
-    from runtime.root import yaw_from_direction
-    from training.clips import clip_pairs, process_clip
 
     monkeypatch.setattr(controller_module, "JOINT_POSITION_BLEND", 0.0)
     roots, rotations, _ = gait("walk", 0.6, 4.0)

@@ -5,10 +5,7 @@ import logging
 
 import numpy as np
 import pytest
-from synthetic_dog import hold, standard_clips, write_clip
-
-from canis.cli import main
-from runtime.features import (
+from canis.runtime.features import (
     INPUT,
     TRAJECTORY_OFFSETS_FRAMES,
     Pose,
@@ -16,10 +13,13 @@ from runtime.features import (
     build_input,
     gating_indices,
 )
-from runtime.gaits import GAITS
-from training import dataset
-from training.bvh import read_bvh
-from training.clips import MIN_CLIP_FRAMES, clip_pairs, process_clip
+from canis.runtime.gaits import GAITS
+from canis.training import dataset
+from canis.training.bvh import read_bvh
+from canis.training.clips import MIN_CLIP_FRAMES, clip_pairs, process_clip
+from synthetic_dog import hold, standard_clips, write_clip
+
+from canis.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ pytest.importorskip("pyglet")
 
 @pytest.fixture(scope="module")
 def app(tiny_model):
-    from demo.app import DemoApp
+    from canis.demo.app import DemoApp
 
     try:
         return DemoApp({"tiny": tiny_model}, terrain="hills", headless=True, width=640, height=360)
@@ -19,7 +19,7 @@ def app(tiny_model):
 
 
 def test_first_frame_shows_the_dog_over_the_terrain(app):
-    from demo.scene import DOG_COLOUR, TERRAIN_COLOUR
+    from canis.demo.scene import DOG_COLOUR, TERRAIN_COLOUR
 
     app.window.switch_to()
     app.on_draw()
@@ -90,9 +90,9 @@ def test_demo_without_display_explains_itself(monkeypatch, capsys):
 
 
 def test_recorded_input_replays_exactly(app, tiny_model, tmp_path):
-    from demo.input import InputFrame
-    from runtime.run import run
-    from runtime.terrain import load_terrain
+    from canis.demo.input import InputFrame
+    from canis.runtime.terrain import load_terrain
+    from canis.tools.run import run
 
     # The state canis run starts from: hills, IK on, the standing dog at the origin.
     app.heightmap = app.controller.terrain = load_terrain("hills")
@@ -131,8 +131,8 @@ def test_hud_plots_are_built_and_drawn(app):
 
 
 def test_x_key_transitions_and_the_recording_replays_it(app, tiny_model, tiny_rtn, tmp_path):
-    from runtime.run import run
-    from runtime.transition import TransitionModel
+    from canis.runtime.transition import TransitionModel
+    from canis.tools.run import run
 
     app.transition_model = TransitionModel(tiny_rtn)
     app.heightmap = load_hills()
@@ -161,6 +161,6 @@ def test_x_key_transitions_and_the_recording_replays_it(app, tiny_model, tiny_rt
 
 
 def load_hills():
-    from runtime.terrain import load_terrain
+    from canis.runtime.terrain import load_terrain
 
     return load_terrain("hills")

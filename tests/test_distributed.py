@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from training.checkpoint import load_checkpoint
+from canis.training.checkpoint import load_checkpoint
 
 
 @pytest.mark.skipif(

@@ -5,16 +5,17 @@ import json
 
 import numpy as np
 import pytest
+from canis.export.expert_ablation import disable_expert
+from canis.runtime.assets import shipped_models_dir
+from canis.runtime.inference import MotionModel
+from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.rotations import quat_from_axis_angle
+from canis.tools.closed_loop import Recording, Steering
+from canis.training import evaluate_controllers as ev
+from canis.training.controller_metrics import leg_joints, local_rotations, motion_quality, summarise
 from synthetic_dog import SKELETON, gait, standard_clips
 
-from export.expert_ablation import disable_expert
-from runtime.cli import SHIPPED_MODELS
-from runtime.closed_loop import Recording, Steering
-from runtime.inference import MotionModel
-from runtime.kinematics import forward_kinematics
-from runtime.rotations import quat_from_axis_angle
-from training import evaluate_controllers as ev
-from training.controller_metrics import leg_joints, local_rotations, motion_quality, summarise
+SHIPPED_MODELS = shipped_models_dir()
 
 MANN8 = SHIPPED_MODELS / "mann8.onnx"
 PFNN = SHIPPED_MODELS / "pfnn.onnx"

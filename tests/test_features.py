@@ -2,16 +2,15 @@
 
 import numpy as np
 import pytest
-
-from runtime import features as f
-from runtime.root import (
+from canis.runtime import features as f
+from canis.runtime.root import (
     body_facing,
     from_root_frame,
     to_root_frame,
     yaw_from_direction,
     yaw_quaternion,
 )
-from runtime.rotations import quat_from_forward_up, quat_multiply, quat_normalize, quat_rotate
+from canis.runtime.rotations import quat_from_forward_up, quat_multiply, quat_normalize, quat_rotate
 
 
 def test_sizes_follow_the_paper():
@@ -106,7 +105,7 @@ def test_output_root_update_moves_the_old_root_onto_the_new(rng):
 
 
 def test_body_facing_is_left_cross_up():
-    from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+    from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 
     dog = Skeleton.from_json(shipped_dog_skeleton_path())
     positions = np.zeros((1, 27, 3))
@@ -123,7 +122,7 @@ def test_body_facing_is_left_cross_up():
 
 
 def test_planar_root_frame_matches_the_quaternion_one(rng):
-    from runtime.root import from_root_xz, to_root_xz
+    from canis.runtime.root import from_root_xz, to_root_xz
 
     root_position, root_rotation, trajectory, _ = random_world_state(rng, 4)
     yaw = 2 * np.arctan2(root_rotation[:, 2], root_rotation[:, 0])

@@ -3,11 +3,10 @@ network carries them too far; bone lengths stay exact."""
 
 import numpy as np
 import pytest
-
-from runtime import foot_lock as fl
-from runtime.kinematics import forward_kinematics
-from runtime.poses import load_keyframes
-from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+from canis.runtime import foot_lock as fl
+from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.poses import load_keyframes
+from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 
 SKELETON = Skeleton.from_json(shipped_dog_skeleton_path())
 PAWS = SKELETON.group("paws")
@@ -88,11 +87,13 @@ def test_switched_off_the_locks_ease_out():
 
 
 def test_the_shipped_dog_skates_less_with_the_lock():
-    from runtime.cli import SHIPPED_MODELS
-    from runtime.closed_loop import Steering, record
-    from runtime.controller import Controller
-    from runtime.inference import MotionModel
-    from training.controller_metrics import motion_quality
+    from canis.runtime.assets import shipped_models_dir
+
+    SHIPPED_MODELS = shipped_models_dir()
+    from canis.runtime.controller import Controller
+    from canis.runtime.inference import MotionModel
+    from canis.tools.closed_loop import Steering, record
+    from canis.training.controller_metrics import motion_quality
 
     model = MotionModel(SHIPPED_MODELS / "mann8.onnx")
     skating = {}

@@ -5,14 +5,13 @@ import json
 import math
 
 import numpy as np
+from canis.runtime.controller import DT_S
+from canis.runtime.trajectory import MAX_SPEED_MPS, ControlState, extrapolate
+from canis.tools.run import ScriptDriver, load_script
+from canis.training.bvh import BvhError, read_bvh
 from conftest import TINY_BVH, write_tiny_bvh
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from runtime.controller import DT_S
-from runtime.run import ScriptDriver, load_script
-from runtime.trajectory import MAX_SPEED_MPS, ControlState, extrapolate
-from training.bvh import BvhError, read_bvh
 
 FUZZ = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

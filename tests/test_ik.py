@@ -1,12 +1,11 @@
 import numpy as np
 import pytest
-
-from runtime.ik import FullBodyIk
-from runtime.kinematics import forward_kinematics
-from runtime.poses import load_keyframes
-from runtime.root import yaw_quaternion
-from runtime.rotations import quat_multiply
-from runtime.terrain import procedural
+from canis.runtime.ik import FullBodyIk
+from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.poses import load_keyframes
+from canis.runtime.root import yaw_quaternion
+from canis.runtime.rotations import quat_multiply
+from canis.runtime.terrain import procedural
 
 
 def standing(dog, yaw, xz=(1.3, 0.7)):
@@ -49,7 +48,7 @@ def test_ik_eases_out_when_switched_off(dog):
 
 
 def test_contact_estimate():
-    from runtime.ik import estimate_contacts
+    from canis.runtime.ik import estimate_contacts
 
     heights = np.array([[0.01, 0.2, 0.01, 0.01]])
     velocities = np.zeros((1, 4, 3))

@@ -3,9 +3,8 @@
 import numpy as np
 import onnx
 import pytest
-
-from runtime.features import layout_hash
-from runtime.inference import ModelError, MotionModel
+from canis.runtime.features import layout_hash
+from canis.runtime.inference import ModelError, MotionModel
 
 
 def rewrite_metadata(source, target, **changes):
@@ -70,9 +69,8 @@ def test_io_binding_gives_the_same_outputs(tiny_model):
 
 
 def test_a_failing_cuda_provider_falls_back_to_cpu_with_a_warning(tiny_model, monkeypatch, caplog):
+    import canis.runtime.inference as inference
     import onnxruntime as ort
-
-    import runtime.inference as inference
 
     real_session = ort.InferenceSession
 

@@ -2,15 +2,14 @@ import math
 
 import numpy as np
 import pytest
-
-from demo.input import (
+from canis.demo.input import (
     CANTER_TOP_SPEED_MPS,
     DEAD_ZONE,
     WALK_TOP_SPEED_MPS,
     InputFrame,
     PlayerControl,
 )
-from runtime.features import ACTIONS
+from canis.runtime.features import ACTIONS
 
 DT = 1 / 60
 
@@ -68,7 +67,7 @@ def test_non_finite_axes_count_as_released():
 
 
 def test_gamepad_mapping_from_raw_sdl_values():
-    from demo.devices import frame_from_pad
+    from canis.demo.devices import frame_from_pad
 
     axes = {"leftx": 0.0, "lefty": -32768.0, "triggerright": 32767.0, "rightx": 16384.0}
     frame, (yaw_rate, pitch_rate) = frame_from_pad(axes, {"a", "leftshoulder"}, set())
@@ -86,8 +85,8 @@ def test_gamepad_mapping_from_raw_sdl_values():
 
 def test_unplugged_gamepad_falls_back_to_the_keyboard_within_a_frame(tiny_model):
     pytest.importorskip("pyglet")
-    from demo.app import DemoApp
-    from demo.devices import frame_from_pad
+    from canis.demo.app import DemoApp
+    from canis.demo.devices import frame_from_pad
 
     class FakePad:
         def __init__(self):

@@ -2,12 +2,11 @@
 
 import numpy as np
 import pytest
+from canis.runtime import _kinematics
+from canis.runtime.kinematics import ccd_solve, forward_kinematics
+from canis.runtime.rotations import quat_from_axis_angle, quat_identity, quat_multiply
+from canis.runtime.skeleton import Skeleton
 from conftest import random_quaternions
-
-from runtime import _kinematics
-from runtime.kinematics import ccd_solve, forward_kinematics
-from runtime.rotations import quat_from_axis_angle, quat_identity, quat_multiply
-from runtime.skeleton import Skeleton
 
 SQRT_HALF = np.sqrt(0.5)
 
@@ -162,9 +161,9 @@ def test_ccd_leaves_an_already_solved_pose_alone(dog):
 
 
 def test_native_rotations_from_directions_match_the_numpy_math(dog, rng):
-    from runtime.kinematics import rotations_from_directions
-    from runtime.root import yaw_quaternion
-    from runtime.rotations import (
+    from canis.runtime.kinematics import rotations_from_directions
+    from canis.runtime.root import yaw_quaternion
+    from canis.runtime.rotations import (
         quat_angle_rad,
         quat_conjugate,
         quat_from_forward_up,

@@ -2,12 +2,11 @@
 
 import numpy as np
 import pytest
+from canis.runtime.features import ACTIONS
+from canis.runtime.gaits import GAITS, NO_GAIT
+from canis.training.clips import process_clip
+from canis.training.labels import front_paw_phase, soft_actions
 from synthetic_dog import concatenate, gait, hold, to_motion, transition
-
-from runtime.features import ACTIONS
-from runtime.gaits import GAITS, NO_GAIT
-from training.clips import process_clip
-from training.labels import front_paw_phase, soft_actions
 
 
 def labels_of(roots, rotations):
@@ -92,7 +91,7 @@ def test_soft_actions_are_one_hot_away_from_changes():
 
 
 def test_real_clips_show_all_six_actions(mocap_dir):
-    from training.bvh import read_bvh
+    from canis.training.bvh import read_bvh
 
     expected = {
         "D1_001_KAN01_001": "idle",

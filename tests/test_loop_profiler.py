@@ -3,9 +3,8 @@ import time
 
 import numpy as np
 import pytest
-
-from runtime.loop import STEP_S, FixedTimestep
-from runtime.profiler import Profiler
+from canis.runtime.loop import STEP_S, FixedTimestep
+from canis.runtime.profiler import Profiler
 
 
 def test_accumulator_runs_whole_steps_and_keeps_the_remainder():

@@ -1,11 +1,10 @@
 import numpy as np
+from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.rotations import mirror_positions
+from canis.runtime.skeleton import LATERAL_AXIS, Skeleton
+from canis.training.bvh import read_bvh
+from canis.training.mirror import mirror_clip, mirror_motion
 from conftest import random_quaternions
-
-from runtime.kinematics import forward_kinematics
-from runtime.rotations import mirror_positions
-from runtime.skeleton import LATERAL_AXIS, Skeleton
-from training.bvh import read_bvh
-from training.mirror import mirror_clip, mirror_motion
 
 
 def symmetric_dog(dog: Skeleton) -> Skeleton:

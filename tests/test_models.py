@@ -2,8 +2,7 @@ import math
 
 import pytest
 import torch
-
-from training.models import (
+from canis.training.models import (
     MANN,
     PFNN,
     BlendedLinear,

@@ -1,8 +1,7 @@
 import numpy as np
 import pytest
-
-from runtime.kinematics import forward_kinematics
-from runtime.poses import load_keyframes, save_keyframes
+from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.poses import load_keyframes, save_keyframes
 
 
 def test_shipped_keyframes_stand_on_the_ground(dog):

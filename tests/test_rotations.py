@@ -1,7 +1,6 @@
 import numpy as np
 import pytest
-
-from runtime import rotations as r
+from canis.runtime import rotations as r
 
 
 def rotation_matrix(axis: str, angle: float) -> np.ndarray:

@@ -5,9 +5,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from canis.runtime.assets import shipped_models_dir
+from canis.runtime.path_following import closest_on_path, load_path
+from canis.tools.motion_metrics import foot_skating_cm
+from canis.tools.run import load_script, run
 
-from runtime.cli import SHIPPED_MODELS
-from runtime.run import closest_on_path, foot_skating_cm, load_path, load_script, run
+SHIPPED_MODELS = shipped_models_dir()
 
 PATHS = Path(__file__).resolve().parent.parent / "assets" / "paths"
 

@@ -6,11 +6,12 @@ import subprocess
 import sys
 
 import pytest
+from canis.runtime.assets import shipped_models_dir
+from canis.runtime.inference import MotionModel
+from canis.tools.closed_loop import drive
+from canis.tools.run import run
 
-from runtime.cli import SHIPPED_MODELS
-from runtime.closed_loop import drive
-from runtime.inference import MotionModel
-from runtime.run import run
+SHIPPED_MODELS = shipped_models_dir()
 
 MANN8 = SHIPPED_MODELS / "mann8.onnx"
 PFNN = SHIPPED_MODELS / "pfnn.onnx"
@@ -76,11 +77,10 @@ needs_rtn = pytest.mark.skipif(not (RTN.exists() and MANN8.exists()), reason="no
 @needs_rtn
 def test_shipped_rtn_is_small_and_takes_a_trotting_dog_to_sit():
     import numpy as np
-
-    from runtime.controller import Controller
-    from runtime.features import ACTIONS
-    from runtime.trajectory import ControlState
-    from runtime.transition import TransitionModel
+    from canis.runtime.controller import Controller
+    from canis.runtime.features import ACTIONS
+    from canis.runtime.trajectory import ControlState
+    from canis.runtime.transition import TransitionModel
 
     rtn = TransitionModel(RTN)
     assert int(rtn.metadata["canis.parameter_bytes"]) < 15e6

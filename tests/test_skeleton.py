@@ -1,7 +1,6 @@
 import numpy as np
 import pytest
-
-from runtime.skeleton import DOG_GROUPS, DOG_JOINT_NAMES, Skeleton, is_dog
+from canis.runtime.skeleton import DOG_GROUPS, DOG_JOINT_NAMES, Skeleton, is_dog
 
 
 def test_shipped_dog_skeleton(dog):

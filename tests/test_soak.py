@@ -1,6 +1,6 @@
 """The one-minute soak that CI runs (canis soak --hours 1 is the full one)."""
 
-from runtime.soak import soak
+from canis.tools.soak import soak
 
 
 def test_one_simulated_minute_holds_up(tiny_model, tiny_rtn):

@@ -1,7 +1,6 @@
 import numpy as np
 import pytest
-
-from runtime.terrain import Heightmap
+from canis.runtime.terrain import Heightmap
 
 
 def plane(a: float, b: float, c: float, rows=5, cols=7, cell=0.5, origin=(-1.0, 2.0)):
@@ -59,7 +58,7 @@ def test_bad_heightmaps_are_refused(grid, cell, message):
 
 
 def test_procedural_terrains():
-    from runtime.terrain import procedural
+    from canis.runtime.terrain import procedural
 
     heights = {
         n: procedural(n).sample(np.array([[0.3, 2.0], [-4.0, 6.2]]))[0]
@@ -74,9 +73,8 @@ def test_procedural_terrains():
 
 
 def test_terrain_files(tmp_path):
+    from canis.runtime.terrain import load_terrain
     from PIL import Image
-
-    from runtime.terrain import load_terrain
 
     grid = np.linspace(0, 1, 12).reshape(3, 4)
     np.save(tmp_path / "t.npy", grid)

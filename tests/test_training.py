@@ -6,14 +6,13 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
+from canis.export.onnx_export import export_onnx
+from canis.training import checkpoint as checkpoint_module
+from canis.training import dataset
+from canis.training.checkpoint import load_checkpoint, restore_model
+from canis.training.models import create_model
+from canis.training.train import LAST, train
 from conftest import tiny_config
-
-from export.onnx_export import export_onnx
-from training import checkpoint as checkpoint_module
-from training import dataset
-from training.checkpoint import load_checkpoint, restore_model
-from training.models import create_model
-from training.train import LAST, train
 
 
 def config(path, kind="mann", epochs=2):

@@ -1,8 +1,7 @@
 import numpy as np
 import pytest
-
-from runtime.features import ACTIONS
-from runtime.trajectory import (
+from canis.runtime.features import ACTIONS
+from canis.runtime.trajectory import (
     FUTURE_TIMES_S,
     ControlState,
     along_path,

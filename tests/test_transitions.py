@@ -7,17 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_rtn_config
-
-from runtime.controller import Controller
-from runtime.features import ACTIONS
-from runtime.inference import ModelError, MotionModel
-from runtime.kinematics import forward_kinematics
-from runtime.poses import Keyframe
-from runtime.root import from_root_xz
-from runtime.trajectory import ControlState
-from runtime.transition import TransitionModel, target_blend
-from runtime.transition_frames import (
+from canis.runtime.controller import Controller
+from canis.runtime.features import ACTIONS
+from canis.runtime.inference import ModelError, MotionModel
+from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.poses import Keyframe
+from canis.runtime.root import from_root_xz
+from canis.runtime.trajectory import ControlState
+from canis.runtime.transition import TransitionModel, target_blend
+from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     FRAME_SIZE,
     TTA_CLAMP_FRAMES,
@@ -25,9 +23,10 @@ from runtime.transition_frames import (
     placement_to_world,
     root_motion,
 )
-from training.rtn import LSTM_UNITS, Rtn, empty_rtn, parameter_bytes, rollout, tta_embedding
-from training.train_rtn import train_rtn
-from training.transition_metrics import l2p, l2q, npss
+from canis.training.rtn import LSTM_UNITS, Rtn, empty_rtn, parameter_bytes, rollout, tta_embedding
+from canis.training.train_rtn import train_rtn
+from canis.training.transition_metrics import l2p, l2q, npss
+from conftest import tiny_rtn_config
 
 MANN = Path(__file__).resolve().parent.parent / "assets" / "models" / "mann8.onnx"
 
@@ -238,7 +237,7 @@ def test_metrics_are_zero_for_the_truth_and_sign_blind(rng):
 
 
 def test_evaluation_and_upsampling_on_the_synthetic_dogs(tiny_rtn, tiny_transitions, tmp_path):
-    from training.evaluate_transitions import evaluate, write
+    from canis.training.evaluate_transitions import evaluate, write
 
     results = evaluate(tiny_rtn, tiny_transitions, stride=40)
     for method in ("rtn", "interp", "zerovel"):
@@ -255,10 +254,9 @@ def test_evaluation_and_upsampling_on_the_synthetic_dogs(tiny_rtn, tiny_transiti
 
 
 def test_upsample_keeps_the_kept_frames(tiny_rtn, tmp_path):
+    from canis.training.bvh import read_bvh
+    from canis.training.upsample import keyframe_indices, upsample_clip
     from synthetic_dog import standard_clips
-
-    from training.bvh import read_bvh
-    from training.upsample import keyframe_indices, upsample_clip
 
     assert keyframe_indices(200, 60) == [69, 129, 189, 199]  # a 9-frame tail: one more
     assert keyframe_indices(193, 60) == [69, 129, 189]  # a 2-frame tail stays as captured
@@ -278,7 +276,7 @@ def test_upsample_keeps_the_kept_frames(tiny_rtn, tmp_path):
 def test_scripts_ask_for_transitions_and_refuse_bad_ones(tiny_rtn, tmp_path):
     import json
 
-    from runtime.run import load_script, run
+    from canis.tools.run import load_script, run
 
     script = tmp_path / "sit.json"
     events = [
@@ -303,9 +301,9 @@ def test_scripts_ask_for_transitions_and_refuse_bad_ones(tiny_rtn, tmp_path):
 def test_torch_forward_kinematics_matches_the_data(tiny_transitions, dog):
     """The FK term trains on what the runtime shows: the torch FK of a frame's joint axes
     lands every joint where the data (made by the native FK) has it."""
-    from runtime.transition_frames import POSITIONS
-    from training.rtn import fk_positions
-    from training.transition_data import load
+    from canis.runtime.transition_frames import POSITIONS
+    from canis.training.rtn import fk_positions
+    from canis.training.transition_data import load
 
     frames = torch.as_tensor(load(tiny_transitions)["frames"][::7])
     shown = fk_positions(frames, dog.parents, torch.as_tensor(dog.offsets_m, dtype=torch.float32))
@@ -314,7 +312,7 @@ def test_torch_forward_kinematics_matches_the_data(tiny_transitions, dog):
 
 
 def test_a_recorded_frame_is_a_target(tiny_rtn):
-    from runtime.poses import keyframe_from_world_pose
+    from canis.runtime.poses import keyframe_from_world_pose
 
     c = controller(tiny_rtn, count=1)
     c.reset(yaw_rad=[0.7])

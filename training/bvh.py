@@ -15,9 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-
-from runtime.rotations import quat_from_euler, quat_identity, quat_to_euler
-from runtime.skeleton import METRES_PER_CENTIMETRE, Skeleton
+from canis.runtime.rotations import quat_from_euler, quat_identity, quat_to_euler
+from canis.runtime.skeleton import METRES_PER_CENTIMETRE, Skeleton
 
 POSITION_CHANNELS = ("Xposition", "Yposition", "Zposition")
 ROTATION_CHANNELS = ("Xrotation", "Yrotation", "Zrotation")

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from canis.runtime.features import layout_hash
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
-
-from runtime.features import layout_hash
 
 FORMAT = "canis-checkpoint-1"
 

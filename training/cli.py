@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from training.data_paths import DOWNLOAD_HINT, default_mocap_dir
+from canis.runtime.assets import shipped_model_path
+from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -173,8 +174,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     transitions_eval.add_argument(
         "--motion-model",
         type=Path,
-        default=Path("assets/models/mann8.onnx"),
-        help="motion network whose hand-back from transitions is measured (default: %(default)s)",
+        default=shipped_model_path(),
+        help="motion network whose hand-back from transitions is measured (default: shipped "
+        "MANN-8)",
     )
     transitions_eval.add_argument(
         "--also",
@@ -256,7 +258,7 @@ def _resolve_bvh_paths(paths: list[Path]) -> list[Path]:
 def run_bvh_info(args) -> int:
     import time
 
-    from training.bvh import read_bvh
+    from canis.training.bvh import read_bvh
 
     files = _resolve_bvh_paths(args.paths)
     total_frames = 0
@@ -279,7 +281,7 @@ def run_bvh_info(args) -> int:
 
 
 def run_skeleton_export(args) -> int:
-    from training.bvh import read_bvh
+    from canis.training.bvh import read_bvh
 
     skeleton = read_bvh(args.bvh).skeleton()
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -291,7 +293,7 @@ def run_skeleton_export(args) -> int:
 def run_dataset_build(args) -> int:
     import logging
 
-    from training import dataset, report
+    from canis.training import dataset, report
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     folder = args.bvh or default_mocap_dir()
@@ -313,8 +315,8 @@ def run_dataset_build(args) -> int:
 
 
 def run_keyframes_export(args) -> int:
-    from runtime.poses import save_keyframes
-    from training.keyframes import pick_keyframes
+    from canis.runtime.poses import save_keyframes
+    from canis.training.keyframes import pick_keyframes
 
     files = _resolve_bvh_paths([args.bvh] if args.bvh else [])
     keyframes = pick_keyframes(files)
@@ -326,7 +328,7 @@ def run_keyframes_export(args) -> int:
 
 
 def run_train(args) -> int:
-    from training.train import TrainConfig, train
+    from canis.training.train import TrainConfig, train
 
     config = TrainConfig.from_schedule(
         args.schedule,
@@ -350,7 +352,7 @@ def run_train(args) -> int:
 
 
 def run_export(args) -> int:
-    from export.onnx_export import export_onnx
+    from canis.export.onnx_export import export_onnx
 
     report = export_onnx(args.checkpoint, args.out, args.dataset)
     errors = ", ".join(f"{k} {v:.1e}" for k, v in report["parity_max_abs_error"].items())
@@ -359,9 +361,9 @@ def run_export(args) -> int:
         f"PyTorch, max abs error: {errors}"
     )
     if args.card:
-        from export.model_card import write_card
-        from runtime.closed_loop import closed_loop_report
-        from training.checkpoint import load_checkpoint
+        from canis.export.model_card import write_card
+        from canis.tools.closed_loop import closed_loop_report
+        from canis.training.checkpoint import load_checkpoint
 
         closed_loop = closed_loop_report(args.out, seconds=args.card_seconds)
         config = load_checkpoint(args.checkpoint).config
@@ -373,7 +375,7 @@ def run_export(args) -> int:
 
 
 def run_dataset_transitions(args) -> int:
-    from training import transition_data
+    from canis.training import transition_data
 
     folder = args.bvh or default_mocap_dir()
     if folder is None:
@@ -389,7 +391,7 @@ def run_dataset_transitions(args) -> int:
 
 
 def run_train_rtn(args) -> int:
-    from training.train_rtn import RtnTrainConfig, train_rtn
+    from canis.training.train_rtn import RtnTrainConfig, train_rtn
 
     config = RtnTrainConfig(
         steps=args.steps,
@@ -408,7 +410,7 @@ def run_train_rtn(args) -> int:
 
 
 def run_export_rtn(args) -> int:
-    from export.rtn_export import export_rtn
+    from canis.export.rtn_export import export_rtn
 
     report = export_rtn(args.checkpoint, args.out, args.dataset)
     errors = ", ".join(f"{k} {v:.1e}" for k, v in report["rollout_max_abs_error"].items())
@@ -418,7 +420,7 @@ def run_export_rtn(args) -> int:
         f"parity vs PyTorch, max abs error: {errors}"
     )
     if args.card:
-        from export.rtn_export import write_rtn_card
+        from canis.export.rtn_export import write_rtn_card
 
         command = f"./run canis export-rtn {args.checkpoint} --out {args.out} --card"
         print(f"wrote {write_rtn_card(args.out, args.checkpoint, report, command)}")
@@ -426,7 +428,7 @@ def run_export_rtn(args) -> int:
 
 
 def run_evaluate_transitions(args) -> int:
-    from training.evaluate_transitions import evaluate, write
+    from canis.training.evaluate_transitions import evaluate, write
 
     results = evaluate(
         args.model,
@@ -447,8 +449,8 @@ def run_evaluate_transitions(args) -> int:
 
 
 def run_evaluate_controllers(args) -> int:
-    from training.data_paths import DOWNLOAD_HINT, default_mocap_dir
-    from training.evaluate_controllers import evaluate, write
+    from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
+    from canis.training.evaluate_controllers import evaluate, write
 
     names, overrides = [], {}
     for item in args.models.split(","):
@@ -473,7 +475,7 @@ def run_evaluate_controllers(args) -> int:
 
 
 def run_upsample(args) -> int:
-    from training.upsample import upsample_clip
+    from canis.training.upsample import upsample_clip
 
     report = upsample_clip(args.model, args.clip, args.out, args.keep_every)
     print(

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from runtime.features import (
+from canis.runtime.features import (
     FPS,
     FUTURE_OFFSETS_FRAMES,
     TRAJECTORY_OFFSETS_FRAMES,
@@ -17,12 +16,12 @@ from runtime.features import (
     build_input,
     build_output,
 )
-from runtime.kinematics import forward_kinematics
-from runtime.root import body_facing, yaw_from_direction, yaw_quaternion
-from runtime.skeleton import Skeleton
-from training.bvh import BvhMotion
-from training.labels import Labels, label_clip, rolling
-from training.mirror import mirror_clip
+from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.root import body_facing, yaw_from_direction, yaw_quaternion
+from canis.runtime.skeleton import Skeleton
+from canis.training.bvh import BvhMotion
+from canis.training.labels import Labels, label_clip, rolling
+from canis.training.mirror import mirror_clip
 
 # Facing is averaged over this many frames either side: the across-body vectors wobble with
 # every stride, and the trajectory should turn with the body, not with the gait.

@@ -1,7 +1,7 @@
 """The MANN paper's motion-quality measures (Tables 2 and 3), one implementation for the
 ground-truth clips and for the controllers' recordings alike.
 
-- Foot skating (cm/frame): runtime.run.foot_skating_cm, the paper's formula.
+- Foot skating (cm/frame): canis.tools.motion_metrics.foot_skating_cm, the paper's formula.
 - Leg stiffness (degrees/frame): the mean angle each leg joint's local (parent-relative)
   rotation turns by from one frame to the next. Local, so that the whole body turning is not
   counted as leg motion; end sites carry no rotation of their own and are left out.
@@ -10,10 +10,9 @@ ground-truth clips and for the controllers' recordings alike.
 from __future__ import annotations
 
 import numpy as np
-
-from runtime.rotations import quat_conjugate, quat_multiply
-from runtime.run import foot_skating_cm
-from runtime.skeleton import DOG_GROUPS, DOG_LEG_GROUPS, Skeleton
+from canis.runtime.rotations import quat_conjugate, quat_multiply
+from canis.runtime.skeleton import DOG_GROUPS, DOG_LEG_GROUPS, Skeleton
+from canis.tools.motion_metrics import foot_skating_cm
 
 BACK_LEG_GROUPS = ("back_left_leg", "back_right_leg")
 BACK_PAWS = slice(2, 4)  # paws group order: left front, right front, left hind, right hind

@@ -23,12 +23,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-
-from runtime.features import ACTIONS, contract_description, layout_hash
-from runtime.gaits import GAITS, NO_GAIT
-from runtime.root import wrap_angle_rad
-from training.bvh import BvhError, read_bvh
-from training.clips import MIN_CLIP_FRAMES, clip_pairs, process_clip
+from canis.runtime.features import ACTIONS, contract_description, layout_hash
+from canis.runtime.gaits import GAITS, NO_GAIT
+from canis.runtime.root import wrap_angle_rad
+from canis.training.bvh import BvhError, read_bvh
+from canis.training.clips import MIN_CLIP_FRAMES, clip_pairs, process_clip
 
 log = logging.getLogger("canis.dataset")
 

@@ -24,22 +24,23 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-
-from runtime.closed_loop import PAPER_SPEEDS_MPS, Recording, Steering, record
-from runtime.controller import DT_S, Controller
-from runtime.gaits import GAITS, NO_GAIT, classify_gaits
-from runtime.inference import MotionModel
-from runtime.run import SKATING_HEIGHT_CM, load_path
-from runtime.run import run as headless_run
-from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from training.controller_metrics import BACK_PAWS, motion_quality, summarise
-from training.labels import CONTACT_ON_SPEED_MPS, detect_contacts, speeds_mps
+from canis.runtime.assets import SHIPPED_MOTION_MODELS, asset_path, assets_dir, display_path
+from canis.runtime.controller import DT_S, Controller
+from canis.runtime.gaits import GAITS, NO_GAIT, classify_gaits
+from canis.runtime.inference import MotionModel
+from canis.runtime.path_following import load_path
+from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+from canis.tools.closed_loop import PAPER_SPEEDS_MPS, Recording, Steering, record
+from canis.tools.motion_metrics import SKATING_HEIGHT_CM
+from canis.tools.run import run as headless_run
+from canis.training.controller_metrics import BACK_PAWS, motion_quality, summarise
+from canis.training.labels import CONTACT_ON_SPEED_MPS, detect_contacts, speeds_mps
 
 # Where each model is expected; the ones not shipped are trained and exported by TRAIN_COMMANDS.
 MODEL_FILES = {
-    "MANN8": Path("assets/models/mann8.onnx"),
+    "MANN8": asset_path(SHIPPED_MOTION_MODELS["MANN-8"], must_exist=False),
     "MANN4": Path("runs/mann4-cpu/mann4.onnx"),
-    "PFNN": Path("assets/models/pfnn.onnx"),
+    "PFNN": asset_path(SHIPPED_MOTION_MODELS["PFNN"], must_exist=False),
     "VNN": Path("runs/vnn-cpu/vnn.onnx"),
 }
 TRAIN_COMMANDS = {
@@ -51,7 +52,7 @@ TRAIN_COMMANDS = {
     "--dataset data/dog_dataset.npz --card",
 }
 PATHS = ("circle", "square", "star", "custom")
-PATH_DIR = Path("assets/paths")
+PATH_DIR = assets_dir() / "paths"
 
 SCENARIOS = ("walk", "canter", "turn")
 STRAIGHT_MAX_YAW_RATE_DEGPS = 20.0
@@ -162,8 +163,8 @@ def _by_metric(per_scenario: dict[str, dict]) -> dict:
 
 
 def load_clips(mocap_dir: Path, progress: bool = True):
-    from training.clips import MIN_CLIP_FRAMES, process_clip
-    from training.dataset import readable_motions
+    from canis.training.clips import MIN_CLIP_FRAMES, process_clip
+    from canis.training.dataset import readable_motions
 
     files = sorted(mocap_dir.glob("*.bvh"))
     if not files:
@@ -331,7 +332,7 @@ def ablation_verdict(intact: dict, disabled: dict) -> str:
 
 
 def expert_ablation(model_path: Path, skeleton, commands) -> list[dict]:
-    from export.expert_ablation import disable_expert
+    from canis.export.expert_ablation import disable_expert
 
     intact_model = MotionModel(model_path)
     intact = ablation_measures(intact_model, skeleton, commands)
@@ -376,7 +377,7 @@ def evaluate(
     ablation: bool = True,
     progress: bool = True,
 ) -> dict:
-    from training.evaluation_figures import plot_activations, plot_footfalls
+    from canis.training.evaluation_figures import plot_activations, plot_footfalls
 
     started = time.perf_counter()
     paths = model_paths(names, overrides)
@@ -401,7 +402,7 @@ def evaluate(
         entry |= path_following(path)
         log("gait emergence")
         entry["gaits"], footfall_plots[name] = gait_emergence(model, skeleton)
-        entry["file"] = str(path)
+        entry["file"] = display_path(path)
         entry["schedule"] = model.metadata.get("canis.training_schedule", "")
         if model.kind == "mann":
             log("activation profiles")
@@ -653,7 +654,7 @@ def markdown(results: dict, command: str, figures_link: str = "images") -> str:
 def write(results: dict, json_path: Path | None, doc: Path | None, command: str) -> None:
     import json
 
-    from training.report import replace_section
+    from canis.training.report import replace_section
 
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)

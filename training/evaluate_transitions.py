@@ -12,16 +12,15 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from runtime.transition import TransitionModel, target_blend
-from runtime.transition_frames import CONTEXT_FRAMES
-from training.report import replace_section
-from training.train_rtn import windows
-from training.transition_data import TransitionData
-from training.transition_data import load as load_transitions
-from training.transition_metrics import global_pose, interpolation, l2p, l2q, npss
-from training.upsample import error_report, upsample_frames
+from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+from canis.runtime.transition import TransitionModel, target_blend
+from canis.runtime.transition_frames import CONTEXT_FRAMES
+from canis.training.report import replace_section
+from canis.training.train_rtn import windows
+from canis.training.transition_data import TransitionData
+from canis.training.transition_data import load as load_transitions
+from canis.training.transition_metrics import global_pose, interpolation, l2p, l2q, npss
+from canis.training.upsample import error_report, upsample_frames
 
 LENGTHS = (5, 15, 30, 45)
 WINDOW_STRIDE = 20
@@ -157,11 +156,11 @@ def handback_report(model: TransitionModel, motion_model_path: Path) -> dict:
     transition frames and over the first WATCH_FRAMES frames after the hand-back. Then, after
     transitions to stand, the dog is asked to walk at 1.0 m/s: its speed over the last second
     of three says whether locomotion resumes."""
-    from runtime.controller import Controller
-    from runtime.features import ACTIONS
-    from runtime.inference import MotionModel
-    from runtime.poses import KEYFRAME_ACTIONS
-    from runtime.trajectory import ControlState
+    from canis.runtime.controller import Controller
+    from canis.runtime.features import ACTIONS
+    from canis.runtime.inference import MotionModel
+    from canis.runtime.poses import KEYFRAME_ACTIONS
+    from canis.runtime.trajectory import ControlState
 
     motion = MotionModel(motion_model_path, device="cpu")
     rows = []

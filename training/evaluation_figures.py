@@ -6,10 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
-from runtime.features import FPS
-from training.labels import PAW_NAMES
-from training.report import pyplot, true_spans
+from canis.runtime.features import FPS
+from canis.training.labels import PAW_NAMES
+from canis.training.report import pyplot, true_spans
 
 FOOTFALL_SECONDS = 2.0
 

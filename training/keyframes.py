@@ -6,11 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
-from runtime.features import ACTIONS
-from runtime.poses import KEYFRAME_ACTIONS, Keyframe, keyframe_from_world_pose
-from training.bvh import read_bvh
-from training.clips import process_clip
+from canis.runtime.features import ACTIONS
+from canis.runtime.poses import KEYFRAME_ACTIONS, Keyframe, keyframe_from_world_pose
+from canis.training.bvh import read_bvh
+from canis.training.clips import process_clip
 
 # Frames this close to a label change are skipped: the pose is still blending there.
 MARGIN_FRAMES = 30

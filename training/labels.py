@@ -10,12 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from canis.runtime.features import ACTIONS, FPS
+from canis.runtime.gaits import classify_gaits
+from canis.runtime.root import yaw_from_direction
+from canis.runtime.skeleton import Skeleton
 from numpy.lib.stride_tricks import sliding_window_view
-
-from runtime.features import ACTIONS, FPS
-from runtime.gaits import classify_gaits
-from runtime.root import yaw_from_direction
-from runtime.skeleton import Skeleton
 
 # Paw order as in DOG_GROUPS["paws"]: left front, right front, left hind, right hind.
 PAW_NAMES = ("left_front", "right_front", "left_hind", "right_hind")

@@ -10,9 +10,8 @@ when the bone offsets are themselves left/right symmetric; the dog's are within 
 from __future__ import annotations
 
 import numpy as np
-
-from runtime.rotations import mirror_positions, mirror_quaternions
-from runtime.skeleton import LATERAL_AXIS, Skeleton
+from canis.runtime.rotations import mirror_positions, mirror_quaternions
+from canis.runtime.skeleton import LATERAL_AXIS, Skeleton
 
 
 def mirror_motion(

@@ -15,10 +15,9 @@ from __future__ import annotations
 import math
 
 import torch
+from canis.runtime.features import INPUT, OUTPUT, gating_indices
 from torch import nn
 from torch.nn import functional as F
-
-from runtime.features import INPUT, OUTPUT, gating_indices
 
 MODEL_KINDS = ("mann", "pfnn", "vnn")
 DROPOUT = 0.3  # the paper's keep probability 0.7

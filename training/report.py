@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-
-from runtime.features import ACTIONS, FPS
-from runtime.gaits import GAITS, NO_GAIT
-from training.labels import PAW_NAMES
+from canis.runtime.features import ACTIONS, FPS
+from canis.runtime.gaits import GAITS, NO_GAIT
+from canis.training.labels import PAW_NAMES
 
 ACTION_COLOURS = ("#9e9e9e", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b")
 GAIT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
@@ -191,7 +190,7 @@ def markdown_table(rows: list[dict], columns: list[str], formats: dict | None = 
 def write_report(result, report_dir: Path, timeline_clip: str | None = None) -> Path:
     """dataset.md with the tables, gait_vs_speed.png, the chosen clip's timeline and one
     label timeline per clip under labels/."""
-    from training.dataset import class_balance
+    from canis.training.dataset import class_balance
 
     report_dir.mkdir(parents=True, exist_ok=True)
     arrays, metadata = result.arrays, result.metadata

@@ -21,10 +21,8 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import nn
-
-from runtime.features import FPS
-from runtime.transition_frames import (
+from canis.runtime.features import FPS
+from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     FORWARDS,
     FRAME_SIZE,
@@ -37,6 +35,7 @@ from runtime.transition_frames import (
     TTA_CLAMP_FRAMES,
     UPS,
 )
+from torch import nn
 
 FRAME_ENCODER = (512, 512)
 FUTURE_ENCODER = (128, 128)  # the target encoder and the offset encoder each

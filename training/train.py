@@ -19,11 +19,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from canis.training.checkpoint import (
+    load_checkpoint,
+    restore_model,
+    restore_optimizer,
+    save_checkpoint,
+)
+from canis.training.dataset import load as load_dataset
+from canis.training.models import create_model
 from torch import nn
-
-from training.checkpoint import load_checkpoint, restore_model, restore_optimizer, save_checkpoint
-from training.dataset import load as load_dataset
-from training.models import create_model
 
 # The paper's schedule, and the one that fits the 2-core development machine in a couple of
 # hours (batch 128 is about 4x faster per sample than 32 on a CPU; the learning rate is scaled

@@ -27,9 +27,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from runtime.transition_frames import (
+from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     MAX_TRANSITION_FRAMES,
     MIN_TRANSITION_FRAMES,
@@ -37,8 +36,13 @@ from runtime.transition_frames import (
     placement,
     transition_layout_hash,
 )
-from training.checkpoint import load_checkpoint, restore_model, restore_optimizer, save_checkpoint
-from training.rtn import (
+from canis.training.checkpoint import (
+    load_checkpoint,
+    restore_model,
+    restore_optimizer,
+    save_checkpoint,
+)
+from canis.training.rtn import (
     Rtn,
     empty_rtn,
     fk_positions,
@@ -46,8 +50,8 @@ from training.rtn import (
     rollout,
     to_target_frame,
 )
-from training.transition_data import TransitionData
-from training.transition_data import load as load_transitions
+from canis.training.transition_data import TransitionData
+from canis.training.transition_data import load as load_transitions
 
 PLACEMENT_SCALE_M = 0.5
 POSITION_SCALE_M = 0.2

@@ -20,18 +20,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-
-from runtime.features import pose_to_root_frame
-from runtime.root import yaw_from_direction
-from runtime.transition_frames import (
+from canis.runtime.features import pose_to_root_frame
+from canis.runtime.root import yaw_from_direction
+from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     MIN_TRANSITION_FRAMES,
     frame_vector,
     root_motion,
     transition_layout_hash,
 )
-from training.clips import Clip, process_clip
-from training.dataset import readable_motions, standardisation, validation_clips
+from canis.training.clips import Clip, process_clip
+from canis.training.dataset import readable_motions, standardisation, validation_clips
 
 FORMAT = "canis-transitions-1"
 

@@ -10,12 +10,11 @@ asks).
 from __future__ import annotations
 
 import numpy as np
-
-from runtime.kinematics import forward_kinematics, rotations_from_directions
-from runtime.root import from_root_xz, wrap_angle_rad, yaw_quaternion
-from runtime.rotations import quat_multiply, quat_slerp
-from runtime.skeleton import Skeleton
-from runtime.transition_frames import ROTATED_JOINTS, split_frame
+from canis.runtime.kinematics import forward_kinematics, rotations_from_directions
+from canis.runtime.root import from_root_xz, wrap_angle_rad, yaw_quaternion
+from canis.runtime.rotations import quat_multiply, quat_slerp
+from canis.runtime.skeleton import Skeleton
+from canis.runtime.transition_frames import ROTATED_JOINTS, split_frame
 
 
 def global_pose(skeleton: Skeleton, frames: np.ndarray, placements: np.ndarray):

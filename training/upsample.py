@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from runtime.kinematics import rotations_from_directions
-from runtime.root import from_root_xz, yaw_from_direction
-from runtime.transition import TransitionModel, target_blend
-from runtime.transition_frames import (
+from canis.runtime.kinematics import rotations_from_directions
+from canis.runtime.root import from_root_xz, yaw_from_direction
+from canis.runtime.transition import TransitionModel, target_blend
+from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     MAX_TRANSITION_FRAMES,
     MIN_TRANSITION_FRAMES,
@@ -24,10 +23,10 @@ from runtime.transition_frames import (
     placement_to_world,
     split_frame,
 )
-from training.bvh import BvhMotion, read_bvh, write_bvh
-from training.clips import process_clip
-from training.transition_data import clip_frames
-from training.transition_metrics import global_pose, l2p
+from canis.training.bvh import BvhMotion, read_bvh, write_bvh
+from canis.training.clips import process_clip
+from canis.training.transition_data import clip_frames
+from canis.training.transition_metrics import global_pose, l2p
 
 
 @dataclass

@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
-from runtime.benchmark import time_calls
-from runtime.transition import INIT_OUTPUTS, STEP_INPUTS, STEP_OUTPUTS, TransitionModel
-from runtime.transition_frames import CONTEXT_FRAMES, FRAME_SIZE
+from canis.runtime.transition import INIT_OUTPUTS, STEP_INPUTS, STEP_OUTPUTS, TransitionModel
+from canis.runtime.transition_frames import CONTEXT_FRAMES, FRAME_SIZE
+from canis.tools.benchmark import time_calls
 
 STEP_BATCHES = (1, 8, 64)
 TRANSITION_LENGTHS = (15, 30, 60)
@@ -61,11 +60,11 @@ def benchmark_transitions(step_path: Path, motion_model_path: Path, seconds_per_
 def playback_cost(model: TransitionModel, motion_model_path: Path, length: int = 45) -> dict:
     """The controller's 'transition' stage while a transition plays (after it was generated)
     and in the frame that generates it, one dog, repeated over several transitions."""
-    from runtime.controller import Controller
-    from runtime.features import ACTIONS
-    from runtime.inference import MotionModel
-    from runtime.profiler import Profiler
-    from runtime.trajectory import ControlState
+    from canis.runtime.controller import Controller
+    from canis.runtime.features import ACTIONS
+    from canis.runtime.inference import MotionModel
+    from canis.runtime.profiler import Profiler
+    from canis.runtime.trajectory import ControlState
 
     controller = Controller(MotionModel(motion_model_path, device="cpu"), transition_model=model)
     idle = ControlState(np.zeros((1, 2)), np.zeros(1), np.array([ACTIONS.index("idle")]))

@@ -1,4 +1,4 @@
-"""`canis bench`: the runtime's timings (runtime/benchmark.py) and the viewer's
+"""`canis bench`: the runtime's timings (tools/benchmark.py) and the viewer's
 (demo/benchmark.py) in one report, docs/BENCHMARKS.md, and optionally as JSON."""
 
 from __future__ import annotations
@@ -7,7 +7,9 @@ import argparse
 import json
 from pathlib import Path
 
-from runtime.cli import SHIPPED_MODELS
+from canis.runtime.assets import shipped_models_dir
+
+SHIPPED_MODELS = shipped_models_dir()
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
@@ -37,12 +39,12 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 
 def run_bench(args) -> int:
-    from runtime import benchmark
-    from training.evaluate_controllers import MODEL_FILES
+    from canis.tools import benchmark
+    from canis.training.evaluate_controllers import MODEL_FILES
 
     shipped = sorted(SHIPPED_MODELS.glob("*.onnx"))
-    trained = [p for p in MODEL_FILES.values() if p.is_file() and p.parent != Path("assets/models")]
-    # The transition network's two graphs are timed on their own (runtime/transition_benchmark).
+    trained = [p for p in MODEL_FILES.values() if p.is_file() and p.parent != SHIPPED_MODELS]
+    # The transition network's two graphs are timed on their own (tools/transition_benchmark.py).
     models = args.models or [p for p in shipped if not p.name.startswith("rtn_")] + trained
     if not models:
         raise FileNotFoundError(f"no models given and none in {SHIPPED_MODELS}")
@@ -50,7 +52,7 @@ def run_bench(args) -> int:
     text = benchmark.markdown(report)
     transition_model = args.transition_model or SHIPPED_MODELS / "rtn_step.onnx"
     if transition_model.is_file():
-        from runtime import transition_benchmark
+        from canis.tools import transition_benchmark
 
         frame_model = next(p for p in models if Path(p).name == report["frame_model"])
         report["transitions"] = transition_benchmark.benchmark_transitions(
@@ -58,7 +60,7 @@ def run_bench(args) -> int:
         )
         text += transition_benchmark.markdown(report["transitions"])
     if not args.no_viewer:
-        from demo import benchmark as viewer_benchmark
+        from canis.demo import benchmark as viewer_benchmark
 
         frame_model = next(p for p in models if Path(p).name == report["frame_model"])
         report["viewer"] = viewer_benchmark.benchmark_viewer(frame_model)

@@ -8,12 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
-from runtime.controller import DT_S, Controller
-from runtime.features import ACTIONS
-from runtime.inference import MotionModel
-from runtime.root import yaw_direction_xz
-from runtime.trajectory import ControlState
+from canis.runtime.controller import DT_S, Controller
+from canis.runtime.features import ACTIONS
+from canis.runtime.inference import MotionModel
+from canis.runtime.root import yaw_direction_xz
+from canis.runtime.trajectory import ControlState
 
 PAPER_SPEEDS_MPS = (0.5, 1.1, 1.9, 3.3)
 TURN_RATE_RADPS = np.radians(30.0)

@@ -6,7 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "assets" / "models"
+from canis.runtime.assets import shipped_models_dir
+
+SHIPPED_MODELS = shipped_models_dir()
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -52,7 +54,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def run_soak(args) -> int:
-    from runtime.soak import soak
+    from canis.tools.soak import soak
 
     if not args.hours > 0:
         raise ValueError("--hours must be positive")
@@ -78,7 +80,7 @@ def run_soak(args) -> int:
 
 
 def run_headless(args) -> int:
-    from runtime.run import run
+    from canis.tools.run import run
 
     if not args.seconds > 0:
         raise ValueError("--seconds must be positive")

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-
-from runtime.inference import MotionModel
-from runtime.root import yaw_direction_xz
+from canis.runtime.inference import MotionModel
+from canis.runtime.root import yaw_direction_xz
 
 BATCHES = (1, 8, 64, 256)
 THREADS = (1, 2)
@@ -89,10 +88,10 @@ def benchmark_frames(
     foot_lock: bool = False,
 ) -> list[dict]:
     """Whole controller frames (everything but drawing) for N dogs trotting on a terrain."""
-    from runtime.controller import Controller
-    from runtime.features import ACTIONS
-    from runtime.terrain import procedural
-    from runtime.trajectory import ControlState
+    from canis.runtime.controller import Controller
+    from canis.runtime.features import ACTIONS
+    from canis.runtime.terrain import procedural
+    from canis.runtime.trajectory import ControlState
 
     rows = []
     model = MotionModel(model_path, device="cpu", threads=1)
@@ -135,8 +134,8 @@ def model_size_mb(path: Path) -> float:
 
 _MEMORY_PROBE = """
 import sys, numpy as np
-from runtime.inference import MotionModel
-from runtime.soak import rss_mb
+from canis.runtime.inference import MotionModel
+from canis.tools.soak import rss_mb
 before = rss_mb()
 model = MotionModel(sys.argv[1], device="cpu", threads=1)
 model.run(np.zeros((1, 480), np.float32), np.zeros(1, np.float32))

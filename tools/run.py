@@ -22,22 +22,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-
-from runtime.controller import DT_S, Controller
-from runtime.features import ACTIONS
-from runtime.inference import MotionModel
-from runtime.poses import KEYFRAME_ACTIONS, load_keyframes
-from runtime.profiler import Profiler
-from runtime.root import rotate_xz, wrap_angle_rad, yaw_from_direction
-from runtime.terrain import load_terrain
-from runtime.trajectory import FUTURE_TIMES_S, ControlState
-from runtime.transition import TransitionModel
-from runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
+from canis.runtime.controller import DT_S, Controller
+from canis.runtime.features import ACTIONS
+from canis.runtime.inference import MotionModel
+from canis.runtime.path_following import finite_number as _number
+from canis.runtime.path_following import follow_path, load_path
+from canis.runtime.poses import KEYFRAME_ACTIONS, load_keyframes
+from canis.runtime.profiler import Profiler
+from canis.runtime.root import rotate_xz, wrap_angle_rad, yaw_from_direction
+from canis.runtime.terrain import load_terrain
+from canis.runtime.trajectory import ControlState
+from canis.runtime.transition import TransitionModel
+from canis.runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
+from canis.tools.motion_metrics import foot_skating_cm
 
 EVENT_FIELDS = {"t", "move", "speed", "turn", "facing", "action", "transition", "foot_lock"}
 PATH_TAU = 0.5
-PATH_LOOKAHEAD_M = 0.8
-SKATING_HEIGHT_CM = 2.5  # the MANN paper's H
 
 
 @dataclass
@@ -47,12 +47,6 @@ class ScriptState:
     turn_radps: float = 0.0
     facing_rad: float = 0.0
     action: str = "idle"
-
-
-def _number(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{where} must be a finite number, got {value!r}")
-    return float(value)
 
 
 def load_script(path: str | Path) -> list[dict]:
@@ -156,78 +150,6 @@ class ScriptDriver:
         )
 
 
-def load_path(path: str | Path) -> dict:
-    path = Path(path)
-    try:
-        spec = json.loads(path.read_text())
-        waypoints = np.array(spec["waypoints"], dtype=float)
-        speed = _number(spec["speed"], f"{path} 'speed'")
-    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
-        raise ValueError(f"{path}: not a valid path ({error})") from None
-    if waypoints.ndim != 2 or waypoints.shape[1] != 2 or len(waypoints) < 2:
-        raise ValueError(f"{path}: 'waypoints' must be at least two [x, z] points")
-    if not np.all(np.isfinite(waypoints)) or not speed > 0:
-        raise ValueError(f"{path}: waypoints must be finite and speed positive")
-    loop = bool(spec.get("loop"))
-    if loop:
-        waypoints = np.vstack([waypoints, waypoints[:1]])
-    return {"waypoints": waypoints, "speed": speed, "loop": loop}
-
-
-def closest_on_path(points: np.ndarray, xz: np.ndarray):
-    """(distance along the path, distance from it, tangent) of the closest path point."""
-    a, b = points[:-1], points[1:]
-    ab = b - a
-    t = np.clip(np.einsum("ij,ij->i", xz - a, ab) / np.einsum("ij,ij->i", ab, ab), 0, 1)
-    nearest = a + ab * t[:, None]
-    gaps = np.linalg.norm(nearest - xz, axis=1)
-    i = int(np.argmin(gaps))
-    lengths = np.linalg.norm(ab, axis=1)
-    along = lengths[:i].sum() + t[i] * lengths[i]
-    return along, float(gaps[i]), ab[i] / lengths[i]
-
-
-def point_at(points: np.ndarray, along: float, loop: bool = False) -> np.ndarray:
-    """The point `along` metres along the polyline: clamped to its end, or around again when
-    it is a loop (its last point is its first)."""
-    lengths = np.linalg.norm(np.diff(points, axis=0), axis=1)
-    cumulative = np.concatenate([[0], np.cumsum(lengths)])
-    along = along % cumulative[-1] if loop else min(along, cumulative[-1])
-    i = min(int(np.searchsorted(cumulative, along, side="right")) - 1, len(lengths) - 1)
-    return points[i] + (points[i + 1] - points[i]) * (along - cumulative[i]) / lengths[i]
-
-
-@dataclass
-class PathControl:
-    """What keeps one dog on a polyline this frame, and how far off it is."""
-
-    velocity_mps: np.ndarray  # (2,) toward the point PATH_LOOKAHEAD_M along
-    facing_yaw_rad: float
-    future_xz_m: np.ndarray  # (6, 2) the path where the trajectory samples should be
-    gap_m: float  # distance of the root from the path
-    angle_deg: float  # between the root's facing and the path's tangent
-
-
-def follow_path(
-    points: np.ndarray,
-    speed_mps: float,
-    root_xz_m: np.ndarray,
-    root_yaw_rad: float,
-    loop: bool = False,
-) -> PathControl:
-    """Control for one dog on a polyline. The desired future samples are the points of the
-    path the dog would reach at `speed_mps` from the closest one (the MANN paper's path test:
-    the desired trajectory is the path; ControlState.future_xz_m); the asked velocity and
-    facing aim at the point PATH_LOOKAHEAD_M along."""
-    along, gap, tangent = closest_on_path(points, root_xz_m)
-    tangent_yaw = yaw_from_direction(tangent)
-    angle = abs(math.degrees(wrap_angle_rad(root_yaw_rad - tangent_yaw)))
-    heading = point_at(points, along + PATH_LOOKAHEAD_M, loop) - root_xz_m
-    heading /= max(np.linalg.norm(heading), 1e-9)
-    future = np.array([point_at(points, along + speed_mps * t, loop) for t in FUTURE_TIMES_S])
-    return PathControl(speed_mps * heading, float(yaw_from_direction(heading)), future, gap, angle)
-
-
 class PathDriver:
     def __init__(self, spec: dict):
         self.points, self.speed = spec["waypoints"], spec["speed"]
@@ -246,15 +168,6 @@ class PathDriver:
             np.array([ACTIONS.index("move")]),
             c.future_xz_m[None],
         )
-
-
-def foot_skating_cm(paw_xz_m: np.ndarray, paw_height_m: np.ndarray) -> np.ndarray:
-    """The MANN paper's measure per frame and paw (F-1, 4): horizontal speed in cm/frame,
-    counted under H = 2.5 cm and weighted by 2 - 2^(h/H) with the exponent in [0, 1]."""
-    velocity_cm = np.linalg.norm(np.diff(paw_xz_m, axis=0), axis=-1) * 100
-    height_cm = paw_height_m[1:] * 100
-    weight = 2 - 2 ** np.clip(height_cm / SKATING_HEIGHT_CM, 0, 1)
-    return np.where(height_cm < SKATING_HEIGHT_CM, velocity_cm * weight, 0.0)
 
 
 def run(

@@ -14,17 +14,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from runtime.controller import DT_S, Controller
-from runtime.features import ACTIONS
-from runtime.inference import MotionModel
-from runtime.poses import KEYFRAME_ACTIONS
-from runtime.profiler import Histogram, Profiler
-from runtime.root import yaw_direction_xz
-from runtime.terrain import PROCEDURAL, procedural
-from runtime.trajectory import ControlState
-from runtime.transition import TransitionModel, shipped_transition_model_path
-from runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
+from canis.runtime.controller import DT_S, Controller
+from canis.runtime.features import ACTIONS
+from canis.runtime.inference import MotionModel
+from canis.runtime.poses import KEYFRAME_ACTIONS
+from canis.runtime.profiler import Histogram, Profiler
+from canis.runtime.root import yaw_direction_xz
+from canis.runtime.terrain import PROCEDURAL, procedural
+from canis.runtime.trajectory import ControlState
+from canis.runtime.transition import TransitionModel, shipped_transition_model_path
+from canis.runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
 
 COMMAND_SECONDS = (1.0, 4.0)  # each new command lasts this long (uniform)
 TERRAIN_SECONDS = 30.0  # the terrain changes this often

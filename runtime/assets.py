@@ -1,0 +1,59 @@
+"""The shipped assets (skeleton, keyframes, paths, scripts, models), found through
+importlib.resources so that a checkout, an editable install and an installed wheel all
+resolve them the same way. The one manifest of shipped motion models is here too."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+ASSETS_PACKAGE = "canis.assets"
+
+# Display name -> file under models/. The first is the default a game gets.
+SHIPPED_MOTION_MODELS = {"MANN-8": "models/mann8.onnx", "PFNN": "models/pfnn.onnx"}
+DEFAULT_MOTION_MODEL = "MANN-8"
+SHIPPED_TRANSITION_MODEL = "models/rtn_step.onnx"
+
+
+class MissingAssetError(FileNotFoundError):
+    """A shipped asset that the installed package does not hold."""
+
+
+def assets_dir() -> Path:
+    """The folder holding the shipped assets."""
+    return Path(str(resources.files(ASSETS_PACKAGE)))
+
+
+def asset_path(relative: str, must_exist: bool = True) -> Path:
+    """`relative` (e.g. "skeleton/dog.json") inside the shipped assets; a clear error naming
+    the asset and where the package looked when it is missing."""
+    path = assets_dir() / relative
+    if must_exist and not path.is_file():
+        raise MissingAssetError(
+            f"shipped asset {relative!r} is missing from the installed canis package "
+            f"(looked in {assets_dir()}); reinstall canis, or pass your own file"
+        )
+    return path
+
+
+def shipped_model_path(name: str = DEFAULT_MOTION_MODEL) -> Path:
+    """The ONNX file of a shipped motion model by its display name ("MANN-8", "PFNN")."""
+    if name not in SHIPPED_MOTION_MODELS:
+        raise ValueError(
+            f"no shipped motion model {name!r}: known {', '.join(SHIPPED_MOTION_MODELS)}"
+        )
+    return asset_path(SHIPPED_MOTION_MODELS[name])
+
+
+def shipped_models_dir() -> Path:
+    return assets_dir() / "models"
+
+
+def display_path(path: str | Path) -> str:
+    """A path as a report shows it: "assets/..." for a shipped asset wherever the package is
+    installed, else as given."""
+    path = Path(path)
+    try:
+        return str(Path("assets") / path.resolve().relative_to(assets_dir().resolve()))
+    except ValueError:
+        return str(path)

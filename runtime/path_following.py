@@ -1,0 +1,98 @@
+"""Path following: the control that keeps a dog on a polyline of [x, z] waypoints.
+
+The desired trajectory is the path itself (the MANN paper's path test): the future samples
+lie where the dog would be on the path at the asked speed, and the asked velocity and facing
+aim at a point PATH_LOOKAHEAD_M ahead along it. A path file is
+{"speed": 1.1, "waypoints": [[x, z], ...], "loop": false}.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from canis.runtime.root import wrap_angle_rad, yaw_from_direction
+from canis.runtime.trajectory import FUTURE_TIMES_S
+
+PATH_LOOKAHEAD_M = 0.8
+
+
+def finite_number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{where} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def load_path(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        spec = json.loads(path.read_text())
+        waypoints = np.array(spec["waypoints"], dtype=float)
+        speed = finite_number(spec["speed"], f"{path} 'speed'")
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{path}: not a valid path ({error})") from None
+    if waypoints.ndim != 2 or waypoints.shape[1] != 2 or len(waypoints) < 2:
+        raise ValueError(f"{path}: 'waypoints' must be at least two [x, z] points")
+    if not np.all(np.isfinite(waypoints)) or not speed > 0:
+        raise ValueError(f"{path}: waypoints must be finite and speed positive")
+    loop = bool(spec.get("loop"))
+    if loop:
+        waypoints = np.vstack([waypoints, waypoints[:1]])
+    return {"waypoints": waypoints, "speed": speed, "loop": loop}
+
+
+def closest_on_path(points: np.ndarray, xz: np.ndarray):
+    """(distance along the path, distance from it, tangent) of the closest path point."""
+    a, b = points[:-1], points[1:]
+    ab = b - a
+    t = np.clip(np.einsum("ij,ij->i", xz - a, ab) / np.einsum("ij,ij->i", ab, ab), 0, 1)
+    nearest = a + ab * t[:, None]
+    gaps = np.linalg.norm(nearest - xz, axis=1)
+    i = int(np.argmin(gaps))
+    lengths = np.linalg.norm(ab, axis=1)
+    along = lengths[:i].sum() + t[i] * lengths[i]
+    return along, float(gaps[i]), ab[i] / lengths[i]
+
+
+def point_at(points: np.ndarray, along: float, loop: bool = False) -> np.ndarray:
+    """The point `along` metres along the polyline: clamped to its end, or around again when
+    it is a loop (its last point is its first)."""
+    lengths = np.linalg.norm(np.diff(points, axis=0), axis=1)
+    cumulative = np.concatenate([[0], np.cumsum(lengths)])
+    along = along % cumulative[-1] if loop else min(along, cumulative[-1])
+    i = min(int(np.searchsorted(cumulative, along, side="right")) - 1, len(lengths) - 1)
+    return points[i] + (points[i + 1] - points[i]) * (along - cumulative[i]) / lengths[i]
+
+
+@dataclass
+class PathControl:
+    """What keeps one dog on a polyline this frame, and how far off it is."""
+
+    velocity_mps: np.ndarray  # (2,) toward the point PATH_LOOKAHEAD_M along
+    facing_yaw_rad: float
+    future_xz_m: np.ndarray  # (6, 2) the path where the trajectory samples should be
+    gap_m: float  # distance of the root from the path
+    angle_deg: float  # between the root's facing and the path's tangent
+
+
+def follow_path(
+    points: np.ndarray,
+    speed_mps: float,
+    root_xz_m: np.ndarray,
+    root_yaw_rad: float,
+    loop: bool = False,
+) -> PathControl:
+    """Control for one dog on a polyline. The desired future samples are the points of the
+    path the dog would reach at `speed_mps` from the closest one (the MANN paper's path test:
+    the desired trajectory is the path; ControlState.future_xz_m); the asked velocity and
+    facing aim at the point PATH_LOOKAHEAD_M along."""
+    along, gap, tangent = closest_on_path(points, root_xz_m)
+    tangent_yaw = yaw_from_direction(tangent)
+    angle = abs(math.degrees(wrap_angle_rad(root_yaw_rad - tangent_yaw)))
+    heading = point_at(points, along + PATH_LOOKAHEAD_M, loop) - root_xz_m
+    heading /= max(np.linalg.norm(heading), 1e-9)
+    future = np.array([point_at(points, along + speed_mps * t, loop) for t in FUTURE_TIMES_S])
+    return PathControl(speed_mps * heading, float(yaw_from_direction(heading)), future, gap, angle)
