@@ -87,7 +87,7 @@ def load_for_export(checkpoint_path: Path, dataset_path: Path | None = None):
     recorded get it from the dataset's training rows."""
     checkpoint = load_checkpoint(checkpoint_path)
     config = checkpoint.config
-    model = create_model(config["kind"], config.get("experts") or 8)
+    model = create_model(config["kind"], config.get("experts") or 8, config.get("hidden"))
     restore_model(checkpoint, model, checkpoint_path)
     normalisation = checkpoint.section("norm/")
     if "x_min" not in normalisation:

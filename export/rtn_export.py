@@ -116,7 +116,10 @@ def export_rtn(checkpoint_path: Path, out_step: Path, dataset_path: Path | None 
         raise ValueError(
             f"{checkpoint_path}: a {checkpoint.config.get('kind')} checkpoint, not rtn"
         )
-    model = empty_rtn(checkpoint.config["train"]["config"].get("residual", "previous"))
+    train_config = checkpoint.config["train"]["config"]
+    model = empty_rtn(
+        train_config.get("residual", "previous"), train_config.get("units", LSTM_UNITS)
+    )
     restore_model(checkpoint, model, checkpoint_path)
     model.eval()
     if "_step" not in out_step.name:
@@ -130,8 +133,8 @@ def export_rtn(checkpoint_path: Path, out_step: Path, dataset_path: Path | None 
         torch.tensor([[0.0, 0.0, 0.0, 1.0]] * n),
         torch.zeros(n, FRAME_SIZE),
         torch.ones(n, 1),
-        torch.zeros(n, LSTM_UNITS),
-        torch.zeros(n, LSTM_UNITS),
+        torch.zeros(n, model.units),
+        torch.zeros(n, model.units),
     )
     config = checkpoint.config
     write_graph(

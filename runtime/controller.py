@@ -117,7 +117,6 @@ class Controller:
 
     def reset(self, root_xz_m=None, yaw_rad=None, start_pose: str = "stand") -> None:
         n = self.count
-        self.foot_lock.reset(n)
         key = self.keyframes[start_pose]
         self.root_xz_m = (
             np.zeros((n, 2))
@@ -165,6 +164,9 @@ class Controller:
         self.measured_speed_mps = np.zeros(n)
         self.frame = 0
         self._update_display_pose(0.0)
+        # After the still pose is shown: the first step lands the locks, whether the lock was
+        # on from construction or switched on before that step (as a replayed script does).
+        self.foot_lock.reset(n)
 
     @property
     def root_position_m(self) -> np.ndarray:

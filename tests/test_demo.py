@@ -118,7 +118,9 @@ def test_recorded_input_replays_exactly(app, tiny_model, tmp_path):
     replay = np.load(tmp_path / "replay.npz")
     assert summary["frames"] == len(frames)
     assert np.allclose(replay["roots"][-1][[0, 2]], app.controller.root_xz_m[0], atol=1e-6)
-    assert np.allclose(replay["positions"][-1], app.controller.display_positions[0], atol=1e-4)
+    np.testing.assert_allclose(
+        replay["positions"][-1], app.controller.display_positions[0], atol=1e-4
+    )
 
 
 def test_hud_plots_are_built_and_drawn(app):
@@ -157,7 +159,9 @@ def test_x_key_transitions_and_the_recording_replays_it(app, tiny_model, tiny_rt
         transition_model_path=tiny_rtn,
     )
     replay = np.load(tmp_path / "replay.npz")
-    assert np.allclose(replay["positions"][-1], app.controller.display_positions[0], atol=1e-4)
+    np.testing.assert_allclose(
+        replay["positions"][-1], app.controller.display_positions[0], atol=1e-4
+    )
 
 
 def load_hills():

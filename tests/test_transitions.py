@@ -140,6 +140,17 @@ def test_training_resumes_exactly(tiny_transitions, tmp_path):
         )
 
 
+def test_export_matches_the_torch_rollout(tiny_transitions, tmp_path):
+    from canis.export.rtn_export import export_rtn
+    from canis.training.train_rtn import LAST
+
+    train_rtn(tiny_rtn_config(tiny_transitions, units=32), tmp_path, progress=False)
+    report = export_rtn(tmp_path / LAST, tmp_path / "rtn_step.onnx", tiny_transitions)
+    assert max(report["rollout_max_abs_error"].values()) < 1e-3
+    assert {"real_5", "real_60", "random_60"} <= set(report["rollout_max_abs_error"])
+    assert TransitionModel(tmp_path / "rtn_step.onnx")  # the runtime loads what it wrote
+
+
 def controller(tiny_rtn, count=2) -> Controller:
     return Controller(MotionModel(MANN), count=count, transition_model=TransitionModel(tiny_rtn))
 

@@ -75,7 +75,7 @@ class MotionNetwork(nn.Module):
 class MANN(nn.Module):
     kind = "mann"
 
-    def __init__(self, experts: int = 8):
+    def __init__(self, experts: int = 8, hidden: int = MOTION_HIDDEN):
         super().__init__()
         self.experts = experts
         self.register_buffer("gating_indices", torch.as_tensor(gating_indices()), persistent=False)
@@ -86,7 +86,7 @@ class MANN(nn.Module):
             nn.ELU(),
             nn.Linear(GATING_HIDDEN, experts),
         )
-        self.motion = MotionNetwork(INPUT.size, MOTION_HIDDEN, OUTPUT.size, experts)
+        self.motion = MotionNetwork(INPUT.size, hidden, OUTPUT.size, experts)
 
     def expert_weights(self, x: torch.Tensor) -> torch.Tensor:
         return torch.softmax(self.gating(x[:, self.gating_indices]), dim=-1)
@@ -127,9 +127,9 @@ class PFNN(nn.Module):
 
     kind = "pfnn"
 
-    def __init__(self):
+    def __init__(self, hidden: int = MOTION_HIDDEN):
         super().__init__()
-        self.motion = MotionNetwork(INPUT.size, MOTION_HIDDEN, OUTPUT.size + 1, PFNN_CONTROL_POINTS)
+        self.motion = MotionNetwork(INPUT.size, hidden, OUTPUT.size + 1, PFNN_CONTROL_POINTS)
 
     def forward(self, x: torch.Tensor, phase_rad: torch.Tensor) -> torch.Tensor:
         return self.motion(x, catmull_rom_weights(phase_rad))
@@ -144,14 +144,14 @@ class VanillaNetwork(nn.Module):
 
     kind = "vnn"
 
-    def __init__(self):
+    def __init__(self, hidden: int = VNN_HIDDEN):
         super().__init__()
         self.dropout = nn.Dropout(DROPOUT)
         self.layers = nn.ModuleList(
             [
-                nn.Linear(INPUT.size, VNN_HIDDEN),
-                nn.Linear(VNN_HIDDEN, VNN_HIDDEN),
-                nn.Linear(VNN_HIDDEN, OUTPUT.size),
+                nn.Linear(INPUT.size, hidden),
+                nn.Linear(hidden, hidden),
+                nn.Linear(hidden, OUTPUT.size),
             ]
         )
 
@@ -163,11 +163,14 @@ class VanillaNetwork(nn.Module):
         return x
 
 
-def create_model(kind: str, experts: int = 8) -> nn.Module:
+def create_model(kind: str, experts: int = 8, hidden: int | None = None) -> nn.Module:
+    """`hidden`: units per hidden layer, None for the paper's (512; the vanilla network's
+    2048). Smaller networks are for test fixtures."""
+    size = {} if hidden is None else {"hidden": hidden}
     if kind == "mann":
-        return MANN(experts)
+        return MANN(experts, **size)
     if kind == "pfnn":
-        return PFNN()
+        return PFNN(**size)
     if kind == "vnn":
-        return VanillaNetwork()
+        return VanillaNetwork(**size)
     raise ValueError(f"unknown model kind {kind!r}; choose one of {', '.join(MODEL_KINDS)}")

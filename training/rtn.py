@@ -188,25 +188,41 @@ class LstmCell(nn.Module):
 class Rtn(nn.Module):
     kind = "rtn"
 
-    def __init__(self, frame_mean, frame_std, offset_mean, offset_std, residual="interpolation"):
+    def __init__(
+        self,
+        frame_mean,
+        frame_std,
+        offset_mean,
+        offset_std,
+        residual="interpolation",
+        units: int = LSTM_UNITS,
+    ):
+        """`units`: the LSTM's size; every other width keeps its ratio to it (the paper's
+        at 512). Smaller networks are for test fixtures."""
         super().__init__()
         if residual not in RESIDUALS:
             raise ValueError(f"unknown residual {residual!r}; choose {', '.join(RESIDUALS)}")
         self.residual = residual
+        self.units = units
+        frame_encoder, future_encoder, decoder, initialiser = (
+            tuple(w * units // LSTM_UNITS for w in widths)
+            for widths in (FRAME_ENCODER, FUTURE_ENCODER, DECODER, (INITIALISER_HIDDEN,))
+        )
+        self.frame_code, self.future_code = frame_encoder[-1], future_encoder[-1]
         self.register_buffer("frame_mean", torch.as_tensor(frame_mean, dtype=torch.float32))
         self.register_buffer("frame_std", torch.as_tensor(frame_std, dtype=torch.float32))
         self.register_buffer("offset_mean", torch.as_tensor(offset_mean, dtype=torch.float32))
         self.register_buffer("offset_std", torch.as_tensor(offset_std, dtype=torch.float32))
-        self.frame_encoder = mlp([FRAME_SIZE, *FRAME_ENCODER], last_activation=True)
-        self.target_encoder = mlp([FRAME_SIZE, *FUTURE_ENCODER], last_activation=True)
-        self.offset_encoder = mlp([OFFSET_SIZE, *FUTURE_ENCODER], last_activation=True)
-        self.lstm = LstmCell(FRAME_ENCODER[-1] + 2 * FUTURE_ENCODER[-1], LSTM_UNITS)
+        self.frame_encoder = mlp([FRAME_SIZE, *frame_encoder], last_activation=True)
+        self.target_encoder = mlp([FRAME_SIZE, *future_encoder], last_activation=True)
+        self.offset_encoder = mlp([OFFSET_SIZE, *future_encoder], last_activation=True)
+        self.lstm = LstmCell(self.frame_code + 2 * self.future_code, units)
         extra = 3 if residual == "interpolation" else 0  # root (x, z) and yaw corrections
-        self.decoder = mlp([LSTM_UNITS, *DECODER, FRAME_SIZE + extra], last_activation=False)
+        self.decoder = mlp([units, *decoder, FRAME_SIZE + extra], last_activation=False)
         if residual == "interpolation":  # start as exactly the interpolation
             nn.init.zeros_(self.decoder[-1].weight)
             nn.init.zeros_(self.decoder[-1].bias)
-        self.initialiser = mlp([FRAME_SIZE, INITIALISER_HIDDEN, 2 * LSTM_UNITS], False)
+        self.initialiser = mlp([FRAME_SIZE, *initialiser, 2 * units], False)
 
     def standardise(self, frames: torch.Tensor) -> torch.Tensor:
         return (frames - self.frame_mean) / self.frame_std
@@ -222,10 +238,10 @@ class Rtn(nn.Module):
         )
         standard = self.standardise(frames)
         encoded = [
-            self.frame_encoder(standard) + tta_embedding(frames_to_arrival, FRAME_ENCODER[-1]),
+            self.frame_encoder(standard) + tta_embedding(frames_to_arrival, self.frame_code),
             self.target_encoder(self.standardise(targets))
-            + tta_embedding(frames_to_arrival, FUTURE_ENCODER[-1]),
-            self.offset_encoder(offsets) + tta_embedding(frames_to_arrival, FUTURE_ENCODER[-1]),
+            + tta_embedding(frames_to_arrival, self.future_code),
+            self.offset_encoder(offsets) + tta_embedding(frames_to_arrival, self.future_code),
         ]
         h, c = self.lstm(torch.cat(encoded, dim=1), h, c)
         correction = self.decoder(h)
@@ -245,7 +261,7 @@ class Rtn(nn.Module):
         return torch.cat([motion, pose[:, 3:]], dim=1), next_placements, h, c
 
 
-def empty_rtn(residual: str = "interpolation") -> Rtn:
+def empty_rtn(residual: str = "interpolation", units: int = LSTM_UNITS) -> Rtn:
     """An RTN with placeholder statistics, to load a checkpoint into."""
     return Rtn(
         torch.zeros(FRAME_SIZE),
@@ -253,6 +269,7 @@ def empty_rtn(residual: str = "interpolation") -> Rtn:
         torch.zeros(OFFSET_SIZE),
         torch.ones(OFFSET_SIZE),
         residual,
+        units,
     )
 
 

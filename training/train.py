@@ -51,6 +51,7 @@ class TrainConfig:
     weight_decay: float = WEIGHT_DECAY
     restart_epochs: int = 10
     restart_mult: int = 2
+    hidden: int | None = None  # units per hidden layer; None: the paper's (training/models.py)
     seed: int = 0
     oversample: bool = True
     steps_per_epoch: int | None = None  # None: one pass over the training rows per epoch
@@ -65,7 +66,10 @@ class TrainConfig:
 
     def identity(self) -> dict:
         """What a resumed run must share with the run it continues."""
-        return {k: v for k, v in asdict(self).items() if k not in ("epochs", "dataset")}
+        identity = {k: v for k, v in asdict(self).items() if k not in ("epochs", "dataset")}
+        if identity["hidden"] is None:  # as runs written before the size was a setting
+            del identity["hidden"]
+        return identity
 
 
 def cycle_ends(config: TrainConfig) -> list[int]:
@@ -183,7 +187,7 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
     device = _device(rank)
     data = TrainingData(config.dataset, config.kind, device)
     torch.manual_seed(config.seed)  # the initial weights are part of what the seed fixes
-    model = create_model(config.kind, config.experts).to(device)
+    model = create_model(config.kind, config.experts, config.hidden).to(device)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=config.lr, weight_decay=config.weight_decay
     )
@@ -267,6 +271,7 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
             "best_validation_loss": best,
             "kind": config.kind,
             "experts": config.experts if config.kind == "mann" else None,
+            "hidden": config.hidden,
             "train": {"identity": config.identity(), "config": asdict(config)},
             "dataset": {
                 k: data.metadata[k] for k in ("built", "validation_clips", "licence", "layout_hash")

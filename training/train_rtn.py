@@ -43,6 +43,7 @@ from canis.training.checkpoint import (
     save_checkpoint,
 )
 from canis.training.rtn import (
+    LSTM_UNITS,
     Rtn,
     empty_rtn,
     fk_positions,
@@ -69,6 +70,7 @@ class RtnTrainConfig:
     final_lr_fraction: float = 0.1  # cosine decay to this fraction of lr at the last step
     teacher_probability: float = 0.2
     residual: str = "interpolation"  # or "previous", the paper's (training/rtn.py)
+    units: int = LSTM_UNITS  # the LSTM's size; the other widths scale with it
     fk_weight: float = 0.5
     init_from: str = ""  # a checkpoint whose weights start the run (fine-tuning)
     seed: int = 0
@@ -76,7 +78,10 @@ class RtnTrainConfig:
     dataset: str = "data/dog_transitions.npz"
 
     def identity(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k not in ("dataset", "eval_every")}
+        identity = {k: v for k, v in asdict(self).items() if k not in ("dataset", "eval_every")}
+        if identity["units"] == LSTM_UNITS:  # as runs written before the size was a setting
+            del identity["units"]
+        return identity
 
 
 def learning_rate(config: RtnTrainConfig, step: int) -> float:
@@ -187,10 +192,10 @@ def validate(model: Rtn, data, picked: dict[int, np.ndarray], fk_weight=0.0, ske
     return report
 
 
-def create_rtn(data: TransitionData, seed: int, residual: str) -> Rtn:
+def create_rtn(data: TransitionData, seed: int, residual: str, units: int = LSTM_UNITS) -> Rtn:
     offset_mean, offset_std = offset_statistics(data, seed)
     torch.manual_seed(seed)
-    return Rtn(data["frame_mean"], data["frame_std"], offset_mean, offset_std, residual)
+    return Rtn(data["frame_mean"], data["frame_std"], offset_mean, offset_std, residual, units)
 
 
 def skeleton_tensors():
@@ -221,13 +226,13 @@ def train_rtn(
                 f"{run_dir / LAST}: was trained with {saved['train']['identity']}, "
                 f"not {config.identity()}; resume with the same settings"
             )
-        model = empty_rtn(config.residual)
+        model = empty_rtn(config.residual, config.units)
         restore_model(checkpoint, model, run_dir / LAST)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, amsgrad=True)
         restore_optimizer(checkpoint, model, optimizer)
         first_step, best = saved["step"], saved["best_validation_loss"]
     else:
-        model = create_rtn(data, config.seed, config.residual)
+        model = create_rtn(data, config.seed, config.residual, config.units)
         if config.init_from:
             restore_model(load_checkpoint(config.init_from, layout=layout), model, config.init_from)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, amsgrad=True)
