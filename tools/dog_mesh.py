@@ -218,27 +218,27 @@ def dog_primitives(skeleton: Skeleton, positions: np.ndarray) -> list[Primitive]
     head_up = np.cross(head_dir, np.array([1.0, 0.0, 0.0]))
     prims = [
         # rump, loin tucked up, withers, and a chest that reaches down to the elbows
-        _blob(J("Hips"), hips + [0, 0.0, -0.02], fwd, up, (0.08, 0.08, 0.1), 0),
-        _cone(J("Spine"), hips + [0, 0.0, 0.03], spine1 + [0, 0.015, 0], 0.072, 0.08, 0.06),
-        _blob(J("Spine1"), spine1 + [0, 0.035, 0.12], fwd, up, (0.072, 0.07, 0.11), 0.05),
-        _blob(J("Spine1"), spine1 + [0, -0.055, 0.1], fwd, up, (0.092, 0.125, 0.15), 0.06),
+        _blob(J("Hips"), hips + [0, -0.01, -0.025], fwd, up, (0.095, 0.1, 0.12), 0),
+        _cone(J("Spine"), hips + [0, -0.005, 0.03], spine1, 0.092, 0.1, 0.06),
+        _blob(J("Spine1"), spine1 + [0, 0.03, 0.12], fwd, up, (0.09, 0.085, 0.13), 0.05),
+        _blob(J("Spine1"), spine1 + [0, -0.06, 0.1], fwd, up, (0.11, 0.15, 0.18), 0.06),
         # neck, thick where it meets the chest
-        _cone(J("Neck"), neck + [0, -0.02, -0.04], head - head_dir * 0.02, 0.075, 0.052, 0.05),
+        _cone(J("Neck"), neck + [0, -0.02, -0.04], head - head_dir * 0.02, 0.085, 0.06, 0.05),
         # skull, muzzle narrowing to the nose
         _blob(
             J("Head"),
             head + head_dir * 0.035 + head_up * 0.012,
             head_dir,
             head_up,
-            (0.058, 0.055, 0.068),
+            (0.064, 0.06, 0.076),
             0.03,
         ),
         _cone(
             J("Head"),
             head + head_dir * 0.075 - head_up * 0.012,
             P["HeadSite"] - head_up * 0.014,
-            0.036,
-            0.022,
+            0.042,
+            0.026,
             0.03,
             CREAM,
         ),
@@ -265,7 +265,7 @@ def dog_primitives(skeleton: Skeleton, positions: np.ndarray) -> list[Primitive]
                 base + ear_dir * 0.035,
                 ear_dir,
                 head_dir,
-                (0.026, 0.01, 0.048),
+                (0.03, 0.011, 0.055),
                 0.012,
                 DARK,
             )
@@ -275,30 +275,30 @@ def dog_primitives(skeleton: Skeleton, positions: np.ndarray) -> list[Primitive]
         j = lambda name, side=side: J(side + name)  # noqa: E731
         prims += [
             # shoulder blade and upper arm blend into the chest
-            _cone(j("Shoulder"), s("Shoulder"), s("Arm"), 0.05, 0.05, 0.04),
-            _cone(j("Arm"), s("Arm"), s("ForeArm"), 0.05, 0.032, 0.03),
-            _cone(j("ForeArm"), s("ForeArm"), s("Hand"), 0.026, 0.019, 0.015),
+            _cone(j("Shoulder"), s("Shoulder"), s("Arm"), 0.065, 0.065, 0.04),
+            _cone(j("Arm"), s("Arm"), s("ForeArm"), 0.065, 0.04, 0.03),
+            _cone(j("ForeArm"), s("ForeArm"), s("Hand"), 0.034, 0.024, 0.015),
             _cone(j("Hand"), s("Hand"), s("HandSite") + [0, 0.012, 0], 0.019, 0.02, 0.012, CREAM),
             _blob(
                 j("Hand"),
                 s("HandSite") + [0, 0.018, 0.012],
                 fwd,
                 up,
-                (0.024, 0.018, 0.032),
+                (0.028, 0.02, 0.036),
                 0.01,
                 CREAM,
             ),
             # thigh, shin, hock down to the paw
-            _cone(j("UpLeg"), s("UpLeg") + [0, 0.02, -0.01], s("Leg"), 0.07, 0.04, 0.04),
+            _cone(j("UpLeg"), s("UpLeg") + [0, 0.02, -0.01], s("Leg"), 0.085, 0.05, 0.04),
             _blob(
                 j("UpLeg"),
                 (s("UpLeg") + s("Leg")) / 2 + [0, 0.0, -0.02],
                 s("Leg") - s("UpLeg"),
                 fwd,
-                (0.045, 0.08, 0.1),
+                (0.06, 0.1, 0.12),
                 0.03,
             ),
-            _cone(j("Leg"), s("Leg"), s("Foot"), 0.034, 0.02, 0.015),
+            _cone(j("Leg"), s("Leg"), s("Foot"), 0.045, 0.026, 0.015),
             _cone(
                 j("Foot"),
                 s("Foot") + [0, 0.005, -0.01],
@@ -312,14 +312,14 @@ def dog_primitives(skeleton: Skeleton, positions: np.ndarray) -> list[Primitive]
                 s("FootSite") + [0, 0.018, 0.018],
                 fwd,
                 up,
-                (0.024, 0.018, 0.032),
+                (0.028, 0.02, 0.036),
                 0.01,
                 CREAM,
             ),
         ]
     prims += [
-        _cone(J("Tail"), P["Tail"] + [0, 0.01, 0.02], P["Tail1"], 0.03, 0.022, 0.02),
-        _cone(J("Tail1"), P["Tail1"], P["Tail1Site"], 0.022, 0.012, 0.01, DARK),
+        _cone(J("Tail"), P["Tail"] + [0, 0.01, 0.02], P["Tail1"], 0.04, 0.036, 0.02),
+        _cone(J("Tail1"), P["Tail1"], P["Tail1Site"], 0.036, 0.018, 0.01, DARK),
     ]
     return prims
 
