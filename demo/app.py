@@ -4,6 +4,7 @@ headless from a script, rendered to PNG frames.
 Keys: WASD/arrows move (camera-relative), Shift canters, Q/E turn on the spot, 1 idle,
 2 sit, 3 stand (beg), 4 lie, Space jump; mouse drag or J/L/I/K orbit the camera, scroll zooms;
 X transition to the next keyframe (stand, sit, lie, beg) through the transition network,
+B body or bones,
 P pause, N single step, M slow motion, G toggle IK, R reset, T next terrain, F1 next model,
 F5 record the input as a script, F12 screenshot, H hide help.
 """
@@ -35,7 +36,7 @@ HELP = (
     "WASD/arrows move  Shift canter  Q/E turn  1 idle 2 sit 3 stand 4 lie Space jump  "
     "X transition to next keyframe\n"
     "drag/JLIK camera  scroll zoom  P pause  N step  M slow  G IK  F foot lock  R reset  "
-    "T terrain  "
+    "T terrain  B bones  "
     "F1 model  F5 record input  F12 screenshot  H help"
 )
 ACTION_KEYS = {"_1": "idle", "_2": "sit", "_3": "stand", "_4": "lie", "SPACE": "jump"}
@@ -222,14 +223,18 @@ class DemoApp:
         with self.profiler.stage("render"):
             glClearColor(0.72, 0.8, 0.9, 1.0)
             self.window.clear()
-            positions, _ = self.controller.display_pose()
+            positions, rotations = self.controller.display_pose()
             hips = positions[0, 0].astype(np.float64)
             self.scene.follow(hips[[0, 2]])
             c = self.camera
             aspect = self.window.width / max(self.window.height, 1)
             self.view_projection = camera_matrix(hips, c["yaw"], c["pitch"], c["distance"], aspect)
             self.scene.draw(
-                self.view_projection, positions, self.controller.contacts, self._trajectories()
+                self.view_projection,
+                positions,
+                self.controller.contacts,
+                self._trajectories(),
+                rotations,
             )
             # Laying text out is slow in pyglet: refresh it a few times a second.
             self.draws += 1
@@ -342,6 +347,8 @@ class DemoApp:
             self.screenshot(Path(f"canis-{time.strftime('%Y%m%d-%H%M%S')}.png"))
         elif symbol == k.H:
             self.show_help = not self.show_help
+        elif symbol == k.B:
+            self.scene.show_body = not self.scene.show_body
         elif symbol == k.F5:
             self.toggle_recording()
 

@@ -1,4 +1,5 @@
-"""The 3-D scene: terrain, the dogs as shaded capsules, shadows, trajectories and contacts.
+"""The 3-D scene: terrain, the dogs (a skinned body, or shaded bone capsules with the paws'
+contacts), shadows and trajectories.
 
 OpenGL 3.3 core through pyglet's shader API. One lit shader draws everything solid: per-vertex
 position and normal, a per-draw model matrix and colour, a directional light with ambient and
@@ -66,6 +67,7 @@ void main() {
 }
 """
 
+LIGHT_DIRECTION = Vec3(-0.4, -1.0, -0.3).normalize()  # the sun's travel direction
 DOG_COLOUR = (0.78, 0.52, 0.28, 1.0)  # tests look for this colour in rendered frames
 TERRAIN_COLOUR = (0.45, 0.62, 0.42, 1.0)
 BONE_RADIUS_M = 0.025
@@ -196,6 +198,8 @@ class Scene:
         self.sphere = self._mesh(*_sphere())
         self.cylinder = self._mesh(*_cylinder())
         self.dog_mesh = None
+        self.body = None  # the skinned body (demo/skinned_mesh.py), made on first use
+        self.show_body = True  # False: the bone capsules (the B key)
         self.set_terrain(terrain)
 
     def _mesh(self, positions, normals, indices):
@@ -231,15 +235,32 @@ class Scene:
         positions: np.ndarray,
         contacts: np.ndarray,
         trajectories: list[tuple[np.ndarray, tuple]] = (),
+        rotations: np.ndarray | None = None,
     ) -> None:
-        """positions (N, J, 3) world joints; contacts (N, 4); trajectories as (points (K, 3),
-        colour) polylines."""
+        """positions (N, J, 3) world joints and rotations (N, J, 4) (None: bones only);
+        contacts (N, 4); trajectories as (points (K, 3), colour) polylines."""
         glEnable(GL_DEPTH_TEST)
         glEnable(GL_CULL_FACE)
         self.program.use()
         self.program["view_projection"] = view_projection
-        self.program["light_direction"] = Vec3(-0.4, -1.0, -0.3).normalize()
+        self.program["light_direction"] = LIGHT_DIRECTION
         self._draw(self.terrain_mesh, Mat4(), TERRAIN_COLOUR, grid=1.0)
+        for dog in range(len(positions)):
+            self._draw_shadow(positions[dog].astype(np.float64))
+        if self.show_body and rotations is not None:
+            self.program.stop()
+            if self.body is None:
+                from canis.demo.skinned_mesh import SkinnedDog
+
+                self.body = SkinnedDog()
+            self.body.draw(view_projection, LIGHT_DIRECTION, positions, rotations)
+            self.program.use()
+        else:
+            self._draw_bones(positions, contacts)
+        self._draw_lines(trajectories)
+        self.program.stop()
+
+    def _draw_bones(self, positions: np.ndarray, contacts: np.ndarray) -> None:
         glDisable(GL_CULL_FACE)
         paws = self.skeleton.group("paws")
         if self.dog_mesh is None:
@@ -254,17 +275,22 @@ class Scene:
             for p, paw in enumerate(paws):
                 colour = (0.9, 0.15, 0.1, 1.0) if contacts[dog, p] else (0.2, 0.2, 0.25, 1.0)
                 self._draw(self.sphere, _sphere_matrix(joints[paw], 0.018), colour)
-            self._draw_shadow(joints[0])
-        self._draw_lines(trajectories)
-        self.program.stop()
 
-    def _draw_shadow(self, hips: np.ndarray) -> None:
-        ground, _ = self.terrain.sample(hips[[0, 2]])
+    def _draw_shadow(self, joints: np.ndarray) -> None:
+        """A soft dark ellipse on the ground under the body, long along the body's facing."""
+        hips = joints[0]
+        middle = (hips + joints[self.skeleton.index("Spine1")]) / 2
+        ground, _ = self.terrain.sample(middle[[0, 2]])
+        facing = joints[self.skeleton.index("Neck"), [0, 2]] - hips[[0, 2]]
+        yaw = math.atan2(float(facing[0]), float(facing[1]))
         glEnable(GL_BLEND)
         glBlendFunc(GL_SRC_ALPHA, GL_ONE_MINUS_SRC_ALPHA)
-        shadow = Mat4.from_translation(
-            Vec3(float(hips[0]), float(ground) + 0.01, float(hips[2]))
-        ) @ Mat4.from_scale(Vec3(0.35, 0.004, 0.25))
+        glDisable(GL_CULL_FACE)
+        shadow = (
+            Mat4.from_translation(Vec3(float(middle[0]), float(ground) + 0.01, float(middle[2])))
+            @ Mat4.from_rotation(-yaw, Vec3(0.0, 1.0, 0.0))  # pyglet turns clockwise
+            @ Mat4.from_scale(Vec3(0.2, 0.004, 0.42))
+        )
         self._draw(self.sphere, shadow, (0.0, 0.0, 0.0, 0.35))
         glDisable(GL_BLEND)
 

@@ -13,6 +13,10 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # fixture that trains is caught. The wheel test checks the same for an installed package.
 TORCH_FREE_MODULES = {
     "test_benchmark",
+    "test_body",
+    "test_body_view",
+    "test_motion_export",
+    "test_panda3d_example",
     "test_controller",
     "test_demo",
     "test_features",

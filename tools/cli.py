@@ -25,6 +25,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--trace", type=Path, help="Chrome trace of every stage (for Perfetto)")
     run.add_argument("--record", type=Path, help="save the displayed poses as .npz")
     run.add_argument(
+        "--export",
+        type=Path,
+        help="write the displayed motion as .glb (glTF 2.0: body mesh, skin, animation) or .bvh",
+    )
+    run.add_argument(
         "--transition-model",
         type=Path,
         help="an RTN _step.onnx for the script's transitions (default: the shipped one)",
@@ -51,6 +56,31 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     soak.add_argument("--no-transitions", action="store_true", help="soak the motion network alone")
     soak.set_defaults(handler=run_soak)
+
+    mesh = commands.add_parser(
+        "mesh", help="regenerate the dog's body mesh from the skeleton (needs canis[mesh])"
+    )
+    mesh.add_argument(
+        "--out", type=Path, help="where to write it (default: the shipped assets/mesh/dog_body.npz)"
+    )
+    mesh.set_defaults(handler=run_mesh)
+
+
+def run_mesh(args) -> int:
+    from canis.runtime.assets import asset_path
+    from canis.runtime.body import BODY_MESH_ASSET
+    from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+
+    try:
+        from canis.tools.dog_mesh import write_dog_mesh
+    except ImportError as error:
+        raise ValueError(
+            f"canis mesh needs the mesh extra (pip install 'canis[mesh]'): {error}"
+        ) from None
+    out = args.out or asset_path(BODY_MESH_ASSET, must_exist=False)
+    mesh = write_dog_mesh(out, Skeleton.from_json(shipped_dog_skeleton_path()))
+    print(f"wrote {out}: {mesh.vertex_count} vertices, {len(mesh.triangles)} triangles")
+    return 0
 
 
 def run_soak(args) -> int:
@@ -84,6 +114,10 @@ def run_headless(args) -> int:
 
     if not args.seconds > 0:
         raise ValueError("--seconds must be positive")
+    if args.export is not None:
+        from canis.tools.motion_export import check_export_path
+
+        check_export_path(args.export)  # before the run, not after it
     summary = run(
         args.model,
         args.seconds,
@@ -94,6 +128,7 @@ def run_headless(args) -> int:
         record=args.record,
         transition_model_path=args.transition_model,
         foot_lock=args.foot_lock,
+        export=args.export,
     )
     text = json.dumps(summary, indent=1)
     if args.json:

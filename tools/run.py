@@ -180,11 +180,17 @@ def run(
     record=None,
     transition_model_path=None,
     foot_lock: bool = False,
+    export=None,
 ) -> dict:
     """`transition_model_path` None: the shipped RTN, loaded only if the script has
-    transition events."""
+    transition events. `export`: a .glb or .bvh path for the displayed motion
+    (tools/motion_export.py), checked before the run and written after it."""
     if (script is None) == (path is None):
         raise ValueError("give exactly one of a script or a path")
+    if export is not None:
+        from canis.tools.motion_export import check_export_path
+
+        check_export_path(export)
     model = MotionModel(model_path)
     events = load_script(script) if script else None
     transitions = None
@@ -221,7 +227,7 @@ def run(
         contacts.append(controller.contacts[0].copy())
         speeds.append(float(np.linalg.norm(controller.root_velocity_xz_mps[0])))
         roots.append(controller.root_position_m[0].copy())
-        if record is not None:
+        if record is not None or export is not None:
             recorded["positions"].append(positions[0])
             recorded["rotations"].append(rotations[0])
     paw_positions, contacts = np.array(paw_positions), np.array(contacts)
@@ -262,6 +268,17 @@ def run(
         }
     if trace is not None:
         profiler.write_trace(trace)
+    if export is not None:
+        from canis.tools.motion_export import export_motion
+
+        export_motion(
+            export,
+            controller.skeleton,
+            np.array(recorded["positions"]),
+            np.array(recorded["rotations"]),
+            fps=1.0 / DT_S,
+        )
+        summary["export"] = str(export)
     if record is not None:
         np.savez_compressed(
             record,

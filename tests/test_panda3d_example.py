@@ -1,0 +1,53 @@
+"""examples/panda3d_dog.py: Panda3D renders the runtime's dog off-screen (Mesa)."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("panda3d")
+pytest.importorskip("gltf")  # panda3d-gltf
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "panda3d_dog.py"
+
+
+@pytest.fixture(scope="module")
+def game():
+    spec = importlib.util.spec_from_file_location("panda3d_dog", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    try:
+        game = example.DogGame(offscreen=True, size=(480, 270))
+    except Exception as error:  # no offscreen buffer (no EGL/GL): nothing to render with
+        pytest.skip(f"Panda3D cannot open an offscreen buffer here: {error}")
+    return example, game
+
+
+def test_one_offscreen_frame_shows_the_dog(game, tmp_path):
+    example, game = game
+    game.keys.add("w")
+    for _ in range(60):
+        game.update(1.0 / 60)
+    pixels = game.render_to(tmp_path / "frame.png")[..., :3].astype(int)
+    assert (tmp_path / "frame.png").stat().st_size > 0
+    r, g, b = pixels[..., 0], pixels[..., 1], pixels[..., 2]
+    coat = (r > g + 20) & (g > b) & (r > 60)  # the dog's tan: grass and sky are not red
+    assert coat.sum() > 200, "no dog in the picture"
+    rows, cols = np.nonzero(coat)
+    # The follow camera keeps the dog near the middle of the picture.
+    assert 0.25 < cols.mean() / pixels.shape[1] < 0.75
+    assert 0.25 < rows.mean() / pixels.shape[0] < 0.85
+
+
+def test_panda3d_joints_sit_where_the_runtime_puts_them(game):
+    """Panda3D's own skeleton, driven by the runtime's pose, matches the runtime's joints."""
+    example, game = game
+    positions, _ = game.controller.display_pose()
+    for name in ("Head", "LeftHandSite", "RightFootSite", "Tail1Site"):
+        j = game.skeleton.index(name)
+        exposed = game.dog.exposeJoint(None, "modelRoot", name)
+        game.base.graphicsEngine.renderFrame()  # let the character update its joints
+        x, y, z = exposed.getPos(game.base.render)
+        expected = positions[0, j]
+        assert np.allclose([x, z, -y], expected, atol=0.01), name  # Panda3D is z-up

@@ -1,0 +1,448 @@
+"""`canis mesh`: makes the dog's body mesh (assets/mesh/dog_body.npz) from the skeleton.
+
+There is no licensed dog mesh to ship, so the body is built from the bones: an implicit
+surface, the smooth union of tapered capsules and ellipsoids placed along the bones of a
+symmetric standing bind pose, sampled on a grid and meshed by scikit-image's marching cubes,
+then smoothed (Taubin) and decimated by fast-simplification's quadric decimation. Skin
+weights come from the same primitives: each vertex is weighted to the joints whose primitives
+are nearest to it (up to 4), so joints blend where their shapes blend.
+
+Needs the `mesh` extra (scikit-image, fast-simplification); the runtime only reads the result.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from canis.runtime.body import INFLUENCES_PER_VERTEX, BodyMesh
+from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.poses import load_keyframes
+from canis.runtime.rotations import (
+    quat_conjugate,
+    quat_from_matrix,
+    quat_multiply,
+    quat_to_matrix,
+)
+from canis.runtime.skeleton import Skeleton
+
+GRID_STEP_M = 0.004
+TARGET_VERTICES = 4000
+WEIGHT_FALLOFF_M = 0.02  # how far past its nearest primitive a joint's influence reaches
+
+# The bind pose: each bone's elevation in degrees (its x axis turned up from +z forward, in
+# the dog's mid plane), close to the mocap's standing keyframe but symmetric and straight.
+# Left limbs lean out (toward +x) by LEG_SPLAY_DEG so the legs' shapes do not merge.
+BIND_ELEVATION_DEG = {
+    "Hips": -170.0,  # the hips' x axis points back along the croup
+    "Spine": -12.0,
+    "Spine1": 5.0,
+    "Neck": 50.0,
+    "Head": -10.0,
+    "Shoulder": -45.0,
+    "Arm": -135.0,
+    "ForeArm": -88.0,
+    "Hand": -62.0,
+    "UpLeg": -52.0,
+    "Leg": -118.0,
+    "Foot": -172.0,
+    "Tail": -130.0,
+    "Tail1": -120.0,
+}
+LEG_SPLAY_DEG = 6.0
+
+COAT = (200, 134, 72)  # tan
+CREAM = (236, 214, 176)  # muzzle, chest, paws
+DARK = (112, 72, 44)  # ears, tail tip, saddle
+NOSE = (30, 24, 22)
+
+
+def _base_name(name: str) -> str:
+    for side in ("Left", "Right"):
+        if name.startswith(side):
+            return name[len(side) :]
+    return name
+
+
+def _design_direction(elevation_deg: float, splay_rad: float = 0.0) -> np.ndarray:
+    """A bone direction turned elevation_deg up from +z in the mid plane, then leaned out
+    about the forward axis by splay_rad."""
+    e = math.radians(elevation_deg)
+    c, s = math.cos(splay_rad), math.sin(splay_rad)
+    direction = np.array([0.0, math.sin(e), math.cos(e)])
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ direction
+
+
+def _swing(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The smallest rotation matrix taking unit vector a to unit vector b."""
+    axis = np.cross(a, b)
+    sin, cos = np.linalg.norm(axis), float(a @ b)
+    if sin < 1e-9:
+        return np.eye(3) if cos > 0 else -np.eye(3) + 2 * np.outer(_any_normal(a), _any_normal(a))
+    k = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]]) / sin
+    return np.eye(3) + sin * k + (1 - cos) * k @ k
+
+
+def _any_normal(a: np.ndarray) -> np.ndarray:
+    helper = np.array([1.0, 0, 0]) if abs(a[0]) < 0.9 else np.array([0, 1.0, 0])
+    n = np.cross(a, helper)
+    return n / np.linalg.norm(n)
+
+
+def bind_pose(skeleton: Skeleton) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Local rotations (J, 4), world positions (J, 3) and world rotations (J, 4) of the bind
+    pose, standing with its paws on y = 0 and facing +z.
+
+    Each bone keeps the twist it has in the shipped standing keyframe (taken from the mocap,
+    so it is the twist the networks output: a mesh bound with another twist would turn about
+    its bones when animated) and is swung to the designed direction."""
+    stand = load_keyframes()["stand"]
+    _, stand_world = forward_kinematics(skeleton, stand.local_rotations[None], np.zeros((1, 3)))
+    stand_world = quat_to_matrix(stand_world[0].astype(np.float64))
+    world = np.zeros((skeleton.joint_count, 3, 3))
+    for j, name in enumerate(skeleton.joint_names):
+        base = _base_name(name)
+        if base not in BIND_ELEVATION_DEG:  # an end site: it turns with its parent
+            world[j] = world[skeleton.parents[j]]
+            continue
+        side = 1.0 if name.startswith("Left") else -1.0 if name.startswith("Right") else 0.0
+        target = _design_direction(BIND_ELEVATION_DEG[base], side * math.radians(LEG_SPLAY_DEG))
+        world[j] = _swing(stand_world[j][:, 0], target) @ stand_world[j]
+    world_q = quat_from_matrix(world)
+    local = world_q.copy()
+    local[1:] = quat_multiply(quat_conjugate(world_q[skeleton.parents[1:]]), world_q[1:])
+    positions, _ = forward_kinematics(skeleton, local[None], np.zeros((1, 3)))
+    paws = skeleton.group("paws")
+    hips = np.array([0.0, -positions[0, paws, 1].min(), 0.0])
+    positions, rotations = forward_kinematics(skeleton, local[None], hips[None])
+    return local, positions[0].astype(np.float64), rotations[0].astype(np.float64)
+
+
+# --- signed distance functions (metres), vectorised over points (..., 3) -------------------
+
+
+def _round_cone(p, a, b, r1, r2):
+    """Distance to a capsule from a (radius r1) to b (radius r2) (Inigo Quilez's round cone)."""
+    ba = b - a
+    l2 = float(ba @ ba)
+    rr = r1 - r2
+    a2 = l2 - rr * rr
+    pa = p - a
+    y = pa @ ba
+    z = y - l2
+    x2 = np.sum((pa * l2 - y[..., None] * ba) ** 2, axis=-1)
+    y2 = y * y * l2
+    z2 = z * z * l2
+    k = math.copysign(1.0, rr) * rr * rr * x2
+    near_b = np.sign(z) * a2 * z2 > k
+    near_a = np.sign(y) * a2 * y2 < k
+    side = (np.sqrt(np.maximum(x2 * a2 / l2, 0.0)) + y * rr) / l2 - r1
+    return np.where(
+        near_b, np.sqrt(x2 + z2) / l2 - r2, np.where(near_a, np.sqrt(x2 + y2) / l2 - r1, side)
+    )
+
+
+def _ellipsoid(p, centre, axes, radii):
+    """Approximate distance to an ellipsoid with the given orthonormal axes (3, 3) as rows."""
+    local = (p - centre) @ axes.T
+    k0 = np.linalg.norm(local / radii, axis=-1)
+    k1 = np.linalg.norm(local / (radii * radii), axis=-1)
+    return k0 * (k0 - 1.0) / np.maximum(k1, 1e-9)
+
+
+def _smooth_min(a, b, k):
+    """Polynomial smooth minimum: blends two shapes over a fillet of size k (metres)."""
+    if k <= 0:
+        return np.minimum(a, b)
+    h = np.maximum(k - np.abs(a - b), 0.0) / k
+    return np.minimum(a, b) - h * h * k * 0.25
+
+
+@dataclass
+class Primitive:
+    joint: int  # the joint whose rotation carries it
+    distance: object  # points (..., 3) -> signed distance
+    lower_m: np.ndarray  # bounding box of the shape
+    upper_m: np.ndarray
+    blend_m: float  # fillet with what was built before it
+    colour: tuple[int, int, int] = COAT
+    shape: bool = True  # False: a colour patch only (no surface, no skin weight)
+
+
+def _cone(joint, a, b, r1, r2, blend_m, colour=COAT, shape=True) -> Primitive:
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    r = max(r1, r2)
+    return Primitive(
+        joint,
+        lambda p: _round_cone(p, a, b, r1, r2),
+        np.minimum(a, b) - r,
+        np.maximum(a, b) + r,
+        blend_m,
+        colour,
+        shape,
+    )
+
+
+def _blob(joint, centre, forward, up, radii, blend_m, colour=COAT, shape=True) -> Primitive:
+    """An ellipsoid with radii (side, up, forward) turned so its forward axis is `forward`."""
+    forward = np.asarray(forward, float) / np.linalg.norm(forward)
+    side = np.cross(up, forward)
+    side /= np.linalg.norm(side)
+    up = np.cross(forward, side)
+    axes = np.stack([side, up, forward])
+    centre, radii = np.asarray(centre, float), np.asarray(radii, float)
+    r = radii.max()
+    return Primitive(
+        joint,
+        lambda p: _ellipsoid(p, centre, axes, radii),
+        centre - r,
+        centre + r,
+        blend_m,
+        colour,
+        shape,
+    )
+
+
+def dog_primitives(skeleton: Skeleton, positions: np.ndarray) -> list[Primitive]:
+    """The dog's shapes around the bind pose's joints: torso, neck, head with muzzle and ears,
+    tapering legs with paws, tail; and colour patches (shape=False). Sizes in metres, for the
+    mocap dog (hips 0.47 m high)."""
+    P = {name: positions[j] for j, name in enumerate(skeleton.joint_names)}
+    J = skeleton.index
+    up, fwd = np.array([0.0, 1.0, 0.0]), np.array([0.0, 0.0, 1.0])
+    hips, spine1, neck, head = P["Hips"], P["Spine1"], P["Neck"], P["Head"]
+    head_dir = P["HeadSite"] - head
+    head_dir /= np.linalg.norm(head_dir)
+    head_up = np.cross(head_dir, np.array([1.0, 0.0, 0.0]))
+    prims = [
+        # rump, loin tucked up, withers, and a chest that reaches down to the elbows
+        _blob(J("Hips"), hips + [0, -0.01, -0.025], fwd, up, (0.095, 0.1, 0.12), 0),
+        _cone(J("Spine"), hips + [0, -0.005, 0.03], spine1, 0.092, 0.1, 0.06),
+        _blob(J("Spine1"), spine1 + [0, 0.03, 0.12], fwd, up, (0.09, 0.085, 0.13), 0.05),
+        _blob(J("Spine1"), spine1 + [0, -0.06, 0.1], fwd, up, (0.11, 0.15, 0.18), 0.06),
+        # neck, thick where it meets the chest
+        _cone(J("Neck"), neck + [0, -0.02, -0.04], head - head_dir * 0.02, 0.085, 0.06, 0.05),
+        # skull, muzzle narrowing to the nose
+        _blob(
+            J("Head"),
+            head + head_dir * 0.035 + head_up * 0.012,
+            head_dir,
+            head_up,
+            (0.064, 0.06, 0.076),
+            0.03,
+        ),
+        _cone(
+            J("Head"),
+            head + head_dir * 0.075 - head_up * 0.012,
+            P["HeadSite"] - head_up * 0.014,
+            0.042,
+            0.026,
+            0.03,
+            CREAM,
+        ),
+        _blob(
+            J("Head"),
+            P["HeadSite"] + head_dir * 0.02 - head_up * 0.004,
+            head_dir,
+            head_up,
+            (0.016, 0.013, 0.012),
+            0.008,
+            NOSE,
+        ),
+        # colour only: a cream chest and belly, a darker saddle along the back
+        _blob(J("Spine1"), spine1 + [0, -0.12, 0.17], fwd, up, (0.07, 0.1, 0.1), 0, CREAM, False),
+        _blob(J("Spine"), hips + [0, 0.08, 0.12], fwd, up, (0.05, 0.04, 0.2), 0, DARK, False),
+    ]
+    for side in (1.0, -1.0):  # prick ears, leaning out and back
+        base = head + head_up * 0.04 + np.array([side * 0.03, 0, 0]) + head_dir * 0.005
+        ear_dir = head_up + np.array([side * 0.35, 0, 0]) - head_dir * 0.3
+        ear_dir /= np.linalg.norm(ear_dir)
+        prims.append(
+            _blob(
+                J("Head"),
+                base + ear_dir * 0.035,
+                ear_dir,
+                head_dir,
+                (0.03, 0.011, 0.055),
+                0.012,
+                DARK,
+            )
+        )
+    for side in ("Left", "Right"):
+        s = lambda name, side=side: P[side + name]  # noqa: E731
+        j = lambda name, side=side: J(side + name)  # noqa: E731
+        prims += [
+            # shoulder blade and upper arm blend into the chest
+            _cone(j("Shoulder"), s("Shoulder"), s("Arm"), 0.065, 0.065, 0.04),
+            _cone(j("Arm"), s("Arm"), s("ForeArm"), 0.065, 0.04, 0.03),
+            _cone(j("ForeArm"), s("ForeArm"), s("Hand"), 0.034, 0.024, 0.015),
+            _cone(j("Hand"), s("Hand"), s("HandSite") + [0, 0.012, 0], 0.019, 0.02, 0.012, CREAM),
+            _blob(
+                j("Hand"),
+                s("HandSite") + [0, 0.018, 0.012],
+                fwd,
+                up,
+                (0.028, 0.02, 0.036),
+                0.01,
+                CREAM,
+            ),
+            # thigh, shin, hock down to the paw
+            _cone(j("UpLeg"), s("UpLeg") + [0, 0.02, -0.01], s("Leg"), 0.085, 0.05, 0.04),
+            _blob(
+                j("UpLeg"),
+                (s("UpLeg") + s("Leg")) / 2 + [0, 0.0, -0.02],
+                s("Leg") - s("UpLeg"),
+                fwd,
+                (0.06, 0.1, 0.12),
+                0.03,
+            ),
+            _cone(j("Leg"), s("Leg"), s("Foot"), 0.045, 0.026, 0.015),
+            _cone(
+                j("Foot"),
+                s("Foot") + [0, 0.005, -0.01],
+                s("FootSite") + [0, 0.015, 0.01],
+                0.022,
+                0.019,
+                0.01,
+            ),
+            _blob(
+                j("Foot"),
+                s("FootSite") + [0, 0.018, 0.018],
+                fwd,
+                up,
+                (0.028, 0.02, 0.036),
+                0.01,
+                CREAM,
+            ),
+        ]
+    prims += [
+        _cone(J("Tail"), P["Tail"] + [0, 0.01, 0.02], P["Tail1"], 0.04, 0.036, 0.02),
+        _cone(J("Tail1"), P["Tail1"], P["Tail1Site"], 0.036, 0.018, 0.01, DARK),
+    ]
+    return prims
+
+
+# --- meshing -----------------------------------------------------------------------------
+
+
+def _grid(prims: list[Primitive], step_m: float):
+    lower = np.min([p.lower_m for p in prims], axis=0) - 3 * step_m
+    upper = np.max([p.upper_m for p in prims], axis=0) + 3 * step_m
+    axes = [np.arange(lo, hi + step_m, step_m) for lo, hi in zip(lower, upper, strict=True)]
+    return lower, axes
+
+
+def sample_field(prims: list[Primitive], step_m: float) -> tuple[np.ndarray, np.ndarray]:
+    """The smooth union's distance on a grid (X, Y, Z), and the grid's origin."""
+    origin, axes = _grid(prims, step_m)
+    field = np.full([len(a) for a in axes], 1.0, dtype=np.float32)
+    for prim in prims:
+        if not prim.shape:
+            continue
+        margin = prim.blend_m + 2 * step_m
+        lo = np.maximum(((prim.lower_m - margin - origin) / step_m).astype(int), 0)
+        hi = np.minimum(((prim.upper_m + margin - origin) / step_m).astype(int) + 2, field.shape)
+        box = tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
+        points = np.stack(
+            np.meshgrid(*(ax[s] for ax, s in zip(axes, box, strict=True)), indexing="ij"), -1
+        )
+        field[box] = _smooth_min(field[box], prim.distance(points), prim.blend_m)
+    return field, origin
+
+
+def _taubin(vertices: np.ndarray, faces: np.ndarray, iterations: int = 10) -> np.ndarray:
+    """Taubin smoothing (lambda/mu): removes the marching-cubes staircase without shrinking."""
+    from scipy.sparse import coo_matrix, diags
+
+    n = len(vertices)
+    edges = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
+    edges = np.concatenate([edges, edges[:, ::-1]])
+    adjacency = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n)).tocsr()
+    adjacency.data[:] = 1.0
+    average = diags(1.0 / np.asarray(adjacency.sum(axis=1)).ravel()) @ adjacency
+    v = vertices.copy()
+    for _ in range(iterations):
+        for factor in (0.5, -0.53):
+            v = v + factor * (average @ v - v)
+    return v
+
+
+def _signed_volume(vertices: np.ndarray, faces: np.ndarray) -> float:
+    tri = vertices[faces]
+    return float(np.einsum("ij,ij->i", tri[:, 0], np.cross(tri[:, 1], tri[:, 2])).sum() / 6.0)
+
+
+def vertex_normals(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
+    """Area-weighted vertex normals of a counter-clockwise mesh."""
+    tri = vertices[faces]
+    face_normals = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    normals = np.zeros_like(vertices)
+    for corner in range(3):
+        np.add.at(normals, faces[:, corner], face_normals)
+    return normals / np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-12)
+
+
+def skin_weights(
+    prims: list[Primitive], vertices: np.ndarray, joints: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Up to 4 joints per vertex from the primitives' distances: exp(-(d - d_min) / falloff)
+    summed per joint, the 4 largest kept and normalised. Also each vertex's colour, from the
+    nearest primitive."""
+    shapes = [p for p in prims if p.shape]
+    distances = np.stack([p.distance(vertices) for p in shapes], axis=1)  # (V, P)
+    influence = np.exp(-(distances - distances.min(axis=1, keepdims=True)) / WEIGHT_FALLOFF_M)
+    per_joint = np.zeros((len(vertices), joints))
+    for i, prim in enumerate(shapes):
+        per_joint[:, prim.joint] += influence[:, i]
+    order = np.argsort(-per_joint, axis=1)[:, :INFLUENCES_PER_VERTEX]
+    weights = np.take_along_axis(per_joint, order, axis=1)
+    weights[weights < 0.02 * weights[:, :1]] = 0.0  # drop negligible influences
+    weights /= weights.sum(axis=1, keepdims=True)
+    palette = np.array([p.colour for p in prims], dtype=float)
+    # Colours blend over a short distance so patches have soft edges.
+    distances = np.stack([p.distance(vertices) for p in prims], axis=1)
+    tint = np.exp(-(distances - distances.min(axis=1, keepdims=True)) / 0.008)
+    colours = (tint @ palette) / tint.sum(axis=1, keepdims=True)
+    return order.astype(np.uint8), weights.astype(np.float32), colours.round().astype(np.uint8)
+
+
+def make_dog_mesh(
+    skeleton: Skeleton, step_m: float = GRID_STEP_M, target_vertices: int = TARGET_VERTICES
+) -> BodyMesh:
+    from fast_simplification import simplify
+    from skimage.measure import marching_cubes
+
+    local, positions, rotations = bind_pose(skeleton)
+    prims = dog_primitives(skeleton, positions)
+    field, origin = sample_field(prims, step_m)
+    vertices, faces, _, _ = marching_cubes(field, 0.0, spacing=(step_m,) * 3)
+    vertices = vertices + origin
+    if _signed_volume(vertices, faces) < 0:  # the viewer and glTF want outward fronts CCW
+        faces = faces[:, ::-1]
+    vertices = _taubin(vertices, faces)
+    reduction = 1.0 - target_vertices / len(vertices)
+    vertices, faces = simplify(vertices.astype(np.float32), faces.astype(np.int64), reduction)
+    vertices = _taubin(vertices.astype(np.float64), faces, iterations=3)
+    normals = vertex_normals(vertices, faces)
+    joints, weights, colours = skin_weights(prims, vertices, skeleton.joint_count)
+    return BodyMesh(
+        joint_names=skeleton.joint_names,
+        positions_m=vertices.astype(np.float32),
+        normals=normals.astype(np.float32),
+        colours=colours,
+        triangles=faces.astype(np.uint32),
+        joints=joints,
+        weights=weights,
+        bind_local_rotations=local,
+        bind_positions_m=positions,
+        bind_rotations=rotations,
+    )
+
+
+def write_dog_mesh(out: Path, skeleton: Skeleton) -> BodyMesh:
+    mesh = make_dog_mesh(skeleton)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    mesh.save(out)
+    return mesh
