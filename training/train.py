@@ -198,6 +198,7 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
                 f"{run_dir / LAST}: was trained with {saved['train']['identity']}, "
                 f"not {config.identity()}; resume with the same settings"
             )
+        _check_same_dataset(checkpoint, data, config, run_dir / LAST)
         restore_model(checkpoint, model, run_dir / LAST)
         restore_optimizer(checkpoint, model, optimizer)
         first_epoch, best = saved["epoch"], saved.get("best_validation_loss", math.inf)
@@ -210,7 +211,7 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
             model, device_ids=[device.index] if device.type == "cuda" else None
         )
     writer = _tensorboard(run_dir) if rank == 0 else None
-    rows = _read_log(log_path)[:first_epoch] if resume else []
+    rows = _read_log(log_path, first_epoch) if resume else []
     if resume and rank == 0:  # drop rows of an epoch that ran past the last checkpoint
         log_path.unlink(missing_ok=True)
         for row in rows:
@@ -299,6 +300,26 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
     return rows
 
 
+def _check_same_dataset(checkpoint, data: TrainingData, config: TrainConfig, path: Path) -> None:
+    """A resumed run must train on the data it started on: the dataset's path may change (a
+    moved file), so the test is its normalisation statistics, which the checkpoint holds and
+    the exported model uses. Resuming on another dataset would mix the two silently."""
+    saved = checkpoint.section("norm/")
+    differ = sorted(
+        k
+        for k, v in data.normalisation.items()
+        if k not in saved or saved[k].shape != v.shape or not torch.equal(saved[k], v)
+    )
+    if differ:
+        before = checkpoint.config["train"]["config"].get("dataset")
+        raise ValueError(
+            f"{path}: was trained on dataset {before} (built "
+            f"{checkpoint.config.get('dataset', {}).get('built')}), and --dataset "
+            f"{config.dataset} has other normalisation statistics ({', '.join(differ)}); resume "
+            "with the dataset the run started on, or start a new run"
+        )
+
+
 def machine_description(device: torch.device) -> str:
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} (CUDA), torch {torch.__version__}"
@@ -325,11 +346,21 @@ def _append_log(path: Path, row: dict) -> None:
         writer.writerow(row)
 
 
-def _read_log(path: Path) -> list[dict]:
+def _read_log(path: Path, epochs: int) -> list[dict]:
+    """The rows of the first `epochs` epochs (those the last checkpoint holds). Later rows are
+    not read: an epoch that ran past the checkpoint, its line possibly torn by a kill."""
     if not path.exists():
         return []
+    rows = []
     with open(path, newline="") as file:
-        rows = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(file)]
-    for row in rows:
-        row["epoch"] = int(row["epoch"])
+        for line, row in enumerate(csv.DictReader(file), start=2):
+            if len(rows) == epochs:
+                break
+            try:
+                rows.append({k: float(v) for k, v in row.items()})
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"{path}: line {line} is not a log row ({','.join(map(str, row.values()))})"
+                ) from None
+            rows[-1]["epoch"] = int(rows[-1]["epoch"])
     return rows
