@@ -309,6 +309,8 @@ def run_dataset_build(args) -> int:
     )
     for skipped in result.metadata["skipped"]:
         print(f"skipped {skipped['clip']}: {skipped['reason']}")
+    for clip in result.metadata["resampled"]:
+        print(f"resampled {clip['clip']} from {clip['from_fps']:g} fps to 60 fps")
     if args.report:
         print(f"report: {report.write_report(result, args.report, args.timeline_clip)}")
     return 0

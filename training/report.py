@@ -263,6 +263,10 @@ def write_report(result, report_dir: Path, timeline_clip: str | None = None) -> 
         "",
         "\n".join(f"- {s['clip']}: {s['reason']}" for s in metadata["skipped"]) or "None.",
         "",
+        *(
+            f"Resampled to 60 fps: {r['clip']} (captured at {r['from_fps']:g} fps).\n"
+            for r in metadata.get("resampled", [])
+        ),
         f"## Contacts, actions, gait and phase of {timeline_clip}",
         "",
         f"![timeline](labels/{timeline_clip}.png)" if timeline_clip else "No clip.",
