@@ -36,8 +36,23 @@ def test_bvh_info_and_skeleton_export(tmp_path, capsys):
     path = write_tiny_bvh(tmp_path)
     assert main(["bvh", "info", str(path)]) == 0
     assert "1 files, 2 frames" in capsys.readouterr().out
-    assert main(["skeleton", "--bvh", str(path), "--out", str(tmp_path / "s.json")]) == 0
-    assert (tmp_path / "s.json").exists()
+    out = tmp_path / "s.json"
+    assert main(["skeleton", "--bvh", str(path), "--out", str(out), "--any-skeleton"]) == 0
+    assert out.exists()
+
+
+def test_another_animals_bvh_is_refused_naming_the_file(tmp_path, capsys):
+    """`canis skeleton` wrote it silently; `canis upsample` raised KeyError 'LeftShoulder'."""
+    path = write_tiny_bvh(tmp_path, name="cat.bvh")
+    assert main(["skeleton", "--bvh", str(path), "--out", str(tmp_path / "s.json")]) == 2
+    err = capsys.readouterr().err
+    assert "cat.bvh: not the dog's skeleton (3 joints, the dog has 27: missing Spine1" in err
+    assert "and 22 more; unexpected SpineSite)" in err and "--any-skeleton" in err
+    assert not (tmp_path / "s.json").exists()
+    assert main(["upsample", str(path), "--out", str(tmp_path / "up.bvh")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("canis upsample: error:") and "cat.bvh: not the dog's skeleton" in err
+    assert len(err.splitlines()) == 1
 
 
 def test_errors_are_one_line_not_tracebacks(tmp_path, capsys):
@@ -48,3 +63,21 @@ def test_errors_are_one_line_not_tracebacks(tmp_path, capsys):
     broken.write_text("HIERARCHY\nROOT Hips\n")
     assert main(["bvh", "info", str(broken)]) == 2
     assert "broken.bvh" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--path", "p.json", "--seconds", "inf"],
+        ["run", "--path", "p.json", "--seconds", "1e-9"],
+        ["run", "--path", "p.json", "--seconds", "nan"],
+        ["soak", "--hours", "inf"],
+        ["soak", "--hours", "1e-9"],
+    ],
+)
+def test_simulated_times_must_end_and_run_a_frame(argv, capsys):
+    """inf overflowed the frame count and 1e-9 s ran no frame: both were tracebacks."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{argv[-2]} {float(argv[-1]):g}: must be finite and at least one frame" in err
+    assert len(err.splitlines()) == 1

@@ -19,6 +19,7 @@ from canis.runtime.rotations import quat_angle_rad
 from canis.training import dataset
 from canis.training.bvh import read_bvh, resample, write_bvh
 from canis.training.clips import MIN_CLIP_FRAMES, clip_pairs, process_clip
+from conftest import write_tiny_bvh
 from synthetic_dog import gait, hold, standard_clips, to_motion, transition, write_clip
 
 from canis.cli import main
@@ -29,6 +30,7 @@ def clip_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("clips")
     paths = standard_clips(folder)
     write_clip(folder, "too_short", *hold("stand", (MIN_CLIP_FRAMES - 1) / 60))
+    write_tiny_bvh(folder, name="cat.bvh")  # a valid BVH of another skeleton
     broken = write_clip(folder, "has_nan", *hold("stand", 3.0))
     lines = broken.read_text().split("\n")
     lines[-5] = " ".join(["nan"] + lines[-5].split()[1:])
@@ -73,7 +75,8 @@ def test_bad_clips_are_skipped_with_a_warning_naming_them(clip_folder, caplog):
     with caplog.at_level(logging.WARNING, logger="canis.dataset"):
         result = dataset.build(clip_folder[0], progress=False)
     skipped = {s["clip"]: s["reason"] for s in result.metadata["skipped"]}
-    assert set(skipped) == {"too_short", "has_nan"}
+    assert set(skipped) == {"too_short", "has_nan", "cat"}
+    assert "not the dog's skeleton (3 joints" in skipped["cat"]
     assert "shorter than the" in skipped["too_short"]
     assert "non-finite" in skipped["has_nan"] and "has_nan.bvh" in skipped["has_nan"]
     assert "too_short.bvh" in caplog.text and "has_nan.bvh" in caplog.text

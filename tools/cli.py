@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from canis.runtime.assets import shipped_models_dir
@@ -53,12 +54,20 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     soak.set_defaults(handler=run_soak)
 
 
+def checked_duration_s(seconds: float, argument: str, given: float) -> float:
+    """A simulated time that runs at least one frame and ends: inf overflowed the frame count
+    and 1e-9 s ran no frame at all, both into a traceback."""
+    from canis.runtime.features import FPS
+
+    if not (math.isfinite(seconds) and seconds >= 1.0 / FPS):
+        raise ValueError(f"{argument} {given:g}: must be finite and at least one frame (1/{FPS} s)")
+    return seconds
+
+
 def run_soak(args) -> int:
     from canis.tools.soak import soak
 
-    if not args.hours > 0:
-        raise ValueError("--hours must be positive")
-    seconds = args.hours * 3600
+    seconds = checked_duration_s(args.hours * 3600, "--hours", args.hours)
 
     def progress(frame, frames):
         print(f"\r{frame / frames:6.1%} simulated", end="", flush=True)
@@ -82,11 +91,9 @@ def run_soak(args) -> int:
 def run_headless(args) -> int:
     from canis.tools.run import run
 
-    if not args.seconds > 0:
-        raise ValueError("--seconds must be positive")
     summary = run(
         args.model,
-        args.seconds,
+        checked_duration_s(args.seconds, "--seconds", args.seconds),
         script=args.script,
         path=args.path,
         terrain=args.terrain,

@@ -233,6 +233,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     skeleton = commands.add_parser("skeleton", help="write a BVH file's skeleton as JSON")
     skeleton.add_argument("--bvh", type=Path, required=True, help="a BVH file of the dog")
     skeleton.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    skeleton.add_argument(
+        "--any-skeleton",
+        action="store_true",
+        help="write it even if it is not the dog's (nothing else in canis can use it)",
+    )
     skeleton.set_defaults(handler=run_skeleton_export)
 
 
@@ -281,9 +286,13 @@ def run_bvh_info(args) -> int:
 
 
 def run_skeleton_export(args) -> int:
+    from canis.runtime.skeleton import not_dog_reason
     from canis.training.bvh import read_bvh
 
     skeleton = read_bvh(args.bvh).skeleton()
+    reason = not_dog_reason(skeleton)
+    if reason and not args.any_skeleton:
+        raise ValueError(f"{args.bvh}: {reason}; --any-skeleton writes it anyway")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     skeleton.to_json(args.out)
     print(f"wrote {args.out} ({skeleton.joint_count} joints)")

@@ -26,6 +26,7 @@ import numpy as np
 from canis.runtime.features import ACTIONS, FPS, contract_description, layout_hash
 from canis.runtime.gaits import GAITS, NO_GAIT
 from canis.runtime.root import wrap_angle_rad
+from canis.runtime.skeleton import not_dog_reason
 from canis.training.bvh import BvhError, read_bvh, resample, same_rate
 from canis.training.clips import MIN_CLIP_FRAMES, clip_pairs, process_clip
 
@@ -85,6 +86,11 @@ def readable_motions(
         except BvhError as error:
             skipped.append({"clip": path.stem, "reason": str(error)})
             log.warning("skipping %s: %s", path.name, error)
+            continue
+        reason = not_dog_reason(motion.skeleton())
+        if reason:
+            skipped.append({"clip": path.stem, "reason": reason})
+            log.warning("skipping %s: %s", path.name, reason)
             continue
         if not same_rate(motion.frame_time_s, FPS):
             if not MIN_SOURCE_FPS <= motion.fps <= MAX_SOURCE_FPS:
