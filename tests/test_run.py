@@ -40,6 +40,16 @@ def test_bad_scripts_name_the_event_and_problem(tmp_path, events, message):
         load_script(path)
 
 
+def test_a_script_not_in_utf8_names_the_file(tmp_path):
+    path = tmp_path / "latin1.json"
+    path.write_bytes('[{"t": 0, "action": "caf\u00e9"}]'.encode("latin-1"))
+    with pytest.raises(ValueError, match="latin1.json: not a readable JSON script .*utf-8"):
+        load_script(path)
+    utf16 = tmp_path / "utf16.json"  # JSON may be UTF-16: read, then checked as usual
+    utf16.write_bytes('[{"t": 0, "action": "sit"}]'.encode("utf-16"))
+    assert load_script(utf16) == [{"t": 0, "action": "sit"}]
+
+
 @pytest.mark.parametrize(
     "spec, message",
     [
