@@ -193,8 +193,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     controllers_eval.add_argument(
         "--models",
-        default="MANN8,MANN4,PFNN,VNN",
-        help="comma-separated names (default: %(default)s); NAME=PATH.onnx for any other file",
+        help="comma-separated names of MANN8, MANN4, PFNN, VNN (default: those present: the "
+        "shipped MANN8 and PFNN, and the others once trained); NAME=PATH.onnx for any other file",
     )
     controllers_eval.add_argument(
         "--bvh", type=Path, help="folder of .bvh clips (default: the mocap)"
@@ -461,8 +461,12 @@ def run_evaluate_transitions(args) -> int:
 
 def run_evaluate_controllers(args) -> int:
     from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
-    from canis.training.evaluate_controllers import evaluate, write
+    from canis.training.evaluate_controllers import default_models, evaluate, write
 
+    if args.models is None:
+        present, note = default_models()
+        print(note, flush=True)
+        args.models = ",".join(present)
     names, overrides = [], {}
     for item in args.models.split(","):
         name, sep, path = item.strip().partition("=")
