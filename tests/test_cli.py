@@ -1,3 +1,4 @@
+import os
 import shutil
 import subprocess
 import sys
@@ -81,3 +82,42 @@ def test_simulated_times_must_end_and_run_a_frame(argv, capsys):
     err = capsys.readouterr().err
     assert f"{argv[-2]} {float(argv[-1]):g}: must be finite and at least one frame" in err
     assert len(err.splitlines()) == 1
+
+
+def test_run_script_reads_and_writes_relative_paths_in_the_callers_folder(tmp_path):
+    """./run changed into the checkout first: `../canis/run canis bvh info good.bvh` said the
+    file did not exist, and outputs landed in the clone."""
+    repo = Path(__file__).resolve().parent.parent
+    venv = Path(sys.prefix)
+    if not list(venv.glob(".canis-installed-*")):
+        pytest.skip("not running in an environment made by ./run")
+    write_tiny_bvh(tmp_path, name="good.bvh")
+    env = dict(os.environ, CANIS_VENV=str(venv))
+    run_script = os.path.relpath(repo / "run", tmp_path)  # as a caller beside the clone types it
+    info = subprocess.run(
+        [run_script, "canis", "bvh", "info", "good.bvh"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert info.returncode == 0, info.stderr
+    assert "1 files, 2 frames" in info.stdout
+    out = subprocess.run(
+        [
+            run_script,
+            "canis",
+            "skeleton",
+            "--bvh",
+            "good.bvh",
+            "--out",
+            "rel.json",
+            "--any-skeleton",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "rel.json").is_file() and not (repo / "rel.json").exists()
