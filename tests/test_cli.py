@@ -30,7 +30,20 @@ def test_console_script_is_installed():
 
 def test_demo_check_runs_the_kinematics_check(capsys):
     assert main(["demo", "--check"]) == 0
-    assert "residual" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "PASS MANN-8 (mann8.onnx) asked for 1.9 m/s" in out and "residual" in out
+    assert "FAIL" not in out and out.rstrip().endswith("canis demo --check: PASS, all 9 checks")
+
+
+def test_demo_check_judges_the_model_given_and_fails_it(tiny_model, monkeypatch, capsys):
+    """--check always exited 0 and ignored --model: the barely trained tiny model fails."""
+    from canis.demo import cli as demo_cli
+
+    monkeypatch.setattr(demo_cli, "CHECK_DRIVE_S", 4.0)
+    assert main(["demo", "--check", "--model", str(tiny_model)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL MANN-4 (mann.onnx) asked for" in out and "mann8.onnx" not in out
+    assert "canis demo --check: FAIL," in out.splitlines()[-1]
 
 
 def test_bvh_info_and_skeleton_export(tmp_path, capsys):
