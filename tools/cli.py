@@ -65,12 +65,20 @@ def checked_duration_s(seconds: float, argument: str, given: float) -> float:
 
 
 def run_soak(args) -> int:
-    from canis.tools.soak import soak
+    import sys
+
+    from canis.tools.soak import soak, verdicts
 
     seconds = checked_duration_s(args.hours * 3600, "--hours", args.hours)
+    on_terminal = sys.stdout.isatty()
+    shown = [-1]
 
     def progress(frame, frames):
-        print(f"\r{frame / frames:6.1%} simulated", end="", flush=True)
+        if on_terminal:  # one line, rewritten in place
+            print(f"\r{frame / frames:6.1%} simulated", end="", flush=True)
+        elif frame * 10 // frames > shown[0]:  # piped or logged: a line per tenth
+            shown[0] = frame * 10 // frames
+            print(f"soak: {frame / frames:.0%} simulated", flush=True)
 
     summary = soak(
         args.model,
@@ -80,12 +88,28 @@ def run_soak(args) -> int:
         progress=progress,
         transition_model_path=False if args.no_transitions else args.transition_model,
     )
-    print()
-    text = json.dumps(summary, indent=1)
+    if on_terminal:
+        print()
+    judged = verdicts(summary)
+    failed = [text for passed, text in judged if not passed]
+    summary["verdict"] = {"passed": not failed, "failed": failed}
     if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
-    return 0
+        args.json.write_text(json.dumps(summary, indent=1) + "\n")
+    print(
+        f"{summary['characters']} dogs for {summary['simulated_seconds'] / 3600:g} simulated "
+        f"hours ({summary['transitions']} transitions, {summary['wall_seconds']} s of wall time)"
+    )
+    for passed, text in judged:
+        print(f"{'PASS' if passed else 'FAIL'} {text}")
+    speed, frame_ms = summary["speed_error_mps"], summary["frame_ms"]
+    print(
+        f"not judged: speed error while moving steadily mean {speed['mean']:.2f} m/s, p95 "
+        f"{speed['p95']:.2f} m/s; frame time p50 {frame_ms['p50']:.2f} ms, p99 "
+        f"{frame_ms['p99']:.2f} ms"
+    )
+    verdict = "PASS" if not failed else f"FAIL, {len(failed)} of {len(judged)} checks"
+    print(f"canis soak: {verdict}" + (f"; full summary in {args.json}" if args.json else ""))
+    return 0 if not failed else 1
 
 
 def run_headless(args) -> int:
