@@ -134,3 +134,20 @@ def test_run_script_reads_and_writes_relative_paths_in_the_callers_folder(tmp_pa
     )
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "rel.json").is_file() and not (repo / "rel.json").exists()
+
+
+def test_train_help_states_the_schedules_training_uses(capsys):
+    """The help said the cpu schedule is 35 epochs; training ran 75."""
+    from canis.training.train import SCHEDULES, TrainConfig, cycle_ends
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name, schedule in SCHEDULES.items():
+        config = TrainConfig.from_schedule(name)
+        restarts = "/".join(str(e) for e in cycle_ends(config) if e < config.epochs)
+        assert (
+            f"{name}: {schedule['epochs']} epochs, batch {schedule['batch_size']}, "
+            f"lr {schedule['lr']:.0e}, restarts {restarts}"
+        ) in text
+    assert "cpu: 75 epochs" in text

@@ -58,6 +58,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     transitions.add_argument("--seed", type=int, default=0, help="seed of the validation hold-out")
     transitions.set_defaults(handler=run_dataset_transitions)
 
+    from canis.training.schedules import describe  # torch-free: the numbers training uses
+
     train = commands.add_parser("train", help="train MANN, PFNN or the vanilla network")
     train.add_argument("--model", choices=("mann", "pfnn", "vnn"), default="mann")
     train.add_argument("--experts", type=int, default=8, help="MANN experts K (8 or 4)")
@@ -67,8 +69,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--schedule",
         choices=("paper", "cpu"),
         default="paper",
-        help="paper: 150 epochs, batch 32, lr 1e-4, restarts 10/30/70; cpu: "
-        "35 epochs, batch 128, lr 2e-4, restarts 5/15 (see training/train.py)",
+        help=f"{describe('paper')}; {describe('cpu')} (see training/schedules.py)",
     )
     train.add_argument("--epochs", type=int, help="override the schedule's epoch count")
     train.add_argument("--batch-size", type=int, help="override the schedule's batch size")
