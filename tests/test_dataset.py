@@ -3,10 +3,12 @@
 import json
 import logging
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from canis.runtime.features import (
+    ACTIONS,
     INPUT,
     TRAJECTORY_OFFSETS_FRAMES,
     Pose,
@@ -17,6 +19,7 @@ from canis.runtime.features import (
 from canis.runtime.gaits import GAITS
 from canis.runtime.rotations import quat_angle_rad
 from canis.training import dataset
+from canis.training import report as dataset_report
 from canis.training.bvh import read_bvh, resample, write_bvh
 from canis.training.clips import MIN_CLIP_FRAMES, clip_pairs, process_clip
 from conftest import write_tiny_bvh
@@ -201,3 +204,32 @@ def test_dataset_build_resamples_other_frame_rates_and_names_what_it_cannot(tmp_
     assert np.median(result.arrays["speed"][rows]) == pytest.approx(0.6, abs=0.03)
     with pytest.raises(ValueError, match="slideshow.bvh: recorded at 1 fps, but the features"):
         process_clip(read_bvh(tmp_path / "slideshow.bvh"))
+
+
+def test_rebuilding_the_report_rewrites_the_same_files(clip_folder, tmp_path):
+    """`canis dataset build --report docs/dataset` rewrote tracked files with other content:
+    the build's date and duration, and a timeline clip that was simply the first clip."""
+    first = dataset.build(clip_folder[0], progress=False, keep_clips=True)
+    again = dataset.build(clip_folder[0], progress=False, keep_clips=True)
+    again.metadata |= {"built": "2030-01-01T00:00:00+00:00", "build_seconds": 99.9}
+    dataset_report.write_report(first, tmp_path / "a")
+    dataset_report.write_report(again, tmp_path / "b")
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*.*"))
+    assert len(files) > 3
+    for name in files:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_the_default_timeline_clip_shows_the_most_labels():
+    def clip(name, actions, gaits):
+        labels = SimpleNamespace(action_index=np.array(actions), gait_index=np.array(gaits))
+        return SimpleNamespace(name=name, labels=labels, frame_count=len(actions))
+
+    walk = ACTIONS.index("move")
+    clips = [
+        clip("a_walk", [walk] * 10, [0] * 10),  # one action, one gait
+        clip("c_mixed", [walk] * 5 + [ACTIONS.index("sit")] * 5, [0] * 5 + [1] * 5),
+        clip("b_mixed", [walk] * 5 + [ACTIONS.index("sit")] * 5, [0] * 5 + [2] * 5),
+    ]
+    assert dataset_report.default_timeline_clip(clips) == "b_mixed"  # most shown, first by name
+    assert dataset_report.default_timeline_clip([]) is None
