@@ -39,7 +39,7 @@ def test_demo_check_judges_the_model_given_and_fails_it(tiny_model, monkeypatch,
     """--check always exited 0 and ignored --model: the barely trained tiny model fails."""
     from canis.demo import cli as demo_cli
 
-    monkeypatch.setattr(demo_cli, "CHECK_DRIVE_S", 4.0)
+    monkeypatch.setattr(demo_cli, "CHECK_DRIVE_S", 1.0)
     assert main(["demo", "--check", "--model", str(tiny_model)]) == 1
     out = capsys.readouterr().out
     assert "FAIL MANN-4 (mann.onnx) asked for" in out and "mann8.onnx" not in out
