@@ -389,6 +389,7 @@ class DemoApp:
 def capture(app: DemoApp, driver, seconds: float, out_dir: Path) -> list[Path]:
     """Steps the app from a scripted driver and writes one PNG per 1/30 s of simulated time."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    app.input_source = "script"  # the HUD says what drives the dog; no keyboard is read here
     steps_per_capture = FPS // CAPTURE_FPS
     frames, written = int(round(seconds * FPS)), []
     for frame in range(frames):

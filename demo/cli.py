@@ -31,8 +31,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     demo.add_argument(
         "--check",
         action="store_true",
-        help="no window: drive the shipped MANN-8 headless and check the "
-        "kinematics core, printing what they measured",
+        help="no window: drive the model (--model, default the shipped MANN-8) headless, "
+        "check the transitions and the kinematics core, and print PASS or FAIL for each "
+        "against its stated threshold (exit 1 on any failure)",
     )
     demo.set_defaults(handler=run_demo)
 
@@ -60,7 +61,7 @@ def run_demo(args) -> int:
     import sys
 
     if args.check:
-        return run_check()
+        return run_check(_motion_model_path(args))
     if args.headless:
         if args.script is None:
             raise ValueError("--headless needs --script (a control timeline, see canis run)")
@@ -108,40 +109,64 @@ def run_demo(args) -> int:
     return 0
 
 
-def _drive_shipped_model(seconds: float = 20.0) -> None:
-    """Speed is measured after 3 s; the speed tracking settles over the first few seconds."""
+# What `canis demo --check` holds the model and the kinematics to (stated in its output).
+CHECK_DRIVE_S = 20.0  # speed is measured after 3 s: the speed tracking settles over the first few
+CHECK_SPEED_ERROR = 0.2  # relative, as the shipped model's tests (test_shipped_models)
+CHECK_MIN_HIPS_M = 0.25
+CHECK_KEYFRAME_CM = 1.0  # every joint of the displayed pose, on arriving at a keyframe
+CHECK_CCD_RESIDUAL_MM = 1.0
+
+
+class _Verdicts:
+    """Each check prints PASS or FAIL with what it measured against its threshold."""
+
+    def __init__(self):
+        self.failed, self.count = [], 0
+
+    def judge(self, passed: bool, text: str) -> None:
+        self.count += 1
+        if not passed:
+            self.failed.append(text)
+        print(f"{'PASS' if passed else 'FAIL'} {text}", flush=True)
+
+
+def _motion_model_path(args) -> Path:
+    from canis.runtime.assets import shipped_model_path
+
+    return args.model if args.model else shipped_model_path()
+
+
+def _drive(model, verdicts: _Verdicts, name: str) -> None:
     import time
 
-    from canis.runtime.assets import DEFAULT_MOTION_MODEL, SHIPPED_MOTION_MODELS, asset_path
-    from canis.runtime.inference import MotionModel
     from canis.tools.closed_loop import drive
 
-    path = asset_path(SHIPPED_MOTION_MODELS[DEFAULT_MOTION_MODEL], must_exist=False)
-    if not path.exists():
-        print(f"(no shipped model at {path}: skipping the drive)\n")
-        return
-    model = MotionModel(path)
     for speed in (0.5, 1.1, 1.9, 3.3):
         started = time.perf_counter()
-        result = drive(model, speed_mps=speed, turn_rate_radps=0.0, seconds=seconds)
-        ms = (time.perf_counter() - started) / (seconds * 60) * 1e3
-        print(
-            f"MANN-8 asked for {speed} m/s for {seconds:.0f} s: moved at "
-            f"{result['mean_speed_mps']:.2f} m/s, hips >= {result['min_hips_height_m']:.2f} m,"
-            f" {ms:.2f} ms per frame on {model.device}"
+        result = drive(model, speed_mps=speed, turn_rate_radps=0.0, seconds=CHECK_DRIVE_S)
+        ms = (time.perf_counter() - started) / (CHECK_DRIVE_S * 60) * 1e3
+        passed = (
+            result["finite"]
+            and result["speed_error"] <= CHECK_SPEED_ERROR
+            and result["min_hips_height_m"] >= CHECK_MIN_HIPS_M
+        )
+        verdicts.judge(
+            passed,
+            f"{name} asked for {speed} m/s for {CHECK_DRIVE_S:.0f} s: moved at "
+            f"{result['mean_speed_mps']:.2f} m/s (needs within {CHECK_SPEED_ERROR:.0%}), hips >= "
+            f"{result['min_hips_height_m']:.2f} m (needs >= {CHECK_MIN_HIPS_M} m); "
+            f"{ms:.2f} ms per frame on {model.device} (not judged)",
         )
     print()
 
 
-def _transition_shipped_model() -> None:
+def _transitions(model, verdicts: _Verdicts, name: str) -> None:
     """A trotting dog sent to each keyframe by the shipped RTN: how close it lands."""
     import time
 
     import numpy as np
-    from canis.runtime.assets import shipped_model_path
     from canis.runtime.controller import Controller
     from canis.runtime.features import ACTIONS
-    from canis.runtime.inference import MotionModel
     from canis.runtime.kinematics import forward_kinematics
     from canis.runtime.root import from_root_xz
     from canis.runtime.trajectory import ControlState
@@ -150,14 +175,14 @@ def _transition_shipped_model() -> None:
     if not shipped_transition_model_path().is_file():
         print("(no shipped transition model: skipping the transitions)\n")
         return
-    c = Controller(MotionModel(shipped_model_path()), transition_model=TransitionModel())
+    c = Controller(model, transition_model=TransitionModel())
     trot = ControlState(np.array([[0.0, 1.9]]), np.zeros(1), np.array([ACTIONS.index("move")]))
-    for name, key in c.keyframes.items():
+    for key_name, key in c.keyframes.items():
         c.reset()
         for _ in range(120):
             c.step(trot)
         started = time.perf_counter()
-        c.transition_to(name, 30)
+        c.transition_to(key_name, 30)
         ms = (time.perf_counter() - started) * 1e3
         for _ in range(31):
             c.step(trot)
@@ -167,9 +192,11 @@ def _transition_shipped_model() -> None:
         wanted = wanted.astype(np.float64)
         wanted[..., [0, 2]] = from_root_xz(wanted[..., [0, 2]], c.root_xz_m, c.root_yaw_rad)
         error_cm = np.linalg.norm(c.display_pose()[0] - wanted, axis=-1).max() * 100
-        print(
-            f"RTN from a 1.9 m/s trot to {name} in 30 frames: generated in {ms:.1f} ms, "
-            f"every joint within {error_cm:.3f} cm of the keyframe on arrival"
+        verdicts.judge(
+            bool(error_cm <= CHECK_KEYFRAME_CM),
+            f"RTN from {name}'s 1.9 m/s trot to {key_name} in 30 frames: every joint within "
+            f"{error_cm:.3f} cm of the keyframe on arrival (needs <= {CHECK_KEYFRAME_CM} cm); "
+            f"generated in {ms:.1f} ms (not judged)",
         )
     print()
 
@@ -178,15 +205,23 @@ def _metres(values) -> str:
     return "[" + ", ".join(f"{v:.3f}" for v in values) + "]"
 
 
-def run_check() -> int:
+def run_check(model_path: Path) -> int:
+    """Drives the model (--model, or the shipped MANN-8) and checks the transitions and the
+    kinematics core: PASS or FAIL per check against the thresholds it prints, exit 1 on any
+    failure."""
     import numpy as np
+    from canis.runtime.inference import MotionModel
     from canis.runtime.kinematics import ccd_solve, forward_kinematics
     from canis.runtime.poses import load_keyframes
     from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
     from canis.runtime.terrain import Heightmap
 
-    _drive_shipped_model()
-    _transition_shipped_model()
+    verdicts = _Verdicts()
+    model = MotionModel(model_path)
+    size = f"-{model.experts}" if model.experts else ""
+    name = f"{model.kind.upper()}{size} ({model_path.name})"
+    _drive(model, verdicts, name)
+    _transitions(model, verdicts, name)
     skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
     stand = load_keyframes()["stand"]
     pose = stand.local_rotations[None].astype(np.float32)
@@ -210,8 +245,13 @@ def run_check() -> int:
     residual = ccd_solve(
         skeleton, pose, hips, skeleton.group("front_left_leg"), target, max_iterations=64
     )
-    print(
+    verdicts.judge(
+        bool(residual[0] * 1000 <= CHECK_CCD_RESIDUAL_MM),
         f"CCD moved the front-left paw {100 * ground[0]:+.1f} cm onto the slope: residual "
-        f"{residual[0] * 1000:.3f} mm"
+        f"{residual[0] * 1000:.3f} mm (needs <= {CHECK_CCD_RESIDUAL_MM} mm)",
     )
+    if verdicts.failed:
+        print(f"\ncanis demo --check: FAIL, {len(verdicts.failed)} of {verdicts.count} checks")
+        return 1
+    print(f"\ncanis demo --check: PASS, all {verdicts.count} checks")
     return 0

@@ -67,6 +67,18 @@ def check_metadata(path: Path, meta: dict[str, str], input_names, output_names) 
     return kind
 
 
+def graph_experts(path: Path, model: MotionModel) -> int:
+    """canis.experts, checked at load against the width of the graph's expert_weights output:
+    the IO-binding buffers are sized by it, and a disagreement fails at the first step."""
+    width = next(o.shape[-1] for o in model.session.get_outputs() if o.name == "expert_weights")
+    experts = model.metadata.get("canis.experts", "")
+    if not (experts.isdigit() and (int(experts) == width or not isinstance(width, int))):
+        raise ModelError(
+            f"{path}: canis.experts {experts!r} disagrees with the graph's {width} expert weights"
+        )
+    return int(experts)
+
+
 @dataclass
 class BoundBuffers:
     inputs: dict[str, np.ndarray]  # write x (N, 480) and, for PFNN, phase (N, 1) here
@@ -141,7 +153,7 @@ class MotionModel:
         self.output_names = [o.name for o in self.session.get_outputs()]
         self.metadata = self.session.get_modelmeta().custom_metadata_map
         self.kind = check_metadata(self.path, self.metadata, self.input_names, self.output_names)
-        self.experts = int(self.metadata["canis.experts"]) if self.kind == "mann" else None
+        self.experts = graph_experts(self.path, self) if self.kind == "mann" else None
 
     def bind(self, batch: int) -> BoundBuffers:
         """Preallocated input and output buffers for `batch` characters, bound to the session

@@ -18,6 +18,7 @@ from canis.runtime.root import wrap_angle_rad, yaw_from_direction
 from canis.runtime.trajectory import FUTURE_TIMES_S
 
 PATH_LOOKAHEAD_M = 0.8
+MIN_SEGMENT_M = 1e-6  # waypoints closer than this are one point: a segment needs a direction
 
 
 def finite_number(value, where: str) -> float:
@@ -26,21 +27,48 @@ def finite_number(value, where: str) -> float:
     return float(value)
 
 
+PATH_FIELDS = {"speed", "waypoints", "loop", "about"}
+PATH_FORM = '{"speed": M/S, "waypoints": [[x, z], ...], "loop": false}'
+
+
 def load_path(path: str | Path) -> dict:
+    """A path file, checked: a waypoint repeated right after itself (a looped path written
+    back to its start, say) is dropped, since a segment of zero length has no direction."""
     path = Path(path)
     try:
-        spec = json.loads(path.read_text())
+        spec = json.loads(path.read_bytes())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not a readable JSON path ({error})") from None
+    if not isinstance(spec, dict):
+        raise ValueError(f"{path}: a path is a JSON object {PATH_FORM}")
+    unknown = set(spec) - PATH_FIELDS
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(PATH_FIELDS)}")
+    missing = [key for key in ("speed", "waypoints") if key not in spec]
+    if missing:
+        raise ValueError(f"{path}: missing {missing}; a path is {PATH_FORM}")
+    speed = finite_number(spec["speed"], f"{path}: 'speed'")
+    if not speed > 0:
+        raise ValueError(f"{path}: 'speed' must be positive, got {speed}")
+    if not isinstance(spec.get("loop", False), bool):
+        raise ValueError(f"{path}: 'loop' must be true or false")
+    try:
         waypoints = np.array(spec["waypoints"], dtype=float)
-        speed = finite_number(spec["speed"], f"{path} 'speed'")
-    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
-        raise ValueError(f"{path}: not a valid path ({error})") from None
-    if waypoints.ndim != 2 or waypoints.shape[1] != 2 or len(waypoints) < 2:
-        raise ValueError(f"{path}: 'waypoints' must be at least two [x, z] points")
-    if not np.all(np.isfinite(waypoints)) or not speed > 0:
-        raise ValueError(f"{path}: waypoints must be finite and speed positive")
-    loop = bool(spec.get("loop"))
+    except (TypeError, ValueError):
+        waypoints = np.zeros(0)
+    if waypoints.ndim != 2 or waypoints.shape[1] != 2:
+        raise ValueError(f"{path}: 'waypoints' must be a list of [x, z] numbers")
+    if not np.all(np.isfinite(waypoints)):
+        bad = int(np.flatnonzero(~np.all(np.isfinite(waypoints), axis=1))[0])
+        raise ValueError(f"{path}: waypoint {bad} is not finite: {spec['waypoints'][bad]}")
+    loop = spec.get("loop", False)
     if loop:
         waypoints = np.vstack([waypoints, waypoints[:1]])
+    gaps_m = np.linalg.norm(np.diff(waypoints, axis=0), axis=1)
+    distinct = np.concatenate([[True], gaps_m >= MIN_SEGMENT_M])
+    waypoints = waypoints[distinct]
+    if len(waypoints) < 2:
+        raise ValueError(f"{path}: 'waypoints' must hold at least two different [x, z] points")
     return {"waypoints": waypoints, "speed": speed, "loop": loop}
 
 
@@ -48,6 +76,7 @@ def closest_on_path(points: np.ndarray, xz: np.ndarray):
     """(distance along the path, distance from it, tangent) of the closest path point."""
     a, b = points[:-1], points[1:]
     ab = b - a
+    _check_segments(points)
     t = np.clip(np.einsum("ij,ij->i", xz - a, ab) / np.einsum("ij,ij->i", ab, ab), 0, 1)
     nearest = a + ab * t[:, None]
     gaps = np.linalg.norm(nearest - xz, axis=1)
@@ -55,6 +84,17 @@ def closest_on_path(points: np.ndarray, xz: np.ndarray):
     lengths = np.linalg.norm(ab, axis=1)
     along = lengths[:i].sum() + t[i] * lengths[i]
     return along, float(gaps[i]), ab[i] / lengths[i]
+
+
+def _check_segments(points: np.ndarray) -> None:
+    """A segment of zero length has no direction to follow (and would divide by zero)."""
+    empty = np.flatnonzero(np.linalg.norm(np.diff(points, axis=0), axis=1) < MIN_SEGMENT_M)
+    if empty.size:
+        i = int(empty[0])
+        raise ValueError(
+            f"path waypoints {i} and {i + 1} are the same point {points[i].tolist()}; "
+            "drop one (load_path does)"
+        )
 
 
 def point_at(points: np.ndarray, along: float, loop: bool = False) -> np.ndarray:

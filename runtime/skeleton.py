@@ -160,3 +160,23 @@ def shipped_dog_skeleton_path() -> Path:
 
 def is_dog(skeleton: Skeleton) -> bool:
     return skeleton.joint_names == DOG_JOINT_NAMES
+
+
+def not_dog_reason(skeleton: Skeleton) -> str | None:
+    """Why a skeleton is not the dog's, or None: everything here (groups, features, models)
+    is built for the dog's joints, so another animal's BVH would fail later on a missing
+    joint name."""
+    if is_dog(skeleton):
+        return None
+    missing = [n for n in DOG_JOINT_NAMES if n not in skeleton.joint_names]
+    extra = [n for n in skeleton.joint_names if n not in DOG_JOINT_NAMES]
+
+    def listed(names):
+        return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+    details = [f"missing {listed(missing)}"] if missing else []
+    details += [f"unexpected {listed(extra)}"] if extra else []
+    return (
+        f"not the dog's skeleton ({skeleton.joint_count} joints, the dog has "
+        f"{len(DOG_JOINT_NAMES)}: {'; '.join(details) or 'the same joints in another order'})"
+    )

@@ -88,8 +88,12 @@ def load_terrain(spec: str, cell_size_m: float = 0.1, height_range_m: float = 1.
     if path.suffix.lower() == ".npy":
         try:
             heights = np.load(path, allow_pickle=False)
-        except ValueError as error:
+        except (ValueError, OSError, EOFError) as error:
             raise ValueError(f"{path}: not a readable .npy heightmap ({error})") from None
+        if heights.dtype.kind not in "iuf":  # strings, booleans, complex or records
+            raise ValueError(
+                f"{path}: heights must be numbers in metres, got dtype {heights.dtype}"
+            )
     elif path.suffix.lower() == ".png":
         heights = _read_png(path) * height_range_m
     else:

@@ -57,6 +57,10 @@ class ControlState:
             raise ValueError("control input holds non-finite values (NaN or inf)")
         if not np.all((action >= 0) & (action < len(ACTIONS))):
             raise ValueError(f"control action must index {len(ACTIONS)} actions, got {action}")
+        # Scaled first so that no component exceeds the limit: squaring 1e154 m/s or more in the
+        # norm overflows to inf, and the clamp below would then give 0 m/s instead of the limit.
+        largest = np.abs(velocity).max(axis=1, keepdims=True)
+        velocity = velocity / np.maximum(1.0, largest / MAX_SPEED_MPS)
         speed = np.linalg.norm(velocity, axis=1, keepdims=True)
         velocity = velocity * np.minimum(1.0, MAX_SPEED_MPS / np.maximum(speed, 1e-9))
         future = None

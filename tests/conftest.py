@@ -1,8 +1,16 @@
+import os
+import shutil
 import sys
 from pathlib import Path
 
-import numpy as np
-import pytest
+# One intra-op thread per test process, set before torch is first imported. The tests' models
+# are small: two threads spin-waiting on each other for every small op made the tiny RTN's
+# training 6x slower on the shared 2-core machine (75 s against 12 s for the same two steps),
+# and pytest-xdist (./run test) already runs a process per core. An explicit setting wins.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.training.data_paths import default_mocap_dir
 
@@ -117,17 +125,37 @@ def tiny_config(dataset_path, kind="mann", epochs=1):
     )
 
 
+def built_once(tmp_path_factory, name: str, make) -> Path:
+    """The file `make(folder)` builds and returns, built once per test run. Under
+    pytest-xdist every worker is a process with its own session fixtures; training the tiny
+    models in each would double the suite's slowest part, so the first worker builds them in
+    the folder all workers share and the others wait for it and reuse the result."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return make(tmp_path_factory.mktemp(name))
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent
+    folder, done = shared / name, shared / f"{name}.done"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a worker that died half-way
+            folder.mkdir()
+            done.write_text(str(make(folder).relative_to(folder)))
+    return folder / done.read_text()
+
+
 @pytest.fixture(scope="session")
 def tiny_dataset(tmp_path_factory) -> Path:
     """A dataset built from the synthetic dogs (tests/synthetic_dog.py)."""
     from canis.training import dataset
     from synthetic_dog import standard_clips
 
-    folder = tmp_path_factory.mktemp("tiny")
-    standard_clips(folder / "clips")
-    path = folder / "tiny.npz"
-    dataset.save(dataset.build(folder / "clips", progress=False), path)
-    return path
+    def make(folder):
+        standard_clips(folder / "clips")
+        dataset.save(dataset.build(folder / "clips", progress=False), folder / "tiny.npz")
+        return folder / "tiny.npz"
+
+    return built_once(tmp_path_factory, "tiny", make)
 
 
 @pytest.fixture(scope="session")
@@ -143,17 +171,28 @@ def tiny_transitions(tmp_path_factory) -> Path:
     from canis.training import transition_data
     from synthetic_dog import standard_clips
 
-    folder = tmp_path_factory.mktemp("tiny_transitions")
-    standard_clips(folder / "clips")
-    path = folder / "transitions.npz"
-    transition_data.save(transition_data.build(folder / "clips", progress=False), path)
-    return path
+    def make(folder):
+        standard_clips(folder / "clips")
+        path = folder / "transitions.npz"
+        transition_data.save(transition_data.build(folder / "clips", progress=False), path)
+        return path
+
+    return built_once(tmp_path_factory, "tiny_transitions", make)
 
 
-def tiny_rtn_config(path, steps=4, units=512):
+def tiny_rtn_config(path, steps=4, eval_every=2, units=512):
+    """A few steps, validated on 4 windows per length instead of 64: the loop, checkpoints
+    and resume are the same, in a fraction of the time."""
     from canis.training.train_rtn import RtnTrainConfig
 
-    return RtnTrainConfig(steps=steps, batch_size=4, eval_every=2, units=units, dataset=str(path))
+    return RtnTrainConfig(
+        steps=steps,
+        batch_size=4,
+        eval_every=eval_every,
+        validation_windows=4,
+        units=units,
+        dataset=str(path),
+    )
 
 
 @pytest.fixture(scope="session")

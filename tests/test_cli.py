@@ -1,3 +1,4 @@
+import os
 import shutil
 import subprocess
 import sys
@@ -29,15 +30,43 @@ def test_console_script_is_installed():
 
 def test_demo_check_runs_the_kinematics_check(capsys):
     assert main(["demo", "--check"]) == 0
-    assert "residual" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "PASS MANN-8 (mann8.onnx) asked for 1.9 m/s" in out and "residual" in out
+    assert "FAIL" not in out and out.rstrip().endswith("canis demo --check: PASS, all 9 checks")
+
+
+def test_demo_check_judges_the_model_given_and_fails_it(tiny_model, monkeypatch, capsys):
+    """--check always exited 0 and ignored --model: the barely trained tiny model fails."""
+    from canis.demo import cli as demo_cli
+
+    monkeypatch.setattr(demo_cli, "CHECK_DRIVE_S", 1.0)
+    assert main(["demo", "--check", "--model", str(tiny_model)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL MANN-4 (mann.onnx) asked for" in out and "mann8.onnx" not in out
+    assert "canis demo --check: FAIL," in out.splitlines()[-1]
 
 
 def test_bvh_info_and_skeleton_export(tmp_path, capsys):
     path = write_tiny_bvh(tmp_path)
     assert main(["bvh", "info", str(path)]) == 0
     assert "1 files, 2 frames" in capsys.readouterr().out
-    assert main(["skeleton", "--bvh", str(path), "--out", str(tmp_path / "s.json")]) == 0
-    assert (tmp_path / "s.json").exists()
+    out = tmp_path / "s.json"
+    assert main(["skeleton", "--bvh", str(path), "--out", str(out), "--any-skeleton"]) == 0
+    assert out.exists()
+
+
+def test_another_animals_bvh_is_refused_naming_the_file(tmp_path, capsys):
+    """`canis skeleton` wrote it silently; `canis upsample` raised KeyError 'LeftShoulder'."""
+    path = write_tiny_bvh(tmp_path, name="cat.bvh")
+    assert main(["skeleton", "--bvh", str(path), "--out", str(tmp_path / "s.json")]) == 2
+    err = capsys.readouterr().err
+    assert "cat.bvh: not the dog's skeleton (3 joints, the dog has 27: missing Spine1" in err
+    assert "and 22 more; unexpected SpineSite)" in err and "--any-skeleton" in err
+    assert not (tmp_path / "s.json").exists()
+    assert main(["upsample", str(path), "--out", str(tmp_path / "up.bvh")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("canis upsample: error:") and "cat.bvh: not the dog's skeleton" in err
+    assert len(err.splitlines()) == 1
 
 
 def test_errors_are_one_line_not_tracebacks(tmp_path, capsys):
@@ -48,3 +77,77 @@ def test_errors_are_one_line_not_tracebacks(tmp_path, capsys):
     broken.write_text("HIERARCHY\nROOT Hips\n")
     assert main(["bvh", "info", str(broken)]) == 2
     assert "broken.bvh" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--path", "p.json", "--seconds", "inf"],
+        ["run", "--path", "p.json", "--seconds", "1e-9"],
+        ["run", "--path", "p.json", "--seconds", "nan"],
+        ["soak", "--hours", "inf"],
+        ["soak", "--hours", "1e-9"],
+    ],
+)
+def test_simulated_times_must_end_and_run_a_frame(argv, capsys):
+    """inf overflowed the frame count and 1e-9 s ran no frame: both were tracebacks."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{argv[-2]} {float(argv[-1]):g}: must be finite and at least one frame" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_run_script_reads_and_writes_relative_paths_in_the_callers_folder(tmp_path):
+    """./run changed into the checkout first: `../canis/run canis bvh info good.bvh` said the
+    file did not exist, and outputs landed in the clone."""
+    repo = Path(__file__).resolve().parent.parent
+    venv = Path(sys.prefix)
+    if not list(venv.glob(".canis-installed-*")):
+        pytest.skip("not running in an environment made by ./run")
+    write_tiny_bvh(tmp_path, name="good.bvh")
+    env = dict(os.environ, CANIS_VENV=str(venv))
+    run_script = os.path.relpath(repo / "run", tmp_path)  # as a caller beside the clone types it
+    info = subprocess.run(
+        [run_script, "canis", "bvh", "info", "good.bvh"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert info.returncode == 0, info.stderr
+    assert "1 files, 2 frames" in info.stdout
+    out = subprocess.run(
+        [
+            run_script,
+            "canis",
+            "skeleton",
+            "--bvh",
+            "good.bvh",
+            "--out",
+            "rel.json",
+            "--any-skeleton",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "rel.json").is_file() and not (repo / "rel.json").exists()
+
+
+def test_train_help_states_the_schedules_training_uses(capsys):
+    """The help said the cpu schedule is 35 epochs; training ran 75."""
+    from canis.training.train import SCHEDULES, TrainConfig, cycle_ends
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name, schedule in SCHEDULES.items():
+        config = TrainConfig.from_schedule(name)
+        restarts = "/".join(str(e) for e in cycle_ends(config) if e < config.epochs)
+        assert (
+            f"{name}: {schedule['epochs']} epochs, batch {schedule['batch_size']}, "
+            f"lr {schedule['lr']:.0e}, restarts {restarts}"
+        ) in text
+    assert "cpu: 75 epochs" in text

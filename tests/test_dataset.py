@@ -2,10 +2,13 @@
 
 import json
 import logging
+from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from canis.runtime.features import (
+    ACTIONS,
     INPUT,
     TRAJECTORY_OFFSETS_FRAMES,
     Pose,
@@ -14,10 +17,13 @@ from canis.runtime.features import (
     gating_indices,
 )
 from canis.runtime.gaits import GAITS
+from canis.runtime.rotations import quat_angle_rad
 from canis.training import dataset
-from canis.training.bvh import read_bvh
+from canis.training import report as dataset_report
+from canis.training.bvh import read_bvh, resample, write_bvh
 from canis.training.clips import MIN_CLIP_FRAMES, clip_pairs, process_clip
-from synthetic_dog import hold, standard_clips, write_clip
+from conftest import write_tiny_bvh
+from synthetic_dog import gait, hold, standard_clips, to_motion, transition, write_clip
 
 from canis.cli import main
 
@@ -27,6 +33,7 @@ def clip_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("clips")
     paths = standard_clips(folder)
     write_clip(folder, "too_short", *hold("stand", (MIN_CLIP_FRAMES - 1) / 60))
+    write_tiny_bvh(folder, name="cat.bvh")  # a valid BVH of another skeleton
     broken = write_clip(folder, "has_nan", *hold("stand", 3.0))
     lines = broken.read_text().split("\n")
     lines[-5] = " ".join(["nan"] + lines[-5].split()[1:])
@@ -71,7 +78,8 @@ def test_bad_clips_are_skipped_with_a_warning_naming_them(clip_folder, caplog):
     with caplog.at_level(logging.WARNING, logger="canis.dataset"):
         result = dataset.build(clip_folder[0], progress=False)
     skipped = {s["clip"]: s["reason"] for s in result.metadata["skipped"]}
-    assert set(skipped) == {"too_short", "has_nan"}
+    assert set(skipped) == {"too_short", "has_nan", "cat"}
+    assert "not the dog's skeleton (3 joints" in skipped["cat"]
     assert "shorter than the" in skipped["too_short"]
     assert "non-finite" in skipped["has_nan"] and "has_nan.bvh" in skipped["has_nan"]
     assert "too_short.bvh" in caplog.text and "has_nan.bvh" in caplog.text
@@ -154,3 +162,74 @@ def test_cli_build_writes_the_file_and_report(clip_folder, tmp_path, capsys):
         assert (report / png).stat().st_size > 10_000
     summary = json.loads((report / "summary.json").read_text())
     assert summary["metadata"]["layout_hash"] == dataset.layout_hash()
+
+
+def test_resampling_a_30_fps_capture_gives_back_the_60_fps_motion():
+    roots_m, rotations = transition("stand", "sit", 1.0)  # smooth, as captured motion is
+    roots_m[:, 2] = 0.6 * np.arange(len(roots_m)) / 60
+    captured = to_motion(roots_m, rotations, "sitting_down")
+    half = replace(
+        captured,
+        frame_time_s=1 / 30,
+        root_positions_cm=captured.root_positions_cm[::2],
+        local_rotations=captured.local_rotations[::2],
+    )
+    back = resample(half, 60)
+    assert back.frame_time_s == pytest.approx(1 / 60)
+    assert back.frame_count == 2 * half.frame_count - 1
+    n = back.frame_count
+    assert np.allclose(back.root_positions_cm[::2], captured.root_positions_cm[:n:2])
+    assert np.abs(back.root_positions_cm - captured.root_positions_cm[:n]).max() < 0.1
+    assert np.allclose(back.local_rotations[::2], captured.local_rotations[:n:2])
+    # The frames in between come from slerp: within a couple of degrees of the capture.
+    between = quat_angle_rad(back.local_rotations[1::2], captured.local_rotations[1:n:2])
+    assert np.degrees(between.max()) < 0.5
+
+
+def test_dataset_build_resamples_other_frame_rates_and_names_what_it_cannot(tmp_path, caplog):
+    """A 30 fps clip was featurised as if it were 60 fps: half the speed, twice the time."""
+    roots_m, rotations = gait("walk", 0.6, 4.0)[:2]
+    standard_clips(tmp_path)  # enough clips for a validation split beside the new ones
+    for name, step, frame_time_s in (("walk30", 2, 1 / 30), ("slideshow", 60, 1.0)):
+        motion = to_motion(roots_m[::step], rotations[::step], name)
+        write_bvh(tmp_path / f"{name}.bvh", replace(motion, frame_time_s=frame_time_s))
+    with caplog.at_level(logging.WARNING, logger="canis.dataset"):
+        result = dataset.build(tmp_path, progress=False)
+    assert result.metadata["resampled"] == [{"clip": "walk30", "from_fps": 30.0}]
+    assert "walk30.bvh: resampled from 30 to 60 fps" in caplog.text
+    skipped = {s["clip"]: s["reason"] for s in result.metadata["skipped"]}
+    assert "recorded at 1 fps" in skipped["slideshow"]
+    walk30 = list(result.arrays["clip_names"]).index("walk30")
+    rows = (result.arrays["clip"] == walk30) & (result.arrays["gait"] != -1)
+    assert np.median(result.arrays["speed"][rows]) == pytest.approx(0.6, abs=0.03)
+    with pytest.raises(ValueError, match="slideshow.bvh: recorded at 1 fps, but the features"):
+        process_clip(read_bvh(tmp_path / "slideshow.bvh"))
+
+
+def test_rebuilding_the_report_rewrites_the_same_files(clip_folder, tmp_path):
+    """`canis dataset build --report docs/dataset` rewrote tracked files with other content:
+    the build's date and duration, and a timeline clip that was simply the first clip."""
+    first = dataset.build(clip_folder[0], progress=False, keep_clips=True)
+    again = dataset.build(clip_folder[0], progress=False, keep_clips=True)
+    again.metadata |= {"built": "2030-01-01T00:00:00+00:00", "build_seconds": 99.9}
+    dataset_report.write_report(first, tmp_path / "a")
+    dataset_report.write_report(again, tmp_path / "b")
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*.*"))
+    assert len(files) > 3
+    for name in files:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_the_default_timeline_clip_shows_the_most_labels():
+    def clip(name, actions, gaits):
+        labels = SimpleNamespace(action_index=np.array(actions), gait_index=np.array(gaits))
+        return SimpleNamespace(name=name, labels=labels, frame_count=len(actions))
+
+    walk = ACTIONS.index("move")
+    clips = [
+        clip("a_walk", [walk] * 10, [0] * 10),  # one action, one gait
+        clip("c_mixed", [walk] * 5 + [ACTIONS.index("sit")] * 5, [0] * 5 + [1] * 5),
+        clip("b_mixed", [walk] * 5 + [ACTIONS.index("sit")] * 5, [0] * 5 + [2] * 5),
+    ]
+    assert dataset_report.default_timeline_clip(clips) == "b_mixed"  # most shown, first by name
+    assert dataset_report.default_timeline_clip([]) is None

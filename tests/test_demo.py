@@ -168,3 +168,14 @@ def load_hills():
     from canis.runtime.terrain import load_terrain
 
     return load_terrain("hills")
+
+
+def test_headless_frames_name_the_script_as_the_input(app, tmp_path):
+    """Frames captured from a script said 'input keyboard'."""
+    from canis.demo.app import capture
+    from canis.tools.run import ScriptDriver
+
+    driver = ScriptDriver([{"t": 0.0, "move": [0, 1], "speed": 1.0, "action": "move"}])
+    written = capture(app, driver, 2 / 60, tmp_path)
+    assert len(written) == 1 and written[0].stat().st_size > 0
+    assert "input script" in app._hud_text()

@@ -15,6 +15,8 @@ from canis.training import evaluate_controllers as ev
 from canis.training.controller_metrics import leg_joints, local_rotations, motion_quality, summarise
 from synthetic_dog import SKELETON, gait, standard_clips
 
+from canis.cli import main
+
 SHIPPED_MODELS = shipped_models_dir()
 
 MANN8 = SHIPPED_MODELS / "mann8.onnx"
@@ -212,3 +214,23 @@ def test_steering_alternates_the_turn_in_the_turn_scenario():
     for frame in range(int(ev.TURN_SWITCH_S * 60), int(2 * ev.TURN_SWITCH_S * 60)):
         steering(frame)
     assert steering.facing_rad == pytest.approx(0.0, abs=1e-6)
+
+
+def test_with_no_models_named_the_present_ones_are_evaluated(monkeypatch, tmp_path, capsys):
+    """A fresh clone has the shipped MANN8 and PFNN only: the default was all four, which
+    failed there on the vanilla network."""
+    absent = {"MANN4": tmp_path / "mann4.onnx", "VNN": tmp_path / "vnn.onnx"}
+    monkeypatch.setattr(ev, "MODEL_FILES", ev.MODEL_FILES | absent)
+    asked = []
+
+    def evaluate(names, *args, **kwargs):  # stands in for the (long) evaluation itself
+        asked.extend(names)
+        raise FileNotFoundError("stopped here")
+
+    monkeypatch.setattr(ev, "evaluate", evaluate)
+    assert main(["evaluate", "controllers", "--bvh", str(tmp_path)]) == 2
+    assert asked == ["MANN8", "PFNN"]
+    out = capsys.readouterr().out
+    assert out.startswith("evaluating MANN8, PFNN; MANN4 is not built here")
+    assert "make it with ./run canis train --model vnn" in out
+    assert out.rstrip().endswith("then add it with --models MANN8,MANN4,PFNN,VNN")

@@ -37,6 +37,15 @@ def test_several_differences_are_all_named(tiny_model, tmp_path):
         MotionModel(path)
 
 
+@pytest.mark.parametrize("experts", ["8", "four"])
+def test_experts_metadata_disagreeing_with_the_graph_fails_at_load(tiny_model, tmp_path, experts):
+    path = rewrite_metadata(tiny_model, tmp_path / "odd.onnx", **{"canis.experts": experts})
+    with pytest.raises(
+        ModelError, match=f"odd.onnx: canis.experts '{experts}' disagrees with the graph's 4"
+    ):
+        MotionModel(path)
+
+
 def test_truncated_and_foreign_files(tiny_model, tmp_path):
     truncated = tmp_path / "truncated.onnx"
     truncated.write_bytes(tiny_model.read_bytes()[:4096])

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from canis.runtime.assets import shipped_models_dir
-from canis.runtime.path_following import closest_on_path, load_path
+from canis.runtime.path_following import closest_on_path, follow_path, load_path
 from canis.tools.motion_metrics import foot_skating_cm
 from canis.tools.run import load_script, run
 
@@ -40,11 +40,54 @@ def test_bad_scripts_name_the_event_and_problem(tmp_path, events, message):
         load_script(path)
 
 
-def test_bad_paths(tmp_path):
-    with pytest.raises(ValueError, match="p.json: 'waypoints' must be at least two"):
-        load_path(write(tmp_path, "p.json", {"speed": 1.0, "waypoints": [[0, 0]]}))
-    with pytest.raises(ValueError, match="q.json: not a valid path"):
-        load_path(write(tmp_path, "q.json", {"waypoints": [[0, 0], [1, 1]]}))
+def test_a_script_not_in_utf8_names_the_file(tmp_path):
+    path = tmp_path / "latin1.json"
+    path.write_bytes('[{"t": 0, "action": "caf\u00e9"}]'.encode("latin-1"))
+    with pytest.raises(ValueError, match="latin1.json: not a readable JSON script .*utf-8"):
+        load_script(path)
+    utf16 = tmp_path / "utf16.json"  # JSON may be UTF-16: read, then checked as usual
+    utf16.write_bytes('[{"t": 0, "action": "sit"}]'.encode("utf-16"))
+    assert load_script(utf16) == [{"t": 0, "action": "sit"}]
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"speed": 1.0, "waypoints": [[0, 0]]}, "at least two different"),
+        ({"speed": 1.0, "waypoints": [[1, 2], [1, 2]]}, "at least two different"),
+        ({"waypoints": [[0, 0], [1, 1]]}, "missing \\['speed'\\]; a path is"),
+        ({"speed": 1.0}, "missing \\['waypoints'\\]"),
+        ({"speed": 1, "waypoints": [[0, 0], [0, 5]], "lopo": True}, "unknown keys \\['lopo'\\]"),
+        ({"speed": 1, "waypoints": [[0, 0], [0, 5]], "loop": "yes"}, "'loop' must be true or"),
+        ({"speed": -1, "waypoints": [[0, 0], [0, 5]]}, "'speed' must be positive"),
+        ({"speed": 1, "waypoints": [[0, 0], [0, "a"]]}, "list of \\[x, z\\] numbers"),
+        ([[0, 0], [0, 5]], "a path is a JSON object"),
+    ],
+)
+def test_bad_paths_name_the_file_and_problem(tmp_path, spec, message):
+    with pytest.raises(ValueError, match=f"p.json: .*{message}"):
+        load_path(write(tmp_path, "p.json", spec))
+
+
+def test_a_path_repeating_a_waypoint_is_followed_without_nan(tmp_path):
+    """A looped path written back to its start, and a waypoint given twice in a row: the
+    repeat is dropped (a zero-length segment has no direction), and control stays finite."""
+    looped = load_path(
+        write(tmp_path, "p.json", {"speed": 1, "waypoints": [[0, 0], [0, 5], [0, 0]], "loop": True})
+    )
+    assert looped["waypoints"].tolist() == [[0, 0], [0, 5], [0, 0]]
+    twice = load_path(
+        write(tmp_path, "q.json", {"speed": 1, "waypoints": [[0, 0], [0, 5], [0, 5], [5, 5]]})
+    )
+    assert twice["waypoints"].tolist() == [[0, 0], [0, 5], [5, 5]]
+    for spec in (looped, twice):
+        for xz in ([0.0, 0.0], [0.3, 4.9], [1.0, 5.0]):
+            c = follow_path(spec["waypoints"], spec["speed"], np.array(xz), 0.0, spec["loop"])
+            assert np.all(np.isfinite(c.velocity_mps)) and np.all(np.isfinite(c.future_xz_m))
+    with pytest.raises(
+        ValueError, match="path waypoints 1 and 2 are the same point \\[0.0, 5.0\\]"
+    ):
+        follow_path(np.array([[0, 0], [0, 5], [0, 5.0]]), 1.0, np.zeros(2), 0.0)
 
 
 def test_foot_skating_follows_the_paper_formula():

@@ -29,13 +29,10 @@ def test_mann8_describes_itself_and_fits_the_budget_size():
     assert (SHIPPED_MODELS / "mann8.md").exists()
 
 
-@needs_mann8
-@pytest.mark.parametrize("speed", [0.5, 1.9])
-def test_mann8_walks_and_trots_at_the_commanded_speed(speed):
-    # 20 s: the speed tracking settles over a few seconds (the card's runs last 60 s).
-    result = drive(MotionModel(MANN8), speed_mps=speed, turn_rate_radps=0.0, seconds=20.0)
-    assert result["finite"] and result["min_hips_height_m"] > 0.25
-    assert result["speed_error"] < 0.2, result
+# MANN-8 moving at the commanded speed (within 20%, hips above 0.25 m, finite, over 20 s: the
+# speed tracking settles over a few seconds and shorter runs overshoot past 20%) is judged by
+# `canis demo --check` at 0.5, 1.1, 1.9 and 3.3 m/s, which test_cli runs and requires to pass;
+# the same 20 s drives here would repeat two of them.
 
 
 @needs_mann8

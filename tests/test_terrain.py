@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from canis.runtime.terrain import Heightmap
+from canis.runtime.terrain import Heightmap, load_terrain
 
 
 def plane(a: float, b: float, c: float, rows=5, cols=7, cell=0.5, origin=(-1.0, 2.0)):
@@ -92,3 +92,14 @@ def test_terrain_files(tmp_path):
     (tmp_path / "junk.png").write_text("no")
     with pytest.raises(ValueError, match="junk.png: not a readable PNG"):
         load_terrain(str(tmp_path / "junk.png"))
+
+
+@pytest.mark.parametrize(
+    "heights", [np.full((3, 3), "0.5"), np.full((3, 3), "hill"), np.ones((3, 3), bool)]
+)
+def test_a_heightmap_of_strings_or_booleans_names_the_file(tmp_path, heights):
+    np.save(tmp_path / "words.npy", heights)
+    with pytest.raises(
+        ValueError, match=f"words.npy: heights must be numbers in metres, got dtype {heights.dtype}"
+    ):
+        load_terrain(str(tmp_path / "words.npy"))

@@ -46,6 +46,37 @@ def test_resume_refuses_other_settings(tiny_dataset, tmp_path):
         train(other, tmp_path, resume=True, progress=False)
 
 
+def test_resume_refuses_another_dataset(tiny_dataset, tmp_path):
+    """Resuming on another dataset would continue under its normalisation and save that into
+    the checkpoint; the same dataset moved elsewhere still resumes."""
+    train(config(tiny_dataset, epochs=1), tmp_path / "run", progress=False)
+    data = dataset.load(tiny_dataset)
+    moved = tmp_path / "moved.npz"
+    dataset.save(dataset.BuildResult(dict(data.arrays), data.metadata), moved)
+    other_arrays = dict(data.arrays) | {"x_std": data["x_std"] * 1.5}
+    other = tmp_path / "other.npz"
+    dataset.save(dataset.BuildResult(other_arrays, data.metadata), other)
+    with pytest.raises(ValueError, match="other.npz has other normalisation statistics \\(x_std"):
+        train(config(other, epochs=2), tmp_path / "run", resume=True, progress=False)
+    rows = train(config(moved, epochs=2), tmp_path / "run", resume=True, progress=False)
+    assert [r["epoch"] for r in rows] == [1, 2]
+
+
+def test_resume_after_a_torn_last_log_line(tiny_dataset, tmp_path):
+    """Killed while appending an epoch's row: the checkpoint of that epoch was never written,
+    so the torn row is dropped and the run resumes."""
+    train(config(tiny_dataset, epochs=1), tmp_path, progress=False)
+    log = tmp_path / "log.csv"
+    log.write_text(log.read_text() + "2,0.51,0.4")  # half of epoch 2's row
+    rows = train(config(tiny_dataset, epochs=2), tmp_path, resume=True, progress=False)
+    assert [r["epoch"] for r in rows] == [1, 2]
+    assert len(log.read_text().splitlines()) == 3
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join([lines[0], "1,0.5,x", lines[2]]) + "\n")
+    with pytest.raises(ValueError, match="log.csv: line 2 is not a log row \\(1,0.5,x"):
+        train(config(tiny_dataset, epochs=3), tmp_path, resume=True, progress=False)
+
+
 def test_bad_checkpoints_fail_clearly(tiny_dataset, tmp_path, monkeypatch):
     train(config(tiny_dataset, epochs=1), tmp_path, progress=False)
     path = tmp_path / LAST

@@ -78,6 +78,14 @@ def test_control_validation():
     assert np.linalg.norm(fast.velocity_mps) == pytest.approx(6.0)
 
 
+@pytest.mark.parametrize("speed_mps", [1.5e154, 1e200, 1.7e308])
+def test_speeds_whose_square_overflows_are_clamped_not_zeroed(speed_mps):
+    """A script asking 1e200 m/s gave a standing dog: the norm overflowed to inf."""
+    with np.errstate(over="raise"):  # and without an overflow on the way
+        fast = ControlState.single((0.6 * speed_mps, 0.8 * speed_mps), action="move").validated(1)
+    assert fast.velocity_mps[0] == pytest.approx([0.6 * 6.0, 0.8 * 6.0])
+
+
 def test_a_path_future_replaces_the_desired_samples_where_given():
     """Row 0 follows a quarter circle; row 1 (NaN) keeps the extrapolated samples."""
     desired = extrapolate(**{k: np.repeat(v, 2, axis=0) for k, v in state().items()})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from canis.runtime.assets import shipped_models_dir
@@ -83,15 +84,31 @@ def run_mesh(args) -> int:
     return 0
 
 
-def run_soak(args) -> int:
-    from canis.tools.soak import soak
+def checked_duration_s(seconds: float, argument: str, given: float) -> float:
+    """A simulated time that runs at least one frame and ends: inf overflowed the frame count
+    and 1e-9 s ran no frame at all, both into a traceback."""
+    from canis.runtime.features import FPS
 
-    if not args.hours > 0:
-        raise ValueError("--hours must be positive")
-    seconds = args.hours * 3600
+    if not (math.isfinite(seconds) and seconds >= 1.0 / FPS):
+        raise ValueError(f"{argument} {given:g}: must be finite and at least one frame (1/{FPS} s)")
+    return seconds
+
+
+def run_soak(args) -> int:
+    import sys
+
+    from canis.tools.soak import soak, verdicts
+
+    seconds = checked_duration_s(args.hours * 3600, "--hours", args.hours)
+    on_terminal = sys.stdout.isatty()
+    shown = [-1]
 
     def progress(frame, frames):
-        print(f"\r{frame / frames:6.1%} simulated", end="", flush=True)
+        if on_terminal:  # one line, rewritten in place
+            print(f"\r{frame / frames:6.1%} simulated", end="", flush=True)
+        elif frame * 10 // frames > shown[0]:  # piped or logged: a line per tenth
+            shown[0] = frame * 10 // frames
+            print(f"soak: {frame / frames:.0%} simulated", flush=True)
 
     summary = soak(
         args.model,
@@ -101,26 +118,40 @@ def run_soak(args) -> int:
         progress=progress,
         transition_model_path=False if args.no_transitions else args.transition_model,
     )
-    print()
-    text = json.dumps(summary, indent=1)
+    if on_terminal:
+        print()
+    judged = verdicts(summary)
+    failed = [text for passed, text in judged if not passed]
+    summary["verdict"] = {"passed": not failed, "failed": failed}
     if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
-    return 0
+        args.json.write_text(json.dumps(summary, indent=1) + "\n")
+    print(
+        f"{summary['characters']} dogs for {summary['simulated_seconds'] / 3600:g} simulated "
+        f"hours ({summary['transitions']} transitions, {summary['wall_seconds']} s of wall time)"
+    )
+    for passed, text in judged:
+        print(f"{'PASS' if passed else 'FAIL'} {text}")
+    speed, frame_ms = summary["speed_error_mps"], summary["frame_ms"]
+    print(
+        f"not judged: speed error while moving steadily mean {speed['mean']:.2f} m/s, p95 "
+        f"{speed['p95']:.2f} m/s; frame time p50 {frame_ms['p50']:.2f} ms, p99 "
+        f"{frame_ms['p99']:.2f} ms"
+    )
+    verdict = "PASS" if not failed else f"FAIL, {len(failed)} of {len(judged)} checks"
+    print(f"canis soak: {verdict}" + (f"; full summary in {args.json}" if args.json else ""))
+    return 0 if not failed else 1
 
 
 def run_headless(args) -> int:
     from canis.tools.run import run
 
-    if not args.seconds > 0:
-        raise ValueError("--seconds must be positive")
     if args.export is not None:
         from canis.tools.motion_export import check_export_path
 
         check_export_path(args.export)  # before the run, not after it
     summary = run(
         args.model,
-        args.seconds,
+        checked_duration_s(args.seconds, "--seconds", args.seconds),
         script=args.script,
         path=args.path,
         terrain=args.terrain,

@@ -52,8 +52,8 @@ class ScriptState:
 def load_script(path: str | Path) -> list[dict]:
     path = Path(path)
     try:
-        events = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
+        events = json.loads(path.read_bytes())  # UTF-8, -16 or -32, as JSON allows
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: not a readable JSON script ({error})") from None
     if not isinstance(events, list) or not events:
         raise ValueError(f"{path}: a script is a non-empty JSON list of events")

@@ -34,6 +34,53 @@ ACTION_WEIGHTS = {"move": 0.55, "idle": 0.15, "sit": 0.08, "stand": 0.07, "lie":
 TRANSITION_SHARE = 0.12
 
 
+# What a soak must hold to pass (`canis soak` prints each with what was measured and exits 1
+# when one fails). The worst paw penetration is the target set by issue 20: the shipped model's
+# one-hour soak is over it (docs/RELIABILITY.md), a known open problem. Speed error and frame
+# time are reported, not judged: the first mixes in the lag of commands changing every 1-4 s,
+# the second depends on the machine.
+LIMITS = {
+    "non_finite": 0,  # network outputs and displayed poses
+    "bone_length_error": 1e-3,  # relative: 0.1%
+    "penetration_p99_cm": 5.0,
+    "penetration_worst_cm": 5.0,
+    "memory_growth_mb": 5.0,
+}
+
+
+def verdicts(summary: dict) -> list[tuple[bool, str]]:
+    """(passed, what was measured against what limit) for each judged measure."""
+    depth = summary["paw_penetration_cm"]
+    non_finite = summary["non_finite_model_outputs"] + summary["non_finite_poses"]
+    return [
+        (
+            non_finite <= LIMITS["non_finite"],
+            f"non-finite network outputs / displayed poses: {summary['non_finite_model_outputs']}"
+            f" / {summary['non_finite_poses']} (needs 0)",
+        ),
+        (
+            summary["max_bone_length_error"] <= LIMITS["bone_length_error"],
+            f"worst bone-length error of the displayed pose: "
+            f"{summary['max_bone_length_error']:.3%} (needs <= {LIMITS['bone_length_error']:.1%})",
+        ),
+        (
+            depth["p99"] <= LIMITS["penetration_p99_cm"],
+            f"paw penetration p99: {depth['p99']:.2f} cm "
+            f"(needs <= {LIMITS['penetration_p99_cm']} cm)",
+        ),
+        (
+            depth["worst"] <= LIMITS["penetration_worst_cm"],
+            f"worst paw penetration: {depth['worst']:.2f} cm "
+            f"(needs <= {LIMITS['penetration_worst_cm']} cm)",
+        ),
+        (
+            summary["memory_growth_mb"] <= LIMITS["memory_growth_mb"],
+            f"memory growth after warm-up: {summary['memory_growth_mb']:.2f} MB "
+            f"(needs <= {LIMITS['memory_growth_mb']} MB)",
+        ),
+    ]
+
+
 def rss_mb() -> float:
     """Resident memory of this process (Linux /proc; 0 elsewhere)."""
     try:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from canis.runtime.rotations import quat_from_euler, quat_identity, quat_to_euler
+from canis.runtime.rotations import quat_from_euler, quat_identity, quat_slerp, quat_to_euler
 from canis.runtime.skeleton import METRES_PER_CENTIMETRE, Skeleton
 
 POSITION_CHANNELS = ("Xposition", "Yposition", "Zposition")
@@ -62,6 +62,34 @@ class BvhMotion:
 
     def with_motion(self, root_positions_cm: np.ndarray, local_rotations: np.ndarray) -> BvhMotion:
         return replace(self, root_positions_cm=root_positions_cm, local_rotations=local_rotations)
+
+
+def same_rate(frame_time_s: float, fps: float) -> bool:
+    """Within 0.1%: the dog data's 'Frame Time: 0.0166667' is 60 fps."""
+    return abs(frame_time_s * fps - 1.0) < 1e-3
+
+
+def resample(motion: BvhMotion, fps: float) -> BvhMotion:
+    """The motion at another frame rate, over the same span of time: root positions
+    interpolated linearly and joint rotations by slerp between the two captured frames around
+    each new frame's time."""
+    if same_rate(motion.frame_time_s, fps):
+        return motion
+    times_s = np.arange(motion.frame_count) * motion.frame_time_s
+    new_times_s = np.arange(0.0, times_s[-1] + 0.5 / fps, 1.0 / fps)
+    new_times_s = new_times_s[new_times_s <= times_s[-1] + 1e-9]
+    position = new_times_s / motion.frame_time_s
+    before = np.minimum(np.floor(position).astype(int), motion.frame_count - 1)
+    after = np.minimum(before + 1, motion.frame_count - 1)
+    t = np.clip(position - before, 0.0, 1.0)
+    roots = motion.root_positions_cm
+    roots = roots[before] + (roots[after] - roots[before]) * t[:, None]
+    rotations = quat_slerp(
+        motion.local_rotations[before], motion.local_rotations[after], t[:, None]
+    )
+    return replace(
+        motion, frame_time_s=1.0 / fps, root_positions_cm=roots, local_rotations=rotations
+    )
 
 
 @dataclass

@@ -58,6 +58,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     transitions.add_argument("--seed", type=int, default=0, help="seed of the validation hold-out")
     transitions.set_defaults(handler=run_dataset_transitions)
 
+    from canis.training.schedules import describe  # torch-free: the numbers training uses
+
     train = commands.add_parser("train", help="train MANN, PFNN or the vanilla network")
     train.add_argument("--model", choices=("mann", "pfnn", "vnn"), default="mann")
     train.add_argument("--experts", type=int, default=8, help="MANN experts K (8 or 4)")
@@ -67,8 +69,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--schedule",
         choices=("paper", "cpu"),
         default="paper",
-        help="paper: 150 epochs, batch 32, lr 1e-4, restarts 10/30/70; cpu: "
-        "35 epochs, batch 128, lr 2e-4, restarts 5/15 (see training/train.py)",
+        help=f"{describe('paper')}; {describe('cpu')} (see training/schedules.py)",
     )
     train.add_argument("--epochs", type=int, help="override the schedule's epoch count")
     train.add_argument("--batch-size", type=int, help="override the schedule's batch size")
@@ -193,8 +194,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     controllers_eval.add_argument(
         "--models",
-        default="MANN8,MANN4,PFNN,VNN",
-        help="comma-separated names (default: %(default)s); NAME=PATH.onnx for any other file",
+        help="comma-separated names of MANN8, MANN4, PFNN, VNN (default: those present: the "
+        "shipped MANN8 and PFNN, and the others once trained); NAME=PATH.onnx for any other file",
     )
     controllers_eval.add_argument(
         "--bvh", type=Path, help="folder of .bvh clips (default: the mocap)"
@@ -233,6 +234,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     skeleton = commands.add_parser("skeleton", help="write a BVH file's skeleton as JSON")
     skeleton.add_argument("--bvh", type=Path, required=True, help="a BVH file of the dog")
     skeleton.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    skeleton.add_argument(
+        "--any-skeleton",
+        action="store_true",
+        help="write it even if it is not the dog's (nothing else in canis can use it)",
+    )
     skeleton.set_defaults(handler=run_skeleton_export)
 
 
@@ -281,9 +287,13 @@ def run_bvh_info(args) -> int:
 
 
 def run_skeleton_export(args) -> int:
+    from canis.runtime.skeleton import not_dog_reason
     from canis.training.bvh import read_bvh
 
     skeleton = read_bvh(args.bvh).skeleton()
+    reason = not_dog_reason(skeleton)
+    if reason and not args.any_skeleton:
+        raise ValueError(f"{args.bvh}: {reason}; --any-skeleton writes it anyway")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     skeleton.to_json(args.out)
     print(f"wrote {args.out} ({skeleton.joint_count} joints)")
@@ -309,6 +319,8 @@ def run_dataset_build(args) -> int:
     )
     for skipped in result.metadata["skipped"]:
         print(f"skipped {skipped['clip']}: {skipped['reason']}")
+    for clip in result.metadata["resampled"]:
+        print(f"resampled {clip['clip']} from {clip['from_fps']:g} fps to 60 fps")
     if args.report:
         print(f"report: {report.write_report(result, args.report, args.timeline_clip)}")
     return 0
@@ -450,8 +462,12 @@ def run_evaluate_transitions(args) -> int:
 
 def run_evaluate_controllers(args) -> int:
     from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
-    from canis.training.evaluate_controllers import evaluate, write
+    from canis.training.evaluate_controllers import default_models, evaluate, write
 
+    if args.models is None:
+        present, note = default_models()
+        print(note, flush=True)
+        args.models = ",".join(present)
     names, overrides = [], {}
     for item in args.models.split(","):
         name, sep, path = item.strip().partition("=")

@@ -18,8 +18,8 @@ from canis.runtime.features import (
 )
 from canis.runtime.kinematics import forward_kinematics
 from canis.runtime.root import body_facing, yaw_from_direction, yaw_quaternion
-from canis.runtime.skeleton import Skeleton
-from canis.training.bvh import BvhMotion
+from canis.runtime.skeleton import Skeleton, not_dog_reason
+from canis.training.bvh import BvhMotion, same_rate
 from canis.training.labels import Labels, label_clip, rolling
 from canis.training.mirror import mirror_clip
 
@@ -90,6 +90,14 @@ def _mean_speed_ahead(root_positions_m: np.ndarray, frames_ahead: int) -> np.nda
 
 
 def process_clip(motion: BvhMotion, mirrored: bool = False) -> Clip:
+    reason = not_dog_reason(motion.skeleton())
+    if reason:
+        raise ValueError(f"{motion.path}: {reason}")
+    if not same_rate(motion.frame_time_s, FPS):  # velocities, windows: all counted in frames
+        raise ValueError(
+            f"{motion.path}: recorded at {motion.fps:.4g} fps, but the features are built at "
+            f"{FPS} fps; resample it first (canis dataset build does)"
+        )
     if mirrored:
         motion = mirror_clip(motion)
     skeleton = motion.skeleton()

@@ -23,10 +23,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from canis.runtime.features import ACTIONS, contract_description, layout_hash
+from canis.runtime.features import ACTIONS, FPS, contract_description, layout_hash
 from canis.runtime.gaits import GAITS, NO_GAIT
 from canis.runtime.root import wrap_angle_rad
-from canis.training.bvh import BvhError, read_bvh
+from canis.runtime.skeleton import not_dog_reason
+from canis.training.bvh import BvhError, read_bvh, resample, same_rate
 from canis.training.clips import MIN_CLIP_FRAMES, clip_pairs, process_clip
 
 log = logging.getLogger("canis.dataset")
@@ -39,6 +40,9 @@ OVERSAMPLE_WEIGHTS = {"trot": 11.0, "canter": 11.0}
 # current trajectory sample, which is the root itself.
 MIN_STD = 1e-4
 FORMAT_VERSION = 1
+# Clips captured at another frame rate are resampled to the features' FPS; outside this range
+# the header is more likely wrong than the capture (and 60x interpolation makes no motion).
+MIN_SOURCE_FPS, MAX_SOURCE_FPS = 20, 480
 
 
 def validation_clips(clip_stems: list[str], seed: int) -> set[str]:
@@ -67,10 +71,13 @@ class BuildResult:
     clips: list = field(default_factory=list)  # processed, unmirrored Clip objects for plots
 
 
-def readable_motions(files, min_frames: int, skipped: list, progress: bool, window: str):
-    """(path, motion) of every file that parses and has at least min_frames frames; the
-    others are logged and added to `skipped` with the reason (`window` names what needs the
-    frames)."""
+def readable_motions(
+    files, min_frames: int, skipped: list, progress: bool, window: str, resampled=None
+):
+    """(path, motion) of every file that parses and has at least min_frames frames, at the
+    features' 60 fps: a clip captured at another rate is resampled (and added to `resampled`),
+    or skipped when the rate is implausible. Skipped clips are logged and added to `skipped`
+    with the reason (`window` names what needs the frames)."""
     from tqdm import tqdm
 
     for path in tqdm(files, desc="clips", unit="clip", disable=not progress):
@@ -80,6 +87,24 @@ def readable_motions(files, min_frames: int, skipped: list, progress: bool, wind
             skipped.append({"clip": path.stem, "reason": str(error)})
             log.warning("skipping %s: %s", path.name, error)
             continue
+        reason = not_dog_reason(motion.skeleton())
+        if reason:
+            skipped.append({"clip": path.stem, "reason": reason})
+            log.warning("skipping %s: %s", path.name, reason)
+            continue
+        if not same_rate(motion.frame_time_s, FPS):
+            if not MIN_SOURCE_FPS <= motion.fps <= MAX_SOURCE_FPS:
+                reason = (
+                    f"recorded at {motion.fps:.4g} fps (Frame Time {motion.frame_time_s:g} s); "
+                    f"only {MIN_SOURCE_FPS}-{MAX_SOURCE_FPS} fps is resampled to {FPS}"
+                )
+                skipped.append({"clip": path.stem, "reason": reason})
+                log.warning("skipping %s: %s", path.name, reason)
+                continue
+            log.warning("%s: resampled from %.4g to %d fps", path.name, motion.fps, FPS)
+            if resampled is not None:
+                resampled.append({"clip": path.stem, "from_fps": round(motion.fps, 4)})
+            motion = resample(motion, FPS)
         if motion.frame_count < min_frames:
             reason = f"{motion.frame_count} frames, shorter than the {min_frames}-frame {window}"
             skipped.append({"clip": path.stem, "reason": reason})
@@ -109,8 +134,10 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True, keep_clips=False)
             "phase_delta",
         )
     }
-    clip_names, clip_stems, skipped, kept = [], [], [], []
-    clips = readable_motions(files, MIN_CLIP_FRAMES, skipped, progress, "trajectory window")
+    clip_names, clip_stems, skipped, kept, resampled = [], [], [], [], []
+    clips = readable_motions(
+        files, MIN_CLIP_FRAMES, skipped, progress, "trajectory window", resampled
+    )
     for path, motion in clips:
         for mirrored in (False, True):
             clip = process_clip(motion, mirrored)
@@ -157,6 +184,7 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True, keep_clips=False)
         "validation_clips": sorted(held_out),
         "oversample_weights": OVERSAMPLE_WEIGHTS,
         "skipped": skipped,
+        "resampled": resampled,
         "build_seconds": round(time.perf_counter() - start, 1),
         "built": datetime.now(UTC).isoformat(timespec="seconds"),
         "licence": "derived from the MANN dog mocap: CC BY-NC 4.0",

@@ -69,6 +69,22 @@ JUMP_AT_S, JUMP_HOLD_S, JUMP_RUN_MPS = 3.0, 0.5, 1.5
 PROFILE_WINDOW_S = 2.5
 
 
+def default_models() -> tuple[list[str], str]:
+    """(the models whose files are present: the shipped ones and any trained locally, a note
+    on how to add the others): `canis evaluate controllers` with no --models runs on a fresh
+    clone instead of failing on the networks that are not shipped."""
+    present = [name for name, path in MODEL_FILES.items() if path.is_file()]
+    absent = [name for name in MODEL_FILES if name not in present]
+    note = "".join(
+        f"; {name} is not built here ({MODEL_FILES[name]}): make it with "
+        f"{TRAIN_COMMANDS.get(name, 'a fresh clone (it is shipped)')}"
+        for name in absent
+    )
+    if absent:
+        note += f", then add it with --models {','.join(MODEL_FILES)}"
+    return present, f"evaluating {', '.join(present)}{note}"
+
+
 def model_paths(names: list[str], overrides: dict[str, Path] | None = None) -> dict[str, Path]:
     """Each named model's file; a clear error names the command that makes a missing one."""
     overrides = overrides or {}

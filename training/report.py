@@ -14,6 +14,8 @@ from canis.training.labels import PAW_NAMES
 ACTION_COLOURS = ("#9e9e9e", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b")
 GAIT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
 SPEED_BINS_MPS = np.arange(0.0, 5.75, 0.25)
+# A clip's table row lists the actions and gaits that take at least these shares of it.
+SHOWN_ACTION_SHARE, SHOWN_GAIT_SHARE = 0.03, 0.1
 
 
 def pyplot():
@@ -64,16 +66,35 @@ def gait_table(gait_index: np.ndarray, speeds_mps: np.ndarray, weights=None) -> 
     return rows
 
 
+def label_shares(clip) -> tuple[np.ndarray, np.ndarray]:
+    """(share of the clip's frames per action, share of its locomotion frames per gait)."""
+    labels = clip.labels
+    actions = np.bincount(labels.action_index, minlength=len(ACTIONS)) / clip.frame_count
+    gaits = labels.gait_index[labels.gait_index != NO_GAIT]
+    return actions, np.bincount(gaits, minlength=len(GAITS)) / max(len(gaits), 1)
+
+
+def default_timeline_clip(clips) -> str | None:
+    """The clip whose timeline shows the most: the most actions and gaits listed in its table
+    row, the first by name among equals (a rule, so that rebuilding the report rewrites the
+    same files)."""
+
+    def shown(clip):
+        actions, gaits = label_shares(clip)
+        return int((actions >= SHOWN_ACTION_SHARE).sum() + (gaits >= SHOWN_GAIT_SHARE).sum())
+
+    ranked = sorted(clips, key=lambda clip: (-shown(clip), clip.name))
+    return ranked[0].name if ranked else None
+
+
 def clip_summary_rows(clips) -> list[dict]:
     """One row per clip: its main actions, number of jumps, gaits and top speed, for checking
     labels against what each clip is known to contain."""
     rows = []
     for clip in clips:
         labels = clip.labels
-        actions = np.bincount(labels.action_index, minlength=len(ACTIONS)) / clip.frame_count
+        actions, gait_shares = label_shares(clip)
         jumping = labels.action_index == ACTIONS.index("jump")
-        gaits = labels.gait_index[labels.gait_index != NO_GAIT]
-        gait_shares = np.bincount(gaits, minlength=len(GAITS)) / max(len(gaits), 1)
         rows.append(
             {
                 "clip": clip.name,
@@ -81,13 +102,13 @@ def clip_summary_rows(clips) -> list[dict]:
                 "actions": ", ".join(
                     f"{ACTIONS[i]} {actions[i]:.0%}"
                     for i in np.argsort(-actions)
-                    if actions[i] >= 0.03
+                    if actions[i] >= SHOWN_ACTION_SHARE
                 ),
                 "jumps": len(true_spans(jumping)),
                 "gaits": ", ".join(
                     f"{GAITS[i]} {gait_shares[i]:.0%}"
                     for i in np.argsort(-gait_shares)
-                    if gait_shares[i] >= 0.1
+                    if gait_shares[i] >= SHOWN_GAIT_SHARE
                 )
                 or "-",
                 "top_speed_mps": float(labels.root_speed_mps.max()),
@@ -199,7 +220,7 @@ def write_report(result, report_dir: Path, timeline_clip: str | None = None) -> 
     for clip in result.clips:
         plot_clip_timeline(clip, report_dir / "labels" / f"{clip.name}.png")
     names = [clip.name for clip in result.clips]
-    timeline_clip = timeline_clip or (names[0] if names else None)
+    timeline_clip = timeline_clip or default_timeline_clip(result.clips)
     if timeline_clip is not None and timeline_clip not in names:
         raise ValueError(f"--timeline-clip {timeline_clip!r} is not among the clips built")
 
@@ -217,8 +238,8 @@ def write_report(result, report_dir: Path, timeline_clip: str | None = None) -> 
     lines = [
         "# Dataset report",
         "",
-        f"Built {metadata['built']} from `{metadata['source']}` in {metadata['build_seconds']} s "
-        f"(layout hash `{metadata['layout_hash']}`). {len(validation)} training pairs "
+        f"Built from `{metadata['source']}` (layout hash `{metadata['layout_hash']}`; when, "
+        f"and in how long, is in the dataset file's metadata). {len(validation)} training pairs "
         f"(clips and their mirrors), {int(validation.sum())} of them held out for validation: "
         f"{', '.join(metadata['validation_clips'])} ({metadata['validation_rule']}, seed "
         f"{metadata['seed']}).",
@@ -263,6 +284,10 @@ def write_report(result, report_dir: Path, timeline_clip: str | None = None) -> 
         "",
         "\n".join(f"- {s['clip']}: {s['reason']}" for s in metadata["skipped"]) or "None.",
         "",
+        *(
+            f"Resampled to 60 fps: {r['clip']} (captured at {r['from_fps']:g} fps).\n"
+            for r in metadata.get("resampled", [])
+        ),
         f"## Contacts, actions, gait and phase of {timeline_clip}",
         "",
         f"![timeline](labels/{timeline_clip}.png)" if timeline_clip else "No clip.",
@@ -274,7 +299,10 @@ def write_report(result, report_dir: Path, timeline_clip: str | None = None) -> 
     (report_dir / "summary.json").write_text(
         json.dumps(
             {
-                "metadata": metadata,
+                # Without the build's date and duration: the same data gives the same report.
+                "metadata": {
+                    k: v for k, v in metadata.items() if k not in ("built", "build_seconds")
+                },
                 "class_balance": balance,
                 "actions": action_table(arrays["action"]),
                 "gaits": gait_table(arrays["gait"], arrays["speed"]),

@@ -27,15 +27,10 @@ from canis.training.checkpoint import (
 )
 from canis.training.dataset import load as load_dataset
 from canis.training.models import create_model
+from canis.training.schedules import SCHEDULES
+from canis.training.schedules import cycle_ends as schedule_cycle_ends
 from torch import nn
 
-# The paper's schedule, and the one that fits the 2-core development machine in a couple of
-# hours (batch 128 is about 4x faster per sample than 32 on a CPU; the learning rate is scaled
-# by the square root of the batch ratio). Both end where a warm-restart cycle ends.
-SCHEDULES = {
-    "paper": {"epochs": 150, "batch_size": 32, "lr": 1e-4, "restart_epochs": 10, "restart_mult": 2},
-    "cpu": {"epochs": 75, "batch_size": 128, "lr": 2e-4, "restart_epochs": 5, "restart_mult": 2},
-}
 WEIGHT_DECAY = 2.5e-3
 LAST, BEST = "last.safetensors", "best.safetensors"
 
@@ -74,12 +69,7 @@ class TrainConfig:
 
 def cycle_ends(config: TrainConfig) -> list[int]:
     """Epochs after which a warm-restart cycle ends (the learning rate is at its lowest)."""
-    ends, period, end = [], config.restart_epochs, config.restart_epochs
-    while end <= config.epochs:
-        ends.append(end)
-        period *= config.restart_mult
-        end += period
-    return ends
+    return schedule_cycle_ends(config.epochs, config.restart_epochs, config.restart_mult)
 
 
 def warm_restart_lr(config: TrainConfig, epoch_position: float) -> float:
@@ -202,6 +192,7 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
                 f"{run_dir / LAST}: was trained with {saved['train']['identity']}, "
                 f"not {config.identity()}; resume with the same settings"
             )
+        _check_same_dataset(checkpoint, data, config, run_dir / LAST)
         restore_model(checkpoint, model, run_dir / LAST)
         restore_optimizer(checkpoint, model, optimizer)
         first_epoch, best = saved["epoch"], saved.get("best_validation_loss", math.inf)
@@ -214,7 +205,7 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
             model, device_ids=[device.index] if device.type == "cuda" else None
         )
     writer = _tensorboard(run_dir) if rank == 0 else None
-    rows = _read_log(log_path)[:first_epoch] if resume else []
+    rows = _read_log(log_path, first_epoch) if resume else []
     if resume and rank == 0:  # drop rows of an epoch that ran past the last checkpoint
         log_path.unlink(missing_ok=True)
         for row in rows:
@@ -304,6 +295,26 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
     return rows
 
 
+def _check_same_dataset(checkpoint, data: TrainingData, config: TrainConfig, path: Path) -> None:
+    """A resumed run must train on the data it started on: the dataset's path may change (a
+    moved file), so the test is its normalisation statistics, which the checkpoint holds and
+    the exported model uses. Resuming on another dataset would mix the two silently."""
+    saved = checkpoint.section("norm/")
+    differ = sorted(
+        k
+        for k, v in data.normalisation.items()
+        if k not in saved or saved[k].shape != v.shape or not torch.equal(saved[k], v)
+    )
+    if differ:
+        before = checkpoint.config["train"]["config"].get("dataset")
+        raise ValueError(
+            f"{path}: was trained on dataset {before} (built "
+            f"{checkpoint.config.get('dataset', {}).get('built')}), and --dataset "
+            f"{config.dataset} has other normalisation statistics ({', '.join(differ)}); resume "
+            "with the dataset the run started on, or start a new run"
+        )
+
+
 def machine_description(device: torch.device) -> str:
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} (CUDA), torch {torch.__version__}"
@@ -330,11 +341,21 @@ def _append_log(path: Path, row: dict) -> None:
         writer.writerow(row)
 
 
-def _read_log(path: Path) -> list[dict]:
+def _read_log(path: Path, epochs: int) -> list[dict]:
+    """The rows of the first `epochs` epochs (those the last checkpoint holds). Later rows are
+    not read: an epoch that ran past the checkpoint, its line possibly torn by a kill."""
     if not path.exists():
         return []
+    rows = []
     with open(path, newline="") as file:
-        rows = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(file)]
-    for row in rows:
-        row["epoch"] = int(row["epoch"])
+        for line, row in enumerate(csv.DictReader(file), start=2):
+            if len(rows) == epochs:
+                break
+            try:
+                rows.append({k: float(v) for k, v in row.items()})
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"{path}: line {line} is not a log row ({','.join(map(str, row.values()))})"
+                ) from None
+            rows[-1]["epoch"] = int(rows[-1]["epoch"])
     return rows

@@ -75,10 +75,12 @@ class RtnTrainConfig:
     init_from: str = ""  # a checkpoint whose weights start the run (fine-tuning)
     seed: int = 0
     eval_every: int = 250
+    validation_windows: int = VALIDATION_WINDOWS  # per length; measuring only, like eval_every
     dataset: str = "data/dog_transitions.npz"
 
     def identity(self) -> dict:
-        identity = {k: v for k, v in asdict(self).items() if k not in ("dataset", "eval_every")}
+        measuring = ("dataset", "eval_every", "validation_windows")
+        identity = {k: v for k, v in asdict(self).items() if k not in measuring}
         if identity["units"] == LSTM_UNITS:  # as runs written before the size was a setting
             del identity["units"]
         return identity
@@ -156,14 +158,16 @@ def losses(model: Rtn, predicted, truth, fk_weight=0.0, skeleton=None) -> dict:
     return terms
 
 
-def validation_windows(data: TransitionData, seed: int) -> dict[int, np.ndarray]:
+def validation_windows(
+    data: TransitionData, seed: int, count: int = VALIDATION_WINDOWS
+) -> dict[int, np.ndarray]:
     rng = np.random.default_rng(seed + 7919)
     clips = data.clips(validation=True)
     picked = {}
     for length in VALIDATION_LENGTHS:
         starts = data.window_starts(clips, length)
         if len(starts):
-            picked[length] = rng.choice(starts, size=min(VALIDATION_WINDOWS, len(starts)))
+            picked[length] = rng.choice(starts, size=min(count, len(starts)))
     return picked
 
 
@@ -239,7 +243,7 @@ def train_rtn(
         first_step, best = 0, math.inf
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "log.csv").unlink(missing_ok=True)
-    picked = validation_windows(data, config.seed)
+    picked = validation_windows(data, config.seed, config.validation_windows)
     skeleton = skeleton_tensors()
     clips = data.clips(validation=False)
     starts_by_length = {

@@ -50,9 +50,10 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True) -> dict[str, np.n
         raise FileNotFoundError(f"no .bvh files in {bvh_dir}")
     start = time.perf_counter()
     parts = {"frames": [], "root_xz_m": [], "root_yaw_rad": [], "action": []}
-    names, stems, ranges, skipped, row = [], [], [], [], 0
+    names, stems, ranges, skipped, resampled, row = [], [], [], [], [], 0
     shortest = CONTEXT_FRAMES + MIN_TRANSITION_FRAMES + 1
-    for path, motion in readable_motions(files, shortest, skipped, progress, "transition window"):
+    motions = readable_motions(files, shortest, skipped, progress, "transition window", resampled)
+    for path, motion in motions:
         for mirrored in (False, True):
             clip = process_clip(motion, mirrored)
             frames = clip_frames(clip)
@@ -91,6 +92,7 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True) -> dict[str, np.n
                 "seed": seed,
                 "validation_clips": sorted(held_out),
                 "skipped": skipped,
+                "resampled": resampled,
                 "build_seconds": round(time.perf_counter() - start, 1),
                 "built": datetime.now(UTC).isoformat(timespec="seconds"),
                 "licence": "derived from the MANN dog mocap: CC BY-NC 4.0",
