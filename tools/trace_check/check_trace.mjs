@@ -22,7 +22,17 @@ report.schema = {
   errors: (validate.errors || []).slice(0, 10).map((e) => `${e.instancePath} ${e.message}`),
 };
 
+// Each reader's exception is reported as its result, so a reader that fails says why.
+async function reading(read) {
+  try {
+    return await read();
+  } catch (error) {
+    return { error: String(error) };
+  }
+}
+
 // 2. tracerbench: processes, threads, and each stage's parent.
+report.tracerbench = await reading(() => {
 const model = buildModel(trace);
 const tb = { processes: [], frames: 0, stages: 0, orphanStages: 0, stagesInNonFrames: 0,
   nestedFrames: 0, instants: 0, counters: {}, transitions: [] };
@@ -50,7 +60,8 @@ for (const proc of model.processes) {
     if (event.ph === "C") tb.counters[event.name] = (tb.counters[event.name] || 0) + 1;
   }
 }
-report.tracerbench = tb;
+return tb;
+});
 
 // 3. Chrome DevTools' trace engine: the per-thread tree the Performance panel draws.
 globalThis.DOMRect ??= class DOMRect {
@@ -58,6 +69,7 @@ globalThis.DOMRect ??= class DOMRect {
     Object.assign(this, { x, y, width, height, left: x, top: y, right: x + width, bottom: y + height });
   }
 };
+report.devtools = await reading(async () => {
 const Trace = await import("@paulirish/trace_engine");
 const engine = Trace.TraceModel.Model.createWithAllHandlers();
 await engine.parse(trace.traceEvents);
@@ -75,5 +87,6 @@ for (const [, proc] of engine.parsedTrace().data.Renderer.processes) {
       maxDepth: thread.tree?.maxDepth ?? 0 });
   }
 }
-report.devtools = { threads };
+return { threads };
+});
 process.stdout.write(JSON.stringify(report));
