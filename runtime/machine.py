@@ -160,17 +160,19 @@ def model_used(model) -> dict:
     """What a trace or report says about a MotionModel: file, kind, precision, where it runs
     and on how many threads. Precision is the model's `canis.precision` metadata; a model
     without it is a float32 export (the only kind `canis export` made before precisions)."""
-    session = model.session
-    options = session.get_session_options()
-    return {
-        "model": model.path.name,
-        "kind": model.kind,
+    session = getattr(model, "session", None)  # stand-ins in tests have none
+    metadata = getattr(model, "metadata", None) or {}
+    used = {
+        "model": Path(getattr(model, "path", "unknown")).name,
+        "kind": getattr(model, "kind", None),
         "precision": getattr(model, "precision", None)
-        or model.metadata.get("canis.precision", "float32"),
-        "device": model.device,
-        "provider": session.get_providers()[0],
-        "threads": options.intra_op_num_threads,
+        or metadata.get("canis.precision", "float32"),
+        "device": getattr(model, "device", None),
     }
+    if session is not None:
+        used["provider"] = session.get_providers()[0]
+        used["threads"] = session.get_session_options().intra_op_num_threads
+    return used
 
 
 def mismatches(a: dict, b: dict) -> list[str]:

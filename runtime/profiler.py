@@ -241,13 +241,13 @@ class Profiler:
         frame (opening one if none is)."""
         return _StageTimer(self, name)
 
-    def instant(self, name: str, **args) -> None:
+    def instant(self, name: str, /, **args) -> None:
         """A marker in the trace at this moment (a script event, a transition's start, a
         terrain change), with `args`. Free without keep_trace."""
         if self.keep_trace:
             self._events().append(("i", name, time.perf_counter_ns(), None, args or None))
 
-    def counter(self, name: str, **values: float) -> None:
+    def counter(self, name: str, /, **values: float) -> None:
         """A counter track's values from this moment on (e.g. counter("speed_mps", dog0=1.2)).
         Free without keep_trace."""
         if self.keep_trace:
