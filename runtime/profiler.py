@@ -189,7 +189,6 @@ class Profiler:
         self.context: dict = {}  # args every frame slice carries (dogs, model, precision)
         self._open: _OpenFrame | None = None
         self._pending: list = []  # markers and counters recorded between frames
-        self._last_dogs = None
         self._origin_ns = time.perf_counter_ns()
         self._last_end_ns: int | None = None
         self._first_start_ns: int | None = None
@@ -262,11 +261,10 @@ class Profiler:
         weights."""
         if self._open is not None:
             self._open.steps += 1
+        if self.context.get("dogs") != dogs:
+            self.describe(dogs=dogs)
         if not self.keep_trace:
             return
-        if dogs != self._last_dogs:
-            self.counter("dogs", dogs=dogs)
-            self._last_dogs = dogs
         # Copies now, turned into counter values only when a trace is written.
         now = time.perf_counter_ns()
         events = self._events()
@@ -424,8 +422,15 @@ class Profiler:
             {"name": "thread_name", "ph": "M", "cat": "__metadata", "pid": pid, "tid": tid,
              "ts": 0, "args": {"name": self.thread_name}},
         ]  # fmt: skip
+        dogs = None
         for r in self.records():
             end_ns = r.start_ns + round(r.wall_ms * 1e6)
+            # The dogs track is written where its value changes, and at the first frame
+            # kept, so it survives the ring dropping the frame that set it.
+            if r.context.get("dogs") is not None and r.context["dogs"] != dogs:
+                dogs = r.context["dogs"]
+                counter = {"name": "dogs", "cat": "counter", "ph": "C", "pid": pid, "tid": tid}
+                events.append(counter | {"ts": us(r.start_ns), "args": {"dogs": dogs}})
             args = {
                 "frame": r.number,
                 "steps": r.steps,

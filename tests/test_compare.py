@@ -93,3 +93,25 @@ def test_files_that_are_not_canis_runs_get_one_line_errors(tmp_path, capsys):
         assert message in err and len(err.strip().splitlines()) == 1
     with pytest.raises(ValueError, match="resamples"):
         compare_files(good, good, resamples=5)
+
+
+def test_benches_compare_by_case_and_dog_count(tmp_path):
+    def bench(path, scale, seed):
+        inference = [
+            {
+                "file": "mann8.onnx",
+                "threads": 1,
+                "batch": 1,
+                "samples_ms": list(noisy(scale, seed=seed)),
+            }
+        ]
+        frames = [{"characters": 1, "samples": {"frame": list(noisy(2 * scale, seed=seed + 1))}}]
+        path.write_text(json.dumps({"machine": MACHINE, "inference": inference, "frames": frames}))
+        return path
+
+    result = compare_files(bench(tmp_path / "a.json", 1.0, 1), bench(tmp_path / "b.json", 2.0, 5))
+    assert [r["stage"] for r in result["rows"]] == [
+        "inference mann8.onnx threads 1 batch 1",
+        "1 dogs: frame",
+    ]
+    assert all(r["verdict"].startswith("SLOWER x2") for r in result["rows"])

@@ -101,6 +101,8 @@ def test_ring_is_bounded_and_keeps_the_worst_frames_whole(tmp_path):
     assert stalled["dur"] >= 20e3
     marker = next(e for e in events if e["ph"] == "i" and e["args"]["i"] == 7)
     assert stalled["ts"] <= marker["ts"] <= stalled["ts"] + stalled["dur"]
+    # The dogs track was set in frame 0, long gone from the ring; the trace still has it.
+    assert [e["args"] for e in events if e["name"] == "dogs"] == [{"dogs": 1}]
     # Bounded: ten times as many frames make a trace of the same size.
     size = len(json.dumps(profiler.trace()))
     for _ in range(4000):
