@@ -33,34 +33,34 @@ async function reading(read) {
 
 // 2. tracerbench: processes, threads, and each stage's parent.
 report.tracerbench = await reading(() => {
-const model = buildModel(trace);
-const tb = { processes: [], frames: 0, stages: 0, orphanStages: 0, stagesInNonFrames: 0,
-  nestedFrames: 0, instants: 0, counters: {}, transitions: [] };
-for (const proc of model.processes) {
-  tb.processes.push({ name: proc.name, threads: proc.threads.map((t) => t.name) });
-  for (const thread of proc.threads) {
-    for (const event of thread.events) {
-      if (event.ph === "i" || event.ph === "I") tb.instants++;
-      if (!event.isComplete()) continue;
-      if (event.name === "frame") {
-        tb.frames++;
-        if (event.parent !== undefined) tb.nestedFrames++;
-        continue;
-      }
-      tb.stages++;
-      if (event.parent === undefined) tb.orphanStages++;
-      else if (event.parent.name !== "frame") tb.stagesInNonFrames++;
-      if (event.name === "transition" && event.parent !== undefined) {
-        tb.transitions.push({ frame: event.parent.args.frame, dur_us: event.duration,
-          frame_dur_us: event.parent.duration });
+  const model = buildModel(trace);
+  const tb = { processes: [], frames: 0, stages: 0, orphanStages: 0, stagesInNonFrames: 0,
+    nestedFrames: 0, instants: 0, counters: {}, transitions: [] };
+  for (const proc of model.processes) {
+    tb.processes.push({ name: proc.name, threads: proc.threads.map((t) => t.name) });
+    for (const thread of proc.threads) {
+      for (const event of thread.events) {
+        if (event.ph === "i" || event.ph === "I") tb.instants++;
+        if (!event.isComplete()) continue;
+        if (event.name === "frame") {
+          tb.frames++;
+          if (event.parent !== undefined) tb.nestedFrames++;
+          continue;
+        }
+        tb.stages++;
+        if (event.parent === undefined) tb.orphanStages++;
+        else if (event.parent.name !== "frame") tb.stagesInNonFrames++;
+        if (event.name === "transition" && event.parent !== undefined) {
+          tb.transitions.push({ frame: event.parent.args.frame, dur_us: event.duration,
+            frame_dur_us: event.parent.duration });
+        }
       }
     }
+    for (const event of proc.events) {
+      if (event.ph === "C") tb.counters[event.name] = (tb.counters[event.name] || 0) + 1;
+    }
   }
-  for (const event of proc.events) {
-    if (event.ph === "C") tb.counters[event.name] = (tb.counters[event.name] || 0) + 1;
-  }
-}
-return tb;
+  return tb;
 });
 
 // 3. Chrome DevTools' trace engine: the per-thread tree the Performance panel draws.
@@ -70,23 +70,23 @@ globalThis.DOMRect ??= class DOMRect {
   }
 };
 report.devtools = await reading(async () => {
-const Trace = await import("@paulirish/trace_engine");
-const engine = Trace.TraceModel.Model.createWithAllHandlers();
-await engine.parse(trace.traceEvents);
-const threads = [];
-for (const [, proc] of engine.parsedTrace().data.Renderer.processes) {
-  for (const [, thread] of proc.threads) {
-    const roots = [...(thread.tree?.roots ?? [])];
-    const rootNames = {};
-    let children = 0;
-    for (const root of roots) {
-      rootNames[root.entry.name] = (rootNames[root.entry.name] || 0) + 1;
-      children += root.children.length;
+  const Trace = await import("@paulirish/trace_engine");
+  const engine = Trace.TraceModel.Model.createWithAllHandlers();
+  await engine.parse(trace.traceEvents);
+  const threads = [];
+  for (const [, proc] of engine.parsedTrace().data.Renderer.processes) {
+    for (const [, thread] of proc.threads) {
+      const roots = [...(thread.tree?.roots ?? [])];
+      const rootNames = {};
+      let children = 0;
+      for (const root of roots) {
+        rootNames[root.entry.name] = (rootNames[root.entry.name] || 0) + 1;
+        children += root.children.length;
+      }
+      threads.push({ name: thread.name, entries: thread.entries.length, rootNames, children,
+        maxDepth: thread.tree?.maxDepth ?? 0 });
     }
-    threads.push({ name: thread.name, entries: thread.entries.length, rootNames, children,
-      maxDepth: thread.tree?.maxDepth ?? 0 });
   }
-}
-return { threads };
+  return { threads };
 });
 process.stdout.write(JSON.stringify(report));
