@@ -132,6 +132,7 @@ def test_hud_plots_are_built_and_drawn(app):
 
 def test_a_displayed_frame_holds_its_steps_and_its_render(app):
     """render used to land in the next frame: each step closed a frame before drawing."""
+    app.paused = app.slow_motion = False  # as earlier tests may have left them
     for _ in range(4):
         app.tick(1 / 60)
     frames = list(app.profiler.ring)[-3:]

@@ -132,7 +132,8 @@ class ScriptDriver:
         while self.next < len(self.events) and self.events[self.next]["t"] <= t_s + 1e-9:
             event = self.events[self.next]
             self.next += 1
-            controller.profiler.instant("script event", **event)
+            if controller is not None:  # None: reading a script without a controller
+                controller.profiler.instant("script event", **event)
             if "move" in event:
                 s.move = np.array(event["move"], dtype=float)
             s.speed_mps = float(event.get("speed", s.speed_mps))
@@ -157,7 +158,7 @@ class ScriptDriver:
             ControlState(
                 velocity[None], np.array([s.facing_rad]), np.array([ACTIONS.index(s.action)])
             ),
-            controller.count,
+            1 if controller is None else controller.count,
         )
 
 
