@@ -29,8 +29,12 @@ STAGE_COLOURS = {
     "features": (0.1, 0.7, 0.7),
     "inference": (0.9, 0.4, 0.1),
     "decode": (0.6, 0.3, 0.8),
+    "transition": (0.85, 0.2, 0.55),
     "ik": (0.2, 0.7, 0.2),
+    "render": (0.55, 0.45, 0.1),
+    "other": (0.75, 0.75, 0.75),  # what no stage timed inside the frame
 }
+BUDGET_COLOUR = (0.9, 0.1, 0.1)
 EXPERT_COLOURS = [
     (0.12, 0.47, 0.71),
     (1.0, 0.5, 0.05),
@@ -42,7 +46,15 @@ EXPERT_COLOURS = [
     (0.5, 0.5, 0.5),
 ]
 PANEL = (300, 100)  # pixels
-GRAPH_MS = 4.0  # the frame-time graph's full height
+# The frame-time graph's full height is the first of these above the recent frames' p99 (and
+# above the budget, so its line shows): a slow machine's frames are not pinned at the top.
+GRAPH_SCALES_MS = (2.5, 4, 5, 8, 10, 15, 20, 30, 50, 100, 200, 500)
+
+
+def graph_scale_ms(totals_ms: np.ndarray, budget_ms: float) -> float:
+    """The graph's full height for frames whose stacked totals are `totals_ms`."""
+    top = max(budget_ms * 1.25, float(np.percentile(totals_ms, 99)) * 1.1 if len(totals_ms) else 0)
+    return next((s for s in GRAPH_SCALES_MS if s >= top), GRAPH_SCALES_MS[-1])
 
 
 def _polyline(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
@@ -70,23 +82,28 @@ class HudPlots:
         if len(segments):
             self.pieces.append((segments, (*colour, alpha)))
 
-    def frame_times(self, x, y, stages: dict[str, np.ndarray], budget_ms: float) -> None:
-        """Stacked per-stage times of the recent frames (oldest left) and the budget line."""
+    def frame_times(self, x, y, stages: dict[str, np.ndarray], budget_ms: float) -> float:
+        """Stacked per-stage times of the recent frames (oldest left; arrays aligned by
+        frame, 0 where a stage did not run) and the budget line; returns the graph's full
+        height in ms."""
         w, h = PANEL
-        self._add(_box(x, y, w, h), (0.25, 0.25, 0.3), 0.8)
-        level = y + h * budget_ms / GRAPH_MS
-        self._add(np.array([[x, level, x + w, level]]), (0.9, 0.1, 0.1))
         count = min((len(v) for v in stages.values()), default=0)
+        totals = sum((np.asarray(v)[-count:] for v in stages.values()), np.zeros(count))
+        scale = graph_scale_ms(totals, budget_ms)
+        self._add(_box(x, y, w, h), (0.25, 0.25, 0.3), 0.8)
+        level = y + h * budget_ms / scale
+        self._add(np.array([[x, level, x + w, level]]), BUDGET_COLOUR)
         if count < 2:
-            return
+            return scale
         xs = x + np.linspace(0, w, count)
         below = np.zeros(count)
         for name, values in stages.items():
             below = below + np.asarray(values)[-count:]
             self._add(
-                _polyline(xs, y + h * np.clip(below / GRAPH_MS, 0, 1)),
+                _polyline(xs, y + h * np.clip(below / scale, 0, 1)),
                 STAGE_COLOURS.get(name, (0, 0, 0)),
             )
+        return scale
 
     def experts(self, x, y, history: np.ndarray) -> None:
         """One line per expert weight over the recent frames."""

@@ -30,6 +30,7 @@ from canis.runtime.foot_lock import FootLock
 from canis.runtime.ik import FullBodyIk, estimate_contacts
 from canis.runtime.inference import MotionModel
 from canis.runtime.kinematics import forward_kinematics, rotations_from_directions
+from canis.runtime.machine import model_used
 from canis.runtime.poses import KEYFRAME_ACTIONS, Keyframe, keyframe_pose, load_keyframes
 from canis.runtime.profiler import Profiler
 from canis.runtime.root import (
@@ -106,6 +107,7 @@ class Controller:
         self.terrain = terrain
         self.speed_tracking = speed_tracking
         self.profiler = profiler or Profiler()
+        self.profiler.use_model(model_used(model), dogs=count)
         self.skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
         self.paws = self.skeleton.group("paws")
         self.keyframes = load_keyframes()
@@ -283,6 +285,7 @@ class Controller:
         with stage("ik"):
             self._update_display_pose(DT_S)
         self.frame += 1
+        self.profiler.end_step(self.count, self.root_velocity_xz_mps, self.expert_weights)
         return x
 
     # Every per-character array a step changes, by attribute path from the controller
@@ -410,6 +413,9 @@ class Controller:
             raise ValueError(f"unknown action {action!r}; choose one of {', '.join(ACTIONS)}")
         rows = np.arange(self.count) if characters is None else np.atleast_1d(characters)
         n = len(rows)
+        self.profiler.instant(
+            "transition start", to=keyframe.name, frames=frames, dogs=rows.tolist()
+        )
         with self.profiler.stage("transition"):
             seconds = (frames + 1) / FPS
             target_xz, target_yaw = stopping_point(self, rows, seconds)
@@ -471,6 +477,7 @@ class Controller:
             apply_frame(self, t)
             if t.shown == t.length:
                 self.handback_pending[t.rows] = True
+                self.profiler.instant("hand-back", dogs=t.rows.tolist())
         self.transitions = [t for t in self.transitions if t.shown < t.length]
 
     def _shown_pose(self, rows: np.ndarray) -> tuple:

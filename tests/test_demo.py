@@ -132,6 +132,30 @@ def test_hud_plots_are_built_and_drawn(app):
     assert app.plots.lines is not None and app.plots.lines.count > 100
 
 
+def test_a_displayed_frame_holds_its_steps_and_its_render(app):
+    """render used to land in the next frame: each step closed a frame before drawing."""
+    app.paused = app.slow_motion = False  # as earlier tests may have left them
+    for _ in range(4):
+        app.tick(1 / 60)
+    frames = list(app.profiler.ring)[-3:]
+    assert all("render" in f.stages and f.wall_ms >= f.stages["render"] for f in frames)
+    assert sum(f.steps for f in frames) >= 2  # 60 Hz steps inside 60 Hz displayed frames
+    assert all("inference" in f.stages for f in frames if f.steps)
+
+
+def test_the_stage_plot_scales_to_the_frames_and_names_its_stages(app):
+    from canis.demo.hud import graph_scale_ms
+
+    assert graph_scale_ms(np.full(100, 0.5), 2.0) == 2.5  # the budget line stays in view
+    assert graph_scale_ms(np.full(100, 9.0), 2.0) == 10  # a slow machine is not pinned
+    app.draws = 0
+    app.window.switch_to()
+    app.on_draw()
+    assert app.plot_titles[0].text.startswith("frame time per stage, 0-")
+    legend = [label.text for label in app.stage_legend]
+    assert {"transition", "render", "inference", "other"} <= set(legend)
+
+
 def test_x_key_transitions_and_the_recording_replays_it(app, tiny_model, tiny_rtn, tmp_path):
     from canis.runtime.transition import TransitionModel
     from canis.tools.run import run

@@ -148,3 +148,39 @@ def test_the_shipped_dog_follows_the_circle_path_closely():
     assert summary["non_finite_frames"] == 0
     assert summary["path_deviation"]["position_cm"] < 10.0
     assert summary["path_deviation"]["angle_deg"] < 10.0
+
+
+def test_a_trace_in_a_missing_folder_fails_before_the_run(tmp_path, capsys, monkeypatch):
+    from canis.tools import run as run_module
+
+    from canis.cli import main
+
+    script = write(tmp_path, "s.json", [{"t": 0, "move": [0, 1], "speed": 1.0}])
+    monkeypatch.setattr(run_module, "MotionModel", None)  # the run must not even start
+    for option in ("--trace", "--csv", "--json"):
+        target = str(tmp_path / "missing" / "out")
+        assert main(["run", "--script", str(script), option, target]) == 2
+        err = capsys.readouterr().err
+        assert "missing" in err and "does not exist" in err and len(err.splitlines()) == 1
+
+
+def test_run_options_characters_threads_and_the_machine(tiny_model, tmp_path, capsys):
+    from canis.cli import main
+
+    script = write(tmp_path, "s.json", [{"t": 0, "move": [0, 1], "speed": 1.0}])
+    args = ["run", "--model", str(tiny_model), "--script", str(script), "--seconds", "0.5"]
+    args += ["--characters", "3", "--threads", "1", "--device", "cpu"]
+    args += ["--json", str(tmp_path / "run.json"), "--csv", str(tmp_path / "frames.csv")]
+    assert main(args) == 0
+    summary = json.loads((tmp_path / "run.json").read_text())
+    assert summary["characters"] == 3 and summary["threads"] == 1
+    assert summary["device"] == "cpu" and summary["report"] == "canis run"
+    machine = summary["machine"]
+    assert machine["cpu"] and machine["python"] and machine["onnxruntime"]
+    assert machine["threads"] == 1 and machine["provider"] == "CPUExecutionProvider"
+    assert len(summary["frame_samples_ms"]["frame"]) == 30
+    worst = summary["frame_time"]["worst_frames"]
+    assert worst[0]["wall_ms"] == summary["frame_time"]["stages"]["frame"]["max_ms"]
+    assert len((tmp_path / "frames.csv").read_text().splitlines()) == 31
+    assert "3 dog(s)" in capsys.readouterr().out
+    assert main(args[:-4] + ["--characters", "0"]) == 2

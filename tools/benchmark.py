@@ -4,15 +4,12 @@ side in one run; the machine they ran on is part of the report."""
 
 from __future__ import annotations
 
-import os
-import platform
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 from canis.runtime.inference import MotionModel
+from canis.runtime.machine import describe_machine
 from canis.runtime.root import yaw_direction_xz
 
 BATCHES = (1, 8, 64, 256)
@@ -20,22 +17,21 @@ THREADS = (1, 2)
 
 
 def machine() -> dict:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "logical_cores": os.cpu_count(),
-        "platform": platform.platform(),
-        "onnxruntime": ort.__version__,
-        "providers": ort.get_available_providers(),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+    """The shared machine description (canis.runtime.machine), as every report gives it."""
+    return describe_machine()
+
+
+def machine_line(m: dict) -> str:
+    """The machine description in one sentence, for reports."""
+    caches = ", ".join(f"{k} {v}" for k, v in m.get("caches", {}).items())
+    return (
+        f"{m['cpu']} (family {m.get('cpu_family')}, model {m.get('cpu_model_number')}, "
+        f"stepping {m.get('cpu_stepping')}; {m.get('clock_mhz') or 0:.0f} MHz; {caches}; "
+        f"{' '.join(m.get('flags', []))}), {m['logical_cores']} logical cores "
+        f"({m.get('usable_cores')} usable), {m.get('os')}, Python {m.get('python')}, numpy "
+        f"{m.get('numpy')}, ONNX Runtime {m['onnxruntime']}, canis {m.get('canis')} at "
+        f"commit {m.get('commit') or 'unknown'}"
+    )
 
 
 def time_calls(call, repeats: int, warmup: int = 20) -> dict:
@@ -52,6 +48,7 @@ def time_calls(call, repeats: int, warmup: int = 20) -> dict:
         "p99_ms": float(np.percentile(ms, 99)),
         "mean_ms": float(ms.mean()),
         "calls": repeats,
+        "samples_ms": np.round(ms, 4).tolist(),  # for `canis compare`
     }
 
 
@@ -122,6 +119,7 @@ def benchmark_frames(
                 "foot_lock": foot_lock,
                 "frames": steps,
                 "stages": stages,
+                "samples": controller.profiler.samples(),  # for `canis compare`
                 "frame_ms_per_character": stages["frame"]["p50_ms"] / count,
             }
         )
@@ -163,9 +161,9 @@ def markdown(report: dict) -> str:
     lines = [
         "# Benchmarks",
         "",
-        f"Measured {m['date']} by `canis bench` on {m['cpu']} ({m['logical_cores']} logical "
-        f"cores), ONNX Runtime {m['onnxruntime']}, {m['platform']}. CPU only: no CUDA GPU was "
-        "available to this run. Reproduce with `./run canis bench --json bench.json`.",
+        f"Measured {m['date']} by `canis bench` on {machine_line(m)}. CPU only: no CUDA "
+        "GPU was available to this run. Reproduce with `./run canis bench --json bench.json`; "
+        "compare two such files with `canis compare`.",
         "",
         "## Inference (ONNX Runtime, CPU execution provider)",
         "",

@@ -23,7 +23,22 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--seconds", type=float, default=10.0)
     run.add_argument("--json", type=Path, help="write the summary here")
-    run.add_argument("--trace", type=Path, help="Chrome trace of every stage (for Perfetto)")
+    run.add_argument(
+        "--trace",
+        type=Path,
+        help="Chrome trace: frames with their stages, counters and markers (for Perfetto)",
+    )
+    run.add_argument("--csv", type=Path, help="per-frame wall, CPU and stage times as CSV")
+    run.add_argument("--characters", type=int, default=1, help="dogs stepped together (default: 1)")
+    run.add_argument(
+        "--threads", type=int, default=1, help="ONNX Runtime intra-op threads (default: 1)"
+    )
+    run.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="where the network runs (default: CUDA if present, else CPU)",
+    )
     run.add_argument("--record", type=Path, help="save the displayed poses as .npz")
     run.add_argument(
         "--export",
@@ -66,6 +81,35 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     mesh.set_defaults(handler=run_mesh)
 
+    compare = commands.add_parser(
+        "compare", help="compare the frame times of two `canis run` or `canis bench` JSONs"
+    )
+    compare.add_argument("before", type=Path, help="the baseline's JSON")
+    compare.add_argument("after", type=Path, help="the candidate's JSON")
+    compare.add_argument("--json", type=Path, help="write the comparison here")
+    compare.add_argument(
+        "--resamples", type=int, default=2000, help="bootstrap resamples (default: 2000)"
+    )
+    compare.add_argument(
+        "--threshold",
+        type=float,
+        default=0.05,
+        help="smallest relative change reported as one (default: 0.05, i.e. 5%%)",
+    )
+    compare.set_defaults(handler=run_compare)
+
+
+def run_compare(args) -> int:
+    from canis.tools.compare import compare_files, format_comparison
+
+    result = compare_files(
+        args.before, args.after, resamples=args.resamples, threshold=args.threshold
+    )
+    print(format_comparison(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
 
 def run_mesh(args) -> int:
     from canis.runtime.assets import asset_path
@@ -97,9 +141,12 @@ def checked_duration_s(seconds: float, argument: str, given: float) -> float:
 def run_soak(args) -> int:
     import sys
 
+    from canis.runtime.profiler import check_output_path
     from canis.tools.soak import soak, verdicts
 
     seconds = checked_duration_s(args.hours * 3600, "--hours", args.hours)
+    if args.json:
+        check_output_path(args.json, "JSON summary")
     on_terminal = sys.stdout.isatty()
     shown = [-1]
 
@@ -143,12 +190,15 @@ def run_soak(args) -> int:
 
 
 def run_headless(args) -> int:
+    from canis.runtime.profiler import check_output_path
     from canis.tools.run import run
 
     if args.export is not None:
         from canis.tools.motion_export import check_export_path
 
         check_export_path(args.export)  # before the run, not after it
+    if args.json:
+        check_output_path(args.json, "JSON summary")
     summary = run(
         args.model,
         checked_duration_s(args.seconds, "--seconds", args.seconds),
@@ -160,14 +210,21 @@ def run_headless(args) -> int:
         transition_model_path=args.transition_model,
         foot_lock=args.foot_lock,
         export=args.export,
+        characters=args.characters,
+        threads=args.threads,
+        device=args.device,
+        csv=args.csv,
     )
-    text = json.dumps(summary, indent=1)
     if args.json:
-        args.json.write_text(text + "\n")
-    stages = summary["frame_time"]["stages"]
+        args.json.write_text(json.dumps(summary, indent=1) + "\n")
+    timing = summary["frame_time"]
+    stages = timing["stages"]
     print(
-        f"{summary['frames']} frames on {summary['terrain']}: frame p50 "
-        f"{stages['frame']['p50_ms']:.2f} ms, p99 {stages['frame']['p99_ms']:.2f} ms; "
+        f"{summary['frames']} frames of {summary['characters']} dog(s) on {summary['terrain']}: "
+        f"frame (wall) p50 {stages['frame']['p50_ms']:.2f} ms, p99 "
+        f"{stages['frame']['p99_ms']:.2f} ms, max {stages['frame']['max_ms']:.2f} ms; CPU p50 "
+        f"{timing['frame_cpu']['p50_ms']:.2f} ms; untimed in frame p50 "
+        f"{timing['other']['p50_ms']:.2f} ms; "
         f"mean speed {summary['mean_speed_mps']:.2f} m/s; penetration "
         f"{summary['paw_penetration_cm']['mean']:.2f} cm, floating in contact "
         f"{summary['paw_floating_in_contact_cm']['mean']:.2f} cm; skating "

@@ -12,6 +12,10 @@ keyframe of the library (stand, sit, lie, beg) in that many frames (5-60), after
 action is the keyframe's; `foot_lock` (true/false) switches the runtime's foot lock.
 Path: {"speed": 1.1, "waypoints": [[x, z], ...], "loop": false}, followed with tau = 0.5 as in
 the paper's path-following test.
+
+`characters` N > 1 steps N dogs, 1.5 m apart, on the same commands: the frame times are the
+batch's; the motion figures are dog 0's. Script events and transitions appear in a trace as
+instant markers; the trace, the CSV and the JSON carry the machine (canis.runtime.machine).
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ import numpy as np
 from canis.runtime.controller import DT_S, Controller
 from canis.runtime.features import ACTIONS
 from canis.runtime.inference import MotionModel
+from canis.runtime.machine import describe_machine, model_used
 from canis.runtime.path_following import finite_number as _number
 from canis.runtime.path_following import follow_path, load_path
 from canis.runtime.poses import KEYFRAME_ACTIONS, load_keyframes
-from canis.runtime.profiler import Profiler
+from canis.runtime.profiler import Profiler, check_output_path
 from canis.runtime.root import rotate_xz, wrap_angle_rad, yaw_from_direction
 from canis.runtime.terrain import load_terrain
 from canis.runtime.trajectory import ControlState
@@ -38,6 +43,8 @@ from canis.tools.motion_metrics import foot_skating_cm
 
 EVENT_FIELDS = {"t", "move", "speed", "turn", "facing", "action", "transition", "foot_lock"}
 PATH_TAU = 0.5
+CHARACTER_SPACING_M = 1.5
+REPORT = "canis run"  # what `canis compare` recognises a run's JSON by
 
 
 @dataclass
@@ -125,6 +132,8 @@ class ScriptDriver:
         while self.next < len(self.events) and self.events[self.next]["t"] <= t_s + 1e-9:
             event = self.events[self.next]
             self.next += 1
+            if controller is not None:  # None: reading a script without a controller
+                controller.profiler.instant("script event", **event)
             if "move" in event:
                 s.move = np.array(event["move"], dtype=float)
             s.speed_mps = float(event.get("speed", s.speed_mps))
@@ -145,8 +154,11 @@ class ScriptDriver:
         local = s.move / norm if norm > 1e-9 else np.zeros(2)
         # local [x, z] (left, ahead) turned by the asked facing into world [x, z]
         velocity = s.speed_mps * rotate_xz(local[None, None], np.array([s.facing_rad]))[0, 0]
-        return ControlState(
-            velocity[None], np.array([s.facing_rad]), np.array([ACTIONS.index(s.action)])
+        return for_every_dog(
+            ControlState(
+                velocity[None], np.array([s.facing_rad]), np.array([ACTIONS.index(s.action)])
+            ),
+            1 if controller is None else controller.count,
         )
 
 
@@ -162,12 +174,23 @@ class PathDriver:
         )
         self.position_errors_m.append(c.gap_m)
         self.angle_errors_deg.append(c.angle_deg)
-        return ControlState(
-            c.velocity_mps[None],
-            np.array([c.facing_yaw_rad]),
-            np.array([ACTIONS.index("move")]),
-            c.future_xz_m[None],
+        return for_every_dog(
+            ControlState(
+                c.velocity_mps[None],
+                np.array([c.facing_yaw_rad]),
+                np.array([ACTIONS.index("move")]),
+                c.future_xz_m[None],
+            ),
+            controller.count,
         )
+
+
+def for_every_dog(control: ControlState, count: int) -> ControlState:
+    """One dog's control given to all `count` dogs."""
+    if count == 1:
+        return control
+    repeat = lambda a: None if a is None else np.repeat(a, count, axis=0)  # noqa: E731
+    return ControlState(*(repeat(a) for a in vars(control).values()))
 
 
 def run(
@@ -181,26 +204,41 @@ def run(
     transition_model_path=None,
     foot_lock: bool = False,
     export=None,
+    characters: int = 1,
+    threads: int = 1,
+    device: str = "auto",
+    csv=None,
 ) -> dict:
     """`transition_model_path` None: the shipped RTN, loaded only if the script has
-    transition events. `export`: a .glb or .bvh path for the displayed motion
-    (tools/motion_export.py), checked before the run and written after it."""
+    transition events. `trace`: a Chrome trace; `csv`: per-frame stage times; `threads` and
+    `device` are the motion network's ONNX Runtime session's. `export`: a .glb or .bvh path
+    for the displayed motion (tools/motion_export.py), checked before the run, written after."""
     if (script is None) == (path is None):
         raise ValueError("give exactly one of a script or a path")
+    if not (isinstance(characters, int) and characters >= 1):
+        raise ValueError(f"characters must be a whole number of at least 1, got {characters!r}")
+    if not (isinstance(threads, int) and threads >= 1):
+        raise ValueError(f"threads must be a whole number of at least 1, got {threads!r}")
+    # Output paths are checked before the run, so a typo does not cost the run.
+    for output, what in ((trace, "trace"), (csv, "CSV"), (record, "recording")):
+        if output is not None:
+            check_output_path(output, what)
     if export is not None:
         from canis.tools.motion_export import check_export_path
 
         check_export_path(export)
-    model = MotionModel(model_path)
+    model = MotionModel(model_path, device=device, threads=threads)
     events = load_script(script) if script else None
     transitions = None
     if transition_model_path is not None or (events and needs_transitions(events)):
-        transitions = TransitionModel(transition_model_path)
+        transitions = TransitionModel(transition_model_path, threads=threads)
     heightmap = load_terrain(terrain) if terrain != "flat" else None
     profiler = Profiler(keep_trace=trace is not None)
+    profiler.process_name = f"canis run {Path(model_path).name}"
     driver = ScriptDriver(events) if script else PathDriver(load_path(path))
     controller = Controller(
         model,
+        count=characters,
         tau=PATH_TAU if path else 0.5,
         terrain=heightmap,
         profiler=profiler,
@@ -209,12 +247,20 @@ def run(
     )
     if path:  # start on the path, facing along it
         start, second = driver.points[0], driver.points[1]
-        controller.reset(start[None], np.array([yaw_from_direction(second - start)]))
+        controller.reset(
+            np.repeat(start[None], characters, axis=0),
+            np.full(characters, yaw_from_direction(second - start)),
+        )
+    elif characters > 1:  # side by side
+        offsets_x = CHARACTER_SPACING_M * np.arange(characters)
+        controller.reset(np.stack([offsets_x, np.zeros(characters)], axis=1))
     paws = controller.skeleton.group("paws")
     frames = int(round(seconds / DT_S))
     paw_positions, contacts, speeds, roots, non_finite = [], [], [], [], 0
     recorded = {"positions": [], "rotations": []}
     for frame in range(frames):
+        # The frame opens before the script is read: a transition it starts is paid here.
+        profiler.begin_frame()
         control = driver.control(frame * DT_S, controller)
         controller.step(control)
         with profiler.stage("render"):  # headless: nothing to draw
@@ -240,13 +286,20 @@ def run(
     skating = foot_skating_cm(paw_positions[..., [0, 2]], height)
     depth = np.maximum(-height, 0.0)
     floating = np.maximum(height, 0.0)[contacts]
+    used = model_used(model)
     summary = {
+        "report": REPORT,
         "model": str(model_path),
         "kind": model.kind,
+        "precision": used["precision"],
+        "characters": characters,
+        "threads": threads,
+        "device": model.device,
         "terrain": terrain,
         "foot_lock": foot_lock,
         "seconds": seconds,
         "frames": frames,
+        "machine": describe_machine(**used),
         "frame_time": profiler.summary(),
         "mean_speed_mps": float(np.mean(speeds)),
         "paw_penetration_cm": {"mean": float(depth.mean() * 100), "max": float(depth.max() * 100)},
@@ -266,7 +319,9 @@ def run(
             "position_cm": float(np.mean(driver.position_errors_m)) * 100,
             "angle_deg": float(np.mean(driver.angle_errors_deg)),
         }
+    summary["frame_samples_ms"] = profiler.samples()
     if trace is not None:
+        profiler.machine = summary["machine"]
         profiler.write_trace(trace)
     if export is not None:
         from canis.tools.motion_export import export_motion
@@ -279,6 +334,8 @@ def run(
             fps=1.0 / DT_S,
         )
         summary["export"] = str(export)
+    if csv is not None:
+        profiler.write_csv(csv)
     if record is not None:
         np.savez_compressed(
             record,

@@ -17,6 +17,7 @@ import numpy as np
 from canis.runtime.controller import DT_S, Controller
 from canis.runtime.features import ACTIONS
 from canis.runtime.inference import MotionModel
+from canis.runtime.machine import describe_machine, model_used
 from canis.runtime.poses import KEYFRAME_ACTIONS
 from canis.runtime.profiler import Histogram, Profiler
 from canis.runtime.root import yaw_direction_xz
@@ -138,6 +139,7 @@ def soak(
         if frame % int(TERRAIN_SECONDS / DT_S) == 0:
             name = PROCEDURAL[(frame // int(TERRAIN_SECONDS / DT_S)) % len(PROCEDURAL)]
             controller.terrain = None if name == "flat" else procedural(name)
+            profiler.instant("terrain", name=name)
             terrains_seen.append(name)
         renew = t >= until
         for c in np.flatnonzero(renew):
@@ -191,7 +193,9 @@ def soak(
     speed_stats, depth_stats = speed_errors.percentiles(), penetration.percentiles()
     stats = profiler.summary()["stages"]["frame"]
     return {
+        "report": "canis soak",
         "model": str(model_path),
+        "machine": describe_machine(**model_used(model)),
         "simulated_seconds": seconds,
         "characters": characters,
         "frames": frames,
@@ -210,5 +214,6 @@ def soak(
         },
         "speed_error_mps": {"mean": speed_stats["mean"], "p95": speed_stats["p95"]},
         "memory_growth_mb": (rss_mb() - memory_start) if memory_start else 0.0,
-        "frame_ms": {"p50": stats["p50_ms"], "p99": stats["p99_ms"]},
+        "frame_ms": {"p50": stats["p50_ms"], "p99": stats["p99_ms"], "max": stats["max_ms"]},
+        "frame_time": profiler.summary(),
     }
