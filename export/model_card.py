@@ -91,8 +91,8 @@ def write_variant_card(model_path: Path, check: dict, closed_loop: dict, note: s
         f"- **Training, data, licence**: as `{source.with_suffix('.md').name}`. {LICENCE}.",
         "- **Quality gate**: docs/EVALUATION.md, section *Precision*, measures this variant "
         "beside fp32 in closed loop.",
-        f"- **Reproduce**: `./run canis export {source.name} --precision {check['precision']} "
-        f"--out {model_path.name} --card`.",
+        f"- **Reproduce**: `./run canis export {check['source']} --precision "
+        f"{check['precision']} --out {model_path} --card`.",
         *([f"- **Note**: {note}"] if note else []),
         "",
         *closed_loop_section(closed_loop),

@@ -118,12 +118,19 @@ def describe(m: dict) -> str:
         for c in m["caches"]
     )
     return (
-        f"{m['cpu']} ({m['cpu_family_model']}, {m['mhz']} MHz as reported), "
+        f"{m['cpu']} ({m['cpu_family_model']}, {_mhz(m['mhz'])}), "
         f"{m['logical_cores']} logical cores ({m['usable_threads']} usable); caches: "
         f"{cache_text or 'not reported'}; {', '.join(m['vector_flags']) or 'no AVX2'}; one "
         f"thread reads memory at {m['ram_read_gbps']:.1f} GB/s (reading a "
         f"{RAM_PROBE_BYTES // 2**20} MB array). ONNX Runtime {m['onnxruntime']}, {m['platform']}."
     )
+
+
+def _mhz(mhz: str | None) -> str:
+    try:
+        return f"{float(mhz):.0f} MHz as reported"
+    except (TypeError, ValueError):
+        return "clock not reported"
 
 
 def _size(n: int) -> str:

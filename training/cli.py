@@ -244,8 +244,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     precision_eval.add_argument(
         "--model",
         type=Path,
-        default=shipped_model_path(),
-        help="the fp32 motion model (default: the shipped MANN-8)",
+        default=shipped_model_path("MANN-8 fp32"),
+        help="the fp32 motion model (default: the shipped MANN-8 fp32)",
     )
     precision_eval.add_argument(
         "--variants",
