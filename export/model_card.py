@@ -10,6 +10,11 @@ from pathlib import Path
 
 from canis.export.onnx_export import LICENCE
 
+PARITY_NOTE = (
+    "256 random input rows in the training range through the runtime; mean and max |difference| "
+    "of the pose output y in units of its standard deviation"
+)
+
 
 def _log_rows(run_dir: Path) -> list[dict]:
     path = run_dir / "log.csv"
@@ -17,6 +22,85 @@ def _log_rows(run_dir: Path) -> list[dict]:
         return []
     with open(path, newline="") as file:
         return list(csv.DictReader(file))
+
+
+def _precision_line(export_report: dict) -> str:
+    check = export_report.get("precision_check")
+    if not check or check["precision"] == "fp32":
+        return (
+            "fp32 (float32 weights as trained). Reduced-precision variants are made from this "
+            "file by `canis export MODEL.onnx --precision fp16|int8` (export/precision.py)."
+        )
+    return (
+        f"{check['precision']}, converted from the fp32 export by ONNX Runtime's tools "
+        f"(export/precision.py); against fp32 on random inputs, y differs by "
+        f"{check['y_mean_error_std']:.4f} std on average (max {check['y_max_error_std']:.3f})."
+    )
+
+
+def closed_loop_section(closed_loop: dict) -> list[str]:
+    runs = closed_loop["runs"]
+    lines = [
+        "## Closed loop",
+        "",
+        f"Driven headless by `tools/closed_loop.py` for {runs[0]['seconds']:.0f} s per run from "
+        "the standing keyframe: forward, and turning at "
+        f"{max(r['turn_rate_degps'] for r in runs):.0f} deg/s, at the paper's gait speeds. Speed "
+        "is the mean root speed after the first 3 s. As shipped, the runtime's speed tracking "
+        "(a slow integral correction of the asked speed, `Controller(speed_tracking=True)`) is "
+        "on; the last two columns are the network alone. Overall, as shipped: "
+        f"{'passed' if closed_loop['passed'] else 'FAILED'} (finite, hips above the ground, "
+        "speed within 20%).",
+        "",
+        "| commanded m/s | turning | finite | min hips height m | mean speed m/s | speed error "
+        "| untracked speed m/s | untracked error |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        raw = r.get("untracked", {})
+        lines.append(
+            f"| {r['commanded_mps']} | {'yes' if r['turn_rate_degps'] else 'no'} | "
+            f"{'yes' if r['finite'] else 'NO'} | {r['min_hips_height_m']:.3f} | "
+            f"{r['mean_speed_mps']:.2f} | {r['speed_error']:.0%} | "
+            f"{raw.get('mean_speed_mps', float('nan')):.2f} | "
+            f"{raw.get('speed_error', float('nan')):.0%} |"
+        )
+    return lines
+
+
+def write_variant_card(model_path: Path, check: dict, closed_loop: dict, note: str = "") -> Path:
+    """The card of a reduced-precision variant: what it was converted from and how, how far
+    its outputs are from fp32's, and its own closed loop. Training is the fp32 card's."""
+    import onnx
+
+    meta = {p.key: p.value for p in onnx.load(str(model_path)).metadata_props}
+    source = Path(check["source"])
+    kind = meta["canis.kind"]
+    name = {"mann": f"MANN-{meta.get('canis.experts')}", "pfnn": "PFNN", "vnn": "Vanilla NN"}[kind]
+    figures = ", ".join(
+        f"{k} {v:.4f}" for k, v in check.items() if k.endswith(("_std", "_abs_error"))
+    )
+    lines = [
+        f"# {name} {check['precision']}: `{model_path.name}`",
+        "",
+        f"- **Precision**: {check['precision']}, converted from `{source.name}` "
+        f"({meta.get('canis.precision_source', '')}) by {meta.get('canis.precision_tool')}.",
+        f"- **Size**: {check['bytes'] / 1e6:.1f} MB against {source.stat().st_size / 1e6:.1f} MB "
+        "at fp32.",
+        f"- **Against fp32** ({PARITY_NOTE}): {figures}.",
+        f"- **Training, data, licence**: as `{source.with_suffix('.md').name}`. {LICENCE}.",
+        "- **Quality gate**: docs/EVALUATION.md, section *Precision*, measures this variant "
+        "beside fp32 in closed loop.",
+        f"- **Reproduce**: `./run canis export {check['source']} --precision "
+        f"{check['precision']} --out {model_path} --card`.",
+        *([f"- **Note**: {note}"] if note else []),
+        "",
+        *closed_loop_section(closed_loop),
+    ]
+    card = model_path.with_suffix(".md")
+    card.write_text("\n".join(lines) + "\n")
+    model_path.with_suffix(".closed_loop.json").write_text(json.dumps(closed_loop, indent=1))
+    return card
 
 
 def write_card(
@@ -34,7 +118,6 @@ def write_card(
     name = {"mann": f"MANN-{config.get('experts')}", "pfnn": "PFNN", "vnn": "Vanilla NN"}[
         config["kind"]
     ]
-    runs = closed_loop["runs"]
     lines = [
         f"# {name}: `{model_path.name}`",
         "",
@@ -62,8 +145,9 @@ def write_card(
         f"{config['last']['train_loss']:.4f}, validation "
         f"{config['last']['validation_loss']:.4f} (best validation "
         f"{config['best_validation_loss']:.4f}).",
+        f"- **Precision**: {_precision_line(export_report)}",
         f"- **Export**: {export_report['bytes'] / 1e6:.1f} MB ONNX; ONNX Runtime vs PyTorch max "
-        "abs error "
+        "abs error (fp32) "
         + ", ".join(f"{k} {v:.1e}" for k, v in export_report["parity_max_abs_error"].items())
         + ".",
         f"- **Reproduce**: `./run canis train --model {config['kind']}"
@@ -73,30 +157,8 @@ def write_card(
         "--dataset data/dog_dataset.npz --card`.",
         *([f"- **Note**: {note}"] if note else []),
         "",
-        "## Closed loop",
-        "",
-        f"Driven headless by `tools/closed_loop.py` for {runs[0]['seconds']:.0f} s per run from "
-        "the standing keyframe: forward, and turning at "
-        f"{max(r['turn_rate_degps'] for r in runs):.0f} deg/s, at the paper's gait speeds. Speed "
-        "is the mean root speed after the first 3 s. As shipped, the runtime's speed tracking "
-        "(a slow integral correction of the asked speed, `Controller(speed_tracking=True)`) is "
-        "on; the last two columns are the network alone. Overall, as shipped: "
-        f"{'passed' if closed_loop['passed'] else 'FAILED'} (finite, hips above the ground, "
-        "speed within 20%).",
-        "",
-        "| commanded m/s | turning | finite | min hips height m | mean speed m/s | speed error "
-        "| untracked speed m/s | untracked error |",
-        "|---|---|---|---|---|---|---|---|",
+        *closed_loop_section(closed_loop),
     ]
-    for r in runs:
-        raw = r.get("untracked", {})
-        lines.append(
-            f"| {r['commanded_mps']} | {'yes' if r['turn_rate_degps'] else 'no'} | "
-            f"{'yes' if r['finite'] else 'NO'} | {r['min_hips_height_m']:.3f} | "
-            f"{r['mean_speed_mps']:.2f} | {r['speed_error']:.0%} | "
-            f"{raw.get('mean_speed_mps', float('nan')):.2f} | "
-            f"{raw.get('speed_error', float('nan')):.0%} |"
-        )
     lines += [
         "",
         "## Training log",

@@ -26,6 +26,7 @@ from canis.runtime.features import (
     contract_description,
     layout_hash,
 )
+from canis.runtime.precision import PRECISION_KEY
 from canis.runtime.skeleton import DOG_JOINT_NAMES
 from canis.training.checkpoint import load_checkpoint, restore_model
 from canis.training.models import create_model
@@ -111,6 +112,7 @@ def metadata(config: dict) -> dict[str, str]:
     inputs, outputs = io_names(config["kind"])
     return {
         "canis.kind": config["kind"],
+        PRECISION_KEY: "fp32",  # export/precision.py makes the fp16 and int8 variants
         "canis.experts": str(config.get("experts") or ""),
         "canis.layout_hash": layout_hash(),
         "canis.contract_version": str(CONTRACT_VERSION),

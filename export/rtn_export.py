@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from canis.export.onnx_export import LICENCE, write_graph
 from canis.runtime.features import FPS
+from canis.runtime.precision import PRECISION_KEY
 from canis.runtime.skeleton import DOG_JOINT_NAMES
 from canis.runtime.transition import (
     INIT_INPUTS,
@@ -62,6 +63,7 @@ def metadata(kind: str, config: dict, model: Rtn) -> dict[str, str]:
     train = config["train"]["config"]
     return {
         "canis.kind": kind,
+        PRECISION_KEY: "fp32",  # export/precision.py makes the fp16 and int8 variants
         "canis.transition_layout_hash": transition_layout_hash(),
         "canis.transition_contract": json.dumps(contract_description()),
         "canis.fps": str(FPS),

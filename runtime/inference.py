@@ -13,6 +13,11 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 from canis.runtime.features import FPS, layout_hash
+from canis.runtime.precision import (
+    declared_precision,
+    precision_problems,
+    unsupported_precision_message,
+)
 from canis.runtime.skeleton import DOG_JOINT_NAMES
 
 log = logging.getLogger("canis.runtime")
@@ -23,10 +28,12 @@ class ModelError(ValueError):
     """A model file that the runtime cannot use; the message names the file and the problem."""
 
 
-def common_problems(meta: dict[str, str], input_names, output_names, inputs, outputs) -> list:
+def common_problems(
+    path: Path, meta: dict[str, str], input_names, output_names, inputs, outputs
+) -> list:
     """What every canis model must agree on with this runtime (frame rate, skeleton, tensor
-    names), as readable differences."""
-    problems = []
+    names, a precision its graph really has), as readable differences."""
+    problems = precision_problems(path, meta)
     if meta.get("canis.fps") != str(FPS):
         problems.append(f"frame rate {meta.get('canis.fps')} is not {FPS}")
     try:
@@ -61,7 +68,9 @@ def check_metadata(path: Path, meta: dict[str, str], input_names, output_names) 
     expected_outputs = {"mann": ["y", "expert_weights"], "pfnn": ["y", "phase_delta"]}.get(
         kind, ["y"]
     )
-    problems += common_problems(meta, input_names, output_names, expected_inputs, expected_outputs)
+    problems += common_problems(
+        path, meta, input_names, output_names, expected_inputs, expected_outputs
+    )
     if problems:
         raise ModelError(f"{path}: does not match this runtime: " + "; ".join(problems))
     return kind
@@ -128,7 +137,8 @@ def open_session(path: Path, device: str = "auto", threads: int = 1):
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         return session, "cpu"
     except Exception as error:  # ORT raises its own types for bad files
-        raise ModelError(f"{path}: not a loadable ONNX model ({error})") from None
+        message = unsupported_precision_message(path, error)
+        raise ModelError(message or f"{path}: not a loadable ONNX model ({error})") from None
 
 
 def check_model_file(path: Path, what: str = "model") -> None:
@@ -154,6 +164,7 @@ class MotionModel:
         self.metadata = self.session.get_modelmeta().custom_metadata_map
         self.kind = check_metadata(self.path, self.metadata, self.input_names, self.output_names)
         self.experts = graph_experts(self.path, self) if self.kind == "mann" else None
+        self.precision = declared_precision(self.metadata)
 
     def bind(self, batch: int) -> BoundBuffers:
         """Preallocated input and output buffers for `batch` characters, bound to the session

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 from canis.runtime.assets import SHIPPED_TRANSITION_MODEL, asset_path
 from canis.runtime.inference import ModelError, check_model_file, common_problems, open_session
+from canis.runtime.precision import declared_precision
 from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     FRAME_SIZE,
@@ -46,6 +47,7 @@ def check_transition_metadata(path: Path, session, kind: str, inputs, outputs) -
             f"runtime's {transition_layout_hash()}"
         )
     problems += common_problems(
+        path,
         meta,
         [i.name for i in session.get_inputs()],
         [o.name for o in session.get_outputs()],
@@ -73,6 +75,7 @@ class TransitionModel:
         check_transition_metadata(
             self.init_path, self.init_session, "rtn_init", INIT_INPUTS, INIT_OUTPUTS
         )
+        self.precision = declared_precision(self.metadata)
 
     def generate(
         self,

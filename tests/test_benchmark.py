@@ -33,6 +33,24 @@ def test_a_small_benchmark_report():
         "non_inference_ms_p50": 0.1,
     }
     text = benchmark.markdown(report)
-    assert f"| mann8.onnx | mann | 22.3 MB | {memory:.1f} MB | 1 | 4 |" in text
+    assert f"| mann8.onnx | mann | fp32 | 22.3 MB | {memory:.1f} MB | 1 | 4 |" in text
     assert "With the foot lock on" in text
     assert text.count("\n| 1 | ") == 2  # one dog, without and with the lock
+
+
+def test_the_report_explains_the_machine_and_the_floor():
+    from canis.tools.machine import describe, machine
+
+    m = machine()
+    assert m["logical_cores"] >= 1 and m["ram_read_gbps"] > 0
+    text = describe(m)
+    assert m["cpu"] in text and "GB/s" in text and "ONNX Runtime" in text
+    floor = benchmark.memory_floor(MANN8)
+    # MANN-8's weights: 3 blended layers of 8 experts and the gating network, about 22 MB.
+    assert 21e6 < floor["weight_bytes"] <= MANN8.stat().st_size
+    assert floor["read_floor_ms"] > 0
+    raw = benchmark.raw_onnxruntime_floor(MANN8)
+    assert raw["onnxruntime"]["p50_ms"] > 0 and raw["runtime"]["p50_ms"] > 0
+    report = {"floors": {"mann8.onnx": floor | raw}, "precisions": {"mann8.onnx": "fp32"}}
+    table = "\n".join(benchmark._floor_section(report))
+    assert f"| mann8.onnx | fp32 | {floor['weight_bytes'] / 1e6:.1f} MB |" in table

@@ -23,6 +23,12 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         help="ONNX models (default: the shipped ones in assets/models, and the evaluation's "
         "MANN-4 and vanilla network where they have been trained)",
     )
+    bench.add_argument(
+        "--precisions",
+        default="fp32,fp16,int8",
+        help="also time each fp32 model converted to these (export/precision.py), made in a "
+        "temporary folder (default: %(default)s)",
+    )
     bench.add_argument("--json", type=Path, help="also write the figures as JSON here")
     bench.add_argument(
         "--markdown",
@@ -38,7 +44,30 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     bench.set_defaults(handler=run_bench)
 
 
+def with_precisions(models: list[Path], precisions: list[str], folder: Path) -> list[Path]:
+    """The models, each fp32 one followed by its variants at the other precisions."""
+    from canis.export.precision import convert_motion_model, variant_path
+    from canis.runtime.inference import MotionModel
+
+    names = {Path(m).name for m in models}
+    out = []
+    for model in models:
+        out.append(model)
+        if MotionModel(model, device="cpu").precision != "fp32":
+            continue
+        for precision in precisions:
+            target = variant_path(Path(model), precision)
+            if precision == "fp32" or target.name in names:
+                continue
+            convert_motion_model(model, folder / target.name, precision)
+            out.append(folder / target.name)
+    return out
+
+
 def run_bench(args) -> int:
+    import tempfile
+
+    from canis.runtime.assets import shipped_model_path
     from canis.tools import benchmark
     from canis.training.evaluate_controllers import MODEL_FILES
 
@@ -48,13 +77,17 @@ def run_bench(args) -> int:
     models = args.models or [p for p in shipped if not p.name.startswith("rtn_")] + trained
     if not models:
         raise FileNotFoundError(f"no models given and none in {SHIPPED_MODELS}")
-    report = benchmark.run_benchmarks(models, seconds_per_case=args.seconds)
+    default = shipped_model_path()
+    frame_model = next((p for p in models if Path(p).resolve() == default.resolve()), models[0])
+    with tempfile.TemporaryDirectory() as folder:
+        precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
+        models = with_precisions(models, precisions, Path(folder))
+        report = benchmark.run_benchmarks(models, args.seconds, frame_model=frame_model)
     text = benchmark.markdown(report)
     transition_model = args.transition_model or SHIPPED_MODELS / "rtn_step.onnx"
     if transition_model.is_file():
         from canis.tools import transition_benchmark
 
-        frame_model = next(p for p in models if Path(p).name == report["frame_model"])
         report["transitions"] = transition_benchmark.benchmark_transitions(
             transition_model, frame_model
         )
@@ -62,16 +95,21 @@ def run_bench(args) -> int:
     if not args.no_viewer:
         from canis.demo import benchmark as viewer_benchmark
 
-        frame_model = next(p for p in models if Path(p).name == report["frame_model"])
         report["viewer"] = viewer_benchmark.benchmark_viewer(frame_model)
         text += viewer_benchmark.markdown(report["viewer"])
     args.markdown.parent.mkdir(parents=True, exist_ok=True)
     args.markdown.write_text(text)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
+    for name, floor in report["floors"].items():
+        print(
+            f"{name:18s} {floor['weight_bytes'] / 1e6:5.1f} MB of weights a frame: runtime "
+            f"p50 {floor['runtime']['p50_ms']:.3f} ms, bare ONNX Runtime "
+            f"{floor['onnxruntime']['p50_ms']:.3f} ms ({floor['ratio']:.2f}x)"
+        )
     for row in report["inference"]:
         print(
-            f"{row['file']:10s} threads {row['threads']} batch {row['batch']:4d}: "
+            f"{row['file']:18s} threads {row['threads']} batch {row['batch']:4d}: "
             f"p50 {row['p50_ms']:.3f} ms, p99 {row['p99_ms']:.3f} ms"
         )
     print(

@@ -8,30 +8,37 @@ import time
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 from canis.runtime.inference import MotionModel
-from canis.runtime.machine import describe_machine
 from canis.runtime.root import yaw_direction_xz
+from canis.tools.machine import describe, last_level_cache_bytes, machine, read_bandwidth_gbps
 
 BATCHES = (1, 8, 64, 256)
 THREADS = (1, 2)
 
 
-def machine() -> dict:
-    """The shared machine description (canis.runtime.machine), as every report gives it."""
-    return describe_machine()
-
-
-def machine_line(m: dict) -> str:
-    """The machine description in one sentence, for reports."""
-    caches = ", ".join(f"{k} {v}" for k, v in m.get("caches", {}).items())
-    return (
-        f"{m['cpu']} (family {m.get('cpu_family')}, model {m.get('cpu_model_number')}, "
-        f"stepping {m.get('cpu_stepping')}; {m.get('clock_mhz') or 0:.0f} MHz; {caches}; "
-        f"{' '.join(m.get('flags', []))}), {m['logical_cores']} logical cores "
-        f"({m.get('usable_cores')} usable), {m.get('os')}, Python {m.get('python')}, numpy "
-        f"{m.get('numpy')}, ONNX Runtime {m['onnxruntime']}, canis {m.get('canis')} at "
-        f"commit {m.get('commit') or 'unknown'}"
-    )
+def time_alternating(calls: dict, rounds: int = 20, block: int = 50, warmup: int = 5) -> dict:
+    """Times several calls side by side in one process: `rounds` blocks of `block` calls of
+    each in turn, the first `warmup` of every block not counted. Blocks rather than call by
+    call so that each call finds the caches as it would alone (two sessions' weights together
+    may not fit where one does), and alternating so that whatever else the machine does weighs
+    on all alike. Returns {name: p50_ms, p99_ms, calls}."""
+    samples = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            for i in range(block):
+                start = time.perf_counter()
+                call()
+                if i >= warmup:
+                    samples[name].append(time.perf_counter() - start)
+    return {
+        name: {
+            "p50_ms": float(np.median(s) * 1e3),
+            "p99_ms": float(np.percentile(s, 99) * 1e3),
+            "calls": len(s),
+        }
+        for name, s in samples.items()
+    }
 
 
 def time_calls(call, repeats: int, warmup: int = 20) -> dict:
@@ -126,6 +133,76 @@ def benchmark_frames(
     return rows
 
 
+def weight_bytes_per_frame(path: Path) -> int:
+    """Bytes of weights one inference reads: every initializer and constant of the graph,
+    except that tensors gathered by the top-k expert index of a gating-sparsity graph
+    (export/gating_sparsity.py) count only the k of K experts' slices a frame reads."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    meta = {p.key: p.value for p in model.metadata_props}
+    top_k = int(meta.get("canis.gating_top_k") or 0)
+    gathered = {
+        n.input[0] for n in model.graph.node if n.op_type == "Gather" and "topk_index" in n.input
+    }
+    total = 0
+    tensors = list(model.graph.initializer) + [
+        a.t for n in model.graph.node if n.op_type == "Constant" for a in n.attribute if a.t
+    ]
+    for tensor in tensors:
+        size = numpy_helper.to_array(tensor).nbytes
+        if tensor.name in gathered:
+            size = size * top_k // int(meta["canis.experts"])
+        total += size
+    return total
+
+
+def memory_floor(path: Path) -> dict:
+    """Why a model is fast or slow here: the weight bytes one batch-1 inference reads, the rate
+    one thread reads a working set of that size on this machine (from cache when it fits in
+    the last-level cache, else from memory), and the time that reading alone takes."""
+    weight_bytes = weight_bytes_per_frame(path)
+    gbps = read_bandwidth_gbps(weight_bytes)
+    cache = last_level_cache_bytes()
+    return {
+        "weight_bytes": weight_bytes,
+        "fits_last_level_cache": cache is not None and weight_bytes <= cache,
+        "read_gbps_at_size": gbps,
+        "read_floor_ms": weight_bytes / gbps / 1e6,
+    }
+
+
+def raw_onnxruntime_floor(path: Path, threads: int = 1, batch: int = 1) -> dict:
+    """The same file run by a bare ONNX Runtime session (its default options, the same thread
+    count, inputs and outputs bound once) beside the runtime's own call as the controller
+    makes it (MotionModel.run_bound), timed in alternating blocks: the ratio is what the
+    runtime adds to ONNX Runtime's own floor."""
+    model = MotionModel(path, device="cpu", threads=threads)
+    buffers = model.bind(batch)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    binding = session.io_binding()
+    rng = np.random.default_rng(0)
+    for name, array in buffers.inputs.items():
+        array[...] = rng.normal(size=array.shape)
+        binding.bind_cpu_input(name, array.copy())
+    for name in buffers.outputs:
+        binding.bind_output(name, "cpu")
+    timings = time_alternating(
+        {
+            "onnxruntime": lambda: session.run_with_iobinding(binding),
+            "runtime": lambda: model.run_bound(buffers),
+        }
+    )
+    return timings | {
+        "ratio": timings["runtime"]["p50_ms"] / timings["onnxruntime"]["p50_ms"],
+        "threads": threads,
+        "batch": batch,
+    }
+
+
 def model_size_mb(path: Path) -> float:
     return Path(path).stat().st_size / 1e6
 
@@ -161,25 +238,27 @@ def markdown(report: dict) -> str:
     lines = [
         "# Benchmarks",
         "",
-        f"Measured {m['date']} by `canis bench` on {machine_line(m)}. CPU only: no CUDA "
-        "GPU was available to this run. Reproduce with `./run canis bench --json bench.json`; "
-        "compare two such files with `canis compare`.",
+        f"Measured {m['date']} by `canis bench` on this machine: {describe(m)} CPU only: no "
+        "CUDA GPU was available to this run. Reproduce with `./run canis bench --json "
+        "bench.json`; compare two such files with `canis compare`.",
         "",
+        *_floor_section(report),
         "## Inference (ONNX Runtime, CPU execution provider)",
         "",
         "One call steps a whole batch of characters. Medians (p50) and 99th percentiles (p99)",
-        "over repeated calls with random inputs. Every model is float32: the runtime offers no",
-        "reduced-precision variant. Memory: the resident memory one loaded model adds (session,",
-        "weights, one run), measured in a fresh process.",
+        "over repeated calls with random inputs. Memory: the resident memory one loaded model",
+        "adds (session, weights, one run), measured in a fresh process.",
         "",
-        "| model | kind | file size | memory | threads | batch | p50 ms | p99 ms | "
+        "| model | kind | precision | file size | memory | threads | batch | p50 ms | p99 ms | "
         "p50 per character ms |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in report["inference"]:
         memory = report.get("memory_mb", {}).get(row["file"])
         lines.append(
-            f"| {row['file']} | {row['model']} | {report['sizes_mb'][row['file']]:.1f} MB | "
+            f"| {row['file']} | {row['model']} | "
+            f"{report.get('precisions', {}).get(row['file'], 'fp32')} | "
+            f"{report['sizes_mb'][row['file']]:.1f} MB | "
             + (f"{memory:.1f} MB" if memory is not None else "")
             + f" | {row['threads']} | {row['batch']} | {row['p50_ms']:.3f} | "
             f"{row['p99_ms']:.3f} | {row['per_character_ms']:.4f} |"
@@ -227,6 +306,39 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _floor_section(report: dict) -> list[str]:
+    floors = report.get("floors")
+    if not floors:
+        return []
+    lines = [
+        "## Why a model is fast or slow here",
+        "",
+        "At one dog a frame, inference is mostly reading the weights: every weight is read",
+        "once per call. *Weights read* counts them per batch-1 inference (the gating-sparsity",
+        "experiment reads only its top experts' share). *Read rate* is how fast one thread",
+        "reads a working set of that size on this machine (from the last-level cache when it",
+        "fits, from memory when not), and *read floor* the time that reading alone takes.",
+        "*ONNX Runtime* is the same file in a bare ONNX Runtime session (default options, one",
+        "thread, inputs and outputs bound once) and *runtime* the call the controller makes",
+        "(`MotionModel.run_bound`), timed side by side in alternating blocks of 50 calls; the",
+        "target is runtime <= 1.1x ONNX Runtime. A working set under the cache's size can still",
+        "read slowly (the last-level cache is shared with the other core and, in a virtual",
+        "machine, with other tenants): the read rate is measured, not assumed.",
+        "",
+        "| model | precision | weights read | fits in last-level cache | read rate GB/s | "
+        "read floor ms | ONNX Runtime p50 ms | runtime p50 ms | runtime / ONNX Runtime |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, f in floors.items():
+        lines.append(
+            f"| {name} | {report['precisions'][name]} | {f['weight_bytes'] / 1e6:.1f} MB | "
+            f"{'yes' if f['fits_last_level_cache'] else 'no'} | {f['read_gbps_at_size']:.1f} | "
+            f"{f['read_floor_ms']:.3f} | {f['onnxruntime']['p50_ms']:.3f} | "
+            f"{f['runtime']['p50_ms']:.3f} | {f['ratio']:.2f}x |"
+        )
+    return lines + [""]
+
+
 def _frame_row(row: dict) -> str:
     stages, n = row["stages"], row["characters"]
     return (
@@ -236,17 +348,21 @@ def _frame_row(row: dict) -> str:
     )
 
 
-def run_benchmarks(models: list[Path], seconds_per_case: float = 2.0) -> dict:
+def run_benchmarks(
+    models: list[Path], seconds_per_case: float = 2.0, frame_model: Path | None = None
+) -> dict:
     inference = []
     for path in models:
         inference += benchmark_inference(path, seconds_per_case=seconds_per_case)
-    default = next((p for p in models if Path(p).name == "mann8.onnx"), models[0])
+    default = frame_model or models[0]
     frames = benchmark_frames(default)
     locked = benchmark_frames(default, counts=(1, 64), foot_lock=True)
     one = frames[0]["stages"]
     return {
         "machine": machine(),
         "inference": inference,
+        "floors": {Path(p).name: memory_floor(p) | raw_onnxruntime_floor(p) for p in models},
+        "precisions": {Path(p).name: MotionModel(p, device="cpu").precision for p in models},
         "frames": frames,
         "frames_foot_lock": locked,
         "sizes_mb": {Path(p).name: model_size_mb(p) for p in models},

@@ -7,14 +7,12 @@ import json
 import math
 from pathlib import Path
 
-from canis.runtime.assets import shipped_models_dir
-
-SHIPPED_MODELS = shipped_models_dir()
+from canis.runtime.assets import shipped_model_path
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="drive a model headless from a script or a path")
-    run.add_argument("--model", type=Path, default=SHIPPED_MODELS / "mann8.onnx")
+    run.add_argument("--model", type=Path, default=shipped_model_path())
     source = run.add_mutually_exclusive_group(required=True)
     source.add_argument("--script", type=Path, help="JSON timeline of control events")
     source.add_argument("--path", type=Path, help="JSON waypoints to follow at a speed")
@@ -60,7 +58,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     soak = commands.add_parser(
         "soak", help="long headless run on random commands: does anything degrade?"
     )
-    soak.add_argument("--model", type=Path, default=SHIPPED_MODELS / "mann8.onnx")
+    soak.add_argument("--model", type=Path, default=shipped_model_path())
     soak.add_argument("--hours", type=float, default=1.0, help="simulated hours")
     soak.add_argument("--characters", type=int, default=4)
     soak.add_argument("--seed", type=int, default=0)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import tempfile
 from pathlib import Path
 
 from canis.runtime.assets import shipped_model_path
+from canis.runtime.precision import PRECISIONS
 from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
 
 
@@ -85,9 +87,22 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     train.set_defaults(handler=run_train)
 
-    export = commands.add_parser("export", help="export a training checkpoint to ONNX")
-    export.add_argument("checkpoint", type=Path, help="a .safetensors checkpoint of canis train")
+    export = commands.add_parser(
+        "export", help="export a training checkpoint to ONNX, at fp32, fp16 or int8"
+    )
+    export.add_argument(
+        "checkpoint",
+        type=Path,
+        help="a .safetensors checkpoint of canis train, or an fp32 .onnx export to convert",
+    )
     export.add_argument("--out", type=Path, required=True, help="ONNX file to write")
+    export.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="fp32",
+        help="weights as exported (fp32), or converted by ONNX Runtime's tools: float16 "
+        "(fp16) or dynamically quantised int8 (default: %(default)s; see export/precision.py)",
+    )
     export.add_argument(
         "--dataset",
         type=Path,
@@ -143,8 +158,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     export_rtn = commands.add_parser(
         "export-rtn", help="export an RTN checkpoint to <name>_step.onnx and <name>_init.onnx"
     )
-    export_rtn.add_argument("checkpoint", type=Path)
+    export_rtn.add_argument(
+        "checkpoint", type=Path, help="an RTN checkpoint, or an fp32 _step.onnx to convert"
+    )
     export_rtn.add_argument("--out", type=Path, required=True, help="the _step.onnx to write")
+    export_rtn.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="fp32",
+        help="fp32, fp16 or int8, as for `canis export` (default: %(default)s)",
+    )
     export_rtn.add_argument(
         "--dataset", type=Path, help="transition data whose held-out windows join the check"
     )
@@ -214,6 +237,47 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--no-ablation", action="store_true", help="skip the expert ablation (the slow part)"
     )
     controllers_eval.set_defaults(handler=run_evaluate_controllers)
+
+    precision_eval = evaluate_commands.add_parser(
+        "precision",
+        help="the quality gate: fp16, int8 and top-2 gating beside fp32, in closed loop",
+    )
+    precision_eval.add_argument(
+        "--model",
+        type=Path,
+        default=shipped_model_path("MANN-8 fp32"),
+        help="the fp32 motion model (default: the shipped MANN-8 fp32)",
+    )
+    precision_eval.add_argument(
+        "--variants",
+        help="comma-separated (default: fp32,fp16,int8,top2; topK: fp32 blending only the "
+        "top K experts)",
+    )
+    precision_eval.add_argument(
+        "--card-seconds",
+        type=float,
+        default=20.0,
+        help="seconds per run of the card's closed-loop check (default: %(default)s)",
+    )
+    precision_eval.add_argument("--bvh", type=Path, help="folder of .bvh clips (default: mocap)")
+    precision_eval.add_argument("--json", type=Path, help="write the figures here")
+    precision_eval.add_argument(
+        "--keep", type=Path, metavar="DIR", help="keep the variants' ONNX files here"
+    )
+    precision_eval.add_argument(
+        "--cache",
+        type=Path,
+        metavar="DIR",
+        help="keep each variant's figures here and reuse them (measure variants in separate "
+        "runs with --variants, then all together)",
+    )
+    precision_eval.add_argument(
+        "--doc",
+        type=Path,
+        default=Path("docs/EVALUATION.md"),
+        help="evaluation document whose precision section is rewritten (default: %(default)s)",
+    )
+    precision_eval.set_defaults(handler=run_evaluate_precision)
 
     upsample = commands.add_parser(
         "upsample", help="keep one frame per second of a clip and regenerate the rest (RTN)"
@@ -363,15 +427,32 @@ def run_train(args) -> int:
     return 0
 
 
+def _is_onnx(path: Path) -> bool:
+    return path.suffix == ".onnx"
+
+
 def run_export(args) -> int:
     from canis.export.onnx_export import export_onnx
+    from canis.export.precision import convert_motion_model
 
-    report = export_onnx(args.checkpoint, args.out, args.dataset)
+    if _is_onnx(args.checkpoint):
+        return run_convert(args)
+    if args.precision == "fp32":
+        report = export_onnx(args.checkpoint, args.out, args.dataset)
+    else:
+        # The fp32 graph is exported and checked against PyTorch first, then converted.
+        with tempfile.TemporaryDirectory() as folder:
+            fp32 = Path(folder) / args.out.name
+            report = export_onnx(args.checkpoint, fp32, args.dataset)
+            report["precision_check"] = convert_motion_model(fp32, args.out, args.precision)
+            report["bytes"] = args.out.stat().st_size
     errors = ", ".join(f"{k} {v:.1e}" for k, v in report["parity_max_abs_error"].items())
     print(
-        f"wrote {args.out} ({report['bytes'] / 1e6:.1f} MB, {report['kind']}); parity vs "
-        f"PyTorch, max abs error: {errors}"
+        f"wrote {args.out} ({report['bytes'] / 1e6:.1f} MB, {report['kind']}, "
+        f"{args.precision}); fp32 parity vs PyTorch, max abs error: {errors}"
     )
+    if "precision_check" in report:
+        print(_precision_summary(report["precision_check"]))
     if args.card:
         from canis.export.model_card import write_card
         from canis.tools.closed_loop import closed_loop_report
@@ -382,6 +463,32 @@ def run_export(args) -> int:
         card = write_card(
             args.out, config, args.checkpoint, report, closed_loop, note=args.card_note
         )
+        print(f"wrote {card}; closed loop {'passed' if closed_loop['passed'] else 'FAILED'}")
+    return 0
+
+
+def _precision_summary(check: dict) -> str:
+    figures = ", ".join(
+        f"{k} {v:.4f}" for k, v in check.items() if k.endswith(("_std", "_abs_error"))
+    )
+    return f"{check['precision']} vs its fp32 source on random inputs: {figures}"
+
+
+def run_convert(args) -> int:
+    """`canis export MODEL.onnx --precision P --out OUT`: a variant of an fp32 export."""
+    from canis.export.precision import convert_motion_model
+
+    if args.dataset is not None:
+        raise ValueError("--dataset: not used when converting an .onnx file (no checkpoint)")
+    check = convert_motion_model(args.checkpoint, args.out, args.precision)
+    print(f"wrote {args.out} ({check['bytes'] / 1e6:.1f} MB, {args.precision})")
+    print(_precision_summary(check))
+    if args.card:
+        from canis.export.model_card import write_variant_card
+        from canis.tools.closed_loop import closed_loop_report
+
+        closed_loop = closed_loop_report(args.out, seconds=args.card_seconds)
+        card = write_variant_card(args.out, check, closed_loop, note=args.card_note)
         print(f"wrote {card}; closed loop {'passed' if closed_loop['passed'] else 'FAILED'}")
     return 0
 
@@ -422,8 +529,27 @@ def run_train_rtn(args) -> int:
 
 
 def run_export_rtn(args) -> int:
+    from canis.export.precision import convert_transition_model
     from canis.export.rtn_export import export_rtn
 
+    if _is_onnx(args.checkpoint):
+        if args.dataset is not None or args.card:
+            raise ValueError("--dataset, --card: not used when converting an .onnx file")
+        check = convert_transition_model(args.checkpoint, args.out, args.precision)
+        sizes = ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in check["bytes"].items())
+        print(f"wrote {sizes} ({args.precision})")
+        print(_precision_summary(check))
+        return 0
+    if args.precision != "fp32":
+        if args.card:
+            raise ValueError("--card: the RTN's card describes its fp32 export; drop --precision")
+        # The fp32 graphs are exported and checked against PyTorch first, then converted.
+        with tempfile.TemporaryDirectory() as folder:
+            fp32 = Path(folder) / args.out.name
+            export_rtn(args.checkpoint, fp32, args.dataset)
+            check = convert_transition_model(fp32, args.out, args.precision)
+        print(_precision_summary(check))
+        return 0
     report = export_rtn(args.checkpoint, args.out, args.dataset)
     errors = ", ".join(f"{k} {v:.1e}" for k, v in report["rollout_max_abs_error"].items())
     sizes = ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in report["bytes"].items())
@@ -487,6 +613,42 @@ def run_evaluate_controllers(args) -> int:
         skating = results[name]["skating_cm"]
         print(f"{name:6s} skating " + " ".join(f"{s}:{v:.3f}" for s, v in skating.items()))
     print(f"wrote {', '.join(str(p) for p in (args.json, args.doc, args.figures) if p)}")
+    return 0
+
+
+def run_evaluate_precision(args) -> int:
+    from canis.tools.machine import machine
+    from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
+    from canis.training.precision_gate import VARIANTS, evaluate, write
+
+    variants = [v.strip() for v in (args.variants or ",".join(VARIANTS)).split(",") if v.strip()]
+    if "fp32" not in variants:
+        variants.insert(0, "fp32")
+    mocap = args.bvh or default_mocap_dir()
+    if mocap is None:
+        raise FileNotFoundError(f"no mocap folder: give --bvh. {DOWNLOAD_HINT}")
+    results = evaluate(
+        args.model,
+        mocap,
+        variants,
+        card_seconds=args.card_seconds,
+        keep_dir=args.keep,
+        cache_dir=args.cache,
+    )
+    command = (
+        f"./run canis evaluate precision --variants {','.join(variants)} "
+        f"--card-seconds {args.card_seconds:g}"
+    )
+    m = machine()
+    write(results, args.json, args.doc, command, f"{m['cpu']}, {m['logical_cores']} threads")
+    for name, entry in results["variants"].items():
+        failed = [r["figure"] for r in entry["gate"] if not r["passed"]]
+        print(
+            f"{name:5s} p50 {entry['inference']['p50_ms']:.3f} ms: "
+            + ("passes" if not failed else f"fails {len(failed)}: {', '.join(failed)}")
+        )
+    print(f"default to ship: {results['default']}")
+    print(f"wrote {', '.join(str(p) for p in (args.json, args.doc) if p)}")
     return 0
 
 

@@ -38,7 +38,8 @@ from canis.training.labels import CONTACT_ON_SPEED_MPS, detect_contacts, speeds_
 
 # Where each model is expected; the ones not shipped are trained and exported by TRAIN_COMMANDS.
 MODEL_FILES = {
-    "MANN8": asset_path(SHIPPED_MOTION_MODELS["MANN-8"], must_exist=False),
+    # fp32, the reference; the shipped int8 default is measured beside it by the precision gate
+    "MANN8": asset_path(SHIPPED_MOTION_MODELS["MANN-8 fp32"], must_exist=False),
     "MANN4": Path("runs/mann4-cpu/mann4.onnx"),
     "PFNN": asset_path(SHIPPED_MOTION_MODELS["PFNN"], must_exist=False),
     "VNN": Path("runs/vnn-cpu/vnn.onnx"),

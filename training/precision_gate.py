@@ -1,0 +1,294 @@
+"""`canis evaluate precision`: the quality gate that decides which precision of a motion model
+ships. Each variant of one fp32 export (fp16 and int8 by export/precision.py, and the gating
+sparsity experiment of export/gating_sparsity.py) is driven in closed loop exactly as the
+controller evaluation and the model card drive it, beside fp32, and every figure is compared:
+
+- foot skating, all and back legs, in the walk, canter and turn scenarios (lower is better);
+- leg stiffness in the same scenarios (closer to the mocap's is better);
+- mean speed reached in each scenario and at each gait speed (closer to the asked is better);
+- path deviation on the four shipped paths, cm and degrees (lower is better);
+- the gait verdict at each of the paper's speeds (the same, or the mocap's gait there);
+- the card's closed-loop check: each run finite, its speed (tracked and untracked) and its
+  lowest hips, and the check's overall verdict.
+
+A figure passes when it is within TOLERANCE of fp32's or better. The default to ship is the
+fastest variant (inference at batch 1, one thread, timed side by side) whose every figure
+passes. Runs are deterministic, yet a closed loop is chaotic: a tiny change of the outputs
+moves the trajectory, so a few percent on a figure can be the loop's own sensitivity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from canis.runtime.inference import MotionModel
+from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+from canis.tools.closed_loop import closed_loop_report
+from canis.training.evaluate_controllers import (
+    SCENARIOS,
+    gait_emergence,
+    ground_truth,
+    load_clips,
+    path_following,
+    scenario_quality,
+)
+
+TOLERANCE = 0.05
+VARIANTS = ("fp32", "fp16", "int8", "top2")  # top2: fp32 blending only the top 2 experts
+
+
+def make_variant(source: Path, name: str, folder: Path) -> Path:
+    from canis.export.gating_sparsity import top_k_experts
+    from canis.export.precision import convert_motion_model
+
+    out = folder / f"{source.stem}.{name}.onnx"
+    if name.startswith("top"):
+        return top_k_experts(source, int(name.removeprefix("top")), out)
+    convert_motion_model(source, out, name)
+    return out
+
+
+def measure(path: Path, skeleton: Skeleton, commands: dict, card_seconds: float) -> dict:
+    """Every figure the gate compares, for one model file."""
+    started = time.perf_counter()
+    model = MotionModel(path, device="cpu")
+    quality = scenario_quality(model, skeleton, commands)
+    verdicts, _ = gait_emergence(model, skeleton)
+    return {
+        "file": path.name,
+        "bytes": path.stat().st_size,
+        "quality": {k: v for k, v in quality.items() if k != "steps"},
+        "paths": path_following(path),
+        "gaits": verdicts,
+        "closed_loop": closed_loop_report(path, seconds=card_seconds),
+        "measure_seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def time_inference(paths: dict[str, Path]) -> dict[str, dict]:
+    """Batch-1 inference through the runtime (`run_bound`, as the controller calls it) on one
+    thread, the variants timed side by side in alternating blocks (tools/benchmark.py)."""
+    from canis.tools.benchmark import time_alternating
+
+    calls = {}
+    rng = np.random.default_rng(0)
+    for name, path in paths.items():
+        model = MotionModel(path, device="cpu", threads=1)
+        buffers = model.bind(1)
+        buffers.inputs["x"][0] = rng.normal(size=480)
+        calls[name] = lambda model=model, buffers=buffers: model.run_bound(buffers)
+    return time_alternating(calls)
+
+
+def _cache_file(cache_dir: Path | None, source: Path, name: str, card_seconds: float):
+    if cache_dir is None:
+        return None
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    return cache_dir / f"{source.stem}.{digest}.{name}.card{card_seconds:g}s.json"
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _lower(value, reference) -> bool:
+    return value <= reference * (1 + TOLERANCE)
+
+
+def _closer(value, reference, target) -> bool:
+    near = abs(value - reference) <= TOLERANCE * abs(reference)
+    return near or abs(value - target) <= abs(reference - target)
+
+
+def figures(entry: dict, truth: dict, commands: dict) -> list[tuple]:
+    """(name, value, rule, target) of every figure the gate compares; rule is 'lower',
+    'closer' (to target) or 'same'."""
+    q, rows = entry["quality"], []
+    for s in SCENARIOS:
+        for key in ("skating_cm", "skating_back_cm"):
+            rows.append((f"{key} {s}", q[key][s], "lower", None))
+        for key in ("stiffness_deg", "stiffness_back_deg"):
+            rows.append((f"{key} {s}", q[key][s], "closer", truth[key][s]))
+        rows.append((f"speed m/s {s}", q["mean_speed_mps"][s], "closer", commands[s]["speed_mps"]))
+        rows.append((f"finite {s}", q["finite"][s], "same", None))
+    for path, cm in entry["paths"]["path_cm"].items():
+        rows.append((f"path cm {path}", cm, "lower", None))
+        rows.append((f"path deg {path}", entry["paths"]["path_deg"][path], "lower", None))
+    for speed, g in entry["gaits"].items():
+        mocap = truth.get("gaits", {}).get(speed, {}).get("verdict")
+        rows.append((f"gait at {speed} m/s", g["verdict"], "same", mocap))
+        rows.append((f"gait speed m/s at {speed}", g["mean_speed_mps"], "closer", float(speed)))
+    loop = entry["closed_loop"]
+    for r in loop["runs"]:
+        run = f"card {r['commanded_mps']} m/s{' turning' if r['turn_rate_degps'] else ''}"
+        rows.append((f"{run} finite", r["finite"], "same", None))
+        rows.append((f"{run} speed m/s", r["mean_speed_mps"], "closer", r["commanded_mps"]))
+        raw = r["untracked"]["mean_speed_mps"]
+        rows.append((f"{run} untracked speed m/s", raw, "closer", r["commanded_mps"]))
+        rows.append((f"{run} min hips m", r["min_hips_height_m"], "closer", np.inf))
+    rows.append(("card check passed", loop["passed"], "same", None))
+    return rows
+
+
+def compare(reference: dict, candidate: dict, truth: dict, commands: dict) -> list[dict]:
+    """Each figure of the candidate beside fp32's, and whether it passes."""
+    out = []
+    for (name, ref, rule, target), (_, value, _, _) in zip(
+        figures(reference, truth, commands), figures(candidate, truth, commands), strict=True
+    ):
+        if rule == "same":  # or better: true where fp32 is false, the mocap's gait
+            passed = value == ref or value == target or (isinstance(ref, bool) and value)
+        elif rule == "lower":
+            passed = bool(_lower(value, ref))
+        elif target == np.inf:  # higher is better
+            passed = bool(value >= ref * (1 - TOLERANCE))
+        else:
+            passed = bool(_closer(value, ref, target))
+        out.append({"figure": name, "fp32": ref, "value": value, "rule": rule, "passed": passed})
+    return out
+
+
+def evaluate(
+    source: Path,
+    mocap_dir: Path,
+    variants=VARIANTS,
+    card_seconds: float = 20.0,
+    keep_dir: Path | None = None,
+    progress: bool = True,
+    cache_dir: Path | None = None,
+) -> dict:
+    """Every variant measured and compared with fp32. With cache_dir, each variant's figures
+    are kept there (named by the source file's hash, the variant and the card's seconds) and
+    reused, so the variants can be measured by separate, shorter runs."""
+    started = time.perf_counter()
+    skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
+    truth = ground_truth(load_clips(mocap_dir, progress))
+    commands = truth["commands"]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = keep_dir or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = {"fp32": source} | {
+            v: make_variant(source, v, folder) for v in variants if v != "fp32"
+        }
+        timing = time_inference(paths)
+        entries = {}
+        for name, path in paths.items():
+            cached = _cache_file(cache_dir, source, name, card_seconds)
+            if cached is not None and cached.is_file():
+                entries[name] = json.loads(cached.read_text())
+            else:
+                if progress:
+                    print(f"[{name}] closed loop", flush=True)
+                entries[name] = measure(path, skeleton, commands, card_seconds)
+                if cached is not None:
+                    cached.parent.mkdir(parents=True, exist_ok=True)
+                    cached.write_text(json.dumps(entries[name], default=_plain))
+            entries[name]["inference"] = timing[name]
+    for entry in entries.values():
+        rows = compare(entries["fp32"], entry, truth["quality"], commands)
+        entry["gate"] = rows
+        entry["passed"] = all(r["passed"] for r in rows)
+    passing = [n for n, e in entries.items() if e["passed"]]
+    default = min(passing, key=lambda n: entries[n]["inference"]["p50_ms"])
+    return {
+        "source": str(source),
+        "variants": entries,
+        "default": default,
+        "setup": {
+            "tolerance": TOLERANCE,
+            "card_seconds": card_seconds,
+            "commands": commands,
+            "seconds": round(time.perf_counter() - started, 1),
+        },
+    }
+
+
+def markdown(results: dict, command: str, machine: str) -> str:
+    entries, setup = results["variants"], results["setup"]
+    names = list(entries)
+    fp32 = entries["fp32"]
+    lines = [
+        "## Precision (the quality gate for reduced-precision models)",
+        "",
+        f"Reproduce: `{command}` ({_seconds(results)} on {machine}). Each variant of "
+        f"`{Path(results['source']).name}` is driven in closed loop as the controller "
+        "evaluation above and the model card drive it: the three scenarios (23 s each), one "
+        "lap of each path, 10 s at each gait speed, and the card's check (forward and turning "
+        f"at each paper speed, tracked and untracked) at {setup['card_seconds']:.0f} s per run "
+        "instead of the card's 60 s. A figure passes when it is within "
+        f"{setup['tolerance']:.0%} of fp32's or better (lower skating and path deviation; "
+        "stiffness closer to the mocap's; speed closer to the asked; the same gait verdict or "
+        "the mocap's; the same check results; hips no lower). The default to ship is the "
+        "fastest variant that passes every figure. Variants: fp16 and int8 by ONNX Runtime's "
+        "tools (export/precision.py; int8 keeps the small gating network in float32); top2, "
+        "fp32 blending only the gating's two strongest experts, "
+        "renormalised (export/gating_sparsity.py).",
+        "",
+        "| variant | file MB | inference p50 ms | p99 ms | speed-up over fp32 | figures passed | "
+        "verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        e = entries[name]
+        passed = sum(r["passed"] for r in e["gate"])
+        lines.append(
+            f"| {name} | {e['bytes'] / 1e6:.1f} | {e['inference']['p50_ms']:.3f} | "
+            f"{e['inference']['p99_ms']:.3f} | "
+            f"{fp32['inference']['p50_ms'] / e['inference']['p50_ms']:.2f}x | "
+            f"{passed} of {len(e['gate'])} | " + _verdict(name, e, results["default"]) + " |"
+        )
+    lines += [
+        "",
+        "Inference: batch 1, one thread, through the runtime (`MotionModel.run_bound`), the "
+        "variants timed side by side in one process in alternating blocks of 50 calls.",
+        "",
+        "Every figure beside fp32's (a cross marks one outside the gate):",
+        "",
+        f"| figure | {' | '.join(names)} |",
+        "|---" * (len(names) + 1) + "|",
+    ]
+    for i, row in enumerate(fp32["gate"]):
+        cells = []
+        for name in names:
+            r = entries[name]["gate"][i]
+            cells.append(_cell(r["value"]) + ("" if r["passed"] else " ✗"))
+        lines.append(f"| {row['figure']} | {' | '.join(cells)} |")
+    return "\n".join(lines) + "\n\n"
+
+
+def _seconds(results: dict) -> str:
+    """How long the measuring took: the closed-loop runs of each variant, wherever they ran
+    (a cached variant's in an earlier run), and this run's own time."""
+    loops = sum(e.get("measure_seconds", 0.0) for e in results["variants"].values())
+    return f"closed loops {loops:.0f} s, this run {results['setup']['seconds']:.0f} s in all"
+
+
+def _verdict(name: str, entry: dict, default: str) -> str:
+    if name == default:
+        return "**default**"
+    return "passes" if entry["passed"] else "fails"
+
+
+def _cell(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return value
+    return f"{value:.3f}"
+
+
+def write(results: dict, json_path: Path | None, doc: Path | None, command: str, machine: str):
+    from canis.training.report import replace_section
+
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(results, indent=1, default=_plain) + "\n")
+    if doc is not None:
+        replace_section(doc, "precision", markdown(results, command, machine))
