@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from canis.runtime.features import ACTIONS, FPS
+from canis.runtime.dog_state import DogState
+from canis.runtime.features import ACTIONS, FPS, LocalPose
 from canis.runtime.root import (
     from_root_xz,
     to_root_xz,
@@ -84,47 +85,58 @@ class ActiveTransition:
         )
 
 
-def apply_frame(controller, t: ActiveTransition) -> None:
-    """Sets the rows' state to transition frame t.shown + 1."""
+@dataclass
+class TransitionStart:
+    """What Controller.transition_to started: where each asked dog will stand when the
+    transition hands it back (ask for that facing afterwards, so the dog stays put)."""
+
+    characters: np.ndarray  # (n,) the dogs it drives
+    final_xz_m: np.ndarray  # (n, 2) world
+    final_yaw_rad: np.ndarray  # (n,)
+    frames: int  # steps from the request until the dogs are handed back
+
+
+def apply_frame(state: DogState, desired_future, t: ActiveTransition) -> None:
+    """Sets the rows' state to transition frame t.shown + 1: their rows are taken from the
+    state, changed, and put back."""
     k = t.shown + 1
-    rows = t.rows
-    controller.root_xz_m[rows] = t.root_xz_m[:, k]
-    controller.root_yaw_rad[rows] = t.root_yaw_rad[:, k]
-    controller.root_velocity_xz_mps[rows] = t.root_velocity_xz_mps[:, k]
-    pose = controller.pose
-    pose.positions_m[rows] = t.positions_m[:, k]
-    pose.forwards[rows] = t.forwards[:, k]
-    pose.ups[rows] = t.ups[:, k]
-    pose.velocities_mps[rows] = t.velocities_mps[:, k]
+    dogs = state.rows(t.rows)
+    dogs.root_xz_m[:] = t.root_xz_m[:, k]
+    dogs.root_yaw_rad[:] = t.root_yaw_rad[:, k]
+    dogs.root_velocity_xz_mps[:] = t.root_velocity_xz_mps[:, k]
+    dogs.pose = LocalPose(
+        t.positions_m[:, k], t.forwards[:, k], t.ups[:, k], t.velocities_mps[:, k]
+    )
     actions = t.actions[:, k]
-    controller.action_weights[rows] = actions
-    controller.commanded_actions[rows] = actions
-    h = controller.history
-    h.positions_xz_m[rows, -1] = t.root_xz_m[:, k]
-    h.directions_xz[rows, -1] = yaw_direction_xz(t.root_yaw_rad[:, k])
-    h.velocities_xz_mps[rows, -1] = t.root_velocity_xz_mps[:, k]
-    h.speeds_mps[rows, -1] = np.linalg.norm(t.root_velocity_xz_mps[:, k], axis=1)
-    h.actions[rows, -1] = actions
+    dogs.action_weights[:] = actions
+    dogs.commanded_actions[:] = actions
+    h = dogs.history
+    h.positions_xz_m[:, -1] = t.root_xz_m[:, k]
+    h.directions_xz[:, -1] = yaw_direction_xz(t.root_yaw_rad[:, k])
+    h.velocities_xz_mps[:, -1] = t.root_velocity_xz_mps[:, k]
+    h.speeds_mps[:, -1] = np.linalg.norm(t.root_velocity_xz_mps[:, k], axis=1)
+    h.actions[:, -1] = actions
     # The network's own future for these rows is from a motion they did not make: hand the
     # desired one back instead, so the next blend is the command alone.
-    future, desired = controller.predicted_future, controller.desired_future
-    if future is not None and desired is not None:
+    if desired_future is not None:
+        future = dogs.predicted_future
         for name in ("positions_xz_m", "directions_xz", "velocities_xz_mps"):
-            getattr(future, name)[rows] = getattr(desired, name)[rows]
-    controller.frame_history[rows, -1] = t.frames[:, k]  # what the next transition reads
+            getattr(future, name)[:] = getattr(desired_future, name)[t.rows]
+    dogs.frame_history[:, -1] = t.frames[:, k]  # what the next transition reads
+    state.put_rows(t.rows, dogs)
     t.shown = k
 
 
-def stopping_point(controller, rows, seconds: float):
+def stopping_point(state: DogState, rows, seconds: float):
     """Where a character moving as now comes to rest if it slows evenly to a stop over
     `seconds`: half the distance and half the turn it would make at its current rates."""
-    directions = controller.history.directions_xz[rows]
+    directions = state.history.directions_xz[rows]
     turn_rate = (
         wrap_angle_rad(
             yaw_from_direction(directions[:, -1]) - yaw_from_direction(directions[:, -2])
         )
         * FPS
     )
-    yaw = wrap_angle_rad(controller.root_yaw_rad[rows] + 0.5 * turn_rate * seconds)
-    xz = controller.root_xz_m[rows] + 0.5 * controller.root_velocity_xz_mps[rows] * seconds
+    yaw = wrap_angle_rad(state.root_yaw_rad[rows] + 0.5 * turn_rate * seconds)
+    xz = state.root_xz_m[rows] + 0.5 * state.root_velocity_xz_mps[rows] * seconds
     return xz, yaw

@@ -170,11 +170,13 @@ def test_transition_reaches_its_target_and_hands_back(tiny_rtn):
     np.testing.assert_allclose(c.root_yaw_rad, [0.5, -1.0], atol=1e-5)
     sit = ControlState(np.zeros((2, 2)), c.root_yaw_rad.copy(), np.full(2, ACTIONS.index("sit")))
     c.step(sit)  # the motion network's first frame: the display carries the difference
-    first = max(np.abs(o).max() for o in c.display_offset.values())
+    offsets = c.state.display_offset
+    first = max(np.abs(o).max() for o in vars(offsets).values())
     for _ in range(60):  # the motion network carries on from the transition's state
         c.step(sit)
         assert np.all(np.isfinite(c.display_pose()[0]))
-    assert first > 0 and all(np.abs(o).max() < 1e-3 * first for o in c.display_offset.values())
+    left = vars(c.state.display_offset).values()
+    assert first > 0 and all(np.abs(o).max() < 1e-3 * first for o in left)
 
 
 def test_only_the_asked_characters_transition(tiny_rtn):

@@ -174,10 +174,10 @@ def handback_report(model: TransitionModel, motion_model_path: Path) -> dict:
             )
             for _ in range(120):
                 c.step(move)
-            c.transition_to(target, HANDBACK_FRAMES)
+            started = c.transition_to(target, HANDBACK_FRAMES)
             hold = ControlState(
                 np.zeros((1, 2)),
-                np.array([c.transitions[-1].root_yaw_rad[0, -1]]),
+                started.final_yaw_rad,
                 np.array([ACTIONS.index(KEYFRAME_ACTIONS[target])]),
             )
             positions = [c.display_pose()[0][0].copy()]
