@@ -40,7 +40,6 @@ from canis.runtime.root import (
     to_root_xz,
     wrap_angle_rad,
     yaw_direction_xz,
-    yaw_from_direction,
 )
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.runtime.smoothing import damp, damp_angle_rad, smoothing_factor
@@ -56,17 +55,12 @@ from canis.runtime.trajectory import (
     blend,
     extrapolate,
 )
-from canis.runtime.transition import TransitionModel, target_blend
-from canis.runtime.transition_frames import (
-    CONTEXT_FRAMES,
-    frame_vector,
-    placement,
-    placement_to_world,
-)
+from canis.runtime.transition import TransitionModel, check_transition_request
+from canis.runtime.transition_frames import CONTEXT_FRAMES, frame_vector
 from canis.runtime.transition_player import (
-    ActiveTransition,
+    LEAD_FRAMES,
+    TransitionPlayer,
     TransitionStart,
-    apply_frame,
     stopping_point,
 )
 
@@ -175,7 +169,11 @@ class Controller:
         self._has_prediction = False
         self.path_future_xz_m = None
         self.desired_future: GroundTrajectory | None = None
-        self.transitions: list[ActiveTransition] = []
+        self.transitions = (
+            TransitionPlayer(self.transition_model, n, self.skeleton.parents)
+            if self.transition_model is not None
+            else None
+        )
         self.offsets_active = False  # any hand-back offset left to decay
         self.non_finite_events = 0
         self.frame = 0
@@ -244,6 +242,8 @@ class Controller:
 
     def _smooth_command(self, control: ControlState) -> None:
         s = self.state
+        held = self.transitions.leading if self.transitions is not None else None
+        before = (s.commanded_velocity_mps, s.commanded_yaw_rad, s.commanded_actions)
         self.path_future_xz_m = control.future_xz_m
         s.commanded_velocity_mps = damp(
             s.commanded_velocity_mps, control.velocity_mps, DT_S, VELOCITY_HALF_LIFE_S
@@ -253,6 +253,14 @@ class Controller:
         )
         target = np.eye(len(ACTIONS))[control.action]
         s.commanded_actions = damp(s.commanded_actions, target, DT_S, ACTION_HALF_LIFE_S)
+        if held is not None and held.any():
+            # Dogs in a transition's lead keep the command they had when it was asked for.
+            s.commanded_velocity_mps[held] = before[0][held]
+            s.commanded_yaw_rad[held] = before[1][held]
+            s.commanded_actions[held] = before[2][held]
+            if self.path_future_xz_m is not None:
+                self.path_future_xz_m = self.path_future_xz_m.copy()
+                self.path_future_xz_m[held] = np.nan
 
     def trajectory(self) -> LocalTrajectory:
         """The 12 samples x sees, in the root frame: the past from history, now, and the
@@ -320,9 +328,9 @@ class Controller:
                 s.phase_rad = (s.phase_rad + outputs["phase_delta"][:, 0]) % (2 * np.pi)
             if kept is not None:
                 self._keep_last_good_state(bad, kept)
-        if self.transitions:
+        if self.transitions is not None and self.transitions.active.any():
             with stage("transition"):
-                self._play_transitions()
+                self.transitions.step(s, self.desired_future)
         if shown is not None:
             self._start_handback_offsets(handed_back, shown)
         with stage("ik"):
@@ -403,9 +411,12 @@ class Controller:
         """Hands `characters` (default all) to the transition network, which takes them from
         their last CONTEXT_FRAMES frames to `target` (a keyframe name or a Keyframe, e.g. a
         recorded pose) in `frames` frames, then back to the motion network holding `action`
-        (default: the keyframe's own). The target stands at `at_xz_m` (N, 2) facing `yaw_rad`,
-        by default where the character would stop if it slowed evenly over the transition.
-        Returns where each of them will stand when handed back."""
+        (default: the keyframe's own). The transition starts after a lead of LEAD_FRAMES
+        steps, in which the motion network keeps the dogs going as they were commanded
+        (runtime/transition_player.py: the transition is generated over the frames that play
+        it). The target stands at `at_xz_m` (N, 2) facing `yaw_rad`, by default where the
+        character would stop if it went on through the lead, then slowed evenly over the
+        transition. Returns where each of them will stand when handed back, and when."""
         if self.transition_model is None:
             raise RuntimeError("transition_to needs Controller(transition_model=...)")
         keyframe = self.keyframes.get(target) if isinstance(target, str) else target
@@ -419,8 +430,7 @@ class Controller:
         n = len(rows)
         s = self.state
         with self.profiler.stage("transition"):
-            seconds = (frames + 1) / FPS
-            target_xz, target_yaw = stopping_point(s, rows, seconds)
+            target_xz, target_yaw = stopping_point(s, rows, LEAD_FRAMES / FPS, (frames + 1) / FPS)
             if at_xz_m is not None:
                 target_xz = np.broadcast_to(np.asarray(at_xz_m, dtype=np.float64), (n, 2)).copy()
             if yaw_rad is not None:
@@ -432,59 +442,36 @@ class Controller:
                 n,
                 axis=0,
             )
-            h = s.history
-            past_xz = h.positions_xz_m[rows, -CONTEXT_FRAMES:]
-            past_yaw = yaw_from_direction(h.directions_xz[rows, -CONTEXT_FRAMES:])
-            context_placements = placement(
-                past_xz.reshape(-1, 2),
-                past_yaw.reshape(-1),
-                np.repeat(target_xz, CONTEXT_FRAMES, axis=0),
-                np.repeat(target_yaw, CONTEXT_FRAMES, axis=0),
-            ).reshape(n, CONTEXT_FRAMES, 4)
-            generated, placements = self.transition_model.generate(
-                s.frame_history[rows], context_placements, target_frame, frames
+            # The context the RTN would read now: its length, shapes and values are checked
+            # before anything changes (the one it reads ends LEAD_FRAMES later).
+            check_transition_request(
+                s.frame_history[rows],
+                np.zeros((n, CONTEXT_FRAMES, 4)),
+                target_frame,
+                frames,
             )
-            generated, placements = target_blend(generated, placements, target_frame)
-            xz, yaw = placement_to_world(
-                placements.reshape(-1, 4).astype(np.float64),
-                np.repeat(target_xz, frames + 1, axis=0),
-                np.repeat(target_yaw, frames + 1, axis=0),
+            # A dog taken from a transition that is playing goes to the motion network for the
+            # new one's lead: the display eases over the difference, as at a hand-back.
+            s.handback_pending[rows] |= self.transitions.playing[rows]
+            self.transitions.start(
+                rows, s, target_frame, target_xz, target_yaw, frames, ACTIONS.index(action)
             )
-            self.transitions = [t for t in self.transitions if not np.isin(t.rows, rows).any()]
-            started = ActiveTransition.unpack(
-                rows,
-                np.concatenate([s.frame_history[rows, -1:], generated], axis=1),
-                np.concatenate([s.root_xz_m[rows, None], xz.reshape(n, frames + 1, 2)], axis=1),
-                np.concatenate([s.root_yaw_rad[rows, None], yaw.reshape(n, frames + 1)], axis=1),
-                s.action_weights[rows].copy(),
-                ACTIONS.index(action),
-                self.skeleton.parents,
-            )
-            self.transitions.append(started)
-        return TransitionStart(
-            rows, started.root_xz_m[:, -1].copy(), started.root_yaw_rad[:, -1].copy(), frames + 1
-        )
+        return TransitionStart(rows, target_xz, target_yaw, LEAD_FRAMES + frames + 1)
 
     def in_transition(self) -> np.ndarray:
-        """(N,) whether each character is being driven by the transition network."""
-        busy = np.zeros(self.count, dtype=bool)
-        for t in self.transitions:
-            busy[t.rows] = True
-        return busy
-
-    def _play_transitions(self) -> None:
-        for t in self.transitions:
-            apply_frame(self.state, self.desired_future, t)
-            if t.shown == t.length:
-                self.state.handback_pending[t.rows] = True
-        self.transitions = [t for t in self.transitions if t.shown < t.length]
+        """(N,) whether each character is in a transition: in its lead, when the motion
+        network still moves it as commanded when it was asked for, or driven by the
+        transition network."""
+        if self.transitions is None:
+            return np.zeros(self.count, dtype=bool)
+        return self.transitions.active.copy()
 
     def _start_handback_offsets(self, handed_back: np.ndarray, shown: DogState) -> None:
         """For the dogs handed back last frame: what was shown then minus what the motion
         network made of it now (which includes one frame of real motion; it decays too).
-        Dogs that have started another transition since are left alone."""
+        Dogs the transition network drives again are left alone."""
         s = self.state
-        keep = ~self.in_transition()[handed_back]
+        keep = ~self.transitions.playing[handed_back]
         rows = np.flatnonzero(handed_back)[keep]
         now = s.rows(rows)
         for name in ("positions_m", "forwards", "ups"):

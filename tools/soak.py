@@ -101,7 +101,7 @@ def soak(
                 action[c] = ACTIONS.index(KEYFRAME_ACTIONS[to])
                 velocity[c], turn[c] = 0.0, 0.0
                 facing[c] = begun.final_yaw_rad[0]
-                until[c] = t + length * DT_S + rng.uniform(*COMMAND_SECONDS)
+                until[c] = t + begun.frames * DT_S + rng.uniform(*COMMAND_SECONDS)
                 since[c] = t
                 transition_count += 1
                 continue
