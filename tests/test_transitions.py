@@ -269,6 +269,35 @@ def test_a_streamed_transition_is_the_one_generated_at_once(tiny_rtn):
             np.testing.assert_allclose(shown_positions, positions[k], atol=1e-5)
 
 
+def test_a_transition_for_some_dogs_leaves_the_others_in_theirs(tiny_rtn):
+    """Issue 20: asking dog 0 to lie while both dogs sit used to drop dog 1's sit (no
+    hand-back, no offset). Each dog's transition is its own."""
+    c = controller(tiny_rtn, count=2)
+    move = ControlState(
+        np.array([[0.0, 1.2], [0.5, 1.0]]), np.zeros(2), np.full(2, ACTIONS.index("move"))
+    )
+    for _ in range(30):
+        c.step(move)
+    both = c.transition_to("sit", 40)
+    for _ in range(5):
+        c.step(move)
+    one = c.transition_to("lie", 30, characters=[0])
+    assert c.in_transition().tolist() == [True, True]
+    for _ in range(one.frames):
+        c.step(move)
+    assert c.in_transition().tolist() == [False, True]  # dog 0 lay down, dog 1 sits on
+    np.testing.assert_allclose(c.root_xz_m[0], one.final_xz_m[0], atol=1e-5)
+    assert c.action_weights[0].argmax() == ACTIONS.index("lie")
+    for _ in range(both.frames - 5 - one.frames):
+        c.step(move)
+    assert not c.in_transition().any()  # dog 1 sat down where and when it was asked to
+    np.testing.assert_allclose(c.root_xz_m[1], both.final_xz_m[1], atol=1e-5)
+    np.testing.assert_allclose(c.root_yaw_rad[1], both.final_yaw_rad[1], atol=1e-5)
+    assert c.action_weights[1].argmax() == ACTIONS.index("sit")
+    c.step(move)  # dog 1 handed back: the display eases over the motion network's difference
+    assert np.abs(c.state.display_offset.forwards[1]).max() > 0
+
+
 def test_bad_transition_requests_are_refused_clearly(tiny_rtn):
     c = controller(tiny_rtn, count=1)
     sit = c.keyframes["sit"]
