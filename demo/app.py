@@ -151,9 +151,9 @@ class DemoApp:
         name = self.keyframe_names[self.keyframe_index]
         if self.recorder is not None:
             self.recorder.add_transition(name, TRANSITION_FRAMES)
-        self.controller.transition_to(name, TRANSITION_FRAMES, characters=[0])
+        started = self.controller.transition_to(name, TRANSITION_FRAMES, characters=[0])
         self.player.action = KEYFRAME_ACTIONS[name]
-        self.player.facing_yaw_rad = float(self.controller.transitions[-1].root_yaw_rad[0, -1])
+        self.player.facing_yaw_rad = float(started.final_yaw_rad[0])
         self.notice = f"transition to {name} ({TRANSITION_FRAMES} frames)"
 
     def input_frame(self) -> InputFrame:

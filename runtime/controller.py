@@ -17,9 +17,11 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+from canis.runtime.dog_state import DisplayOffset, DogState
 from canis.runtime.features import (
     ACTIONS,
     FPS,
+    FUTURE_OFFSETS_FRAMES,
     TRAJECTORY_OFFSETS_FRAMES,
     LocalPose,
     LocalTrajectory,
@@ -39,9 +41,9 @@ from canis.runtime.root import (
     to_root_xz,
     wrap_angle_rad,
     yaw_direction_xz,
-    yaw_from_direction,
 )
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+from canis.runtime.smoothing import damp, damp_angle_rad, smoothing_factor
 from canis.runtime.terrain import Heightmap
 from canis.runtime.trajectory import (
     ACTION_HALF_LIFE_S,
@@ -53,16 +55,15 @@ from canis.runtime.trajectory import (
     along_path,
     blend,
     extrapolate,
-    smoothing_factor,
 )
-from canis.runtime.transition import TransitionModel, target_blend
-from canis.runtime.transition_frames import (
-    CONTEXT_FRAMES,
-    frame_vector,
-    placement,
-    placement_to_world,
+from canis.runtime.transition import TransitionModel, check_transition_request
+from canis.runtime.transition_frames import CONTEXT_FRAMES, frame_vector
+from canis.runtime.transition_player import (
+    LEAD_FRAMES,
+    TransitionPlayer,
+    TransitionStart,
+    stopping_point,
 )
-from canis.runtime.transition_player import ActiveTransition, apply_frame, stopping_point
 
 log = logging.getLogger("canis.runtime")
 DT_S = 1.0 / FPS
@@ -119,130 +120,181 @@ class Controller:
 
     def reset(self, root_xz_m=None, yaw_rad=None, start_pose: str = "stand") -> None:
         n = self.count
-        key = self.keyframes[start_pose]
-        self.root_xz_m = (
+        root_xz_m = (
             np.zeros((n, 2))
             if root_xz_m is None
             else np.array(root_xz_m, dtype=np.float64).reshape(n, 2)
         )
-        self.root_yaw_rad = (
-            np.zeros(n) if yaw_rad is None else np.array(yaw_rad, dtype=np.float64).reshape(n)
-        )
-        self.root_velocity_xz_mps = np.zeros((n, 2))
-        still = keyframe_pose(self.skeleton, key)  # already in its root frame
+        yaw = np.zeros(n) if yaw_rad is None else np.array(yaw_rad, dtype=np.float64).reshape(n)
+        still = keyframe_pose(self.skeleton, self.keyframes[start_pose])  # in its root frame
         tile = lambda a: np.repeat(a, n, axis=0)  # noqa: E731
-        self.pose = LocalPose(*(tile(a) for a in vars(still).values()))
-        idle = np.eye(len(ACTIONS))[ACTIONS.index("idle")]
-        self.action_weights = np.repeat(idle[None], n, axis=0)
-        self.commanded_velocity_mps = np.zeros((n, 2))
-        self.commanded_yaw_rad = self.root_yaw_rad.copy()
-        self.commanded_actions = self.action_weights.copy()
-        self.path_future_xz_m = None
-        frames = HISTORY_FRAMES
-        self.history = GroundTrajectory(
-            positions_xz_m=np.repeat(self.root_xz_m[:, None], frames, axis=1),
-            directions_xz=np.repeat(yaw_direction_xz(self.root_yaw_rad)[:, None], frames, 1),
-            velocities_xz_mps=np.zeros((n, frames, 2)),
-            speeds_mps=np.zeros((n, frames)),
-            actions=np.repeat(self.action_weights[:, None], frames, axis=1),
+        pose = LocalPose(*(tile(a) for a in vars(still).values()))
+        idle = np.repeat(np.eye(len(ACTIONS))[ACTIONS.index("idle")][None], n, axis=0)
+        facing = yaw_direction_xz(yaw)
+
+        def standing(frames: int) -> GroundTrajectory:
+            """`frames` samples of a dog standing where it is."""
+            return GroundTrajectory(
+                positions_xz_m=np.repeat(root_xz_m[:, None], frames, axis=1),
+                directions_xz=np.repeat(facing[:, None], frames, axis=1),
+                velocities_xz_mps=np.zeros((n, frames, 2)),
+                speeds_mps=np.zeros((n, frames)),
+                actions=np.repeat(idle[:, None], frames, axis=1),
+            )
+
+        joints = lambda: np.zeros((n, self.skeleton.joint_count, 3))  # noqa: E731
+        context = frame_vector(np.zeros((n, 2)), np.zeros(n), pose)
+        experts = getattr(self.model, "experts", None)
+        self.state = DogState(
+            root_xz_m=root_xz_m,
+            root_yaw_rad=yaw,
+            root_velocity_xz_mps=np.zeros((n, 2)),
+            pose=pose,
+            action_weights=idle,
+            commanded_velocity_mps=np.zeros((n, 2)),
+            commanded_yaw_rad=yaw.copy(),
+            commanded_actions=idle.copy(),
+            speed_gain=np.ones(n),
+            measured_speed_mps=np.zeros(n),
+            phase_rad=np.zeros(n),
+            history=standing(HISTORY_FRAMES),
+            # A standing dog's future, though the first step uses the desired one alone
+            # (_has_prediction): the network has predicted nothing yet.
+            predicted_future=standing(len(FUTURE_OFFSETS_FRAMES)),
+            # The last CONTEXT_FRAMES frames as the transition network reads them.
+            frame_history=np.repeat(context[:, None], CONTEXT_FRAMES, axis=1),
+            display_offset=DisplayOffset(joints(), joints(), joints()),
+            handback_pending=np.zeros(n, dtype=bool),
+            expert_weights=np.zeros((n, experts)) if experts else None,
         )
-        self.predicted_future: GroundTrajectory | None = None
+        self._has_prediction = False
+        self.path_future_xz_m = None
         self.desired_future: GroundTrajectory | None = None
-        self.phase_rad = np.zeros(n)
-        # The last CONTEXT_FRAMES frames as the transition network reads them.
-        still = frame_vector(np.zeros((n, 2)), np.zeros(n), self.pose)
-        self.frame_history = np.repeat(still[:, None], CONTEXT_FRAMES, axis=1)
-        self.transitions: list[ActiveTransition] = []
-        self.handback_pending = np.zeros(n, dtype=bool)
-        # Display offsets (root frame) left by hand-backs: hips position, joint axes.
-        self.display_offset = {
-            name: np.zeros((n, self.skeleton.joint_count, 3))
-            for name in ("positions_m", "forwards", "ups")
-        }
-        self.offsets_active = False
-        self.expert_weights = None
+        self.transitions = (
+            TransitionPlayer(self.transition_model, n, self.skeleton.parents)
+            if self.transition_model is not None
+            else None
+        )
+        self.offsets_active = False  # any hand-back offset left to decay
         self.non_finite_events = 0
-        self.speed_gain = np.ones(n)
-        self.measured_speed_mps = np.zeros(n)
         self.frame = 0
         self._update_display_pose(0.0)
         # After the still pose is shown: the first step lands the locks, whether the lock was
         # on from construction or switched on before that step (as a replayed script does).
         self.foot_lock.reset(n)
 
+    # The readouts an embedder uses (docs/EMBEDDING.md); the state itself is self.state.
+    @property
+    def root_xz_m(self) -> np.ndarray:
+        return self.state.root_xz_m
+
+    @property
+    def root_yaw_rad(self) -> np.ndarray:
+        return self.state.root_yaw_rad
+
+    @property
+    def root_velocity_xz_mps(self) -> np.ndarray:
+        return self.state.root_velocity_xz_mps
+
+    @property
+    def action_weights(self) -> np.ndarray:
+        return self.state.action_weights
+
+    @property
+    def pose(self) -> LocalPose:
+        return self.state.pose
+
+    @property
+    def expert_weights(self) -> np.ndarray | None:
+        return self.state.expert_weights
+
+    @property
+    def predicted_future(self) -> GroundTrajectory | None:
+        """The network's last predicted future (None before the first step)."""
+        return self.state.predicted_future if self._has_prediction else None
+
     @property
     def root_position_m(self) -> np.ndarray:
         """(N, 3) world root positions on the network's flat ground (y = 0)."""
-        return np.stack([self.root_xz_m[:, 0], np.zeros(self.count), self.root_xz_m[:, 1]], 1)
+        xz = self.state.root_xz_m
+        return np.stack([xz[:, 0], np.zeros(self.count), xz[:, 1]], 1)
 
     def _track_speed(self, control: ControlState) -> ControlState:
         """Speed tracking: the network's speed for a given asked speed is monotonic but not
         the identity at walking and pacing speeds, so a slow integral correction scales the
         asked velocity until the measured speed matches it (a cruise control; off with
         Controller(speed_tracking=False))."""
+        s = self.state
         asked = np.linalg.norm(control.velocity_mps, axis=1)
         moving = (asked > SPEED_TRACKING_MIN_MPS) & (control.action == ACTIONS.index("move"))
-        a = smoothing_factor(DT_S, SPEED_TRACKING_MEASURE_HALF_LIFE_S)
-        speed = np.linalg.norm(self.root_velocity_xz_mps, axis=1)
-        self.measured_speed_mps = speed + (self.measured_speed_mps - speed) * a
-        error = (asked - self.measured_speed_mps) / np.maximum(asked, 1e-9)
-        self.speed_gain = np.where(
+        speed = np.linalg.norm(s.root_velocity_xz_mps, axis=1)
+        s.measured_speed_mps = damp(
+            s.measured_speed_mps, speed, DT_S, SPEED_TRACKING_MEASURE_HALF_LIFE_S
+        )
+        error = (asked - s.measured_speed_mps) / np.maximum(asked, 1e-9)
+        s.speed_gain = np.where(
             moving,
-            np.clip(
-                self.speed_gain + SPEED_TRACKING_RATE * error * DT_S, *SPEED_TRACKING_GAIN_RANGE
-            ),
-            1.0 + (self.speed_gain - 1.0) * a,
+            np.clip(s.speed_gain + SPEED_TRACKING_RATE * error * DT_S, *SPEED_TRACKING_GAIN_RANGE),
+            damp(s.speed_gain, 1.0, DT_S, SPEED_TRACKING_MEASURE_HALF_LIFE_S),
         )  # relax back when not moving
         return ControlState(
-            control.velocity_mps * self.speed_gain[:, None],
+            control.velocity_mps * s.speed_gain[:, None],
             control.facing_yaw_rad,
             control.action,
             control.future_xz_m,
         )
 
     def _smooth_command(self, control: ControlState) -> None:
+        s = self.state
+        held = self.transitions.leading if self.transitions is not None else None
+        before = (s.commanded_velocity_mps, s.commanded_yaw_rad, s.commanded_actions)
         self.path_future_xz_m = control.future_xz_m
-        a = smoothing_factor(DT_S, VELOCITY_HALF_LIFE_S)
-        self.commanded_velocity_mps = (
-            control.velocity_mps + (self.commanded_velocity_mps - control.velocity_mps) * a
+        s.commanded_velocity_mps = damp(
+            s.commanded_velocity_mps, control.velocity_mps, DT_S, VELOCITY_HALF_LIFE_S
         )
-        a = smoothing_factor(DT_S, FACING_HALF_LIFE_S)
-        gap = wrap_angle_rad(self.commanded_yaw_rad - control.facing_yaw_rad)
-        self.commanded_yaw_rad = wrap_angle_rad(control.facing_yaw_rad + gap * a)
+        s.commanded_yaw_rad = damp_angle_rad(
+            s.commanded_yaw_rad, control.facing_yaw_rad, DT_S, FACING_HALF_LIFE_S
+        )
         target = np.eye(len(ACTIONS))[control.action]
-        a = smoothing_factor(DT_S, ACTION_HALF_LIFE_S)
-        self.commanded_actions = target + (self.commanded_actions - target) * a
+        s.commanded_actions = damp(s.commanded_actions, target, DT_S, ACTION_HALF_LIFE_S)
+        if held is not None and held.any():
+            # Dogs in a transition's lead keep the command they had when it was asked for.
+            s.commanded_velocity_mps[held] = before[0][held]
+            s.commanded_yaw_rad[held] = before[1][held]
+            s.commanded_actions[held] = before[2][held]
+            if self.path_future_xz_m is not None:
+                self.path_future_xz_m = self.path_future_xz_m.copy()
+                self.path_future_xz_m[held] = np.nan
 
     def trajectory(self) -> LocalTrajectory:
         """The 12 samples x sees, in the root frame: the past from history, now, and the
         blended future."""
+        s = self.state
         desired = extrapolate(
-            self.root_xz_m,
-            self.root_velocity_xz_mps,
-            self.root_yaw_rad,
-            self.action_weights,
-            self.commanded_velocity_mps,
-            self.commanded_yaw_rad,
-            self.commanded_actions,
+            s.root_xz_m,
+            s.root_velocity_xz_mps,
+            s.root_yaw_rad,
+            s.action_weights,
+            s.commanded_velocity_mps,
+            s.commanded_yaw_rad,
+            s.commanded_actions,
         )
         if self.path_future_xz_m is not None:
-            desired = along_path(desired, self.root_xz_m, self.path_future_xz_m)
+            desired = along_path(desired, s.root_xz_m, self.path_future_xz_m)
         self.desired_future = desired
         future = blend(desired, self.predicted_future, self.tau)
-        h, yaw = self.history, self.root_yaw_rad
+        h, yaw = s.history, s.root_yaw_rad
 
         def samples(past, now, ahead):
             return np.concatenate([past[:, PAST_SAMPLES], now[:, None], ahead], axis=1)
 
-        positions = samples(h.positions_xz_m, self.root_xz_m, future.positions_xz_m)
+        positions = samples(h.positions_xz_m, s.root_xz_m, future.positions_xz_m)
         directions = samples(h.directions_xz, yaw_direction_xz(yaw), future.directions_xz)
-        velocities = samples(
-            h.velocities_xz_mps, self.root_velocity_xz_mps, future.velocities_xz_mps
-        )
+        velocities = samples(h.velocities_xz_mps, s.root_velocity_xz_mps, future.velocities_xz_mps)
         speeds = samples(h.speeds_mps, desired.speeds_mps[:, 0], future.speeds_mps)
-        actions = samples(h.actions, self.action_weights, future.actions)
+        actions = samples(h.actions, s.action_weights, future.actions)
         return LocalTrajectory(
-            to_root_xz(positions, self.root_xz_m, yaw),
+            to_root_xz(positions, s.root_xz_m, yaw),
             rotate_xz(directions, -yaw),
             rotate_xz(velocities, -yaw),
             speeds,
@@ -252,6 +304,7 @@ class Controller:
     def step(self, control: ControlState) -> np.ndarray:
         """Advances every character one frame; returns the network input x it used (a view
         of the bound input buffer: copy it to keep it)."""
+        s = self.state
         stage = self.profiler.stage
         with stage("input"):
             control = control.validated(self.count)
@@ -261,79 +314,43 @@ class Controller:
         with stage("trajectory"):
             trajectory = self.trajectory()
         with stage("features"):
-            x = write_input(trajectory, self.pose, out=self._buffers.inputs["x"])
+            x = write_input(trajectory, s.pose, out=self._buffers.inputs["x"])
             if "phase" in self._buffers.inputs:
-                self._buffers.inputs["phase"][:, 0] = self.phase_rad
+                self._buffers.inputs["phase"][:, 0] = s.phase_rad
         with stage("inference"):
             outputs = self.model.run_bound(self._buffers)
         with stage("decode"):
-            shown = self._shown_pose(self.handback_pending) if self.handback_pending.any() else None
+            # The dogs handed back last frame, as they were shown (for the display offsets).
+            handed_back = s.handback_pending.copy()
+            shown = s.rows(handed_back) if handed_back.any() else None
             bad = ~np.all([np.all(np.isfinite(v), axis=1) for v in outputs.values()], axis=0)
-            kept = self._state_rows(bad) if bad.any() else None
+            kept = s.rows(bad) if bad.any() else None
             self._apply(decode_output(outputs["y"].astype(np.float64)), trajectory.speeds_mps)
             if "expert_weights" in outputs:
-                self.expert_weights = outputs["expert_weights"].copy()
+                s.expert_weights = outputs["expert_weights"].copy()  # readers may keep it
             if "phase_delta" in outputs:
-                self.phase_rad = (self.phase_rad + outputs["phase_delta"][:, 0]) % (2 * np.pi)
+                s.phase_rad = (s.phase_rad + outputs["phase_delta"][:, 0]) % (2 * np.pi)
             if kept is not None:
-                self._restore_rows(bad, kept)
-        if self.transitions:
+                self._keep_last_good_state(bad, kept)
+        if self.transitions is not None and self.transitions.active.any():
             with stage("transition"):
-                self._play_transitions()
+                self.transitions.step(s, self.desired_future)
+                if s.handback_pending.any():
+                    self.profiler.instant(
+                        "hand-back", dogs=np.flatnonzero(s.handback_pending).tolist()
+                    )
         if shown is not None:
-            self._start_handback_offsets(shown)
+            self._start_handback_offsets(handed_back, shown)
         with stage("ik"):
             self._update_display_pose(DT_S)
         self.frame += 1
         self.profiler.end_step(self.count, self.root_velocity_xz_mps, self.expert_weights)
         return x
 
-    # Every per-character array a step changes, by attribute path from the controller
-    # (resolved when used: a step replaces some of these objects).
-    STATE_PATHS = (
-        ("root_xz_m",),
-        ("root_yaw_rad",),
-        ("root_velocity_xz_mps",),
-        ("action_weights",),
-        ("phase_rad",),
-        ("expert_weights",),
-        ("pose", "positions_m"),
-        ("pose", "forwards"),
-        ("pose", "ups"),
-        ("pose", "velocities_mps"),
-        ("history", "positions_xz_m"),
-        ("history", "directions_xz"),
-        ("history", "velocities_xz_mps"),
-        ("history", "speeds_mps"),
-        ("history", "actions"),
-        ("predicted_future", "positions_xz_m"),
-        ("predicted_future", "directions_xz"),
-        ("predicted_future", "velocities_xz_mps"),
-    )
-
-    def _resolve(self, path) -> np.ndarray | None:
-        value = self
-        for name in path:
-            value = getattr(value, name, None)
-            if value is None:
-                return None
-        return value
-
-    def _state_rows(self, rows: np.ndarray) -> list:
-        saved = []
-        for path in self.STATE_PATHS:
-            array = self._resolve(path)
-            if array is not None:
-                saved.append((path, array[rows].copy()))
-        return saved
-
-    def _restore_rows(self, rows: np.ndarray, kept: list) -> None:
+    def _keep_last_good_state(self, rows: np.ndarray, kept: DogState) -> None:
         """A character whose network output was not finite keeps its last good state (the
         others move on); the event is counted and logged."""
-        for path, values in kept:
-            current = self._resolve(path)
-            if current is not None and current.shape[1:] == values.shape[1:]:
-                current[rows] = values
+        self.state.put_rows(rows, kept)
         self.non_finite_events += int(rows.sum())
         log.warning(
             "non-finite network output for characters %s at frame %d: they keep their "
@@ -343,47 +360,50 @@ class Controller:
         )
 
     def _apply(self, p, speeds_mps) -> None:
+        s = self.state
         step_local = p.root_velocity_mps * DT_S  # (N, 2) in the previous root's frame
         turn = p.root_yaw_velocity_radps * DT_S
-        step_world = rotate_xz(step_local[:, None], self.root_yaw_rad)[:, 0]
-        self.root_xz_m = self.root_xz_m + step_world
-        self.root_yaw_rad = wrap_angle_rad(self.root_yaw_rad + turn)
-        self.root_velocity_xz_mps = step_world / DT_S
+        step_world = rotate_xz(step_local[:, None], s.root_yaw_rad)[:, 0]
+        s.root_xz_m = s.root_xz_m + step_world
+        s.root_yaw_rad = wrap_angle_rad(s.root_yaw_rad + turn)
+        s.root_velocity_xz_mps = step_world / DT_S
 
         # The previous positions seen from the new root, advanced by the predicted velocities,
         # averaged with the predicted positions.
-        previous = self.pose.positions_m.copy()
+        previous = s.pose.positions_m.copy()
         previous[..., [0, 2]] = rotate_xz(previous[..., [0, 2]] - step_local[:, None], -turn)
         advanced = previous + p.joint_velocities_mps * DT_S
         positions = p.joint_positions_m + (advanced - p.joint_positions_m) * JOINT_POSITION_BLEND
-        self.pose = LocalPose(
+        s.pose = LocalPose(
             positions, p.joint_forwards.copy(), p.joint_ups.copy(), p.joint_velocities_mps.copy()
         )
 
         n, ahead = self.count, p.future_positions_m.shape[1]
-        self.predicted_future = GroundTrajectory(
-            from_root_xz(p.future_positions_m, self.root_xz_m, self.root_yaw_rad),
-            rotate_xz(p.future_directions, self.root_yaw_rad),
-            rotate_xz(p.future_velocities_mps, self.root_yaw_rad),
+        s.predicted_future = GroundTrajectory(
+            from_root_xz(p.future_positions_m, s.root_xz_m, s.root_yaw_rad),
+            rotate_xz(p.future_directions, s.root_yaw_rad),
+            rotate_xz(p.future_velocities_mps, s.root_yaw_rad),
             np.zeros((n, ahead)),
             np.zeros((n, ahead, len(ACTIONS))),
         )
-        self.action_weights = self.commanded_actions.copy()
+        self._has_prediction = True
+        s.action_weights = s.commanded_actions.copy()
         self._push_history(speeds_mps[:, PAST_SAMPLES.size])
         if self.transition_model is not None:  # only transitions read it
-            self.frame_history[:, :-1] = self.frame_history[:, 1:]
-            self.frame_history[:, -1] = frame_vector(
-                p.root_velocity_mps, p.root_yaw_velocity_radps, self.pose
+            s.frame_history[:, :-1] = s.frame_history[:, 1:]
+            s.frame_history[:, -1] = frame_vector(
+                p.root_velocity_mps, p.root_yaw_velocity_radps, s.pose
             )
 
     def _push_history(self, speed_now) -> None:
-        h = self.history
+        s = self.state
+        h = s.history
         for array, value in (
-            (h.positions_xz_m, self.root_xz_m),
-            (h.directions_xz, yaw_direction_xz(self.root_yaw_rad)),
-            (h.velocities_xz_mps, self.root_velocity_xz_mps),
+            (h.positions_xz_m, s.root_xz_m),
+            (h.directions_xz, yaw_direction_xz(s.root_yaw_rad)),
+            (h.velocities_xz_mps, s.root_velocity_xz_mps),
             (h.speeds_mps, speed_now),
-            (h.actions, self.action_weights),
+            (h.actions, s.action_weights),
         ):
             array[:, :-1] = array[:, 1:]
             array[:, -1] = value
@@ -396,12 +416,16 @@ class Controller:
         at_xz_m=None,
         yaw_rad=None,
         action: str | None = None,
-    ) -> None:
+    ) -> TransitionStart:
         """Hands `characters` (default all) to the transition network, which takes them from
         their last CONTEXT_FRAMES frames to `target` (a keyframe name or a Keyframe, e.g. a
         recorded pose) in `frames` frames, then back to the motion network holding `action`
-        (default: the keyframe's own). The target stands at `at_xz_m` (N, 2) facing `yaw_rad`,
-        by default where the character would stop if it slowed evenly over the transition."""
+        (default: the keyframe's own). The transition starts after a lead of LEAD_FRAMES
+        steps, in which the motion network keeps the dogs going as they were commanded
+        (runtime/transition_player.py: the transition is generated over the frames that play
+        it). The target stands at `at_xz_m` (N, 2) facing `yaw_rad`, by default where the
+        character would stop if it went on through the lead, then slowed evenly over the
+        transition. Returns where each of them will stand when handed back, and when."""
         if self.transition_model is None:
             raise RuntimeError("transition_to needs Controller(transition_model=...)")
         keyframe = self.keyframes.get(target) if isinstance(target, str) else target
@@ -413,12 +437,9 @@ class Controller:
             raise ValueError(f"unknown action {action!r}; choose one of {', '.join(ACTIONS)}")
         rows = np.arange(self.count) if characters is None else np.atleast_1d(characters)
         n = len(rows)
-        self.profiler.instant(
-            "transition start", to=keyframe.name, frames=frames, dogs=rows.tolist()
-        )
+        s = self.state
         with self.profiler.stage("transition"):
-            seconds = (frames + 1) / FPS
-            target_xz, target_yaw = stopping_point(self, rows, seconds)
+            target_xz, target_yaw = stopping_point(s, rows, LEAD_FRAMES / FPS, (frames + 1) / FPS)
             if at_xz_m is not None:
                 target_xz = np.broadcast_to(np.asarray(at_xz_m, dtype=np.float64), (n, 2)).copy()
             if yaw_rad is not None:
@@ -430,90 +451,69 @@ class Controller:
                 n,
                 axis=0,
             )
-            h = self.history
-            past_xz = h.positions_xz_m[rows, -CONTEXT_FRAMES:]
-            past_yaw = yaw_from_direction(h.directions_xz[rows, -CONTEXT_FRAMES:])
-            context_placements = placement(
-                past_xz.reshape(-1, 2),
-                past_yaw.reshape(-1),
-                np.repeat(target_xz, CONTEXT_FRAMES, axis=0),
-                np.repeat(target_yaw, CONTEXT_FRAMES, axis=0),
-            ).reshape(n, CONTEXT_FRAMES, 4)
-            generated, placements = self.transition_model.generate(
-                self.frame_history[rows], context_placements, target_frame, frames
+            # The context the RTN would read now: its length, shapes and values are checked
+            # before anything changes (the one it reads ends LEAD_FRAMES later).
+            check_transition_request(
+                s.frame_history[rows],
+                np.zeros((n, CONTEXT_FRAMES, 4)),
+                target_frame,
+                frames,
             )
-            generated, placements = target_blend(generated, placements, target_frame)
-            xz, yaw = placement_to_world(
-                placements.reshape(-1, 4).astype(np.float64),
-                np.repeat(target_xz, frames + 1, axis=0),
-                np.repeat(target_yaw, frames + 1, axis=0),
+            # A dog taken from a transition that is playing goes to the motion network for the
+            # new one's lead: the display eases over the difference, as at a hand-back.
+            s.handback_pending[rows] |= self.transitions.playing[rows]
+            self.transitions.start(
+                rows, s, target_frame, target_xz, target_yaw, frames, ACTIONS.index(action)
             )
-            self.transitions = [t for t in self.transitions if not np.isin(t.rows, rows).any()]
-            self.transitions.append(
-                ActiveTransition.unpack(
-                    rows,
-                    np.concatenate([self.frame_history[rows, -1:], generated], axis=1),
-                    np.concatenate(
-                        [self.root_xz_m[rows, None], xz.reshape(n, frames + 1, 2)], axis=1
-                    ),
-                    np.concatenate(
-                        [self.root_yaw_rad[rows, None], yaw.reshape(n, frames + 1)], axis=1
-                    ),
-                    self.action_weights[rows].copy(),
-                    ACTIONS.index(action),
-                    self.skeleton.parents,
-                )
-            )
+        self.profiler.instant(
+            "transition start", to=keyframe.name, frames=frames, dogs=rows.tolist()
+        )
+        return TransitionStart(rows, target_xz, target_yaw, LEAD_FRAMES + frames + 1)
 
     def in_transition(self) -> np.ndarray:
-        """(N,) whether each character is being driven by the transition network."""
-        busy = np.zeros(self.count, dtype=bool)
-        for t in self.transitions:
-            busy[t.rows] = True
-        return busy
+        """(N,) whether each character is in a transition: in its lead, when the motion
+        network still moves it as commanded when it was asked for, or driven by the
+        transition network."""
+        if self.transitions is None:
+            return np.zeros(self.count, dtype=bool)
+        return self.transitions.active.copy()
 
-    def _play_transitions(self) -> None:
-        for t in self.transitions:
-            apply_frame(self, t)
-            if t.shown == t.length:
-                self.handback_pending[t.rows] = True
-                self.profiler.instant("hand-back", dogs=t.rows.tolist())
-        self.transitions = [t for t in self.transitions if t.shown < t.length]
-
-    def _shown_pose(self, rows: np.ndarray) -> tuple:
-        return rows.copy(), {name: getattr(self.pose, name).copy() for name in self.display_offset}
-
-    def _start_handback_offsets(self, shown) -> None:
+    def _start_handback_offsets(self, handed_back: np.ndarray, shown: DogState) -> None:
         """For the dogs handed back last frame: what was shown then minus what the motion
-        network made of it now (which includes one frame of real motion; it decays too)."""
-        rows, before = shown
-        rows = rows & ~self.in_transition()
-        for name, offset in self.display_offset.items():
-            offset[rows] = before[name][rows] - getattr(self.pose, name)[rows]
-        self.display_offset["positions_m"][:, 1:] = 0.0  # only the hips' position is shown
-        self.handback_pending[:] = False
+        network made of it now (which includes one frame of real motion; it decays too).
+        Dogs the transition network drives again are left alone."""
+        s = self.state
+        keep = ~self.transitions.playing[handed_back]
+        rows = np.flatnonzero(handed_back)[keep]
+        now = s.rows(rows)
+        for name in ("positions_m", "forwards", "ups"):
+            offset = getattr(shown.pose, name)[keep] - getattr(now.pose, name)
+            setattr(now.display_offset, name, offset)
+        now.display_offset.positions_m[:, 1:] = 0.0  # only the hips' position is shown
+        s.put_rows(rows, now)
+        s.handback_pending[:] = False
         self.offsets_active = True
 
     def _update_display_pose(self, dt_s: float) -> None:
         """The pose shown: predicted rotations through FK with fixed bone offsets at the
         predicted hips, in the world, then fitted to the terrain by the full-body IK."""
-        pose = self.pose
+        s = self.state
+        pose, offset = s.pose, s.display_offset
         forwards, ups, hips_local = pose.forwards, pose.ups, pose.positions_m[:, :1]
         if dt_s > 0 and self.offsets_active:
-            decay = smoothing_factor(dt_s, HANDBACK_HALF_LIFE_S)
-            for offset in self.display_offset.values():
-                offset *= decay
-                offset[np.abs(offset) < 1e-5] = 0.0
+            decay = smoothing_factor(dt_s, HANDBACK_HALF_LIFE_S)  # toward no offset
+            parts = (offset.positions_m, offset.forwards, offset.ups)
+            for part in parts:
+                part *= decay
+                part[np.abs(part) < 1e-5] = 0.0
             # Decayed away everywhere: stop paying for it.
-            self.offsets_active = any(np.any(o) for o in self.display_offset.values())
-            forwards = forwards + self.display_offset["forwards"]
-            ups = ups + self.display_offset["ups"]
-            hips_local = hips_local + self.display_offset["positions_m"][:, :1]
-        local, _ = rotations_from_directions(self.skeleton, forwards, ups, self.root_yaw_rad)
+            self.offsets_active = any(np.any(part) for part in parts)
+            forwards = forwards + offset.forwards
+            ups = ups + offset.ups
+            hips_local = hips_local + offset.positions_m[:, :1]
+        local, _ = rotations_from_directions(self.skeleton, forwards, ups, s.root_yaw_rad)
         hips = np.empty((self.count, 3))
-        hips[:, [0, 2]] = from_root_xz(hips_local[..., [0, 2]], self.root_xz_m, self.root_yaw_rad)[
-            :, 0
-        ]
+        hips[:, [0, 2]] = from_root_xz(hips_local[..., [0, 2]], s.root_xz_m, s.root_yaw_rad)[:, 0]
         hips[:, 1] = hips_local[:, 0, 1]
         # Root-frame heights are heights above the network's flat ground.
         self.contacts = estimate_contacts(
@@ -521,7 +521,7 @@ class Controller:
         )
         if self.terrain is not None:
             facing = np.zeros((self.count, 3))
-            facing[:, [0, 2]] = yaw_direction_xz(self.root_yaw_rad)
+            facing[:, [0, 2]] = yaw_direction_xz(s.root_yaw_rad)
             local, hips, _ = self.ik.solve(
                 local, hips, np.zeros(self.count), facing, self.terrain, dt_s
             )

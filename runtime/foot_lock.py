@@ -20,8 +20,8 @@ import numpy as np
 from canis.runtime.ik import LEG_JOINT_WEIGHTS  # as the terrain IK: the shoulder/hip moves least
 from canis.runtime.kinematics import ccd_solve, forward_kinematics
 from canis.runtime.skeleton import DOG_LEG_GROUPS, Skeleton
+from canis.runtime.smoothing import damp
 from canis.runtime.terrain import Heightmap
-from canis.runtime.trajectory import smoothing_factor
 
 LOCK_IN_HALF_LIFE_S = 0.02
 LOCK_OUT_HALF_LIFE_S = 0.06
@@ -74,7 +74,7 @@ class FootLock:
         self.released &= contacts  # a new contact may lock again
         half_life = np.where(self.holding, LOCK_IN_HALF_LIFE_S, LOCK_OUT_HALF_LIFE_S)
         target = self.holding.astype(np.float64)
-        self.weight = target + (self.weight - target) * smoothing_factor(dt_s, half_life)
+        self.weight = damp(self.weight, target, dt_s, half_life)
         self.weight[self.weight < 1e-4] = 0.0
         if dt_s <= 0 or not np.any(self.weight > 1e-3):
             return local

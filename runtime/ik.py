@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from canis.runtime import _kinematics
 from canis.runtime.skeleton import DOG_LEG_GROUPS, Skeleton
+from canis.runtime.smoothing import damp
 from canis.runtime.terrain import Heightmap
 
 ITERATIONS = 12
@@ -55,7 +56,7 @@ class FullBodyIk:
 
     def update_weight(self, dt_s: float) -> None:
         target = 1.0 if self.enabled else 0.0
-        self.weight = target + (self.weight - target) * 0.5 ** (dt_s / BLEND_HALF_LIFE_S)
+        self.weight = damp(self.weight, target, dt_s, BLEND_HALF_LIFE_S)
 
     def solve(
         self,

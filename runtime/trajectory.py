@@ -1,6 +1,7 @@
 """From what the player asks for to the trajectory the network sees.
 
-The command (target velocity, facing and action) is smoothed exponentially, then the future
+The command (target velocity, facing and action) is smoothed exponentially (the controller
+damps it with runtime/smoothing.py), then the future
 samples are extrapolated from the character's current motion toward the smoothed command with
 an exponentially-weighted bias (near samples stay close to what the dog does now, far ones
 reach what is asked), and finally blended with the trajectory the network itself predicted
@@ -84,11 +85,6 @@ class GroundTrajectory:
     velocities_xz_mps: np.ndarray  # (N, S, 2)
     speeds_mps: np.ndarray  # (N, S) desired speed
     actions: np.ndarray  # (N, S, 6)
-
-
-def smoothing_factor(dt_s: float, half_life_s: float) -> float:
-    """How much of the gap to the target remains after dt: exponential smoothing."""
-    return 0.5 ** (dt_s / half_life_s)
 
 
 def bias_weights(times_s: np.ndarray, bias: float = TRAJECTORY_BIAS) -> np.ndarray:

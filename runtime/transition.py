@@ -77,6 +77,24 @@ class TransitionModel:
         )
         self.precision = declared_precision(self.metadata)
 
+    def init(self, first_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The hidden state (h, c), (N, H) each, from the first context frames (N, D)."""
+        return self.init_session.run(INIT_OUTPUTS, {"first_frame": _f32(first_frames)})
+
+    def step(self, frames, placements, targets, frames_to_arrival, h, c) -> list[np.ndarray]:
+        """One generation step for every row: (next frame, next placement, h, c). Each row
+        carries its own frame (N, D), placement (N, 4), target (N, D), frames to arrival
+        (N,) and hidden state, so rows of different transitions share one call (a single
+        frames-to-arrival or target is used for every row)."""
+        n = len(frames)
+        tta = np.broadcast_to(
+            np.asarray(frames_to_arrival, dtype=np.float32).reshape(-1, 1), (n, 1)
+        )
+        targets = np.broadcast_to(targets, (n, FRAME_SIZE))
+        values = (frames, placements, targets, tta, h, c)
+        feeds = {name: _f32(v) for name, v in zip(STEP_INPUTS, values, strict=True)}
+        return self.step_session.run(STEP_OUTPUTS, feeds)
+
     def generate(
         self,
         context_frames: np.ndarray,
@@ -86,32 +104,34 @@ class TransitionModel:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Frames (N, P + 1, D) and placements (N, P + 1, 4) of a P-frame transition and the
         predicted target, after context frames (N, C, D) / placements (N, C, 4) placed
-        relative to the target (N, D). Not yet blended: see target_blend."""
+        relative to the target (N, D), generated at once. Not yet blended: see target_blend.
+        The controller streams the same steps over the frames that play them
+        (runtime/transition_player.py); this is the reference it is tested against, and what
+        the offline tools use."""
         n = len(target_frame)
         check_transition_request(
             context_frames, context_placements, target_frame, transition_frames
         )
-        f32 = lambda a: np.ascontiguousarray(a, dtype=np.float32)  # noqa: E731
-        h, c = self.init_session.run(INIT_OUTPUTS, {"first_frame": f32(context_frames[:, 0])})
-        target = f32(target_frame)
+        h, c = self.init(context_frames[:, 0])
         arrival = CONTEXT_FRAMES + transition_frames  # the target's index after the context
-
-        def step(frame, placement, index):
-            tta = np.full((n, 1), arrival - index, dtype=np.float32)
-            feeds = dict(
-                zip(STEP_INPUTS, (f32(frame), f32(placement), target, tta, h, c), strict=True)
-            )
-            return self.step_session.run(STEP_OUTPUTS, feeds)
-
         for i in range(CONTEXT_FRAMES - 1):
-            _, _, h, c = step(context_frames[:, i], context_placements[:, i], i)
+            _, _, h, c = self.step(
+                context_frames[:, i], context_placements[:, i], target_frame, arrival - i, h, c
+            )
         frame, placement = context_frames[:, -1], context_placements[:, -1]
         frames = np.empty((n, transition_frames + 1, FRAME_SIZE), dtype=np.float32)
         placements = np.empty((n, transition_frames + 1, PLACEMENT_SIZE), dtype=np.float32)
         for k in range(transition_frames + 1):
-            frame, placement, h, c = step(frame, placement, CONTEXT_FRAMES - 1 + k)
+            index = CONTEXT_FRAMES - 1 + k
+            frame, placement, h, c = self.step(
+                frame, placement, target_frame, arrival - index, h, c
+            )
             frames[:, k], placements[:, k] = frame, placement
         return frames, placements
+
+
+def _f32(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float32)
 
 
 def check_transition_request(context_frames, context_placements, target_frame, frames) -> None:
@@ -132,15 +152,31 @@ def check_transition_request(context_frames, context_placements, target_frame, f
             raise ValueError(f"{name} hold non-finite values")
 
 
-def target_blend(frames, placements, target_frame) -> tuple[np.ndarray, np.ndarray]:
-    """The RTN's target blend: the error between the true target and the predicted one is
-    added to every generated frame with a weight rising linearly to 1 at the target, so the
-    last frame is the target and the correction is spread over the whole transition."""
-    count = frames.shape[1]
-    weights = (np.arange(1, count + 1) / count)[None, :, None]
-    frame_error = np.asarray(target_frame)[:, None, :] - frames[:, -1:, :]
-    placement_error = ARRIVED[None, None, :] - placements[:, -1:, :]
-    blended = placements + weights * placement_error
+def blend_weights(indices, count: int, window) -> np.ndarray:
+    """The RTN paper's target-blend weight (its eq. 16) of transition frames `indices`
+    (1..count, the last being the target): 1 - (count - t) / window, from 0 before the
+    blend window's `window` frames to 1 at the target."""
+    return np.clip(1.0 - (count - np.asarray(indices)) / np.asarray(window), 0.0, 1.0)
+
+
+def blend_frames(frames, placements, weights, predicted_target, predicted_placement, target):
+    """frames (N, K, D) / placements (N, K, 4) with weights (N, K) of the error between the
+    true target (N, D) and the predicted one (N, D), placement (N, 4), added: the blend of
+    any frames of a transition once its last frame is known."""
+    w = np.asarray(weights)[..., None]
+    frame_error = np.asarray(target)[:, None, :] - np.asarray(predicted_target)[:, None, :]
+    placement_error = ARRIVED[None, None, :] - np.asarray(predicted_placement)[:, None, :]
+    blended = placements + w * placement_error
     yaw = np.arctan2(blended[..., 2], blended[..., 3])  # sine/cosine back on the unit circle
     blended[..., 2], blended[..., 3] = np.sin(yaw), np.cos(yaw)
-    return frames + weights * frame_error, blended
+    return frames + w * frame_error, blended
+
+
+def target_blend(frames, placements, target_frame, window=None) -> tuple[np.ndarray, np.ndarray]:
+    """The RTN's target blend: the error between the true target and the predicted one is
+    added to the last `window` generated frames (default: all of them) with a weight rising
+    linearly to 1 at the target, so the last frame is the target and the correction is
+    spread over the window."""
+    count = frames.shape[1]
+    weights = blend_weights(np.arange(1, count + 1), count, window or count)[None, :]
+    return blend_frames(frames, placements, weights, frames[:, -1], placements[:, -1], target_frame)

@@ -20,6 +20,7 @@ The training windows (training/transition_data.py) and the runtime's character h
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -106,16 +107,27 @@ class FrameParts:
     ups: np.ndarray
 
 
+@functools.lru_cache(maxsize=8)
+def axis_sources(parents: tuple[int, ...]) -> np.ndarray:
+    """(J,) for each joint, the index among the rotated joints whose axes it shows: its own,
+    or for a joint without children (not carried) its nearest rotated ancestor's, as in FK."""
+    rotated = rotated_joints(np.array(parents))
+    slot = {int(joint): k for k, joint in enumerate(rotated)}
+    sources = []
+    for joint in range(len(parents)):
+        while joint not in slot:
+            joint = parents[joint]
+        sources.append(slot[joint])
+    return np.array(sources)
+
+
 def split_frame(frames: np.ndarray, parents: np.ndarray) -> FrameParts:
     n = len(frames)
-    forwards = np.empty((n, JOINT_COUNT, 3), dtype=frames.dtype)
-    ups = np.empty_like(forwards)
-    forwards[:, ROTATED_JOINTS] = frames[:, FORWARDS].reshape(n, -1, 3)
-    ups[:, ROTATED_JOINTS] = frames[:, UPS].reshape(n, -1, 3)
-    for joint in range(JOINT_COUNT):  # parents come before children
-        if joint not in ROTATED_JOINTS:
-            forwards[:, joint] = forwards[:, parents[joint]]
-            ups[:, joint] = ups[:, parents[joint]]
+    # A gather rather than a loop over joints: the controller splits a frame every step of
+    # a transition.
+    sources = axis_sources(tuple(int(p) for p in parents))
+    forwards = frames[:, FORWARDS].reshape(n, -1, 3)[:, sources]
+    ups = frames[:, UPS].reshape(n, -1, 3)[:, sources]
     return FrameParts(
         frames[:, 0:2],
         frames[:, 2],

@@ -1,19 +1,36 @@
-"""Plays RTN transitions inside the controller (Controller.transition_to).
+"""Plays RTN transitions inside the controller (Controller.transition_to), generating each one
+step by step over the frames that play it, so that no frame pays for a whole transition
+(docs/ARCHITECTURE.md: the worst frame stays near the median).
 
-A transition is generated whole when it is asked for (the target blend needs the predicted
-target frame, the last one generated), then shown one frame per step: after the motion network
-has stepped every character, the characters in a transition are given that frame's root, pose,
-trajectory history, action and context frame. When it ends, the motion network continues from
-exactly that state: the root-frame pose is the one it reads, the history holds the path just
-walked, and the action weights have reached the target's action, so there is no pop.
+A dog's transition of P frames, asked for between two steps, runs in three parts:
+- the lead, LEAD_FRAMES steps: the motion network keeps the dog going as it was commanded
+  when the transition was asked for (the new command is held back), while the RTN reads its
+  context: the last CONTEXT_FRAMES frames up to the end of the lead, each one as it happens.
+  The RTN needs those ten steps before its first frame, and no frame can afford ten;
+- playback, P + 1 steps: each step shows the next generated frame: the dog's rows of the
+  state are taken, given that frame's root, pose, trajectory history, action and context
+  frame, and put back;
+- the hand-back: the motion network continues from exactly that state (the root-frame pose is
+  the one it reads, the history holds the path just walked, the action weights have reached
+  the target's action), with the controller's decaying display offset for what differs.
+
+Each step runs at most STEPS_PER_FRAME RTN steps, each one call for every dog that needs one
+(rows of different transitions share it), so a frame costs about as much whether one dog or
+many are in a transition, and the generator runs ahead of playback. The RTN's target blend
+needs the predicted target, the last step: it is spread over the frames shown after that step
+(the paper's blend duration d, eq. 16; see blend_window), not over the whole transition as
+when a transition is generated at once. TransitionModel.generate with target_blend(window=
+blend_window(P)) generates the same transition at once (tests/test_transitions.py checks it).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
-from canis.runtime.features import ACTIONS, FPS
+from canis.runtime.dog_state import DogState
+from canis.runtime.features import ACTIONS, FPS, LocalPose
 from canis.runtime.root import (
     from_root_xz,
     to_root_xz,
@@ -21,110 +38,273 @@ from canis.runtime.root import (
     yaw_direction_xz,
     yaw_from_direction,
 )
-from canis.runtime.transition_frames import root_motion, split_frame
+from canis.runtime.transition import TransitionModel, blend_frames, blend_weights
+from canis.runtime.transition_frames import (
+    CONTEXT_FRAMES,
+    FRAME_SIZE,
+    JOINT_COUNT,
+    MAX_TRANSITION_FRAMES,
+    PLACEMENT_SIZE,
+    placement,
+    placement_to_world,
+    root_motion,
+    split_frame,
+)
+
+LEAD_FRAMES = 5  # 83 ms: with two RTN steps a frame, the context is read by the lead's end
+STEPS_PER_FRAME = 2  # RTN steps per frame: more than one, so generation runs ahead of playback
+
+
+def blend_window(transition_frames: int) -> int:
+    """How many of a streamed transition's last frames the target blend is spread over: those
+    shown once the last RTN step (the predicted target) has run. The lead's end plus k frames
+    of playback have had (LEAD_FRAMES + k) * STEPS_PER_FRAME steps; a transition needs
+    CONTEXT_FRAMES - 1 of them for the context and one for each of its P + 1 frames."""
+    count = transition_frames + 1
+    steps = CONTEXT_FRAMES - 1 + count
+    first = max(1, math.ceil(steps / STEPS_PER_FRAME) - LEAD_FRAMES)
+    return count - first + 1
 
 
 @dataclass
-class ActiveTransition:
-    """A generated transition for `rows`, unpacked once into the controller's own state
-    arrays (index 0: the last context frame; 1..P+1: the frames shown), so playing a frame
-    back is copying."""
+class TransitionStart:
+    """What Controller.transition_to started: where each asked dog will stand when the
+    transition hands it back (ask for that facing afterwards, so the dog stays put)."""
 
-    rows: np.ndarray  # (n,) characters it drives
-    root_xz_m: np.ndarray  # (n, P + 2, 2) world
-    root_yaw_rad: np.ndarray  # (n, P + 2)
-    root_velocity_xz_mps: np.ndarray  # (n, P + 2, 2) world
-    positions_m: np.ndarray  # (n, P + 2, J, 3) root frame
-    forwards: np.ndarray
-    ups: np.ndarray
-    velocities_mps: np.ndarray
-    frames: np.ndarray  # (n, P + 2, D) with the root motion of the (blended) path
-    actions: np.ndarray  # (n, P + 2, A) from the start's action weights to the target's
-    shown: int = 0  # transition frames applied so far
+    characters: np.ndarray  # (n,) the dogs it drives
+    final_xz_m: np.ndarray  # (n, 2) world
+    final_yaw_rad: np.ndarray  # (n,)
+    frames: int  # steps from the request until the dogs are handed back
+
+
+class TransitionPlayer:
+    """Every dog's transition, as arrays with a leading N: a dog's transition is its rows
+    alone, so asking for one for some dogs leaves the others' untouched."""
+
+    def __init__(self, model: TransitionModel, count: int, parents: np.ndarray):
+        self.model = model
+        self.parents = parents
+        self.reset(count)
+
+    def reset(self, count: int) -> None:
+        n, c, most = count, CONTEXT_FRAMES, MAX_TRANSITION_FRAMES + 1
+        self.active = np.zeros(n, dtype=bool)  # asked for and not yet handed back
+        self.lead_left = np.zeros(n, dtype=int)  # lead steps still to come
+        self.length = np.zeros(n, dtype=int)  # P: the transition's frames
+        self.window = np.ones(n, dtype=int)  # target blend window (frames)
+        self.steps_done = np.zeros(n, dtype=int)  # RTN steps run (context, then frames)
+        self.shown = np.zeros(n, dtype=int)  # frames shown so far
+        self.target_frame = np.zeros((n, FRAME_SIZE), dtype=np.float32)
+        self.target_xz_m = np.zeros((n, 2))
+        self.target_yaw_rad = np.zeros(n)
+        self.target_action = np.zeros(n, dtype=int)
+        self.start_actions = np.zeros((n, len(ACTIONS)))
+        self.context_frames = np.zeros((n, c, FRAME_SIZE), dtype=np.float32)
+        self.context_placements = np.zeros((n, c, PLACEMENT_SIZE), dtype=np.float32)
+        self.context_known = np.zeros(n, dtype=int)
+        # Generated, not yet blended: frame k + 1 of the transition at k, the target at P.
+        self.raw_frames = np.zeros((n, most, FRAME_SIZE), dtype=np.float32)
+        self.raw_placements = np.zeros((n, most, PLACEMENT_SIZE), dtype=np.float32)
+        self.h = self.c = None  # (N, H) the RTN's state, sized by the first initialisation
+        # The frame shown last, which the next one's velocities are measured from.
+        self.previous_xz_m = np.zeros((n, 2))
+        self.previous_yaw_rad = np.zeros(n)
+        self.previous_positions_m = np.zeros((n, JOINT_COUNT, 3))
 
     @property
-    def length(self) -> int:
-        return self.frames.shape[1] - 1
+    def leading(self) -> np.ndarray:
+        """(N,) dogs in a transition's lead (the motion network still drives them)."""
+        return self.active & (self.lead_left > 0)
 
-    @classmethod
-    def unpack(cls, rows, frames, root_xz_m, root_yaw_rad, start_actions, target_action, parents):
-        n, count = frames.shape[:2]
-        parts = split_frame(frames.reshape(n * count, -1).astype(np.float64), parents)
-        shape = (n, count, -1, 3)
-        positions = parts.positions_m.reshape(shape)
-        # Joint velocities of frame k: frame k - 1's positions moved into frame k's root
-        # frame, then differenced (frame 0's are not shown).
-        moved = positions[:, :-1].copy().reshape(n * (count - 1), -1, 3)
-        xz, yaw = root_xz_m.reshape(-1, 2), root_yaw_rad.reshape(-1)
-        first = np.arange(n * count).reshape(n, count)
-        before, after = first[:, :-1].reshape(-1), first[:, 1:].reshape(-1)
-        world = from_root_xz(moved[..., [0, 2]], xz[before], yaw[before])
-        moved[..., [0, 2]] = to_root_xz(world, xz[after], yaw[after])
-        velocities = np.zeros_like(positions)
-        velocities[:, 1:] = (positions[:, 1:] - moved.reshape(n, count - 1, -1, 3)) * FPS
-        root_velocity = np.zeros((n, count, 2))
-        root_velocity[:, 1:] = np.diff(root_xz_m, axis=1) * FPS
-        frames = frames.copy()
-        local_velocity, yaw_rate = root_motion(root_xz_m, root_yaw_rad)
-        frames[..., 0:2], frames[..., 2] = local_velocity, yaw_rate
-        fraction = (np.arange(count) / (count - 1))[None, :, None]
-        target = np.eye(len(ACTIONS))[target_action]
-        actions = start_actions[:, None] + (target - start_actions[:, None]) * fraction
-        return cls(
-            rows,
-            root_xz_m,
-            root_yaw_rad,
-            root_velocity,
-            positions,
-            parts.forwards.reshape(shape),
-            parts.ups.reshape(shape),
-            velocities,
-            frames,
-            actions,
+    @property
+    def playing(self) -> np.ndarray:
+        """(N,) dogs the transition network drives this frame."""
+        return self.active & (self.lead_left == 0)
+
+    def start(
+        self, rows, state: DogState, target_frame, target_xz_m, target_yaw_rad, frames, action
+    ) -> None:
+        """A transition of `frames` frames for `rows` (checked by the caller), replacing any
+        they had; the context frames already known are read now, with the hidden state."""
+        known = CONTEXT_FRAMES - LEAD_FRAMES
+        self.active[rows] = True
+        self.lead_left[rows] = LEAD_FRAMES
+        self.length[rows] = frames
+        self.window[rows] = blend_window(frames)
+        self.steps_done[rows] = 0
+        self.shown[rows] = 0
+        self.target_frame[rows] = target_frame
+        self.target_xz_m[rows] = target_xz_m
+        self.target_yaw_rad[rows] = target_yaw_rad
+        self.target_action[rows] = action
+        self.context_frames[rows, :known] = state.frame_history[rows, -known:]
+        self.context_placements[rows, :known] = self._placements_of_history(state, rows, known)
+        self.context_known[rows] = known
+        h, c = self.model.init(self.context_frames[rows, 0])
+        if self.h is None:
+            self.h = np.zeros((len(self.active), h.shape[1]), dtype=np.float32)
+            self.c = np.zeros_like(self.h)
+        self.h[rows], self.c[rows] = h, c
+
+    def _placements_of_history(self, state: DogState, rows, frames: int) -> np.ndarray:
+        """(n, frames, 4) placements of the rows' last `frames` roots relative to their
+        targets."""
+        n = len(rows)
+        xz = state.history.positions_xz_m[rows, -frames:].reshape(-1, 2)
+        yaw = yaw_from_direction(state.history.directions_xz[rows, -frames:]).reshape(-1)
+        return placement(
+            xz,
+            yaw,
+            np.repeat(self.target_xz_m[rows], frames, axis=0),
+            np.repeat(self.target_yaw_rad[rows], frames, axis=0),
+        ).reshape(n, frames, PLACEMENT_SIZE)
+
+    def step(self, state: DogState, desired_future) -> None:
+        """After the motion network's step: leading dogs' newest frame joins their context,
+        the generator runs, and playing dogs are set to their next frame. Dogs handed back
+        are marked in state.handback_pending."""
+        playing = np.flatnonzero(self.playing)  # a lead ending now plays from the next step
+        leading = np.flatnonzero(self.leading)
+        if leading.size:
+            slot = self.context_known[leading]
+            self.context_frames[leading, slot] = state.frame_history[leading, -1]
+            self.context_placements[leading, slot] = self._placements_of_history(state, leading, 1)[
+                :, 0
+            ]
+            self.context_known[leading] += 1
+            self.lead_left[leading] -= 1
+            starting = leading[self.lead_left[leading] == 0]
+            if starting.size:  # the first frame moves from where the lead left the dog
+                self.previous_xz_m[starting] = state.root_xz_m[starting]
+                self.previous_yaw_rad[starting] = state.root_yaw_rad[starting]
+                last = split_frame(
+                    self.context_frames[starting, -1].astype(np.float64), self.parents
+                )
+                self.previous_positions_m[starting] = last.positions_m
+                self.start_actions[starting] = state.action_weights[starting]
+        for _ in range(STEPS_PER_FRAME):
+            self._generate_step()
+        if playing.size:
+            self._show_next(playing, state, desired_future)
+
+    def _generate_step(self) -> None:
+        """One RTN step for every dog whose next step has its input: a context frame (known
+        once the lead has reached it) or the frame it generated last."""
+        c = CONTEXT_FRAMES
+        done = self.steps_done
+        total = c + self.length  # c - 1 context steps, then P + 1 frames
+        ready = self.active & (done < total) & (np.minimum(done, c - 1) < self.context_known)
+        rows = np.flatnonzero(ready)
+        if not rows.size:
+            return
+        j = done[rows]
+        k = j - (c - 1)  # >= 0: generates frame k + 1 (k = P: the target)
+        from_context = (k <= 0)[:, None]
+        context_index = np.minimum(j, c - 1)
+        generated_index = np.maximum(k - 1, 0)
+        frames = np.where(
+            from_context,
+            self.context_frames[rows, context_index],
+            self.raw_frames[rows, generated_index],
         )
+        placements = np.where(
+            from_context,
+            self.context_placements[rows, context_index],
+            self.raw_placements[rows, generated_index],
+        )
+        to_arrival = c + self.length[rows] - j
+        frame, place, h, hc = self.model.step(
+            frames, placements, self.target_frame[rows], to_arrival, self.h[rows], self.c[rows]
+        )
+        self.h[rows], self.c[rows] = h, hc
+        made = k >= 0
+        self.raw_frames[rows[made], k[made]] = frame[made]
+        self.raw_placements[rows[made], k[made]] = place[made]
+        self.steps_done[rows] += 1
+
+    def _show_next(self, rows: np.ndarray, state: DogState, desired_future) -> None:
+        """Sets the rows' state to their next transition frame."""
+        k = self.shown[rows] + 1  # 1..P + 1
+        count = self.length[rows] + 1
+        generated = self.steps_done[rows] - (CONTEXT_FRAMES - 1)
+        weights = blend_weights(k, count, self.window[rows])
+        blended = weights > 0
+        if np.any(generated < k) or np.any(blended & (generated < count)):
+            raise RuntimeError("transition generation fell behind its playback")
+        frame, place = self.raw_frames[rows, k - 1], self.raw_placements[rows, k - 1]
+        # Outside the blend window the predicted target is not needed (and not yet made).
+        last = np.where(blended[:, None], self.raw_frames[rows, count - 1], frame)
+        last_place = np.where(blended[:, None], self.raw_placements[rows, count - 1], place)
+        frame, place = blend_frames(
+            frame[:, None],
+            place[:, None],
+            weights[:, None],
+            last,
+            last_place,
+            self.target_frame[rows],
+        )
+        frame, place = frame[:, 0], place[:, 0].astype(np.float64)
+        xz, yaw = placement_to_world(place, self.target_xz_m[rows], self.target_yaw_rad[rows])
+        parts = split_frame(frame, self.parents)
+        before_xz, before_yaw = self.previous_xz_m[rows], self.previous_yaw_rad[rows]
+        # Joint velocities: the last frame's positions moved into this frame's root frame,
+        # then differenced.
+        moved = self.previous_positions_m[rows].copy()
+        world = from_root_xz(moved[..., [0, 2]], before_xz, before_yaw)
+        moved[..., [0, 2]] = to_root_xz(world, xz, yaw)
+        velocities = (parts.positions_m - moved) * FPS
+        root_velocity = (xz - before_xz) * FPS
+        local_velocity, yaw_rate = root_motion(
+            np.stack([before_xz, xz], axis=1), np.stack([before_yaw, yaw], axis=1)
+        )
+        shown_frame = frame.astype(np.float32)  # with the root motion of the blended path
+        shown_frame[:, 0:2], shown_frame[:, 2] = local_velocity[:, 1], yaw_rate[:, 1]
+        target = np.eye(len(ACTIONS))[self.target_action[rows]]
+        start = self.start_actions[rows]
+        actions = start + (target - start) * (k / count)[:, None]
+
+        dogs = state.rows(rows)
+        dogs.root_xz_m[:] = xz
+        dogs.root_yaw_rad[:] = yaw
+        dogs.root_velocity_xz_mps[:] = root_velocity
+        dogs.pose = LocalPose(parts.positions_m, parts.forwards, parts.ups, velocities)
+        dogs.action_weights[:] = actions
+        dogs.commanded_actions[:] = actions
+        h = dogs.history
+        h.positions_xz_m[:, -1] = xz
+        h.directions_xz[:, -1] = yaw_direction_xz(yaw)
+        h.velocities_xz_mps[:, -1] = root_velocity
+        h.speeds_mps[:, -1] = np.linalg.norm(root_velocity, axis=1)
+        h.actions[:, -1] = actions
+        # The network's own future for these rows is from a motion they did not make: hand the
+        # desired one back instead, so the next blend is the command alone.
+        if desired_future is not None:
+            future = dogs.predicted_future
+            for name in ("positions_xz_m", "directions_xz", "velocities_xz_mps"):
+                getattr(future, name)[:] = getattr(desired_future, name)[rows]
+        dogs.frame_history[:, -1] = shown_frame  # what the next transition reads
+        state.put_rows(rows, dogs)
+
+        self.previous_xz_m[rows], self.previous_yaw_rad[rows] = xz, yaw
+        self.previous_positions_m[rows] = parts.positions_m
+        self.shown[rows] = k
+        finished = rows[k == count]
+        self.active[finished] = False
+        state.handback_pending[finished] = True
 
 
-def apply_frame(controller, t: ActiveTransition) -> None:
-    """Sets the rows' state to transition frame t.shown + 1."""
-    k = t.shown + 1
-    rows = t.rows
-    controller.root_xz_m[rows] = t.root_xz_m[:, k]
-    controller.root_yaw_rad[rows] = t.root_yaw_rad[:, k]
-    controller.root_velocity_xz_mps[rows] = t.root_velocity_xz_mps[:, k]
-    pose = controller.pose
-    pose.positions_m[rows] = t.positions_m[:, k]
-    pose.forwards[rows] = t.forwards[:, k]
-    pose.ups[rows] = t.ups[:, k]
-    pose.velocities_mps[rows] = t.velocities_mps[:, k]
-    actions = t.actions[:, k]
-    controller.action_weights[rows] = actions
-    controller.commanded_actions[rows] = actions
-    h = controller.history
-    h.positions_xz_m[rows, -1] = t.root_xz_m[:, k]
-    h.directions_xz[rows, -1] = yaw_direction_xz(t.root_yaw_rad[:, k])
-    h.velocities_xz_mps[rows, -1] = t.root_velocity_xz_mps[:, k]
-    h.speeds_mps[rows, -1] = np.linalg.norm(t.root_velocity_xz_mps[:, k], axis=1)
-    h.actions[rows, -1] = actions
-    # The network's own future for these rows is from a motion they did not make: hand the
-    # desired one back instead, so the next blend is the command alone.
-    future, desired = controller.predicted_future, controller.desired_future
-    if future is not None and desired is not None:
-        for name in ("positions_xz_m", "directions_xz", "velocities_xz_mps"):
-            getattr(future, name)[rows] = getattr(desired, name)[rows]
-    controller.frame_history[rows, -1] = t.frames[:, k]  # what the next transition reads
-    t.shown = k
-
-
-def stopping_point(controller, rows, seconds: float):
-    """Where a character moving as now comes to rest if it slows evenly to a stop over
-    `seconds`: half the distance and half the turn it would make at its current rates."""
-    directions = controller.history.directions_xz[rows]
+def stopping_point(state: DogState, rows, moving_s: float, slowing_s: float):
+    """Where a character moving as now comes to rest if it goes on for `moving_s`, then slows
+    evenly to a stop over `slowing_s`: half the distance and half the turn it would make at
+    its current rates over that time."""
+    directions = state.history.directions_xz[rows]
     turn_rate = (
         wrap_angle_rad(
             yaw_from_direction(directions[:, -1]) - yaw_from_direction(directions[:, -2])
         )
         * FPS
     )
-    yaw = wrap_angle_rad(controller.root_yaw_rad[rows] + 0.5 * turn_rate * seconds)
-    xz = controller.root_xz_m[rows] + 0.5 * controller.root_velocity_xz_mps[rows] * seconds
+    seconds = moving_s + 0.5 * slowing_s
+    yaw = wrap_angle_rad(state.root_yaw_rad[rows] + turn_rate * seconds)
+    xz = state.root_xz_m[rows] + state.root_velocity_xz_mps[rows] * seconds
     return xz, yaw

@@ -1,11 +1,22 @@
 """The controller stepping a (barely trained) exported model: mechanics, not motion quality."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from canis.runtime.controller import Controller
 from canis.runtime.inference import MotionModel
 from canis.runtime.trajectory import ControlState
 from canis.tools.closed_loop import drive
+
+
+def leaves(a, b, name="state"):
+    """(name, array of a, array of b) for every array of two DogStates."""
+    if dataclasses.is_dataclass(a):
+        for f in dataclasses.fields(a):
+            yield from leaves(getattr(a, f.name), getattr(b, f.name), f"{name}.{f.name}")
+    elif a is not None:
+        yield name, a, b
 
 
 @pytest.fixture(scope="module")
@@ -70,9 +81,9 @@ def test_true_outputs_reproduce_the_clip(model, monkeypatch):
     controller = Controller(model)
     row = 40
     f = frames[row]
-    controller.root_xz_m = clip.root_positions_m[[f]][:, [0, 2]].copy()
-    controller.root_yaw_rad = yaw_from_direction(clip.facing[[f]])
-    controller.pose = pose_to_root_frame(
+    controller.state.root_xz_m = clip.root_positions_m[[f]][:, [0, 2]].copy()
+    controller.state.root_yaw_rad = yaw_from_direction(clip.facing[[f]])
+    controller.state.pose = pose_to_root_frame(
         clip.root_positions_m[[f]], clip.root_rotations[[f]], clip.pose(np.array([f]))
     )
     controller._apply(decode_output(y[[row]].astype(np.float64)), np.zeros((1, 12)))
@@ -116,8 +127,14 @@ def test_a_character_with_non_finite_output_keeps_its_last_good_state(model, cap
     for _ in range(5):
         controller.step(control)
     before = controller.root_xz_m.copy(), controller.pose.positions_m.copy()
+    whole = controller.state.copy()
     controller.step(control)
     assert controller.non_finite_events == 1 and "characters [1]" in caplog.text
+    # Every array of the state but the command smoothing, which runs before the network.
+    command = ("commanded", "speed_gain", "measured_speed")
+    for name, now, then in leaves(controller.state, whole):
+        if not any(part in name for part in command):
+            assert np.array_equal(now[1], then[1]), name
     assert np.array_equal(controller.root_xz_m[1], before[0][1])
     assert np.array_equal(controller.pose.positions_m[1], before[1][1])
     assert not np.array_equal(controller.root_xz_m[0], before[0][0])  # the other moved on
@@ -129,15 +146,39 @@ def test_a_character_with_non_finite_output_keeps_its_last_good_state(model, cap
 def test_speed_tracking_corrects_the_asked_speed_toward_the_measured_one(model):
     controller = Controller(model, count=3)
     asked = ControlState(np.array([[0, 1.0], [0, 1.0], [0, 0.0]]), np.zeros(3), np.array([1, 1, 0]))
-    controller.root_velocity_xz_mps = np.array([[0, 2.0], [0, 0.5], [0, 0.0]])
-    controller.speed_gain = np.array([1.0, 1.0, 1.3])
+    controller.state.root_velocity_xz_mps = np.array([[0, 2.0], [0, 0.5], [0, 0.0]])
+    controller.state.speed_gain = np.array([1.0, 1.0, 1.3])
     for _ in range(60):
         fed = controller._track_speed(asked.validated(3))
-    assert controller.speed_gain[0] < 1.0 < controller.speed_gain[1]  # too fast / too slow
-    assert abs(controller.speed_gain[2] - 1.0) < 0.1  # not moving: relaxes back
+    gain = controller.state.speed_gain
+    assert gain[0] < 1.0 < gain[1]  # too fast / too slow
+    assert abs(controller.state.speed_gain[2] - 1.0) < 0.1  # not moving: relaxes back
     assert np.allclose(
-        np.linalg.norm(fed.velocity_mps, axis=1), controller.speed_gain * [1.0, 1.0, 0.0]
+        np.linalg.norm(fed.velocity_mps, axis=1), controller.state.speed_gain * [1.0, 1.0, 0.0]
     )
     untracked = Controller(model, speed_tracking=False)
     untracked.step(ControlState.single((0.0, 1.0), 0.0, "move"))
-    assert untracked.speed_gain[0] == 1.0
+    assert untracked.state.speed_gain[0] == 1.0
+
+
+def test_dog_state_rows_are_taken_and_put_whole(model):
+    controller = Controller(model, count=3)
+    control = ControlState(
+        np.array([[0, 1.0], [1.0, 0], [0, 0]]), np.array([0, 1.5, 0]), np.array([1, 1, 0])
+    )
+    for _ in range(10):
+        controller.step(control)
+    state = controller.state
+    saved = state.copy()
+    taken = state.rows([2, 0])
+    assert taken.pose.positions_m.shape[0] == 2 and taken.history.actions.shape[0] == 2
+    taken.root_xz_m[:] = 7.0  # a copy: the state is untouched
+    assert not np.any(state.root_xz_m == 7.0)
+    state.put_rows([1], taken.rows([0]))  # dog 2's rows, written onto dog 1
+    for a, b in ((state.pose.ups, saved.pose.ups), (state.frame_history, saved.frame_history)):
+        assert np.array_equal(a[1], b[2]) and np.array_equal(a[0], b[0])
+    assert np.array_equal(state.root_xz_m[1], [7.0, 7.0])
+    wrong = state.rows([0])
+    wrong.history.speeds_mps = wrong.history.speeds_mps[:, :5]  # a state of another layout
+    with pytest.raises(ValueError, match=r"state\.history\.speeds_mps: rows of shape"):
+        state.put_rows([0], wrong)

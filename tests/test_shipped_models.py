@@ -91,11 +91,11 @@ def test_shipped_rtn_is_small_and_takes_a_trotting_dog_to_sit():
     trot = ControlState(np.array([[0.0, 1.9]]), np.zeros(1), np.array([ACTIONS.index("move")]))
     for _ in range(120):
         c.step(trot)
-    c.transition_to("sit", 30)
-    target = c.transitions[0]
-    for _ in range(31):
+    started = c.transition_to("sit", 30)
+    for _ in range(started.frames):
         c.step(trot)
     assert not c.in_transition()[0]
-    np.testing.assert_allclose(c.root_xz_m[0], target.root_xz_m[0, -1], atol=1e-6)
+    np.testing.assert_allclose(c.root_xz_m[0], started.final_xz_m[0], atol=1e-6)
+    np.testing.assert_allclose(c.root_yaw_rad[0], started.final_yaw_rad[0], atol=1e-6)
     hips_height = c.display_pose()[0][0, 0, 1]
     assert abs(hips_height - c.keyframes["sit"].hips_height_m) < 0.01

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 from canis.runtime.features import ACTIONS
+from canis.runtime.smoothing import damp, damp_angle_rad, smoothing_factor
 from canis.runtime.trajectory import (
     FUTURE_TIMES_S,
     ControlState,
@@ -8,13 +9,17 @@ from canis.runtime.trajectory import (
     bias_weights,
     blend,
     extrapolate,
-    smoothing_factor,
 )
 
 
 def test_smoothing_halves_the_gap_every_half_life():
     assert smoothing_factor(0.15, 0.15) == pytest.approx(0.5)
     assert smoothing_factor(0.30, 0.15) == pytest.approx(0.25)
+    assert damp(np.array([2.0, -2.0]), 1.0, 0.15, 0.15) == pytest.approx([1.5, -0.5])
+    # Angles close the gap the short way round: from 3.0 rad to -2.9 rad is 0.38 rad across
+    # +-pi, not 5.9 rad back through 0.
+    halfway = damp_angle_rad(np.array([3.0]), np.array([-2.9]), 0.15, 0.15)[0]
+    assert halfway == pytest.approx(-2.9 - 0.5 * (2 * np.pi - 5.9))
 
 
 def test_bias_weights_rise_from_now_to_the_horizon():

@@ -23,6 +23,7 @@ from canis.runtime.transition_frames import (
     placement_to_world,
     root_motion,
 )
+from canis.runtime.transition_player import LEAD_FRAMES, STEPS_PER_FRAME, blend_window
 from canis.training.rtn import LSTM_UNITS, Rtn, empty_rtn, parameter_bytes, rollout, tta_embedding
 from canis.training.train_rtn import train_rtn
 from canis.training.transition_metrics import l2p, l2q, npss
@@ -165,8 +166,13 @@ def test_transition_reaches_its_target_and_hands_back(tiny_rtn):
         c.step(trot)
     frames = 20
     place = c.root_xz_m + [0.2, 0.4]
-    c.transition_to("sit", frames, at_xz_m=place, yaw_rad=[0.5, -1.0])
-    assert c.in_transition().all()
+    started = c.transition_to("sit", frames, at_xz_m=place, yaw_rad=[0.5, -1.0])
+    assert c.in_transition().all() and started.frames == LEAD_FRAMES + frames + 1
+    np.testing.assert_allclose(started.final_xz_m, place)
+    for _ in range(LEAD_FRAMES):  # the lead: the dogs go on as they were commanded
+        before = c.root_xz_m.copy()
+        c.step(ControlState(np.zeros((2, 2)), np.zeros(2), np.zeros(2, dtype=int)))
+        assert np.all(np.linalg.norm(c.root_xz_m - before, axis=1) > 0.5 / 60)
     for _ in range(frames + 1):
         c.step(trot)  # the command is ignored while the transition plays
     assert not c.in_transition().any()
@@ -182,11 +188,13 @@ def test_transition_reaches_its_target_and_hands_back(tiny_rtn):
     np.testing.assert_allclose(c.root_yaw_rad, [0.5, -1.0], atol=1e-5)
     sit = ControlState(np.zeros((2, 2)), c.root_yaw_rad.copy(), np.full(2, ACTIONS.index("sit")))
     c.step(sit)  # the motion network's first frame: the display carries the difference
-    first = max(np.abs(o).max() for o in c.display_offset.values())
+    offsets = c.state.display_offset
+    first = max(np.abs(o).max() for o in vars(offsets).values())
     for _ in range(60):  # the motion network carries on from the transition's state
         c.step(sit)
         assert np.all(np.isfinite(c.display_pose()[0]))
-    assert first > 0 and all(np.abs(o).max() < 1e-3 * first for o in c.display_offset.values())
+    left = vars(c.state.display_offset).values()
+    assert first > 0 and all(np.abs(o).max() < 1e-3 * first for o in left)
 
 
 def test_only_the_asked_characters_transition(tiny_rtn):
@@ -194,13 +202,112 @@ def test_only_the_asked_characters_transition(tiny_rtn):
     c.transition_to("lie", 10, characters=[1])
     assert c.in_transition().tolist() == [False, True, False]
     idle = ControlState(np.zeros((3, 2)), np.zeros(3), np.zeros(3, dtype=int))
-    for _ in range(4):
+    for _ in range(LEAD_FRAMES + 4):
         c.step(idle)
-    c.transition_to("beg", 20, characters=[1])  # replaces the one playing, from where it is
-    assert len(c.transitions) == 1 and c.transitions[0].length == 21
-    for _ in range(21):
+    started = c.transition_to("beg", 20, characters=[1])  # replaces the one playing
+    assert c.in_transition().tolist() == [False, True, False]
+    for _ in range(started.frames):
         c.step(idle)
     assert not c.in_transition().any() and np.all(np.isfinite(c.display_pose()[0]))
+
+
+def test_a_streamed_transition_is_the_one_generated_at_once(tiny_rtn):
+    """Generated step by step over the frames that play it, in calls shared with another
+    dog's transition at another stage, a transition is the one TransitionModel.generate makes
+    at once from the same context, with the same target blend; no frame runs more than
+    STEPS_PER_FRAME RTN steps, and asking for one runs none."""
+    from canis.runtime.poses import keyframe_pose
+    from canis.runtime.root import yaw_from_direction
+    from canis.runtime.transition_frames import frame_vector, split_frame
+
+    c = controller(tiny_rtn, count=2)
+    calls = []
+    step, init = c.transition_model.step, c.transition_model.init
+    c.transition_model.step = lambda *a: calls.append("step") or step(*a)
+    c.transition_model.init = lambda *a: calls.append("init") or init(*a)
+    trot = ControlState(
+        np.array([[0.0, 1.5], [0.4, 0.9]]), np.array([0.0, 0.6]), np.full(2, ACTIONS.index("move"))
+    )
+    for _ in range(60):
+        c.step(trot)
+    asked = {0: ("sit", 20, 0), 1: ("lie", 7, 3)}  # target, frames, steps after dog 0's ask
+    started, context, shown = {}, {}, {0: [], 1: []}
+    for frame in range(LEAD_FRAMES + 30):
+        for dog, (target, frames, at) in asked.items():
+            if frame == at:
+                calls.clear()
+                started[dog] = c.transition_to(target, frames, characters=[dog])
+                assert calls == ["init"]
+        calls.clear()
+        c.step(trot)
+        assert calls.count("step") <= STEPS_PER_FRAME
+        for dog, (_, _, at) in asked.items():
+            if frame - at == LEAD_FRAMES - 1:  # the lead's last frame: the context is complete
+                h = c.state.history
+                context[dog] = (
+                    c.state.frame_history[dog].copy(),
+                    h.positions_xz_m[dog, -CONTEXT_FRAMES:].copy(),
+                    yaw_from_direction(h.directions_xz[dog, -CONTEXT_FRAMES:]),
+                )
+            elif LEAD_FRAMES <= frame - at < started[dog].frames:
+                shown[dog].append(
+                    (c.root_xz_m[dog].copy(), c.root_yaw_rad[dog], c.pose.positions_m[dog].copy())
+                )
+    assert not c.in_transition().any()
+    for dog, (target, frames, _) in asked.items():
+        target_frame = frame_vector(
+            np.zeros((1, 2)), np.zeros(1), keyframe_pose(c.skeleton, c.keyframes[target])
+        )
+        frames_10, past_xz, past_yaw = context[dog]
+        final_xz, final_yaw = started[dog].final_xz_m, started[dog].final_yaw_rad
+        places = placement(
+            past_xz, past_yaw, np.repeat(final_xz, CONTEXT_FRAMES, 0), np.repeat(final_yaw, 10)
+        )
+        made, made_places = c.transition_model.generate(
+            frames_10[None], places[None], target_frame, frames
+        )
+        assert blend_window(frames) < frames + 1  # the window streaming allows
+        made, made_places = target_blend(made, made_places, target_frame, blend_window(frames))
+        xz, yaw = placement_to_world(
+            made_places[0].astype(np.float64),
+            np.repeat(final_xz, frames + 1, 0),
+            np.repeat(final_yaw, frames + 1),
+        )
+        positions = split_frame(made[0], c.skeleton.parents).positions_m
+        assert len(shown[dog]) == frames + 1
+        for k, (shown_xz, shown_yaw, shown_positions) in enumerate(shown[dog]):
+            np.testing.assert_allclose(shown_xz, xz[k], atol=1e-5)
+            np.testing.assert_allclose(shown_yaw, yaw[k], atol=1e-5)
+            np.testing.assert_allclose(shown_positions, positions[k], atol=1e-5)
+
+
+def test_a_transition_for_some_dogs_leaves_the_others_in_theirs(tiny_rtn):
+    """Issue 20: asking dog 0 to lie while both dogs sit used to drop dog 1's sit (no
+    hand-back, no offset). Each dog's transition is its own."""
+    c = controller(tiny_rtn, count=2)
+    move = ControlState(
+        np.array([[0.0, 1.2], [0.5, 1.0]]), np.zeros(2), np.full(2, ACTIONS.index("move"))
+    )
+    for _ in range(30):
+        c.step(move)
+    both = c.transition_to("sit", 40)
+    for _ in range(5):
+        c.step(move)
+    one = c.transition_to("lie", 30, characters=[0])
+    assert c.in_transition().tolist() == [True, True]
+    for _ in range(one.frames):
+        c.step(move)
+    assert c.in_transition().tolist() == [False, True]  # dog 0 lay down, dog 1 sits on
+    np.testing.assert_allclose(c.root_xz_m[0], one.final_xz_m[0], atol=1e-5)
+    assert c.action_weights[0].argmax() == ACTIONS.index("lie")
+    for _ in range(both.frames - 5 - one.frames):
+        c.step(move)
+    assert not c.in_transition().any()  # dog 1 sat down where and when it was asked to
+    np.testing.assert_allclose(c.root_xz_m[1], both.final_xz_m[1], atol=1e-5)
+    np.testing.assert_allclose(c.root_yaw_rad[1], both.final_yaw_rad[1], atol=1e-5)
+    assert c.action_weights[1].argmax() == ACTIONS.index("sit")
+    c.step(move)  # dog 1 handed back: the display eases over the motion network's difference
+    assert np.abs(c.state.display_offset.forwards[1]).max() > 0
 
 
 def test_bad_transition_requests_are_refused_clearly(tiny_rtn):
@@ -340,8 +447,8 @@ def test_a_recorded_frame_is_a_target(tiny_rtn):
     trot = ControlState(np.array([[0.0, 1.5]]), np.zeros(1), np.array([ACTIONS.index("move")]))
     for _ in range(60):
         c.step(trot)
-    c.transition_to(recorded, 15, action="idle")
-    for _ in range(16):
+    started = c.transition_to(recorded, 15, action="idle")
+    for _ in range(started.frames):
         c.step(trot)
     wanted, _ = forward_kinematics(
         c.skeleton, recorded.local_rotations[None], np.array([[0.0, recorded.hips_height_m, 0.0]])

@@ -145,10 +145,10 @@ class ScriptDriver:
                 controller.foot_lock.enabled = event["foot_lock"]
             if "transition" in event:
                 to = event["transition"]["to"]
-                controller.transition_to(to, event["transition"]["frames"])
+                started = controller.transition_to(to, event["transition"]["frames"])
                 s.action = KEYFRAME_ACTIONS[to]
                 s.move, s.speed_mps = np.zeros(2), 0.0
-                s.facing_rad = float(controller.transitions[-1].root_yaw_rad[0, -1])
+                s.facing_rad = float(started.final_yaw_rad[0])
         s.facing_rad = wrap_angle_rad(s.facing_rad + s.turn_radps * DT_S)
         norm = np.linalg.norm(s.move)
         local = s.move / norm if norm > 1e-9 else np.zeros(2)

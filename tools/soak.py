@@ -146,11 +146,11 @@ def soak(
             if transitions is not None and rng.uniform() < TRANSITION_SHARE:
                 to = str(rng.choice(keyframe_names))
                 length = int(rng.integers(MIN_TRANSITION_FRAMES, MAX_TRANSITION_FRAMES + 1))
-                controller.transition_to(to, length, characters=[c])
+                begun = controller.transition_to(to, length, characters=[c])
                 action[c] = ACTIONS.index(KEYFRAME_ACTIONS[to])
                 velocity[c], turn[c] = 0.0, 0.0
-                facing[c] = controller.transitions[-1].root_yaw_rad[0, -1]
-                until[c] = t + length * DT_S + rng.uniform(*COMMAND_SECONDS)
+                facing[c] = begun.final_yaw_rad[0]
+                until[c] = t + begun.frames * DT_S + rng.uniform(*COMMAND_SECONDS)
                 since[c] = t
                 transition_count += 1
                 continue

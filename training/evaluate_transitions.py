@@ -174,19 +174,19 @@ def handback_report(model: TransitionModel, motion_model_path: Path) -> dict:
             )
             for _ in range(120):
                 c.step(move)
-            c.transition_to(target, HANDBACK_FRAMES)
+            started = c.transition_to(target, HANDBACK_FRAMES)
             hold = ControlState(
                 np.zeros((1, 2)),
-                np.array([c.transitions[-1].root_yaw_rad[0, -1]]),
+                started.final_yaw_rad,
                 np.array([ACTIONS.index(KEYFRAME_ACTIONS[target])]),
             )
             positions = [c.display_pose()[0][0].copy()]
-            for _ in range(HANDBACK_FRAMES + 1 + WATCH_FRAMES):
+            for _ in range(started.frames + WATCH_FRAMES):  # the lead, playback, then after
                 c.step(hold)
                 positions.append(c.display_pose()[0][0].copy())
             moves = np.linalg.norm(np.diff(np.array(positions), axis=0), axis=-1).max(axis=1)
-            before = moves[HANDBACK_FRAMES + 1 - WATCH_FRAMES : HANDBACK_FRAMES + 1]
-            after = moves[HANDBACK_FRAMES + 1 :]
+            before = moves[started.frames - WATCH_FRAMES : started.frames]
+            after = moves[started.frames :]
             row = {
                 "start": start,
                 "target": target,

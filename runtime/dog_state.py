@@ -1,0 +1,80 @@
+"""The dogs' state: one object of numpy arrays with a leading axis N, one row per dog.
+
+Everything a step carries to the next lives here. Other parts (the transition player, the
+NaN rollback, the hand-back) never write the controller's fields one by one: they take rows
+(`rows(idx)`, a copy), change that copy, and put it back (`put_rows(idx, rows)`), so adding a
+field to the state is adding it here, and a row that does not fit is an error, not a skip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, is_dataclass
+
+import numpy as np
+from canis.runtime.features import LocalPose
+from canis.runtime.trajectory import GroundTrajectory
+
+
+@dataclass
+class DisplayOffset:
+    """What the display adds to the root-frame pose after a hand-back (decaying to zero):
+    (N, J, 3) each; only the hips' position is used."""
+
+    positions_m: np.ndarray
+    forwards: np.ndarray
+    ups: np.ndarray
+
+
+@dataclass
+class DogState:
+    root_xz_m: np.ndarray  # (N, 2) world, on the ground plane
+    root_yaw_rad: np.ndarray  # (N,)
+    root_velocity_xz_mps: np.ndarray  # (N, 2) world
+    pose: LocalPose  # (N, J, 3) each, in the root frame: what the network reads next
+    action_weights: np.ndarray  # (N, A) the actions the dog is doing
+    commanded_velocity_mps: np.ndarray  # (N, 2) the smoothed command, world
+    commanded_yaw_rad: np.ndarray  # (N,)
+    commanded_actions: np.ndarray  # (N, A)
+    speed_gain: np.ndarray  # (N,) speed tracking's correction of the asked speed
+    measured_speed_mps: np.ndarray  # (N,) smoothed measured speed
+    phase_rad: np.ndarray  # (N,) PFNN's phase (unused by the other models)
+    history: GroundTrajectory  # (N, HISTORY_FRAMES, ...) the path walked, world
+    predicted_future: GroundTrajectory  # (N, 6, ...) the network's last future, world
+    frame_history: np.ndarray  # (N, CONTEXT_FRAMES, FRAME_SIZE) float32, as the RTN reads
+    display_offset: DisplayOffset  # hand-back offsets of the shown pose
+    handback_pending: np.ndarray  # (N,) bool: handed back this frame, offsets to start
+    expert_weights: np.ndarray | None  # (N, E) MANN's gating output; None for other models
+
+    def rows(self, idx) -> DogState:
+        """A copy of the rows `idx` (indices or a boolean mask) of every array."""
+        return _map(lambda a: np.array(a[idx]), self)
+
+    def put_rows(self, idx, other: DogState) -> None:
+        """Writes `other` (as rows() gave it) into the rows `idx`, in place."""
+        _put(self, idx, other, "state")
+
+    def copy(self) -> DogState:
+        return _map(np.copy, self)
+
+
+def _map(fn, value):
+    if value is None:
+        return None
+    if is_dataclass(value):
+        return type(value)(**{f.name: _map(fn, getattr(value, f.name)) for f in fields(value)})
+    return fn(value)
+
+
+def _put(target, idx, source, name: str) -> None:
+    if is_dataclass(target):
+        for f in fields(target):
+            _put(getattr(target, f.name), idx, getattr(source, f.name), f"{name}.{f.name}")
+        return
+    if target is None or source is None:
+        if target is not None or source is not None:
+            raise ValueError(f"{name}: one of the states has it and the other does not")
+        return
+    rows = target[idx]
+    if rows.shape != np.shape(source):
+        raise ValueError(f"{name}: rows of shape {np.shape(source)} do not fit {rows.shape}")
+    target[idx] = source
