@@ -182,9 +182,9 @@ def _transitions(model, verdicts: _Verdicts, name: str) -> None:
         for _ in range(120):
             c.step(trot)
         started = time.perf_counter()
-        c.transition_to(key_name, 30)
+        start = c.transition_to(key_name, 30)
         ms = (time.perf_counter() - started) * 1e3
-        for _ in range(31):
+        for _ in range(start.frames):  # the lead, the 30 frames and the arrival
             c.step(trot)
         wanted, _ = forward_kinematics(
             c.skeleton, key.local_rotations[None], np.array([[0.0, key.hips_height_m, 0.0]])
@@ -196,7 +196,7 @@ def _transitions(model, verdicts: _Verdicts, name: str) -> None:
             bool(error_cm <= CHECK_KEYFRAME_CM),
             f"RTN from {name}'s 1.9 m/s trot to {key_name} in 30 frames: every joint within "
             f"{error_cm:.3f} cm of the keyframe on arrival (needs <= {CHECK_KEYFRAME_CM} cm); "
-            f"generated in {ms:.1f} ms (not judged)",
+            f"requested in {ms:.1f} ms (not judged)",
         )
     print()
 

@@ -31,7 +31,7 @@ def test_console_script_is_installed():
 def test_demo_check_runs_the_kinematics_check(capsys):
     assert main(["demo", "--check"]) == 0
     out = capsys.readouterr().out
-    assert "PASS MANN-8 (mann8.onnx) asked for 1.9 m/s" in out and "residual" in out
+    assert "PASS MANN-8 (mann8.int8.onnx) asked for 1.9 m/s" in out and "residual" in out
     assert "FAIL" not in out and out.rstrip().endswith("canis demo --check: PASS, all 9 checks")
 
 
@@ -42,7 +42,7 @@ def test_demo_check_judges_the_model_given_and_fails_it(tiny_model, monkeypatch,
     monkeypatch.setattr(demo_cli, "CHECK_DRIVE_S", 1.0)
     assert main(["demo", "--check", "--model", str(tiny_model)]) == 1
     out = capsys.readouterr().out
-    assert "FAIL MANN-4 (mann.onnx) asked for" in out and "mann8.onnx" not in out
+    assert "FAIL MANN-4 (tiny_mann4.onnx) asked for" in out and "mann8" not in out
     assert "canis demo --check: FAIL," in out.splitlines()[-1]
 
 

@@ -119,7 +119,7 @@ def test_export_converts_an_onnx_file_from_the_command_line(tiny_model, tmp_path
     assert MotionModel(out).precision == "int8"
     assert main(["export", str(out), "--precision", "int8", "--out", str(tmp_path / "b")]) == 2
     assert "is already int8" in capsys.readouterr().err
-    assert variant_path(tiny_model, "int8").name == "mann.int8.onnx"
+    assert variant_path(tiny_model, "int8").name == f"{tiny_model.stem}.int8.onnx"
 
 
 def test_transition_model_converts_both_graphs(tiny_rtn, tmp_path):
