@@ -53,8 +53,36 @@ def test_turning_on_the_spot_and_postures():
     moving = player.update(InputFrame(move=(0.0, 1.0)), 0.0, DT)
     assert ACTIONS[moving.action[0]] == "move"
     assert ACTIONS[player.update(InputFrame(), 0.0, DT).action[0]] == "idle"
-    player.update(InputFrame(action="jump"), 0.0, DT)
-    assert ACTIONS[player.update(InputFrame(), 0.0, DT).action[0]] == "idle"  # jump is a press
+
+
+def test_one_press_is_one_jump_even_while_moving():
+    from canis.demo.input import JUMP_HOLD_S
+
+    player = PlayerControl()
+    forward = InputFrame(move=(0.0, 1.0))
+    actions = [ACTIONS[player.update(forward, 0.0, DT).action[0]] for _ in range(10)]
+    actions += [
+        ACTIONS[player.update(InputFrame(move=(0.0, 1.0), action="jump"), 0.0, DT).action[0]]
+    ]
+    # The move key stays held for two seconds, and Space is pressed again mid-leap.
+    for frame in range(120):
+        again = "jump" if frame == 5 else None
+        actions.append(
+            ACTIONS[player.update(InputFrame(move=(0.0, 1.0), action=again), 0.0, DT).action[0]]
+        )
+    jumping = np.array(actions) == "jump"
+    assert player.jumps == 1
+    assert jumping.sum() == round(JUMP_HOLD_S / DT)  # one stretch of the hold, not the key's
+    assert (
+        np.all(np.diff(jumping.astype(int)) >= -1)
+        and np.sum(np.diff(jumping.astype(int)) == 1) == 1
+    )
+    assert actions[-1] == "move"
+    player.update(InputFrame(action="jump"), 0.0, DT)  # from a stand: a jump, then idle
+    assert ACTIONS[player.update(InputFrame(), 0.0, DT).action[0]] == "jump"
+    for _ in range(round(JUMP_HOLD_S / DT)):
+        last = player.update(InputFrame(), 0.0, DT)
+    assert ACTIONS[last.action[0]] == "idle" and player.jumps == 2
 
 
 def test_non_finite_axes_count_as_released():
