@@ -89,6 +89,7 @@ SPEED_TRACKING_RESPONSIVE_RANGE = (0.25, 2.5)
 # transition's last (it has never seen that exact state): the displayed pose carries the
 # difference as an offset that decays with this half-life (inertialization), so nothing pops.
 HANDBACK_HALF_LIFE_S = 0.08
+POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
 
 
 class Controller:
@@ -539,7 +540,14 @@ class Controller:
             local, hips, _ = self.ik.solve(
                 local, hips, np.zeros(self.count), facing, self.terrain, dt_s
             )
-        local = self.foot_lock.apply(local, hips, self.contacts, dt_s, self.terrain)
+        # Transitions and the postures they lead to place the paws themselves (a sitting
+        # dog's hind paws slide under it): a lock held through them pulls the leg and pops
+        # when it lets go (10 cm in one frame standing -> sit, measured).
+        posture = np.isin(self.action_weights.argmax(axis=1), POSTURE_ACTION_INDICES)
+        lockable = ~(self.in_transition() | posture)
+        local = self.foot_lock.apply(
+            local, hips, self.contacts & lockable[:, None], dt_s, self.terrain
+        )
         self.display_positions, self.display_rotations = forward_kinematics(
             self.skeleton, local, hips
         )

@@ -111,7 +111,7 @@ def test_gamepad_mapping_from_raw_sdl_values():
     )
 
 
-def test_unplugged_gamepad_falls_back_to_the_keyboard_within_a_frame(tiny_model):
+def test_unplugged_gamepad_falls_back_to_the_keyboard_within_a_frame(tiny_model, tmp_path):
     pytest.importorskip("pyglet")
     from canis.demo.app import DemoApp
     from canis.demo.devices import frame_from_pad
@@ -126,13 +126,27 @@ def test_unplugged_gamepad_falls_back_to_the_keyboard_within_a_frame(tiny_model)
             return frame_from_pad({"lefty": -32768.0}, set(), set())
 
     try:
-        app = DemoApp({"tiny": tiny_model}, headless=True, width=320, height=200, gamepad=False)
+        app = DemoApp(
+            {"tiny": tiny_model},
+            headless=True,
+            width=320,
+            height=200,
+            gamepad=False,
+            out_dir=tmp_path,
+        )
     except Exception as error:
         pytest.skip(f"no off-screen OpenGL here: {error}")
     app.gamepad = FakePad()
-    assert app.input_frame().move == pytest.approx((0.0, 1.0)) and app.input_source == "gamepad"
-    app.gamepad.attached = False  # unplugged
+    app.toggle_recording()
+    for _ in range(5):
+        app.step()
+    assert app.input_source == "gamepad" and app.player.action == "move"
+    app.gamepad.attached = False  # unplugged mid-drive, while recording
     assert app.input_frame().move == (0.0, 0.0) and app.input_source == "keyboard"
+    assert "keyboard drives the dog" in app.notice.current
+    assert "recording goes on" in app.notice.current
+    app.step()
+    assert app.recorder is not None and app.recorder.frame == 6  # nothing lost
     app.gamepad.attached = True  # plugged back in
     app.input_frame()
     assert app.input_source == "gamepad"
