@@ -1,12 +1,16 @@
 """The interactive demo: a dog driven by the keyboard or a gamepad in a pyglet window, or
 headless from a script, rendered to PNG frames.
 
-Keys: WASD/arrows move (camera-relative), Shift canters, Q/E turn on the spot, 1 idle,
-2 sit, 3 stand (beg), 4 lie, Space jump; mouse drag or J/L/I/K orbit the camera, scroll zooms;
-X transition to the next keyframe (stand, sit, lie, beg) through the transition network,
-B body or bones,
-P pause, N single step, M slow motion, G toggle IK, R reset, T next terrain, F1 next model,
-F5 record the input as a script, F12 screenshot, H hide help.
+Keys: WASD/arrows move (camera-relative), Shift canters, Q/E turn on the spot, 1 stand
+(idle), 2 sit, 3 beg (the "stand" action), 4 lie, Space jump; mouse drag or J/L/I/K orbit
+the camera, scroll zooms; X transition to the next keyframe (stand, sit, lie, beg), P pause,
+N single step, M slow motion, G toggle IK, F foot lock, B body or bones, R reset, T next
+terrain, F1 next model, F5 record the input as a script, F12 screenshot, H hide help, Escape quit.
+
+1-4 (and the gamepad's posture buttons) go through the transition network when it is loaded,
+as X does, so the dog sits, lies and stands up through motion rather than switching pose;
+without it the motion network's own action takes it there. Screenshots and recordings go to
+one output folder (--out), named on screen when written.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 from canis.demo.devices import GamepadReader
 from canis.demo.input import InputFrame, PlayerControl
 from canis.demo.recording import InputRecorder
+from canis.demo.status import StatusLog, shown_speed_mps
 from canis.runtime.controller import Controller
 from canis.runtime.features import ACTIONS, FPS
 from canis.runtime.gaits import GAIT_WINDOW_FRAMES, GAITS, classify_gaits
@@ -26,6 +31,7 @@ from canis.runtime.inference import MotionModel
 from canis.runtime.loop import FixedTimestep
 from canis.runtime.poses import KEYFRAME_ACTIONS, load_keyframes
 from canis.runtime.profiler import STAGES, Profiler
+from canis.runtime.speed_calibration import load_speed_calibration
 from canis.runtime.terrain import PROCEDURAL, load_terrain
 from canis.runtime.transition import TransitionModel, shipped_transition_model_path
 
@@ -33,14 +39,17 @@ CAPTURE_FPS = 30
 HUD_REFRESH_DRAWS = 10
 CAMERA_KEY_RATE_RADPS = 1.5
 HELP = (
-    "WASD/arrows move  Shift canter  Q/E turn  1 idle 2 sit 3 stand 4 lie Space jump  "
-    "X transition to next keyframe\n"
-    "drag/JLIK camera  scroll zoom  P pause  N step  M slow  G IK  F foot lock  R reset  "
-    "T terrain  B bones  "
-    "F1 model  F5 record input  F12 screenshot  H help"
+    "WASD/arrows move  Shift canter  Q/E turn  Space jump  1 stand 2 sit 3 beg 4 lie  "
+    "X next keyframe  R reset",
+    "drag/JLIK camera  wheel zoom  P pause  N step  M slow  G IK  F foot lock  B bones  T terrain",
+    "F1 model  F5 record  F12 screenshot  H help  Esc quit",
 )
 ACTION_KEYS = {"_1": "idle", "_2": "sit", "_3": "stand", "_4": "lie", "SPACE": "jump"}
+# The keyframe each posture action is reached through (the inverse of KEYFRAME_ACTIONS).
+POSTURE_KEYFRAMES = {action: name for name, action in KEYFRAME_ACTIONS.items()}
 TRANSITION_FRAMES = 45
+ROOT_TRACK_FRAMES = 4 * FPS
+DEFAULT_OUT_DIR = Path("out/demo")
 
 
 class DemoApp:
@@ -53,23 +62,32 @@ class DemoApp:
         height: int = 720,
         gamepad: bool = True,
         transition_model: Path | None = None,
+        out_dir: Path = DEFAULT_OUT_DIR,
+        status_file: Path | None = None,
     ):
-        """`transition_model`: an RTN _step.onnx for the X key (None: the shipped one when
-        it is there; without one, X says so on the HUD)."""
+        """`transition_model`: an RTN _step.onnx for X and the posture keys (None: the
+        shipped one when it is there; without one, X says so on the HUD and the posture keys
+        ask the motion network for the action). `out_dir`: screenshots and recordings,
+        created when the first is written. `status_file`: one JSON line per simulated frame
+        (demo/status.py)."""
         import pyglet
 
         if headless:
             pyglet.options["headless"] = True
         from canis.demo.hud import HudPlots
+        from canis.demo.hud_text import FrameRate, HudText, Notice
         from canis.demo.scene import Scene
         from pyglet.window import key
 
         self.pyglet, self.key = pyglet, key
+        self.model_paths = dict(models)
         self.models = {name: MotionModel(path) for name, path in models.items()}
         self.transition_model = self._open_transition_model(transition_model)
         self.keyframe_names = list(load_keyframes())
         self.keyframe_index = -1
-        self.notice = ""
+        self.out_dir = Path(out_dir)
+        self.notice = Notice()
+        self.frame_rate = FrameRate()
         self.model_names = list(self.models)
         self.model_index = 0
         self.terrains = list(PROCEDURAL) if terrain in PROCEDURAL else [terrain]
@@ -82,19 +100,20 @@ class DemoApp:
         # Two levels of the handler stack: one level keeps one handler per event name, so
         # pushing both together let the app's on_key_press replace the key-state handler's
         # and no key was ever seen as held. The app's handlers return None, so every event
-        # reaches the key-state handler below them.
+        # reaches the key-state handler below them (and the window's own: Escape closes it).
         self.window.push_handlers(self.keys)
         self.window.push_handlers(self)
         self.scene = Scene(None, self.heightmap)
         self.plots = HudPlots()
-        self.plot_titles = [
-            pyglet.text.Label(text, x=x, y=114, font_size=9, color=(20, 20, 30, 255))
-            for text, x in (
-                ("frame time per stage", 10),
-                ("expert weights, last 4 s", 320),
-                ("footfalls LF / RF / LH / RH, last 4 s", 630),
+        self.hud = HudText(pyglet)
+        self.plot_titles = {
+            name: pyglet.text.Label(text, x=x, y=114, font_size=9, color=(20, 20, 30, 255))
+            for name, text, x in (
+                ("frame", "frame time per stage", 10),
+                ("experts", "expert weights, last 4 s", 320),
+                ("footfalls", "footfalls LF / RF / LH / RH, last 4 s", 630),
             )
-        ]
+        }
         self.stage_legend = self._stage_legend(pyglet)
         self.profiler = Profiler()
         self.loop = FixedTimestep()
@@ -106,34 +125,49 @@ class DemoApp:
         self.pending_action = None
         self.pending_steps = 0
         self.draws = 0
-        self.contact_history: list[np.ndarray] = []
+        self.steps = 0
         self.recorder: InputRecorder | None = None
-        self.expert_history: list[np.ndarray] = []
-        self.labels = pyglet.text.Label(
-            "",
-            x=10,
-            y=height - 10,
-            anchor_y="top",
-            multiline=True,
-            width=width - 20,
-            font_size=11,
-            color=(20, 20, 30, 255),
-        )
+        self.recording_path: Path | None = None
+        self.last_saved: Path | None = None
+        self.status = StatusLog(Path(status_file)) if status_file else None
         self._new_controller()
 
     # --- simulation -------------------------------------------------------------------
+    @property
+    def model_name(self) -> str:
+        return self.model_names[self.model_index]
+
+    @property
+    def terrain_name(self) -> str:
+        return self.terrains[self.terrain_index]
+
     def _new_controller(self) -> None:
-        model = self.models[self.model_names[self.model_index]]
+        name = self.model_name
         self.controller = Controller(
-            model,
+            self.models[name],
             terrain=self.heightmap,
             profiler=self.profiler,
             transition_model=self.transition_model,
             foot_lock=True,
+            speed_calibration=load_speed_calibration(self.model_paths[name]),
         )
         self.scene.skeleton = self.controller.skeleton
         self.scene.set_terrain(self.heightmap)
-        self.player = PlayerControl()
+        self._forget_history()
+
+    def _forget_history(self) -> None:
+        """A new dog: the player's state, the plots' history and the speed's track start over."""
+        self.player = PlayerControl(facing_yaw_rad=float(self.controller.root_yaw_rad[0]))
+        self.contact_history: list[np.ndarray] = []
+        self.expert_history: list[np.ndarray] = []
+        self.root_track: list[np.ndarray] = [self.controller.root_xz_m[0].copy()]
+
+    def reset(self) -> None:
+        """R: the dog stands at the origin again, and any held action (a sit) is dropped."""
+        self.controller.reset()
+        self._forget_history()
+        if self.recorder is not None:
+            self.recorder.add_reset()
 
     @staticmethod
     def _open_transition_model(path: Path | None) -> TransitionModel | None:
@@ -141,20 +175,37 @@ class DemoApp:
             return None
         return TransitionModel(path)
 
-    def next_transition(self) -> None:
-        """X: the dog goes to the next keyframe through the transition network and then
-        holds it (the player's action becomes the keyframe's, until the dog is moved)."""
-        if self.transition_model is None:
-            self.notice = "no transition model (assets/models/rtn_step.onnx)"
-            return
-        self.keyframe_index = (self.keyframe_index + 1) % len(self.keyframe_names)
-        name = self.keyframe_names[self.keyframe_index]
+    def transition_to(self, name: str) -> None:
+        """The dog goes to keyframe `name` through the transition network and then holds it
+        (the player's action becomes the keyframe's, until the dog is moved)."""
         if self.recorder is not None:
             self.recorder.add_transition(name, TRANSITION_FRAMES)
         started = self.controller.transition_to(name, TRANSITION_FRAMES, characters=[0])
         self.player.action = KEYFRAME_ACTIONS[name]
         self.player.facing_yaw_rad = float(started.final_yaw_rad[0])
-        self.notice = f"transition to {name} ({TRANSITION_FRAMES} frames)"
+        self.notice.say(f"transition to {name} ({TRANSITION_FRAMES} frames)")
+
+    def next_transition(self) -> None:
+        """X: the next keyframe of the library (stand, sit, lie, beg)."""
+        if self.transition_model is None:
+            self.notice.say("no transition model (assets/models/rtn_step.onnx)")
+            return
+        self.keyframe_index = (self.keyframe_index + 1) % len(self.keyframe_names)
+        self.transition_to(self.keyframe_names[self.keyframe_index])
+
+    def _route_posture(self, frame: InputFrame) -> InputFrame:
+        """A posture asked for (1-4, the pad's face buttons) goes through the transition
+        network when there is one. The action held already does nothing; 1 (idle) while
+        moving is the motion network's own stop."""
+        wanted, holding = frame.action, self.player.action
+        if self.transition_model is None or wanted not in POSTURE_KEYFRAMES:
+            return frame
+        if wanted == holding:
+            frame.action = None
+        elif not (wanted == "idle" and holding in ("move", "jump")):
+            frame.action = None
+            self.transition_to(POSTURE_KEYFRAMES[wanted])
+        return frame
 
     def input_frame(self) -> InputFrame:
         """The gamepad's input while one is attached, else the keyboard's."""
@@ -168,10 +219,15 @@ class DemoApp:
             if self.pending_action is not None and frame.action is None:
                 frame.action = self.pending_action
             self.pending_action = None
+            if self.input_source != "gamepad":
+                self.notice.say("gamepad connected: it drives the dog")
             self.input_source = "gamepad"
             if frame.next_transition:
                 self.next_transition()
             return frame
+        if self.input_source == "gamepad":
+            kept = "; the recording goes on" if self.recorder is not None else ""
+            self.notice.say(f"gamepad unplugged: the keyboard drives the dog{kept}", 6.0)
         self.input_source = "keyboard"
         k, keys = self.key, self.keys
         forward = (keys[k.W] or keys[k.UP]) - (keys[k.S] or keys[k.DOWN])
@@ -186,10 +242,12 @@ class DemoApp:
 
     def step(self, frame: InputFrame | None = None, control=None) -> None:
         if control is None:
-            control = self.player.update(frame or self.input_frame(), self.camera["yaw"], 1.0 / FPS)
+            frame = self._route_posture(frame or self.input_frame())
+            control = self.player.update(frame, self.camera["yaw"], 1.0 / FPS)
         if self.recorder is not None:
             self.recorder.add(control)
         self.controller.step(control)
+        self.steps += 1
         self.contact_history = (self.contact_history + [self.controller.contacts[0].copy()])[
             -FPS * 4 :
         ]
@@ -197,6 +255,44 @@ class DemoApp:
             self.expert_history = (self.expert_history + [self.controller.expert_weights[0]])[
                 -FPS * 4 :
             ]
+        self.root_track = (self.root_track + [self.controller.root_xz_m[0].copy()])[
+            -ROOT_TRACK_FRAMES:
+        ]
+        if self.status is not None:
+            self._write_status(control)
+
+    @property
+    def shown_speed_mps(self) -> float:
+        return shown_speed_mps(np.array(self.root_track))
+
+    @property
+    def shown_action(self) -> str:
+        """The action the dog is doing (the network's strongest action weight)."""
+        return ACTIONS[int(np.argmax(self.controller.action_weights[0]))]
+
+    def _write_status(self, control) -> None:
+        c = self.controller
+        positions, _ = c.display_pose()
+        self.status.write(
+            frame=self.steps,
+            x_m=round(float(c.root_xz_m[0, 0]), 4),
+            z_m=round(float(c.root_xz_m[0, 1]), 4),
+            yaw_rad=round(float(c.root_yaw_rad[0]), 4),
+            speed_mps=round(self.shown_speed_mps, 3),
+            asked_mps=round(float(np.linalg.norm(control.velocity_mps[0])), 3),
+            hips_m=round(float(positions[0, 0, 1]), 4),
+            action=self.shown_action,
+            asked_action=ACTIONS[int(control.action[0])],
+            jumps=self.player.jumps,
+            in_transition=bool(c.in_transition()[0]),
+            input=self.input_source,
+            model=self.model_name,
+            terrain=self.terrain_name,
+            recording=self.recorder is not None,
+            saved=str(self.last_saved) if self.last_saved else None,
+            notice=self.notice.current,
+            fps=round(self.frame_rate.fps, 1),
+        )
 
     def update(self, dt_s: float) -> None:
         k, keys = self.key, self.keys
@@ -247,12 +343,12 @@ class DemoApp:
             self._trajectories(),
             rotations,
         )
-        # Laying text out is slow in pyglet: refresh it a few times a second.
+        self.frame_rate.tick()
         self.draws += 1
-        if self.draws % HUD_REFRESH_DRAWS == 1:
-            self.labels.text = self._hud_text()
-        self.labels.y = self.window.height - 10
-        self.labels.draw()
+        self.hud.set_recording(self._recording_text())
+        if self.draws % HUD_REFRESH_DRAWS == 1:  # laying text out is slow in pyglet
+            self.hud.set_lines(self.hud_lines(), self.window.width)
+        self.hud.draw(self.window.width, self.window.height)
         self._draw_plots()
 
     @staticmethod
@@ -268,30 +364,40 @@ class DemoApp:
             x += label.content_width + 6
         return labels
 
+    def _recording_text(self) -> str:
+        if self.recorder is None:
+            return ""
+        seconds = self.recorder.frame / FPS
+        return f"\N{BLACK CIRCLE} REC {int(seconds) // 60}:{int(seconds) % 60:02d}  (F5 stops)"
+
     def _draw_plots(self) -> None:
         """Bottom of the window, left to right: frame time per stage against the budget,
-        expert weights, footfalls; gait and labels are in the text above."""
+        expert weights (MANN only), footfalls; gait and labels are in the text above."""
         from pyglet.gl import GL_DEPTH_TEST, glDisable
 
         glDisable(GL_DEPTH_TEST)
+        has_experts = self.controller.expert_weights is not None
         if self.draws % HUD_REFRESH_DRAWS == 1:  # rebuilt with the HUD text
             # Every stage, transition and render included, and the untimed rest, per frame.
             stages = self.profiler.recent_frames(self.profiler.window)
             stages.pop("frame")
             scale = self.plots.frame_times(10, 10, stages, self.profiler.budget_ms)
             self.plot_titles[
-                0
+                "frame"
             ].text = (
                 f"frame time per stage, 0-{scale:g} ms (red: {self.profiler.budget_ms:g} ms budget)"
             )
-            if self.expert_history:
+            if has_experts and self.expert_history:
                 self.plots.experts(320, 10, np.array(self.expert_history))
             if self.contact_history:
                 self.plots.footfalls(630, 10, np.array(self.contact_history))
             self.plots.build()
         self.plots.draw(self.window.width, self.window.height)
-        for title in self.plot_titles + self.stage_legend:
-            title.draw()
+        for name, title in self.plot_titles.items():
+            if name != "experts" or has_experts:
+                title.draw()
+        for label in self.stage_legend:
+            label.draw()
 
     def _trajectories(self):
         c = self.controller
@@ -307,14 +413,13 @@ class DemoApp:
             lines.append((np.stack([xz[:, 0], heights + 0.02, xz[:, 1]], 1), colour))
         return lines
 
-    def _hud_text(self) -> str:
+    def hud_lines(self) -> list[tuple[str, tuple]]:
+        """The HUD's text, one (text, colour) per line."""
+        from canis.demo.hud_text import NOTICE_COLOUR, TEXT_COLOUR
+
         c, stats = self.controller, self.profiler.rolling()
-        speed = float(np.linalg.norm(c.root_velocity_xz_mps[0]))
-        stage_text = "  ".join(f"{s} {stats[s]['p50_ms']:.2f}" for s in STAGES if s in stats)
-        frame = stats.get("frame", {"p50_ms": float("nan"), "p99_ms": float("nan")})
-        cpu = stats.get("frame_cpu", {"p50_ms": float("nan")})
-        worst = self.profiler.worst()
-        action = ACTIONS[int(np.argmax(c.action_weights[0]))]
+        speed = self.shown_speed_mps
+        action = self.shown_action
         gait = "-"
         if len(self.contact_history) >= GAIT_WINDOW_FRAMES and action == "move":
             recent = np.array(self.contact_history[-GAIT_WINDOW_FRAMES:])
@@ -322,26 +427,30 @@ class DemoApp:
                 GAIT_WINDOW_FRAMES // 2
             ]
             gait = GAITS[index]
-        lines = [
-            f"{self.model_names[self.model_index]} on {self.terrains[self.terrain_index]}  |  "
-            f"input {self.input_source}  |  speed {speed:.2f} m/s  |  gait {gait}  |  "
-            f"action {action}  |  "
-            f"IK {'on' if c.ik.enabled else 'off'}  |  "
-            f"foot lock {'on' if c.foot_lock.enabled else 'off'}"
-            + ("  |  PAUSED" if self.paused else "")
-            + ("  |  slow motion" if self.slow_motion else "")
-            + (f"  |  {self.notice}" if self.notice else ""),
-            f"frame p50 {frame['p50_ms']:.2f} ms p99 {frame['p99_ms']:.2f} ms, CPU p50 "
-            f"{cpu['p50_ms']:.2f} ms, worst {worst[0].wall_ms if worst else float('nan'):.1f} ms "
-            f"(budget {self.profiler.budget_ms:g} ms, {self.profiler.overruns} over)  |  "
-            f"{stage_text}",
+        frame = stats.get("frame", {"p50_ms": float("nan"), "p99_ms": float("nan")})
+        flags = [
+            f"IK {'on' if c.ik.enabled else 'off'}",
+            f"foot lock {'on' if c.foot_lock.enabled else 'off'}",
         ]
+        flags += ["PAUSED"] if self.paused else []
+        flags += ["slow motion"] if self.slow_motion else []
+        lines = [
+            f"{self.model_name} on {self.terrain_name}  |  input {self.input_source}  |  "
+            f"speed {speed:.2f} m/s (2 s mean)  |  gait {gait}  |  action {action}",
+            f"{self.frame_rate.fps:.0f} fps  |  " + "  |  ".join(flags),
+            f"simulation frame p50 {frame['p50_ms']:.2f} ms p99 {frame['p99_ms']:.2f} ms "
+            f"(budget 2 ms, {self.profiler.overruns} over)",
+            "  ".join(f"{s} {stats[s]['p50_ms']:.2f}" for s in STAGES if s in stats),
+        ]
+        lines = [(text, TEXT_COLOUR) for text in lines]
         if c.expert_weights is not None:
             bars = " ".join(f"{w:.2f}" for w in c.expert_weights[0])
-            lines.append(f"expert weights: {bars}")
+            lines.append((f"expert weights: {bars}", TEXT_COLOUR))
+        if self.notice.current:
+            lines.append((self.notice.current, NOTICE_COLOUR))
         if self.show_help:
-            lines.append(HELP)
-        return "\n".join(lines)
+            lines += [(text, TEXT_COLOUR) for text in HELP]
+        return lines
 
     # --- events -----------------------------------------------------------------------
     def on_key_press(self, symbol, modifiers) -> None:
@@ -359,23 +468,27 @@ class DemoApp:
             self.slow_motion = not self.slow_motion
         elif symbol == k.G:
             self.controller.ik.enabled = not self.controller.ik.enabled
+            if self.recorder is not None:
+                self.recorder.add_ik(self.controller.ik.enabled)
         elif symbol == k.F:
             lock = self.controller.foot_lock
             lock.enabled = not lock.enabled
             if self.recorder is not None:
                 self.recorder.add_foot_lock(lock.enabled)
         elif symbol == k.R:
-            self.controller.reset()
+            self.reset()
         elif symbol == k.T:
+            self._save_recording_first("T")
             self.terrain_index = (self.terrain_index + 1) % len(self.terrains)
-            self.heightmap = load_terrain(self.terrains[self.terrain_index])
+            self.heightmap = load_terrain(self.terrain_name)
             self.controller.terrain = self.heightmap
             self.scene.set_terrain(self.heightmap)
         elif symbol == k.F1:
+            self._save_recording_first("F1")
             self.model_index = (self.model_index + 1) % len(self.model_names)
             self._new_controller()
         elif symbol == k.F12:
-            self.screenshot(Path(f"canis-{time.strftime('%Y%m%d-%H%M%S')}.png"))
+            self.screenshot()
         elif symbol == k.H:
             self.show_help = not self.show_help
         elif symbol == k.B:
@@ -383,16 +496,47 @@ class DemoApp:
         elif symbol == k.F5:
             self.toggle_recording()
 
-    def toggle_recording(self, path: Path | None = None) -> Path | None:
-        """F5: start recording the input, or stop and save it as a replayable script."""
-        if self.recorder is None:
-            self.recorder = InputRecorder()
-            self.recorder.add_foot_lock(self.controller.foot_lock.enabled)
-            return None
-        path = path or Path(f"canis-input-{time.strftime('%Y%m%d-%H%M%S')}.json")
-        self.recorder.save(path)
-        self.recorder = None
+    def _output_path(self, stem: str, suffix: str) -> Path:
+        """A new file in the output folder, named for the time (never overwriting one)."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        base = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        path, count = self.out_dir / f"{base}{suffix}", 1
+        while path.exists():
+            count += 1
+            path = self.out_dir / f"{base}-{count}{suffix}"
         return path
+
+    def toggle_recording(self, path: Path | None = None) -> Path | None:
+        """F5: start recording the input, or stop and save it as a replayable script. The
+        dog starts again from a stand where it is (its pose restarts: what canis run
+        --script starts from, so the replay is the same motion)."""
+        if self.recorder is None:
+            self.controller.reset(self.controller.root_xz_m.copy(), self.controller.root_yaw_rad)
+            self._forget_history()
+            self.recorder = InputRecorder(
+                model=self.model_paths[self.model_name],
+                terrain=self.terrain_name,
+                start_xz_m=self.controller.root_xz_m[0],
+                start_yaw_rad=float(self.controller.root_yaw_rad[0]),
+                speed_calibration=self.controller.speed_calibration is not None,
+            )
+            self.recorder.add_foot_lock(self.controller.foot_lock.enabled)
+            self.recorder.add_ik(self.controller.ik.enabled)
+            self.recording_path = path
+            self.notice.say("recording the input: F5 stops and saves it")
+            return None
+        path = self.recorder.save(
+            path or self.recording_path or self._output_path("canis-input", ".json")
+        )
+        self.recorder, self.recording_path, self.last_saved = None, None, path
+        self.notice.say(f"recording saved: {path}  (replay: canis run --script {path})", 8.0)
+        return path
+
+    def _save_recording_first(self, key: str) -> None:
+        """The model and terrain are the recording's: changing them ends it (saved)."""
+        if self.recorder is not None:
+            path = self.toggle_recording()
+            self.notice.say(f"{key} ends the recording; saved: {path}", 8.0)
 
     def on_mouse_drag(self, x, y, dx, dy, buttons, modifiers) -> None:
         self.camera["yaw"] -= dx * 0.01
@@ -401,9 +545,17 @@ class DemoApp:
     def on_mouse_scroll(self, x, y, scroll_x, scroll_y) -> None:
         self.camera["distance"] = float(np.clip(self.camera["distance"] * 0.9**scroll_y, 1.0, 15.0))
 
-    def screenshot(self, path: Path) -> Path:
-        buffer = self.pyglet.image.get_buffer_manager().get_color_buffer()
-        buffer.save(str(path))
+    def screenshot(self, path: Path | None = None) -> Path:
+        """F12: the last drawn frame as a PNG in the output folder (or at `path`), named on
+        the HUD."""
+        path = self.save_frame(path or self._output_path("canis", ".png"))
+        self.last_saved = path
+        self.notice.say(f"screenshot saved: {path}")
+        return path
+
+    def save_frame(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.pyglet.image.get_buffer_manager().get_color_buffer().save(str(path))
         return path
 
     def pixels(self) -> np.ndarray:
@@ -412,10 +564,23 @@ class DemoApp:
         data = np.frombuffer(image.get_data("RGBA", image.width * 4), dtype=np.uint8)
         return data.reshape(image.height, image.width, 4)[::-1]
 
-    def run(self) -> None:
+    def close(self) -> Path | None:
+        """Ends the session: a recording in progress is saved (never lost), the status log
+        closed. Returns the saved recording, if any."""
+        saved = self.toggle_recording() if self.recorder is not None else None
+        if self.status is not None:
+            self.status.close()
+            self.status = None
+        return saved
+
+    def run(self) -> Path | None:
         # tick() draws the window itself, so pyglet schedules no redraw of its own.
         self.pyglet.clock.schedule_interval(self.tick, 1.0 / FPS)
-        self.pyglet.app.run(interval=None)
+        try:
+            self.pyglet.app.run(interval=None)
+        finally:
+            saved = self.close()
+        return saved
 
 
 def capture(app: DemoApp, driver, seconds: float, out_dir: Path) -> list[Path]:
@@ -432,7 +597,7 @@ def capture(app: DemoApp, driver, seconds: float, out_dir: Path) -> list[Path]:
             with app.profiler.stage("render"):
                 app.on_draw()
             app.profiler.end_frame()
-            written.append(app.screenshot(out_dir / f"frame_{len(written):05d}.png"))
+            written.append(app.save_frame(out_dir / f"frame_{len(written):05d}.png"))
         else:
             app.profiler.end_frame()
     return written

@@ -21,7 +21,24 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     demo.add_argument("--script", type=Path, help="control script (see canis run)")
     demo.add_argument("--seconds", type=float, default=10.0)
-    demo.add_argument("--out", type=Path, default=Path("out/demo"))
+    demo.add_argument(
+        "--out",
+        type=Path,
+        default=Path("out/demo"),
+        help="output folder, created when first written: screenshots (F12), input recordings "
+        "(F5) and --headless frames (default: out/demo)",
+    )
+    demo.add_argument(
+        "--size",
+        default="1280x720",
+        help="window size in pixels, WIDTHxHEIGHT (default 1280x720)",
+    )
+    demo.add_argument(
+        "--status-file",
+        type=Path,
+        help="write one JSON line per simulated frame (position, speed, yaw, action, jumps, "
+        "what the HUD says) for scripts and tests to follow the demo",
+    )
     demo.add_argument(
         "--camera-yaw",
         type=float,
@@ -68,7 +85,7 @@ def run_demo(args) -> int:
         from canis.demo.app import CAPTURE_FPS, DemoApp, capture
         from canis.tools.run import ScriptDriver, load_script
 
-        app = DemoApp(_models(args), terrain=args.terrain, headless=True)
+        app = DemoApp(_models(args), terrain=args.terrain, headless=True, out_dir=args.out)
         app.camera["yaw"] = math.radians(args.camera_yaw)
         written = capture(app, ScriptDriver(load_script(args.script)), args.seconds, args.out)
         print(f"wrote {len(written)} frames to {args.out}")
@@ -103,10 +120,63 @@ def run_demo(args) -> int:
             file=sys.stderr,
         )
         return 2
-    from canis.demo.app import DemoApp
-
-    DemoApp(_models(args), terrain=args.terrain).run()
+    app = _open_window(args)
+    if app is None:
+        return 2
+    saved = app.run()
+    if saved is not None:
+        print(f"canis demo: the recording in progress was saved to {saved}")
     return 0
+
+
+def _window_size(text: str) -> tuple[int, int]:
+    try:
+        width, height = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"--size {text!r}: give WIDTHxHEIGHT, e.g. 1280x720") from None
+    if not (320 <= width <= 8192 and 200 <= height <= 8192):
+        raise ValueError(f"--size {text!r}: from 320x200 to 8192x8192")
+    return width, height
+
+
+def _open_window(args):
+    """The demo's window, or None after one line on stderr saying why it cannot open (no X
+    display, or no OpenGL 3.3 there) and what to run instead."""
+    import os
+    import sys
+
+    instead = "run canis demo --headless --script ... or canis demo --check instead"
+    try:
+        from canis.demo.app import DemoApp
+
+        width, height = _window_size(args.size)
+        return DemoApp(
+            _models(args),
+            terrain=args.terrain,
+            width=width,
+            height=height,
+            out_dir=args.out,
+            status_file=args.status_file,
+        )
+    except Exception as error:
+        # By name: importing pyglet.window or pyglet.gl to name the classes opens the
+        # display, the very thing that failed.
+        kind = type(error).__name__
+        if not type(error).__module__.startswith("pyglet"):
+            raise
+        if kind == "NoSuchDisplayException":
+            problem = f"cannot open the display {os.environ.get('DISPLAY', '')!r}"
+        elif kind in ("NoSuchConfigException", "ContextException", "ConfigException"):
+            problem = (
+                f"this display offers no OpenGL 3.3 core context, which the viewer needs "
+                f"({error or kind})"
+            )
+        elif kind in ("GLException", "ShaderException"):
+            problem = f"OpenGL failed on this display ({error})"
+        else:
+            raise
+        print(f"canis demo: {problem}; {instead}", file=sys.stderr)
+    return None
 
 
 # What `canis demo --check` holds the model and the kinematics to (stated in its output).

@@ -5,7 +5,9 @@ Movement is camera-relative: the left stick (or WASD/arrows) points where the do
 seen on screen. Stick deflection sets the speed up to a walk/pace; the right trigger (or Shift)
 raises the top speed to a canter. Bumpers (or Q/E) turn on the spot. Face buttons (or number
 keys) pick an action; moving switches to "move", and a posture (sit, stand, lie) holds until
-the dog moves or is told to idle.
+the dog moves or is told to idle. A jump is one press: the jump action is asked for
+JUMP_HOLD_S (one leap of the shipped MANN-8 from a stand or a walk), then the dog moves on or
+stands; pressing again while it jumps does nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ WALK_TOP_SPEED_MPS = 1.1  # full stick without the trigger: the paper's pace spe
 CANTER_TOP_SPEED_MPS = 3.3  # full stick and full trigger: the paper's canter speed
 TURN_RATE_RADPS = math.radians(120.0)
 POSTURES = ("sit", "stand", "lie")
+# How long one press asks for "jump": the evaluation's jump (training/evaluate_controllers.py)
+# holds it as long; held 0.8 s or more the shipped MANN-8 leaps again (measured from a stand
+# and a 1.1 m/s walk: 1 leap at 0.35-0.5 s, 2-3 at 0.8 s).
+JUMP_HOLD_S = 0.5
 
 
 @dataclass
@@ -44,6 +50,8 @@ class PlayerControl:
     facing_yaw_rad: float = 0.0
     action: str = "idle"
     rejected_inputs: int = 0  # frames whose axes held NaN or inf (treated as released)
+    jumps: int = 0  # jumps started (one per press)
+    jump_left_s: float = 0.0  # how much longer the current jump is asked for
     _last_move: np.ndarray = field(default_factory=lambda: np.zeros(2))
 
     def update(self, frame: InputFrame, camera_yaw_rad: float, dt_s: float) -> ControlState:
@@ -58,7 +66,7 @@ class PlayerControl:
             yaw = camera_yaw_rad + math.atan2(-right, forward)
             velocity = strength * top * yaw_direction_xz(yaw)
             self.facing_yaw_rad = yaw
-            if self.action not in ("jump",):
+            if self.action != "jump":
                 self.action = "move"
         else:
             velocity = np.zeros(2)
@@ -67,12 +75,20 @@ class PlayerControl:
             )
             if self.action == "move":
                 self.action = "move" if abs(turn) > 0 else "idle"
+        if self.action == "jump":
+            self.jump_left_s -= dt_s
+            if self.jump_left_s <= 1e-9:  # the leap is done: carry on moving, or stand
+                self.action = "move" if magnitude > DEAD_ZONE or abs(turn) > 0 else "idle"
         if frame.action is not None:
             if frame.action not in ACTIONS:
                 raise ValueError(f"unknown action {frame.action!r}; actions: {', '.join(ACTIONS)}")
-            self.action = frame.action
-        elif self.action == "jump" and magnitude <= DEAD_ZONE:
-            self.action = "idle"  # a jump is one press, not a posture
+            if frame.action == "jump":
+                if self.action != "jump":  # one press, one jump
+                    self.jumps += 1
+                    self.jump_left_s = JUMP_HOLD_S
+                    self.action = "jump"
+            else:
+                self.action = frame.action
         return ControlState(
             velocity[None], np.array([self.facing_yaw_rad]), np.array([ACTIONS.index(self.action)])
         )

@@ -1,6 +1,12 @@
 """Recording what the player asked for as a control script (the format of canis run --script),
 which replays exactly: every event states the facing, the speed along it and the action, so
-the replayed ControlState of each frame is the one that was recorded."""
+the replayed ControlState of each frame is the one that was recorded.
+
+A recording is a JSON object: the events under "events", and what canis run needs to start
+where the demo did: the model (a shipped model's name, else its path), the terrain, the dog's
+start on the ground, whether the speed tracking used the model's speed curve, and the length
+(tools/run.py reads it; a bare list of events is still a script).
+"""
 
 from __future__ import annotations
 
@@ -12,9 +18,36 @@ from canis.runtime.features import ACTIONS, FPS
 from canis.runtime.root import yaw_from_direction
 from canis.runtime.trajectory import ControlState
 
+RECORDING_FORMAT = 1
+
+
+def model_reference(path: Path) -> str:
+    """A shipped model by its name (found again wherever canis is installed), else its path."""
+    from canis.runtime.assets import SHIPPED_MOTION_MODELS, asset_path
+
+    for name, relative in SHIPPED_MOTION_MODELS.items():
+        shipped = asset_path(relative, must_exist=False)
+        if shipped.exists() and Path(path).resolve() == shipped.resolve():
+            return name
+    return str(Path(path).resolve())
+
 
 class InputRecorder:
-    def __init__(self):
+    def __init__(
+        self,
+        model: Path,
+        terrain: str,
+        start_xz_m=(0.0, 0.0),
+        start_yaw_rad: float = 0.0,
+        speed_calibration: bool = False,
+    ):
+        self.header = {
+            "canis_recording": RECORDING_FORMAT,
+            "model": model_reference(model),
+            "terrain": terrain,
+            "start": {"xz_m": [float(v) for v in start_xz_m], "yaw_rad": float(start_yaw_rad)},
+            "speed_calibration": bool(speed_calibration),
+        }
         self.events: list[dict] = []
         self.frame = 0
         self._last: tuple | None = None
@@ -53,7 +86,18 @@ class InputRecorder:
         """Records a transition asked for this frame (before the frame's control is added)."""
         self.events.append({"t": self.frame / FPS, "transition": {"to": to, "frames": frames}})
 
+    def add_ik(self, enabled: bool) -> None:
+        """Records whether the terrain IK is on from this frame on."""
+        self.events.append({"t": self.frame / FPS, "ik": bool(enabled)})
+
+    def add_reset(self) -> None:
+        """R: the dog stands at the origin again (the player's facing and action start over)."""
+        self.events.append({"t": self.frame / FPS, "reset": True})
+        self._last = None
+
     def save(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.events, indent=0) + "\n")
+        events = self.events or [{"t": 0.0}]  # nothing happened: still a valid script
+        recording = self.header | {"seconds": self.frame / FPS, "events": events}
+        path.write_text(json.dumps(recording, indent=0) + "\n")
         return path

@@ -44,6 +44,7 @@ from canis.runtime.root import (
 )
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.runtime.smoothing import damp, damp_angle_rad, smoothing_factor
+from canis.runtime.speed_calibration import SpeedCalibration
 from canis.runtime.terrain import Heightmap
 from canis.runtime.trajectory import (
     ACTION_HALF_LIFE_S,
@@ -78,10 +79,19 @@ SPEED_TRACKING_RATE = 0.4
 SPEED_TRACKING_GAIN_RANGE = (0.5, 1.6)
 SPEED_TRACKING_MEASURE_HALF_LIFE_S = 0.4
 SPEED_TRACKING_MIN_MPS = 0.2
+# With a speed calibration (interactive use, e.g. the demo): the feed-forward from the
+# network's own speed curve, times the integral gain, times (1 + P x relative error) so an
+# overshoot is answered at once; the product stays within RESPONSIVE_RANGE. The measured
+# speed is smoothed less, so the dog is within 10% of the asked speed (over 2 s) about 3 s
+# after a change (MANN-8 at 0.6-3.3 m/s; tests/test_speed_calibration.py).
+SPEED_TRACKING_PROPORTIONAL = 2.0
+SPEED_TRACKING_RESPONSIVE_HALF_LIFE_S = 0.25
+SPEED_TRACKING_RESPONSIVE_RANGE = (0.25, 2.5)
 # When a transition hands a dog back, the motion network's first frame can differ from the
 # transition's last (it has never seen that exact state): the displayed pose carries the
 # difference as an offset that decays with this half-life (inertialization), so nothing pops.
 HANDBACK_HALF_LIFE_S = 0.08
+POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
 
 
 class Controller:
@@ -96,17 +106,21 @@ class Controller:
         speed_tracking: bool = True,
         transition_model: TransitionModel | None = None,
         foot_lock: bool = False,
+        speed_calibration: SpeedCalibration | None = None,
     ):
         """`terrain` None is flat ground at y = 0 (no IK needed); the profiler times each
         stage of every step (its owner closes frames with profiler.end_frame());
         `transition_model` enables transition_to; `foot_lock` pins planted paws where they
-        landed (runtime/foot_lock.py)."""
+        landed (runtime/foot_lock.py); `speed_calibration` (the model's own speed curve,
+        runtime/speed_calibration.py) makes the speed tracking reach the asked speed within
+        seconds of a change rather than settling over a minute."""
         self.model = model
         self.transition_model = transition_model
         self.count = count
         self.tau = tau
         self.terrain = terrain
         self.speed_tracking = speed_tracking
+        self.speed_calibration = speed_calibration
         self.profiler = profiler or Profiler()
         self.profiler.use_model(model_used(model), dogs=count)
         self.skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
@@ -227,18 +241,26 @@ class Controller:
         s = self.state
         asked = np.linalg.norm(control.velocity_mps, axis=1)
         moving = (asked > SPEED_TRACKING_MIN_MPS) & (control.action == ACTIONS.index("move"))
-        speed = np.linalg.norm(s.root_velocity_xz_mps, axis=1)
-        s.measured_speed_mps = damp(
-            s.measured_speed_mps, speed, DT_S, SPEED_TRACKING_MEASURE_HALF_LIFE_S
+        half_life_s = (
+            SPEED_TRACKING_MEASURE_HALF_LIFE_S
+            if self.speed_calibration is None
+            else SPEED_TRACKING_RESPONSIVE_HALF_LIFE_S
         )
+        speed = np.linalg.norm(s.root_velocity_xz_mps, axis=1)
+        s.measured_speed_mps = damp(s.measured_speed_mps, speed, DT_S, half_life_s)
         error = (asked - s.measured_speed_mps) / np.maximum(asked, 1e-9)
         s.speed_gain = np.where(
             moving,
             np.clip(s.speed_gain + SPEED_TRACKING_RATE * error * DT_S, *SPEED_TRACKING_GAIN_RANGE),
             damp(s.speed_gain, 1.0, DT_S, SPEED_TRACKING_MEASURE_HALF_LIFE_S),
         )  # relax back when not moving
+        scale = s.speed_gain
+        if self.speed_calibration is not None:
+            feed_forward = self.speed_calibration.command_for(asked) / np.maximum(asked, 1e-9)
+            proportional = np.where(moving, 1.0 + SPEED_TRACKING_PROPORTIONAL * error, 1.0)
+            scale = feed_forward * np.clip(scale * proportional, *SPEED_TRACKING_RESPONSIVE_RANGE)
         return ControlState(
-            control.velocity_mps * s.speed_gain[:, None],
+            control.velocity_mps * scale[:, None],
             control.facing_yaw_rad,
             control.action,
             control.future_xz_m,
@@ -525,7 +547,14 @@ class Controller:
             local, hips, _ = self.ik.solve(
                 local, hips, np.zeros(self.count), facing, self.terrain, dt_s
             )
-        local = self.foot_lock.apply(local, hips, self.contacts, dt_s, self.terrain)
+        # Transitions and the postures they lead to place the paws themselves (a sitting
+        # dog's hind paws slide under it): a lock held through them pulls the leg and pops
+        # when it lets go (10 cm in one frame standing -> sit, measured).
+        posture = np.isin(self.action_weights.argmax(axis=1), POSTURE_ACTION_INDICES)
+        lockable = ~(self.in_transition() | posture)
+        local = self.foot_lock.apply(
+            local, hips, self.contacts & lockable[:, None], dt_s, self.terrain
+        )
         self.display_positions, self.display_rotations = forward_kinematics(
             self.skeleton, local, hips
         )

@@ -9,6 +9,9 @@ MAX_SLIDE_M from the lock (a turn on the spot, a slip the leg cannot absorb), th
 out so the paw rejoins the network's path without a pop. The pull is the native CCD on that
 leg (ccd_solve), so bone lengths stay exact; the paw keeps the height it had.
 
+The controller gives it no contacts during a transition or a posture (sit, stand, lie): those
+poses place the paws themselves, and a lock pulled through them popped when it let go.
+
 Off unless asked for (Controller(foot_lock=True), or controller.foot_lock.enabled at any
 time): it changes the network's motion, so measurements of the networks themselves (canis
 evaluate controllers) run without it and report it apart.

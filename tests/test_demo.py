@@ -90,11 +90,15 @@ def test_demo_without_display_explains_itself(monkeypatch, capsys):
 
 
 def test_recorded_input_replays_exactly(app, tiny_model, tmp_path):
+    import json
+
     from canis.demo.input import InputFrame
     from canis.runtime.terrain import load_terrain
-    from canis.tools.run import run
+
+    from canis.cli import main
 
     # The state canis run starts from: hills, IK on, the standing dog at the origin.
+    app.terrain_index = app.terrains.index("hills")
     app.heightmap = app.controller.terrain = load_terrain("hills")
     app.controller.ik.enabled = True
     app.controller.ik.weight[:] = 1.0
@@ -109,14 +113,23 @@ def test_recorded_input_replays_exactly(app, tiny_model, tmp_path):
         + [InputFrame(action="sit")]
         + [InputFrame()] * 19
     )
-    for frame in frames:
+    for frame in frames[:50]:
+        app.step(frame)
+    app.on_key_press(app.key.G, 0)  # IK off and on again: recorded too
+    app.on_key_press(app.key.G, 0)
+    for frame in frames[50:]:
         app.step(frame)
     script = app.toggle_recording(tmp_path / "input.json")
-    summary = run(
-        tiny_model, len(frames) / 60, script=script, terrain="hills", record=tmp_path / "replay.npz"
-    )
+    recording = json.loads(script.read_text())
+    assert recording["terrain"] == "hills" and recording["model"] == str(tiny_model.resolve())
+    assert recording["seconds"] == pytest.approx(len(frames) / 60)
+    # Only the script: model, terrain, start and length come from the recording.
+    summary_path = tmp_path / "summary.json"
+    assert main(["run", "--script", str(script), "--record", str(tmp_path / "replay.npz"),
+                 "--json", str(summary_path)]) == 0  # fmt: skip
+    summary = json.loads(summary_path.read_text())
     replay = np.load(tmp_path / "replay.npz")
-    assert summary["frames"] == len(frames)
+    assert summary["frames"] == len(frames) and summary["terrain"] == "hills"
     assert np.allclose(replay["roots"][-1][[0, 2]], app.controller.root_xz_m[0], atol=1e-6)
     np.testing.assert_allclose(
         replay["positions"][-1], app.controller.display_positions[0], atol=1e-4
@@ -157,6 +170,8 @@ def test_the_stage_plot_scales_to_the_frames_and_names_its_stages(app):
 
 
 def test_x_key_transitions_and_the_recording_replays_it(app, tiny_model, tiny_rtn, tmp_path):
+    import json
+
     from canis.runtime.transition import TransitionModel
     from canis.tools.run import run
 
@@ -168,7 +183,7 @@ def test_x_key_transitions_and_the_recording_replays_it(app, tiny_model, tiny_rt
     for _ in range(30):
         app.step()
     app.on_key_press(app.key.X, 0)  # stand -> the first keyframe
-    assert app.controller.in_transition()[0] and "transition to" in app.notice
+    assert app.controller.in_transition()[0] and "transition to" in app.notice.current
     for _ in range(60):
         app.step()
     assert not app.controller.in_transition()[0]
@@ -181,6 +196,7 @@ def test_x_key_transitions_and_the_recording_replays_it(app, tiny_model, tiny_rt
         terrain="hills",
         record=tmp_path / "replay.npz",
         transition_model_path=tiny_rtn,
+        start_xz_m=json.loads(script.read_text())["start"]["xz_m"],
     )
     replay = np.load(tmp_path / "replay.npz")
     np.testing.assert_allclose(
@@ -203,3 +219,181 @@ def test_headless_frames_name_the_script_as_the_input(app, tmp_path):
     written = capture(app, driver, 2 / 60, tmp_path)
     assert len(written) == 1 and written[0].stat().st_size > 0
     assert "input script" in app._hud_text()
+
+
+# --- the shipped models, driven through the window's own event dispatch -------------------
+
+
+@pytest.fixture(scope="module")
+def shipped_app(tmp_path_factory):
+    from canis.demo.app import DemoApp
+    from canis.runtime.assets import shipped_model_path, shipped_models_dir
+    from canis.runtime.transition import shipped_transition_model_path
+
+    if not (shipped_models_dir() / "mann8.onnx").exists():
+        pytest.skip("no shipped MANN-8")
+    if not shipped_transition_model_path().is_file():
+        pytest.skip("no shipped transition model")
+    try:
+        return DemoApp(
+            {"MANN-8": shipped_model_path("MANN-8"), "PFNN": shipped_model_path("PFNN")},
+            headless=True,
+            gamepad=False,
+            out_dir=tmp_path_factory.mktemp("out") / "demo",
+        )
+    except Exception as error:
+        pytest.skip(f"no off-screen OpenGL here: {error}")
+
+
+def steps(app, count):
+    for _ in range(count):
+        app.step()
+
+
+def largest_joint_step_cm(app, count) -> float:
+    """The largest distance any displayed joint moves in one frame over `count` frames."""
+    previous, worst = app.controller.display_pose()[0][0].copy(), 0.0
+    for _ in range(count):
+        app.step()
+        now = app.controller.display_pose()[0][0]
+        worst = max(worst, float(np.linalg.norm(now - previous, axis=1).max()))
+        previous = now.copy()
+    return worst * 100
+
+
+def test_held_w_walks_at_the_asked_speed(shipped_app):
+    app, key = shipped_app, shipped_app.key
+    press(app, key.R)
+    press(app, key.W)
+    steps(app, 300)
+    press(app, key.W, release=True)
+    assert app.shown_speed_mps == pytest.approx(1.1, rel=0.1)
+    press(app, key.R)
+
+
+# The hand-back table's worst per-frame joint displacement (docs/EVALUATION.md, "Hand-back to
+# the motion network": trotting 1.9 m/s -> beg after the hand-back).
+HANDBACK_WORST_CM = 6.55
+
+
+@pytest.mark.parametrize("key_name, action", [("_2", "sit"), ("_4", "lie"), ("_3", "stand")])
+def test_posture_keys_go_through_the_transition_network_without_a_pop(
+    shipped_app, key_name, action
+):
+    app, key = shipped_app, shipped_app.key
+    press(app, key.R)
+    steps(app, 60)
+    press(app, getattr(key, key_name))
+    app.step()
+    assert app.controller.in_transition()[0], "the posture key did not start a transition"
+    assert largest_joint_step_cm(app, 150) < HANDBACK_WORST_CM
+    assert app.shown_action == action and not app.controller.in_transition()[0]
+    press(app, key._1)  # and up again, through the transition network too
+    app.step()
+    assert app.controller.in_transition()[0]
+    assert largest_joint_step_cm(app, 120) < HANDBACK_WORST_CM
+    assert app.shown_action == "idle"
+
+
+def test_r_resets_the_dog_and_drops_a_held_posture(shipped_app):
+    app, key = shipped_app, shipped_app.key
+    press(app, key._2)
+    steps(app, 90)
+    assert app.player.action == "sit"
+    press(app, key.R)
+    steps(app, 30)
+    assert app.player.action == "idle" and app.shown_action == "idle"
+    assert np.linalg.norm(app.controller.root_xz_m[0]) < 0.05
+
+
+def test_screenshots_and_recordings_go_to_the_output_folder_and_are_named(shipped_app):
+    import json
+
+    app, key = shipped_app, shipped_app.key
+    app.window.switch_to()
+    app.on_draw()
+    press(app, key.F12)
+    shot = app.last_saved
+    assert shot.parent == app.out_dir and shot.suffix == ".png" and shot.stat().st_size > 0
+    assert str(shot) in app.notice.current
+    press(app, key.F5)
+    assert app.recorder is not None and "REC" in app._recording_text()
+    steps(app, 30)
+    press(app, key.F5)
+    saved = app.last_saved
+    assert saved.parent == app.out_dir and str(saved) in app.notice.current
+    assert app._recording_text() == ""
+    recording = json.loads(saved.read_text())
+    assert recording["model"] == "MANN-8" and recording["terrain"] == "hills"
+    assert recording["speed_calibration"] is True
+
+
+def test_quitting_mid_recording_saves_it(shipped_app):
+    app = shipped_app
+    app.toggle_recording()
+    steps(app, 10)
+    saved = app.close()
+    assert saved is not None and saved.exists() and app.recorder is None
+
+
+def test_hud_lines_never_wrap_at_1280_and_notices_expire(shipped_app):
+    from canis.demo.hud_text import RECORDING_ROOM_PX
+
+    app, key = shipped_app, shipped_app.key
+    assert (app.window.width, app.window.height) == (1280, 720)
+    app.paused, app.slow_motion = True, True
+    app.toggle_recording()
+    press(app, key.X)  # a transition: its stage joins the stage line
+    app.pending_steps = 3
+    app.update(0.0)
+    long_name = app.out_dir / ("canis-input-20250101-120000-12" + "-long" * 20 + ".json")
+    app.notice.say(f"recording saved: {long_name}  (replay: canis run --script {long_name})")
+    app.hud.set_lines(app.hud_lines(), 1280)
+    app.hud.set_recording(app._recording_text())
+    assert app.hud.recording.content_width < RECORDING_ROOM_PX
+    assert app.hud.widest_px() <= 1280 - 20 - RECORDING_ROOM_PX
+    shown = [label.text for label in app.hud.lines]
+    notice = shown.index(next(t for t in shown if "recording saved" in t))
+    assert not any("\u2026" in t for i, t in enumerate(shown) if i != notice), shown
+    assert "\u2026" in shown[notice]  # the long file name lost its middle, not the line
+    assert any("fps" in text for text, _ in app.hud_lines())
+    app.notice.until = 0.0  # its time is up
+    assert app.notice.current == ""
+    assert not any("recording saved" in text for text, _ in app.hud_lines())
+    app.toggle_recording()
+    app.paused, app.slow_motion = False, False
+
+
+def test_pfnn_hides_the_expert_plot(shipped_app):
+    app, key = shipped_app, shipped_app.key
+    steps(app, 30)
+    assert app.expert_history
+    press(app, key.F1)
+    assert app.model_name == "PFNN"
+    steps(app, 30)
+    assert app.expert_history == [] and app.controller.expert_weights is None
+    assert not any(text.startswith("expert weights") for text, _ in app.hud_lines())
+    app.draws = 0  # the next draw rebuilds the plots
+    app.window.switch_to()
+    app.on_draw()
+    # Only the frame-time and footfall panels' lines: no expert segments were added.
+    press(app, key.F1)
+    assert app.model_name == "MANN-8"
+
+
+def test_one_space_press_is_one_jump_while_moving(shipped_app):
+    app, key = shipped_app, shipped_app.key
+    press(app, key.R)
+    press(app, key.W)
+    steps(app, 120)
+    jumps = app.player.jumps
+    press(app, key.SPACE)
+    press(app, key.SPACE, release=True)
+    actions = []
+    for _ in range(120):  # the move key stays held for two more seconds
+        app.step()
+        actions.append(app.player.action)
+    press(app, key.W, release=True)
+    assert app.player.jumps == jumps + 1
+    asked = np.array(actions) == "jump"
+    assert 0 < asked.sum() <= 31 and not asked[-1]

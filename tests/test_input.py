@@ -53,8 +53,36 @@ def test_turning_on_the_spot_and_postures():
     moving = player.update(InputFrame(move=(0.0, 1.0)), 0.0, DT)
     assert ACTIONS[moving.action[0]] == "move"
     assert ACTIONS[player.update(InputFrame(), 0.0, DT).action[0]] == "idle"
-    player.update(InputFrame(action="jump"), 0.0, DT)
-    assert ACTIONS[player.update(InputFrame(), 0.0, DT).action[0]] == "idle"  # jump is a press
+
+
+def test_one_press_is_one_jump_even_while_moving():
+    from canis.demo.input import JUMP_HOLD_S
+
+    player = PlayerControl()
+    forward = InputFrame(move=(0.0, 1.0))
+    actions = [ACTIONS[player.update(forward, 0.0, DT).action[0]] for _ in range(10)]
+    actions += [
+        ACTIONS[player.update(InputFrame(move=(0.0, 1.0), action="jump"), 0.0, DT).action[0]]
+    ]
+    # The move key stays held for two seconds, and Space is pressed again mid-leap.
+    for frame in range(120):
+        again = "jump" if frame == 5 else None
+        actions.append(
+            ACTIONS[player.update(InputFrame(move=(0.0, 1.0), action=again), 0.0, DT).action[0]]
+        )
+    jumping = np.array(actions) == "jump"
+    assert player.jumps == 1
+    assert jumping.sum() == round(JUMP_HOLD_S / DT)  # one stretch of the hold, not the key's
+    assert (
+        np.all(np.diff(jumping.astype(int)) >= -1)
+        and np.sum(np.diff(jumping.astype(int)) == 1) == 1
+    )
+    assert actions[-1] == "move"
+    player.update(InputFrame(action="jump"), 0.0, DT)  # from a stand: a jump, then idle
+    assert ACTIONS[player.update(InputFrame(), 0.0, DT).action[0]] == "jump"
+    for _ in range(round(JUMP_HOLD_S / DT)):
+        last = player.update(InputFrame(), 0.0, DT)
+    assert ACTIONS[last.action[0]] == "idle" and player.jumps == 2
 
 
 def test_non_finite_axes_count_as_released():
@@ -83,7 +111,7 @@ def test_gamepad_mapping_from_raw_sdl_values():
     )
 
 
-def test_unplugged_gamepad_falls_back_to_the_keyboard_within_a_frame(tiny_model):
+def test_unplugged_gamepad_falls_back_to_the_keyboard_within_a_frame(tiny_model, tmp_path):
     pytest.importorskip("pyglet")
     from canis.demo.app import DemoApp
     from canis.demo.devices import frame_from_pad
@@ -98,13 +126,27 @@ def test_unplugged_gamepad_falls_back_to_the_keyboard_within_a_frame(tiny_model)
             return frame_from_pad({"lefty": -32768.0}, set(), set())
 
     try:
-        app = DemoApp({"tiny": tiny_model}, headless=True, width=320, height=200, gamepad=False)
+        app = DemoApp(
+            {"tiny": tiny_model},
+            headless=True,
+            width=320,
+            height=200,
+            gamepad=False,
+            out_dir=tmp_path,
+        )
     except Exception as error:
         pytest.skip(f"no off-screen OpenGL here: {error}")
     app.gamepad = FakePad()
-    assert app.input_frame().move == pytest.approx((0.0, 1.0)) and app.input_source == "gamepad"
-    app.gamepad.attached = False  # unplugged
+    app.toggle_recording()
+    for _ in range(5):
+        app.step()
+    assert app.input_source == "gamepad" and app.player.action == "move"
+    app.gamepad.attached = False  # unplugged mid-drive, while recording
     assert app.input_frame().move == (0.0, 0.0) and app.input_source == "keyboard"
+    assert "keyboard drives the dog" in app.notice.current
+    assert "recording goes on" in app.notice.current
+    app.step()
+    assert app.recorder is not None and app.recorder.frame == 6  # nothing lost
     app.gamepad.attached = True  # plugged back in
     app.input_frame()
     assert app.input_source == "gamepad"

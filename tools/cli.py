@@ -12,14 +12,20 @@ from canis.runtime.assets import shipped_model_path
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="drive a model headless from a script or a path")
-    run.add_argument("--model", type=Path, default=shipped_model_path())
+    run.add_argument(
+        "--model",
+        type=Path,
+        help="ONNX motion model (default: a demo recording's own, else the shipped default)",
+    )
     source = run.add_mutually_exclusive_group(required=True)
     source.add_argument("--script", type=Path, help="JSON timeline of control events")
     source.add_argument("--path", type=Path, help="JSON waypoints to follow at a speed")
     run.add_argument(
-        "--terrain", default="flat", help="flat, hills, slope, steps, or a .npy/.png heightmap"
+        "--terrain",
+        help="flat, hills, slope, steps, or a .npy/.png heightmap (default: a demo recording's "
+        "own, else flat)",
     )
-    run.add_argument("--seconds", type=float, default=10.0)
+    run.add_argument("--seconds", type=float, help="default: a demo recording's length, else 10 s")
     run.add_argument("--json", type=Path, help="write the summary here")
     run.add_argument(
         "--trace",
@@ -187,9 +193,19 @@ def run_soak(args) -> int:
     return 0 if not failed else 1
 
 
+def recorded_model_path(reference: str, script: Path) -> Path:
+    """A recording's model: a shipped model's name, or a path (relative to the recording)."""
+    from canis.runtime.assets import SHIPPED_MOTION_MODELS, shipped_model_path
+
+    if reference in SHIPPED_MOTION_MODELS:
+        return shipped_model_path(reference)
+    path = Path(reference)
+    return path if path.is_absolute() else script.parent / path
+
+
 def run_headless(args) -> int:
     from canis.runtime.profiler import check_output_path
-    from canis.tools.run import run
+    from canis.tools.run import read_script, run
 
     if args.export is not None:
         from canis.tools.motion_export import check_export_path
@@ -197,12 +213,21 @@ def run_headless(args) -> int:
         check_export_path(args.export)  # before the run, not after it
     if args.json:
         check_output_path(args.json, "JSON summary")
+    header = read_script(args.script)[1] if args.script else {}
+    model = args.model or (
+        recorded_model_path(header["model"], args.script)
+        if "model" in header
+        else shipped_model_path()
+    )
+    terrain = args.terrain or header.get("terrain", "flat")
+    seconds = args.seconds if args.seconds is not None else header.get("seconds", 10.0)
+    start = header.get("start", {})
     summary = run(
-        args.model,
-        checked_duration_s(args.seconds, "--seconds", args.seconds),
+        model,
+        checked_duration_s(seconds, "--seconds", seconds),
         script=args.script,
         path=args.path,
-        terrain=args.terrain,
+        terrain=terrain,
         trace=args.trace,
         record=args.record,
         transition_model_path=args.transition_model,
@@ -212,6 +237,9 @@ def run_headless(args) -> int:
         threads=args.threads,
         device=args.device,
         csv=args.csv,
+        start_xz_m=start.get("xz_m"),
+        start_yaw_rad=start.get("yaw_rad"),
+        speed_calibration=header.get("speed_calibration", False),
     )
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1) + "\n")

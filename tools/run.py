@@ -9,7 +9,12 @@ left; [0, 0] stands), `speed` in m/s, `turn` the turn rate of the asked facing i
 positive), `facing` an absolute yaw in radians, `action` one of the six actions, and
 `transition` hands the dog to the transition network: {"to": "sit", "frames": 45} goes to a
 keyframe of the library (stand, sit, lie, beg) in that many frames (5-60), after which the
-action is the keyframe's; `foot_lock` (true/false) switches the runtime's foot lock.
+action is the keyframe's; `foot_lock` and `ik` (true/false) switch the runtime's foot lock
+and terrain IK; `reset` (true) stands the dog at the origin again, the script's state cleared.
+A recording from the demo (F5) is an object with the events under "events" and how to replay
+them: {"model": "MANN-8" or a path, "terrain": "hills", "start": {"xz_m": [x, z], "yaw_rad":
+y}, "speed_calibration": true, "seconds": 12.5, "events": [...]}; canis run uses these unless
+told otherwise on its command line.
 Path: {"speed": 1.1, "waypoints": [[x, z], ...], "loop": false}, followed with tau = 0.5 as in
 the paper's path-following test.
 
@@ -35,13 +40,26 @@ from canis.runtime.path_following import follow_path, load_path
 from canis.runtime.poses import KEYFRAME_ACTIONS, load_keyframes
 from canis.runtime.profiler import Profiler, check_output_path
 from canis.runtime.root import rotate_xz, wrap_angle_rad, yaw_from_direction
+from canis.runtime.speed_calibration import load_speed_calibration
 from canis.runtime.terrain import load_terrain
 from canis.runtime.trajectory import ControlState
 from canis.runtime.transition import TransitionModel
 from canis.runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
 from canis.tools.motion_metrics import foot_skating_cm
 
-EVENT_FIELDS = {"t", "move", "speed", "turn", "facing", "action", "transition", "foot_lock"}
+EVENT_FIELDS = {
+    "t",
+    "move",
+    "speed",
+    "turn",
+    "facing",
+    "action",
+    "transition",
+    "foot_lock",
+    "ik",
+    "reset",
+}
+RECORDING_FIELDS = {"canis_recording", "model", "terrain", "start", "speed_calibration", "seconds"}
 PATH_TAU = 0.5
 CHARACTER_SPACING_M = 1.5
 REPORT = "canis run"  # what `canis compare` recognises a run's JSON by
@@ -57,11 +75,53 @@ class ScriptState:
 
 
 def load_script(path: str | Path) -> list[dict]:
+    """The events of a script (or of a demo recording)."""
+    return read_script(path)[0]
+
+
+def read_script(path: str | Path) -> tuple[list[dict], dict]:
+    """(events, how to replay them): the second is {} for a plain list of events, else a
+    recording's model, terrain, start, speed_calibration and seconds (those it names)."""
     path = Path(path)
     try:
-        events = json.loads(path.read_bytes())  # UTF-8, -16 or -32, as JSON allows
+        data = json.loads(path.read_bytes())  # UTF-8, -16 or -32, as JSON allows
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: not a readable JSON script ({error})") from None
+    header = {}
+    if isinstance(data, dict) and "events" in data:
+        header = {k: v for k, v in data.items() if k != "events"}
+        _check_recording(header, path)
+        data = data["events"]
+    return _checked_events(data, path), header
+
+
+def _check_recording(header: dict, path: Path) -> None:
+    unknown = set(header) - RECORDING_FIELDS
+    if unknown:
+        raise ValueError(
+            f"{path}: unknown recording fields {sorted(unknown)}; known: {sorted(RECORDING_FIELDS)}"
+        )
+    for key in ("model", "terrain"):
+        if key in header and not (isinstance(header[key], str) and header[key]):
+            raise ValueError(f"{path}: recording '{key}' must be a non-empty string")
+    if "start" in header:
+        start = header["start"]
+        if not (isinstance(start, dict) and set(start) == {"xz_m", "yaw_rad"}):
+            raise ValueError(
+                f'{path}: recording \'start\' must be {{"xz_m": [x, z], "yaw_rad": y}}'
+            )
+        xz = start["xz_m"]
+        if not (isinstance(xz, list) and len(xz) == 2):
+            raise ValueError(f"{path}: recording start 'xz_m' must be [x, z]")
+        [_number(v, f"{path}: recording start 'xz_m'") for v in xz]
+        _number(start["yaw_rad"], f"{path}: recording start 'yaw_rad'")
+    if "speed_calibration" in header and not isinstance(header["speed_calibration"], bool):
+        raise ValueError(f"{path}: recording 'speed_calibration' must be true or false")
+    if "seconds" in header and not _number(header["seconds"], f"{path}: 'seconds'") >= 0:
+        raise ValueError(f"{path}: recording 'seconds' must not be negative")
+
+
+def _checked_events(events, path: Path) -> list[dict]:
     if not isinstance(events, list) or not events:
         raise ValueError(f"{path}: a script is a non-empty JSON list of events")
     checked, last_t = [], -math.inf
@@ -94,8 +154,11 @@ def load_script(path: str | Path) -> list[dict]:
             )
         if "transition" in event:
             _check_transition(event["transition"], where)
-        if "foot_lock" in event and not isinstance(event["foot_lock"], bool):
-            raise ValueError(f"{where} 'foot_lock' must be true or false")
+        for key in ("foot_lock", "ik"):
+            if key in event and not isinstance(event[key], bool):
+                raise ValueError(f"{where} '{key}' must be true or false")
+        if "reset" in event and event["reset"] is not True:
+            raise ValueError(f"{where} 'reset' can only be true")
         checked.append(event)
     return checked
 
@@ -134,6 +197,9 @@ class ScriptDriver:
             self.next += 1
             if controller is not None:  # None: reading a script without a controller
                 controller.profiler.instant("script event", **event)
+            if event.get("reset"):
+                controller.reset()
+                s = self.state = ScriptState()
             if "move" in event:
                 s.move = np.array(event["move"], dtype=float)
             s.speed_mps = float(event.get("speed", s.speed_mps))
@@ -143,6 +209,8 @@ class ScriptDriver:
             s.action = event.get("action", s.action)
             if "foot_lock" in event:
                 controller.foot_lock.enabled = event["foot_lock"]
+            if "ik" in event:
+                controller.ik.enabled = event["ik"]
             if "transition" in event:
                 to = event["transition"]["to"]
                 started = controller.transition_to(to, event["transition"]["frames"])
@@ -208,11 +276,17 @@ def run(
     threads: int = 1,
     device: str = "auto",
     csv=None,
+    start_xz_m=None,
+    start_yaw_rad: float | None = None,
+    speed_calibration: bool = False,
 ) -> dict:
     """`transition_model_path` None: the shipped RTN, loaded only if the script has
     transition events. `trace`: a Chrome trace; `csv`: per-frame stage times; `threads` and
     `device` are the motion network's ONNX Runtime session's. `export`: a .glb or .bvh path
-    for the displayed motion (tools/motion_export.py), checked before the run, written after."""
+    for the displayed motion (tools/motion_export.py), checked before the run, written after.
+    `start_xz_m`/`start_yaw_rad`: where a script's dog starts (default the origin, facing
+    +z); `speed_calibration`: the speed tracking uses the model's own speed curve
+    (runtime/speed_calibration.py), as the demo does."""
     if (script is None) == (path is None):
         raise ValueError("give exactly one of a script or a path")
     if not (isinstance(characters, int) and characters >= 1):
@@ -244,7 +318,13 @@ def run(
         profiler=profiler,
         transition_model=transitions,
         foot_lock=foot_lock,
+        speed_calibration=load_speed_calibration(model_path) if speed_calibration else None,
     )
+    if script and (start_xz_m is not None or start_yaw_rad is not None):
+        controller.reset(
+            np.asarray(start_xz_m if start_xz_m is not None else (0.0, 0.0), float)[None],
+            np.array([start_yaw_rad or 0.0]),
+        )
     if path:  # start on the path, facing along it
         start, second = driver.points[0], driver.points[1]
         controller.reset(

@@ -1,0 +1,102 @@
+"""The HUD's text: one pyglet label per line (a line never wraps, whatever the window's
+width), a notice that expires, the frames-per-second figure and a recording indicator.
+
+Laying text out is slow in pyglet (milliseconds under Mesa's software renderer), so the
+lines are rebuilt a few times a second; the recording indicator only when its seconds change.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+TEXT_COLOUR = (20, 20, 30, 255)
+NOTICE_COLOUR = (120, 40, 0, 255)
+RECORDING_COLOUR = (200, 20, 20, 255)
+FONT_SIZE = 11
+LINE_SPACING_PX = 18
+NOTICE_SECONDS = 4.0
+RECORDING_ROOM_PX = 230  # the top right, kept free for the recording indicator
+FPS_WINDOW_S = 1.0
+
+
+class FrameRate:
+    """Frames drawn per second over the last FPS_WINDOW_S of wall time."""
+
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
+        self.times: deque[float] = deque()
+
+    def tick(self) -> None:
+        now = self.clock()
+        self.times.append(now)
+        while len(self.times) > 2 and now - self.times[0] > FPS_WINDOW_S:
+            self.times.popleft()
+
+    @property
+    def fps(self) -> float:
+        if len(self.times) < 2 or self.times[-1] <= self.times[0]:
+            return 0.0
+        return (len(self.times) - 1) / (self.times[-1] - self.times[0])
+
+
+class Notice:
+    """One message on the HUD that disappears NOTICE_SECONDS after it was said."""
+
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
+        self.text, self.until = "", 0.0
+
+    def say(self, text: str, seconds: float = NOTICE_SECONDS) -> None:
+        self.text, self.until = text, self.clock() + seconds
+
+    @property
+    def current(self) -> str:
+        if self.text and self.clock() >= self.until:
+            self.text = ""
+        return self.text
+
+
+class HudText:
+    def __init__(self, pyglet, max_lines: int = 10):
+        self.pyglet = pyglet
+        self.lines = [
+            pyglet.text.Label("", x=10, y=0, anchor_y="top", font_size=FONT_SIZE, color=TEXT_COLOUR)
+            for _ in range(max_lines)
+        ]
+        self.recording = pyglet.text.Label(
+            "", y=0, anchor_x="right", anchor_y="top", font_size=14, color=RECORDING_COLOUR
+        )
+
+    def set_lines(self, texts: list[tuple[str, tuple]], window_width: int) -> None:
+        """(text, colour) per line from the top; missing lines are blanked. A line wider than
+        the window leaves (beside the recording indicator) loses its middle to an ellipsis,
+        so a long file name keeps its start and its end."""
+        texts = (texts + [("", TEXT_COLOUR)] * len(self.lines))[: len(self.lines)]
+        room_px = window_width - 20 - RECORDING_ROOM_PX
+        for label, (text, colour) in zip(self.lines, texts, strict=True):
+            if label.text != text:
+                label.text = text
+                keep = len(text)
+                while label.content_width > room_px and keep > 8:
+                    keep = min(keep - 2, int(keep * room_px / label.content_width))
+                    label.text = text[: keep // 2] + "\u2026" + text[len(text) - keep // 2 :]
+            if tuple(label.color) != tuple(colour):
+                label.color = colour
+
+    def set_recording(self, text: str) -> None:
+        if self.recording.text != text:
+            self.recording.text = text
+
+    def widest_px(self) -> int:
+        """The widest line's width in pixels (the test that nothing would wrap reads it)."""
+        return max([int(label.content_width) for label in self.lines] + [0])
+
+    def draw(self, width: int, height: int) -> None:
+        for i, label in enumerate(self.lines):
+            if label.text:
+                label.y = height - 8 - i * LINE_SPACING_PX
+                label.draw()
+        if self.recording.text:
+            self.recording.x, self.recording.y = width - 12, height - 8
+            self.recording.draw()

@@ -1,0 +1,50 @@
+"""The demo's speed: what the HUD shows (the dog's speed over the last 2 s) against what the
+player asks, with the shipped MANN-8 driven through the demo's own input path."""
+
+import numpy as np
+import pytest
+from canis.demo.input import InputFrame, PlayerControl
+from canis.demo.status import SHOWN_SPEED_WINDOW_FRAMES, shown_speed_mps
+from canis.runtime.assets import shipped_models_dir
+from canis.runtime.controller import Controller
+from canis.runtime.inference import MotionModel
+from canis.runtime.speed_calibration import SpeedCalibration, load_speed_calibration
+
+MANN8 = shipped_models_dir() / "mann8.onnx"
+
+
+def test_calibration_inverts_the_network_curve_and_reads_the_card(tmp_path):
+    curve = SpeedCalibration(np.array([0.0, 1.0, 2.0]), np.array([0.0, 1.5, 2.5]))
+    assert curve.command_for(np.array([1.5, 2.0, 5.0])) == pytest.approx([1.0, 1.5, 4.0])
+    model = tmp_path / "m.onnx"
+    assert load_speed_calibration(model) is None  # no card: integral tracking alone
+    model.with_suffix(".closed_loop.json").write_text("{not json")
+    with pytest.raises(ValueError, match="m.closed_loop.json: not a readable"):
+        load_speed_calibration(model)
+
+
+def hold(controller, frame: InputFrame, seconds: float) -> np.ndarray:
+    player, xz = PlayerControl(), []
+    for _ in range(round(seconds * 60)):
+        controller.step(player.update(frame, 0.0, 1 / 60))
+        xz.append(controller.root_xz_m[0].copy())
+    return np.array(xz)
+
+
+@pytest.mark.skipif(not MANN8.exists(), reason="no shipped MANN-8")
+@pytest.mark.parametrize(
+    "frame, asked_mps",
+    [
+        (InputFrame(move=(0.0, 1.0)), 1.1),  # W
+        (InputFrame(move=(0.0, 1.0), boost=1.0), 3.3),  # Shift+W
+        (InputFrame(move=(0.0, 0.6)), 1.1 * 0.45 / 0.85),  # the stick part-way
+    ],
+)
+def test_shown_speed_is_the_asked_speed_within_ten_percent(frame, asked_mps):
+    model = MotionModel(MANN8)
+    controller = Controller(model, speed_calibration=load_speed_calibration(MANN8))
+    xz = hold(controller, frame, 8.0)
+    # Every 0.25 s from 3 s on (the dog needs a stride or two to get going).
+    shown = [shown_speed_mps(xz[: end + 1]) for end in range(179, len(xz), 15)]
+    assert np.allclose(shown, asked_mps, rtol=0.1), np.round(np.array(shown) / asked_mps, 2)
+    assert SHOWN_SPEED_WINDOW_FRAMES == 120
