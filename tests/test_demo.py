@@ -164,7 +164,7 @@ def test_the_stage_plot_scales_to_the_frames_and_names_its_stages(app):
     app.draws = 0
     app.window.switch_to()
     app.on_draw()
-    assert app.plot_titles[0].text.startswith("frame time per stage, 0-")
+    assert app.plot_titles["frame"].text.startswith("frame time per stage, 0-")
     legend = [label.text for label in app.stage_legend]
     assert {"transition", "render", "inference", "other"} <= set(legend)
 
@@ -218,7 +218,7 @@ def test_headless_frames_name_the_script_as_the_input(app, tmp_path):
     driver = ScriptDriver([{"t": 0.0, "move": [0, 1], "speed": 1.0, "action": "move"}])
     written = capture(app, driver, 2 / 60, tmp_path)
     assert len(written) == 1 and written[0].stat().st_size > 0
-    assert "input script" in app._hud_text()
+    assert "input script" in repr(app.hud_lines())
 
 
 # --- the shipped models, driven through the window's own event dispatch -------------------
