@@ -39,10 +39,13 @@ def test_a_small_benchmark_report():
 
 
 def test_the_report_explains_the_machine_and_the_floor():
+    from canis.runtime.machine import describe_machine
     from canis.tools.machine import describe, machine
 
     m = machine()
     assert m["logical_cores"] >= 1 and m["ram_read_gbps"] > 0
+    # The same description as every run, soak and trace, with the benchmark's extras.
+    assert set(describe_machine()) <= set(m)
     text = describe(m)
     assert m["cpu"] in text and "GB/s" in text and "ONNX Runtime" in text
     floor = benchmark.memory_floor(MANN8)

@@ -87,23 +87,26 @@ def read_bandwidth_gbps(working_set_bytes: int = RAM_PROBE_BYTES, seconds: float
 
 
 def machine() -> dict:
+    """The shared machine description (canis.runtime.machine: the one every run, soak and
+    trace carries, so `canis compare` can check two benches' machines), plus what the
+    benchmark explains speed with: every cache level, vector flags and one thread's memory
+    read rate."""
+    from canis.runtime.machine import describe_machine
+
     info = _cpuinfo()
     flags = set(info.get("flags", "").split())
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:
         usable = os.cpu_count()
-    return {
-        "cpu": info.get("model name", platform.processor()),
+    return describe_machine() | {
         "cpu_family_model": f"family {info.get('cpu family', '?')} model {info.get('model', '?')}",
         "mhz": info.get("cpu MHz"),
-        "logical_cores": os.cpu_count(),
         "usable_threads": usable,
-        "caches": caches(),
+        "cache_levels": caches(),
         "vector_flags": [f for f in FLAGS_OF_INTEREST if f in flags],
         "ram_read_gbps": read_bandwidth_gbps(),
         "platform": platform.platform(),
-        "onnxruntime": ort.__version__,
         "providers": ort.get_available_providers(),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }
@@ -115,7 +118,7 @@ def describe(m: dict) -> str:
         f"L{c['level']}{'d' if c['type'] == 'Data' else 'i' if c['type'] == 'Instruction' else ''}"
         f" {_size(c['bytes'])}"
         + (f" shared by {c['shared_by_cpus']}" if c["shared_by_cpus"] > 1 else " per core")
-        for c in m["caches"]
+        for c in m["cache_levels"]
     )
     return (
         f"{m['cpu']} ({m['cpu_family_model']}, {_mhz(m['mhz'])}), "
