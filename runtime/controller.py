@@ -94,6 +94,21 @@ HANDBACK_HALF_LIFE_S = 0.08
 POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
 
 
+def _finite(values, shape: tuple, name: str) -> np.ndarray:
+    """`values` as float64 of `shape`, or a ValueError naming the argument: a NaN or infinite
+    start would show NaN from then on (step() refuses the same in its control)."""
+    try:
+        array = np.array(values, dtype=np.float64).reshape(shape)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"reset: {name} must hold {int(np.prod(shape))} numbers, shape {shape} for "
+            f"{shape[0]} dog(s); got {np.shape(values)}"
+        ) from None
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"reset: {name} must be finite, got {values!r}")
+    return array
+
+
 class Controller:
     def __init__(
         self,
@@ -135,11 +150,13 @@ class Controller:
     def reset(self, root_xz_m=None, yaw_rad=None, start_pose: str = "stand") -> None:
         n = self.count
         root_xz_m = (
-            np.zeros((n, 2))
-            if root_xz_m is None
-            else np.array(root_xz_m, dtype=np.float64).reshape(n, 2)
+            np.zeros((n, 2)) if root_xz_m is None else _finite(root_xz_m, (n, 2), "root_xz_m")
         )
-        yaw = np.zeros(n) if yaw_rad is None else np.array(yaw_rad, dtype=np.float64).reshape(n)
+        yaw = np.zeros(n) if yaw_rad is None else _finite(yaw_rad, (n,), "yaw_rad")
+        if start_pose not in self.keyframes:
+            raise ValueError(
+                f"reset: no start pose {start_pose!r}; the library has {', '.join(self.keyframes)}"
+            )
         still = keyframe_pose(self.skeleton, self.keyframes[start_pose])  # in its root frame
         tile = lambda a: np.repeat(a, n, axis=0)  # noqa: E731
         pose = LocalPose(*(tile(a) for a in vars(still).values()))

@@ -182,3 +182,18 @@ def test_dog_state_rows_are_taken_and_put_whole(model):
     wrong.history.speeds_mps = wrong.history.speeds_mps[:, :5]  # a state of another layout
     with pytest.raises(ValueError, match=r"state\.history\.speeds_mps: rows of shape"):
         state.put_rows([0], wrong)
+
+
+def test_reset_refuses_non_finite_and_misshaped_starts(model):
+    """Issue 20 defect 4: a NaN or infinite start made the dog show NaN forever."""
+    controller = Controller(model, count=2)
+    before = controller.root_xz_m.copy()
+    for kwargs, message in (
+        ({"root_xz_m": [[0.0, np.nan], [0.0, 0.0]]}, "root_xz_m must be finite"),
+        ({"yaw_rad": [0.0, np.inf]}, "yaw_rad must be finite"),
+        ({"root_xz_m": [[0.0, 0.0]]}, r"shape \(2, 2\) for 2 dog"),
+        ({"start_pose": "fly"}, "no start pose 'fly'"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            controller.reset(**kwargs)
+        np.testing.assert_array_equal(controller.root_xz_m, before)  # nothing changed
