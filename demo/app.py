@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from pathlib import Path
 
 import numpy as np
 from canis.demo.devices import GamepadReader
 from canis.demo.input import InputFrame, PlayerControl
 from canis.demo.recording import InputRecorder
-from canis.demo.status import StatusLog, shown_speed_mps
+from canis.demo.status import SHOWN_SPEED_WINDOW_FRAMES, StatusLog, shown_speed_mps
 from canis.runtime.controller import Controller
 from canis.runtime.features import ACTIONS, FPS
 from canis.runtime.gaits import GAIT_WINDOW_FRAMES, GAITS, classify_gaits
@@ -48,7 +49,6 @@ ACTION_KEYS = {"_1": "idle", "_2": "sit", "_3": "stand", "_4": "lie", "SPACE": "
 # The keyframe each posture action is reached through (the inverse of KEYFRAME_ACTIONS).
 POSTURE_KEYFRAMES = {action: name for name, action in KEYFRAME_ACTIONS.items()}
 TRANSITION_FRAMES = 45
-ROOT_TRACK_FRAMES = 4 * FPS
 DEFAULT_OUT_DIR = Path("out/demo")
 
 
@@ -160,7 +160,10 @@ class DemoApp:
         self.player = PlayerControl(facing_yaw_rad=float(self.controller.root_yaw_rad[0]))
         self.contact_history: list[np.ndarray] = []
         self.expert_history: list[np.ndarray] = []
-        self.root_track: list[np.ndarray] = [self.controller.root_xz_m[0].copy()]
+        # Only the ends of the shown-speed window are read: a bounded deque, appended per step.
+        self.root_track = deque(
+            [self.controller.root_xz_m[0].copy()], maxlen=SHOWN_SPEED_WINDOW_FRAMES + 1
+        )
 
     def reset(self) -> None:
         """R: the dog stands at the origin again, and any held action (a sit) is dropped."""
@@ -255,9 +258,7 @@ class DemoApp:
             self.expert_history = (self.expert_history + [self.controller.expert_weights[0]])[
                 -FPS * 4 :
             ]
-        self.root_track = (self.root_track + [self.controller.root_xz_m[0].copy()])[
-            -ROOT_TRACK_FRAMES:
-        ]
+        self.root_track.append(self.controller.root_xz_m[0].copy())
         if self.status is not None:
             self._write_status(control)
 
@@ -596,8 +597,7 @@ def capture(app: DemoApp, driver, seconds: float, out_dir: Path) -> list[Path]:
             app.window.switch_to()
             with app.profiler.stage("render"):
                 app.on_draw()
-            app.profiler.end_frame()
+        app.profiler.end_frame()
+        if frame % steps_per_capture == 0:
             written.append(app.save_frame(out_dir / f"frame_{len(written):05d}.png"))
-        else:
-            app.profiler.end_frame()
     return written

@@ -36,10 +36,13 @@ def benchmark_viewer(
         body = (frame // 30) % 2 == 0
         app.scene.show_body = body
         start = time.perf_counter()
+        app.profiler.begin_frame()  # one profiler frame per displayed frame, as tick() does
         app.step(control=control)
         drawn = time.perf_counter()
-        app.on_draw()
-        app.pixels()[:1]  # finish the frame: reading back waits for the renderer
+        with app.profiler.stage("render"):
+            app.on_draw()
+            app.pixels()[:1]  # finish the frame: reading back waits for the renderer
+        app.profiler.end_frame()
         end = time.perf_counter()
         if frame >= 60:  # warm-up (both views)
             draw_ms[body].append((end - drawn) * 1e3)

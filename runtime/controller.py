@@ -374,10 +374,9 @@ class Controller:
         if self.transitions is not None and self.transitions.active.any():
             with stage("transition"):
                 self.transitions.step(s, self.desired_future)
-                if s.handback_pending.any():
-                    self.profiler.instant(
-                        "hand-back", dogs=np.flatnonzero(s.handback_pending).tolist()
-                    )
+                finished = s.handback_pending & ~handed_back  # handed back in this step
+                if finished.any():
+                    self.profiler.instant("hand-back", dogs=np.flatnonzero(finished).tolist())
         if shown is not None:
             self._start_handback_offsets(handed_back, shown)
         with stage("ik"):

@@ -57,3 +57,14 @@ def test_the_report_explains_the_machine_and_the_floor():
     report = {"floors": {"mann8.onnx": floor | raw}, "precisions": {"mann8.onnx": "fp32"}}
     table = "\n".join(benchmark._floor_section(report))
     assert f"| mann8.onnx | fp32 | {floor['weight_bytes'] / 1e6:.1f} MB |" in table
+
+
+def test_streamed_transition_cost_is_measured_per_frame(tiny_model, tiny_rtn):
+    """canis bench's streamed-transition table (it read a trace format that had changed)."""
+    from canis.runtime.transition import TransitionModel
+    from canis.tools.transition_benchmark import streamed_cost
+
+    cost = streamed_cost(TransitionModel(tiny_rtn), tiny_model, dogs=2, length=5)
+    assert cost["frames_with_lead"] > 5
+    assert 0 < cost["first_frame_p50_ms"] and 0 < cost["stage_p50_ms"] <= cost["stage_max_ms"]
+    assert cost["step_p50_ms"] >= cost["stage_p50_ms"]  # the whole step holds the stage

@@ -227,10 +227,15 @@ def test_headless_frames_name_the_script_as_the_input(app, tmp_path):
 @pytest.fixture(scope="module")
 def shipped_app(tmp_path_factory):
     from canis.demo.app import DemoApp
-    from canis.runtime.assets import shipped_model_path, shipped_models_dir
+    from canis.runtime.assets import (
+        DEFAULT_MOTION_MODEL,
+        SHIPPED_MOTION_MODELS,
+        asset_path,
+        shipped_model_path,
+    )
     from canis.runtime.transition import shipped_transition_model_path
 
-    if not (shipped_models_dir() / "mann8.onnx").exists():
+    if not asset_path(SHIPPED_MOTION_MODELS[DEFAULT_MOTION_MODEL], must_exist=False).is_file():
         pytest.skip("no shipped MANN-8")
     if not shipped_transition_model_path().is_file():
         pytest.skip("no shipped transition model")
@@ -376,9 +381,13 @@ def test_pfnn_hides_the_expert_plot(shipped_app):
     app.draws = 0  # the next draw rebuilds the plots
     app.window.switch_to()
     app.on_draw()
-    # Only the frame-time and footfall panels' lines: no expert segments were added.
+    without_experts = app.plots.lines.count  # the frame-time and footfall panels only
     press(app, key.F1)
     assert app.model_name == "MANN-8"
+    steps(app, 30)
+    app.draws = 0
+    app.on_draw()
+    assert app.plots.lines.count > without_experts  # MANN's expert lines are back
 
 
 def test_one_space_press_is_one_jump_while_moving(shipped_app):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from canis.runtime.assets import shipped_models_dir
+from canis.runtime.assets import DEFAULT_MOTION_MODEL, SHIPPED_MOTION_MODELS, asset_path
 from canis.runtime.transition import shipped_transition_model_path
 
 pytestmark = [
@@ -28,7 +28,7 @@ pytestmark = [
         reason="needs Xvfb and xdotool (Debian: apt-get install xvfb xdotool; .ci/run does)",
     ),
     pytest.mark.skipif(
-        not (shipped_models_dir() / "mann8.onnx").exists()
+        not asset_path(SHIPPED_MOTION_MODELS[DEFAULT_MOTION_MODEL], must_exist=False).is_file()
         or not shipped_transition_model_path().is_file(),
         reason="needs the shipped MANN-8 and transition network",
     ),
@@ -126,11 +126,13 @@ class RunningDemo:
         return self.wait_for(lambda s: s["frame"] >= target, what=f"frame {target}")
 
     def hold(self, keys: list[str], frames: int) -> list[dict]:
+        """The frames simulated while `keys` were held: those after the first and up to the
+        last seen before the key-up (the demo goes on stepping while the key-up travels)."""
         first = self.last["frame"]
         self.xdotool("keydown", *keys)
-        self.frames(frames)
+        held_until = self.frames(frames)["frame"]
         self.xdotool("keyup", *keys)
-        return [s for s in self.poll() if s["frame"] > first]
+        return [s for s in self.poll() if first < s["frame"] <= held_until]
 
     def press(self, key: str) -> None:
         self.xdotool("key", key)

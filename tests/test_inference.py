@@ -57,6 +57,9 @@ def test_truncated_and_foreign_files(tiny_model, tmp_path):
         MotionModel(text)
     with pytest.raises(FileNotFoundError, match="missing.onnx: no such model file"):
         MotionModel(tmp_path / "missing.onnx")
+    (tmp_path / "folder.onnx").mkdir()
+    with pytest.raises(FileNotFoundError, match="folder.onnx: is a folder, not an ONNX model"):
+        MotionModel(tmp_path / "folder.onnx")
     bare = onnx.load(str(tiny_model))
     del bare.metadata_props[:]
     onnx.save(bare, str(tmp_path / "bare.onnx"))

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 from canis.demo.input import InputFrame, PlayerControl
 from canis.demo.status import SHOWN_SPEED_WINDOW_FRAMES, shown_speed_mps
-from canis.runtime.assets import shipped_models_dir
+from canis.runtime.assets import shipped_model_path
 from canis.runtime.controller import Controller
 from canis.runtime.inference import MotionModel
 from canis.runtime.speed_calibration import SpeedCalibration, load_speed_calibration
 
-MANN8 = shipped_models_dir() / "mann8.onnx"
+MANN8 = shipped_model_path()  # the default the demo drives (int8)
 
 
 def test_calibration_inverts_the_network_curve_and_reads_the_card(tmp_path):

@@ -68,6 +68,7 @@ def run_bench(args) -> int:
     import tempfile
 
     from canis.runtime.assets import shipped_model_path
+    from canis.runtime.transition import shipped_transition_model_path
     from canis.tools import benchmark
     from canis.training.evaluate_controllers import MODEL_FILES
 
@@ -84,7 +85,7 @@ def run_bench(args) -> int:
         models = with_precisions(models, precisions, Path(folder))
         report = benchmark.run_benchmarks(models, args.seconds, frame_model=frame_model)
     text = benchmark.markdown(report)
-    transition_model = args.transition_model or SHIPPED_MODELS / "rtn_step.onnx"
+    transition_model = args.transition_model or shipped_transition_model_path()
     if transition_model.is_file():
         from canis.tools import transition_benchmark
 

@@ -1,4 +1,4 @@
-"""Subcommands of the runtime package."""
+"""Subcommands of the harness (canis.tools): run, soak, mesh, compare."""
 
 from __future__ import annotations
 
@@ -207,11 +207,7 @@ def run_headless(args) -> int:
     from canis.runtime.profiler import check_output_path
     from canis.tools.run import read_script, run
 
-    if args.export is not None:
-        from canis.tools.motion_export import check_export_path
-
-        check_export_path(args.export)  # before the run, not after it
-    if args.json:
+    if args.json:  # the other outputs (trace, CSV, export) are checked by run()
         check_output_path(args.json, "JSON summary")
     header = read_script(args.script)[1] if args.script else {}
     model = args.model or (

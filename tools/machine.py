@@ -5,32 +5,13 @@ how fast one thread reads memory, from RAM and at a given working-set size."""
 
 from __future__ import annotations
 
-import os
-import platform
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
+from canis.runtime.machine import FLAGS_THAT_MATTER
 
-FLAGS_OF_INTEREST = ("avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
 RAM_PROBE_BYTES = 256 * 2**20  # far beyond any last-level cache
-
-
-def _cpuinfo() -> dict[str, str]:
-    fields = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, sep, value = line.partition(":")
-            if not sep:
-                if fields:
-                    break  # the first processor's block is enough
-                continue
-            fields.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
-    return fields
 
 
 def caches() -> list[dict]:
@@ -88,27 +69,14 @@ def read_bandwidth_gbps(working_set_bytes: int = RAM_PROBE_BYTES, seconds: float
 
 def machine() -> dict:
     """The shared machine description (canis.runtime.machine: the one every run, soak and
-    trace carries, so `canis compare` can check two benches' machines), plus what the
-    benchmark explains speed with: every cache level, vector flags and one thread's memory
+    trace carries, so `canis compare` can check two benches' machines), plus what only the
+    benchmark needs to explain a speed: every cache level in bytes and one thread's memory
     read rate."""
     from canis.runtime.machine import describe_machine
 
-    info = _cpuinfo()
-    flags = set(info.get("flags", "").split())
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
     return describe_machine() | {
-        "cpu_family_model": f"family {info.get('cpu family', '?')} model {info.get('model', '?')}",
-        "mhz": info.get("cpu MHz"),
-        "usable_threads": usable,
         "cache_levels": caches(),
-        "vector_flags": [f for f in FLAGS_OF_INTEREST if f in flags],
         "ram_read_gbps": read_bandwidth_gbps(),
-        "platform": platform.platform(),
-        "providers": ort.get_available_providers(),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
 
@@ -120,20 +88,15 @@ def describe(m: dict) -> str:
         + (f" shared by {c['shared_by_cpus']}" if c["shared_by_cpus"] > 1 else " per core")
         for c in m["cache_levels"]
     )
+    flags = ", ".join(m["flags"]) or "none of " + ", ".join(FLAGS_THAT_MATTER)
+    clock = f"{m['clock_mhz']:.0f} MHz as reported" if m.get("clock_mhz") else "clock not reported"
     return (
-        f"{m['cpu']} ({m['cpu_family_model']}, {_mhz(m['mhz'])}), "
-        f"{m['logical_cores']} logical cores ({m['usable_threads']} usable); caches: "
-        f"{cache_text or 'not reported'}; {', '.join(m['vector_flags']) or 'no AVX2'}; one "
+        f"{m['cpu']} (family {m.get('cpu_family')} model {m.get('cpu_model_number')}, {clock}), "
+        f"{m['logical_cores']} logical cores ({m['usable_cores']} usable); caches: "
+        f"{cache_text or 'not reported'}; vector flags: {flags}; one "
         f"thread reads memory at {m['ram_read_gbps']:.1f} GB/s (reading a "
-        f"{RAM_PROBE_BYTES // 2**20} MB array). ONNX Runtime {m['onnxruntime']}, {m['platform']}."
+        f"{RAM_PROBE_BYTES // 2**20} MB array). ONNX Runtime {m['onnxruntime']}, {m['os']}."
     )
-
-
-def _mhz(mhz: str | None) -> str:
-    try:
-        return f"{float(mhz):.0f} MHz as reported"
-    except (TypeError, ValueError):
-        return "clock not reported"
 
 
 def _size(n: int) -> str:

@@ -76,16 +76,17 @@ def streamed_cost(
     idle = ControlState(np.zeros((dogs, 2)), np.zeros(dogs), np.full(dogs, ACTIONS.index("idle")))
     first, stage, whole = [], [], []
     for target in ("sit", "stand", "lie", "beg") * 3:
-        controller.profiler = profiler = Profiler(keep_trace=True)
+        controller.profiler = profiler = Profiler()
+        profiler.begin_frame()  # the request is timed with the frame that makes it
         started = controller.transition_to(target, length)
         for frame in range(started.frames):
+            if frame:
+                profiler.begin_frame()
             controller.step(idle)
-            events = profiler.events
-            ms = sum(e["dur"] for e in events if e["name"] == "transition") / 1e3
-            (first if frame == 0 else stage).append(ms)
-            whole.append(sum(e["dur"] for e in events) / 1e3)
-            profiler.events = []
             profiler.end_frame()
+            record = profiler.ring[-1]
+            (first if frame == 0 else stage).append(record.stages.get("transition", 0.0))
+            whole.append(record.wall_ms)
     return {
         "dogs": dogs,
         "frames": length,

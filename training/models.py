@@ -1,6 +1,6 @@
 """The motion networks (PyTorch): MANN, PFNN and the vanilla baseline.
 
-All take standardised inputs and return standardised outputs; export/onnx.py folds the
+All take standardised inputs and return standardised outputs; export/onnx_export.py folds the
 standardisation into the exported graph. MANN and PFNN share one layer type: a linear layer
 with K weight sets whose outputs are blended per sample. Because the blend is linear,
 sum_k w_k (W_k v + b_k) == (sum_k w_k W_k) v + sum_k w_k b_k, so computing every set's output
