@@ -64,3 +64,13 @@ def display_path(path: str | Path) -> str:
         return str(Path("assets") / path.resolve().relative_to(assets_dir().resolve()))
     except ValueError:
         return str(path)
+
+
+def present_shipped_models() -> dict[str, Path]:
+    """The shipped motion models whose files the installed package holds, by display name."""
+    paths = {
+        name: asset_path(relative, must_exist=False)
+        for name, relative in SHIPPED_MOTION_MODELS.items()
+    }
+    return {name: path for name, path in paths.items() if path.is_file()}
+
