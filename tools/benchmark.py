@@ -11,7 +11,12 @@ import numpy as np
 import onnxruntime as ort
 from canis.runtime.inference import MotionModel
 from canis.runtime.root import yaw_direction_xz
-from canis.tools.machine import describe, last_level_cache_bytes, machine, read_bandwidth_gbps
+from canis.runtime.machine import (
+    benchmark_machine,
+    last_level_cache_bytes,
+    machine_paragraph,
+    read_bandwidth_gbps,
+)
 
 BATCHES = (1, 8, 64, 256)
 THREADS = (1, 2)
@@ -238,8 +243,8 @@ def markdown(report: dict) -> str:
     lines = [
         "# Benchmarks",
         "",
-        f"Measured {m['date']} by `canis bench` on this machine: {describe(m)} CPU only: no "
-        "CUDA GPU was available to this run. Reproduce with `./run canis bench --json "
+        f"Measured {m['date']} by `canis bench` on this machine: {machine_paragraph(m)} "
+        "CPU only: no CUDA GPU was available to this run. Reproduce with `./run canis bench --json "
         "bench.json`; compare two such files with `canis compare`.",
         "",
         *_floor_section(report),
@@ -359,7 +364,7 @@ def run_benchmarks(
     locked = benchmark_frames(default, counts=(1, 64), foot_lock=True)
     one = frames[0]["stages"]
     return {
-        "machine": machine(),
+        "machine": benchmark_machine(),
         "inference": inference,
         "floors": {Path(p).name: memory_floor(p) | raw_onnxruntime_floor(p) for p in models},
         "precisions": {Path(p).name: MotionModel(p, device="cpu").precision for p in models},

@@ -168,7 +168,7 @@ def run_evaluate_controllers(args) -> int:
 
 
 def run_evaluate_precision(args) -> int:
-    from canis.tools.machine import machine
+    from canis.runtime.machine import benchmark_machine
     from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
     from canis.training.precision_gate import VARIANTS, evaluate, write
 
@@ -190,7 +190,7 @@ def run_evaluate_precision(args) -> int:
         f"./run canis evaluate precision --variants {','.join(variants)} "
         f"--card-seconds {args.card_seconds:g}"
     )
-    m = machine()
+    m = benchmark_machine()
     write(results, args.json, args.doc, command, f"{m['cpu']}, {m['logical_cores']} threads")
     for name, entry in results["variants"].items():
         failed = [r["figure"] for r in entry["gate"] if not r["passed"]]
