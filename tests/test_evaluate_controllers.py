@@ -8,13 +8,13 @@ import pytest
 from canis.export.expert_ablation import disable_expert
 from canis.runtime.assets import shipped_models_dir
 from canis.runtime.inference import MotionModel
-from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.kinematics import forward_kinematics, local_rotations
 from canis.runtime.rotations import quat_from_axis_angle
 from canis.tools import model_registry
 from canis.tools.closed_loop import Recording, Steering
 from canis.training import controllers_report
 from canis.training import evaluate_controllers as ev
-from canis.training.controller_metrics import leg_joints, local_rotations, motion_quality, summarise
+from canis.training.controller_metrics import leg_joints, motion_quality, summarise
 from synthetic_dog import SKELETON, gait, standard_clips
 
 from canis.cli import main

@@ -10,13 +10,14 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 from canis.runtime.inference import MotionModel
-from canis.runtime.root import yaw_direction_xz
 from canis.runtime.machine import (
     benchmark_machine,
     last_level_cache_bytes,
     machine_paragraph,
     read_bandwidth_gbps,
 )
+from canis.runtime.profiler import percentiles_ms
+from canis.runtime.root import yaw_direction_xz
 
 BATCHES = (1, 8, 64, 256)
 THREADS = (1, 2)
@@ -37,11 +38,7 @@ def time_alternating(calls: dict, rounds: int = 20, block: int = 50, warmup: int
                 if i >= warmup:
                     samples[name].append(time.perf_counter() - start)
     return {
-        name: {
-            "p50_ms": float(np.median(s) * 1e3),
-            "p99_ms": float(np.percentile(s, 99) * 1e3),
-            "calls": len(s),
-        }
+        name: percentiles_ms(np.asarray(s) * 1e3, ("p50", "p99")) | {"calls": len(s)}
         for name, s in samples.items()
     }
 
@@ -55,10 +52,7 @@ def time_calls(call, repeats: int, warmup: int = 20) -> dict:
         call()
         samples[i] = time.perf_counter() - start
     ms = samples * 1e3
-    return {
-        "p50_ms": float(np.median(ms)),
-        "p99_ms": float(np.percentile(ms, 99)),
-        "mean_ms": float(ms.mean()),
+    return percentiles_ms(ms, ("p50", "p99", "mean")) | {
         "calls": repeats,
         "samples_ms": np.round(ms, 4).tolist(),  # for `canis compare`
     }
