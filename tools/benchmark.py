@@ -274,11 +274,7 @@ def markdown(report: dict) -> str:
         "| stage | p50 ms | p99 ms |",
         "|---|---|---|",
     ]
-    lines += [
-        f"| {name} | {v['p50_ms']:.3f} | {v['p99_ms']:.3f} |"
-        for name, v in one.items()
-        if name != "render"
-    ]
+    lines += [f"| {name} | {v['p50_ms']:.3f} | {v['p99_ms']:.3f} |" for name, v in one.items()]
     lines += [
         "",
         f"Outside inference: {report['non_inference_ms_p50']:.3f} ms (sum of stage medians).",
