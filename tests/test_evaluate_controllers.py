@@ -144,6 +144,7 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
     monkeypatch.setattr(ev, "MEASURE_S", 1.0)
     monkeypatch.setattr(ev, "GAIT_SECONDS", 4.0)
     monkeypatch.setattr(ev, "PATHS", ("circle",))
+    monkeypatch.setattr(controllers_report, "PATHS", ("circle",))  # the report names them
     commands = {
         "walk": {"speed_mps": 0.6},
         "canter": {"speed_mps": 2.6},
