@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime.features import ACTIONS
+from canis.runtime.profiler import percentiles_ms
 from canis.runtime.trajectory import ControlState
 
 
 def _stats(values_ms: list[float]) -> dict:
-    v = np.array(values_ms)
-    return {"p50_ms": float(np.median(v)), "p99_ms": float(np.percentile(v, 99))}
+    return percentiles_ms(values_ms, ("p50", "p99"))
 
 
 def benchmark_viewer(

@@ -56,15 +56,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _models(args) -> dict[str, Path]:
-    from canis.runtime.assets import SHIPPED_MOTION_MODELS, asset_path, shipped_models_dir
+    from canis.runtime.assets import present_shipped_models, shipped_models_dir
 
     if args.model:
         return {args.model.stem: args.model}
-    found = {
-        name: asset_path(relative, must_exist=False)
-        for name, relative in SHIPPED_MOTION_MODELS.items()
-        if asset_path(relative, must_exist=False).is_file()
-    }
+    found = present_shipped_models()
     if not found:
         raise FileNotFoundError(f"no models in {shipped_models_dir()}; give one with --model")
     return found

@@ -14,22 +14,12 @@ import json
 from pathlib import Path
 
 import numpy as np
+from canis.runtime.assets import model_reference
 from canis.runtime.features import ACTIONS, FPS
 from canis.runtime.root import yaw_from_direction
 from canis.runtime.trajectory import ControlState
 
 RECORDING_FORMAT = 1
-
-
-def model_reference(path: Path) -> str:
-    """A shipped model by its name (found again wherever canis is installed), else its path."""
-    from canis.runtime.assets import SHIPPED_MOTION_MODELS, asset_path
-
-    for name, relative in SHIPPED_MOTION_MODELS.items():
-        shipped = asset_path(relative, must_exist=False)
-        if shipped.exists() and Path(path).resolve() == shipped.resolve():
-            return name
-    return str(Path(path).resolve())
 
 
 class InputRecorder:

@@ -28,7 +28,8 @@ from canis.runtime import Controller, ControlState, FixedTimestep, MotionModel, 
 from canis.runtime.assets import shipped_model_path
 from canis.runtime.body import joint_matrices, load_body_mesh
 from canis.runtime.features import ACTIONS, FPS
-from canis.tools.motion_export import glb_bytes, local_rotations
+from canis.runtime.kinematics import local_rotations
+from canis.tools.motion_export import glb_bytes
 
 # Runtime/glTF frame (x left, y up, z forward) -> Panda3D's (x right, y forward, z up),
 # as panda3d-gltf converts models: (x, y, z) -> (x, -z, y).

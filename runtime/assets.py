@@ -64,3 +64,30 @@ def display_path(path: str | Path) -> str:
         return str(Path("assets") / path.resolve().relative_to(assets_dir().resolve()))
     except ValueError:
         return str(path)
+
+
+def present_shipped_models() -> dict[str, Path]:
+    """The shipped motion models whose files the installed package holds, by display name."""
+    paths = {
+        name: asset_path(relative, must_exist=False)
+        for name, relative in SHIPPED_MOTION_MODELS.items()
+    }
+    return {name: path for name, path in paths.items() if path.is_file()}
+
+
+def model_reference(path: str | Path) -> str:
+    """How a recording names its model: a shipped model by its display name (found again
+    wherever canis is installed), any other file by its absolute path."""
+    for name, shipped in present_shipped_models().items():
+        if Path(path).resolve() == shipped.resolve():
+            return name
+    return str(Path(path).resolve())
+
+
+def referenced_model_path(reference: str, relative_to: Path) -> Path:
+    """The model a recording names (model_reference's inverse): a shipped model's display
+    name, or a path, a relative one taken from the folder `relative_to`."""
+    if reference in SHIPPED_MOTION_MODELS:
+        return shipped_model_path(reference)
+    path = Path(reference)
+    return path if path.is_absolute() else relative_to / path

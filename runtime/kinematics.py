@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 from canis.runtime import _kinematics
+from canis.runtime.rotations import quat_conjugate, quat_multiply, quat_normalize
 from canis.runtime.skeleton import Skeleton
 
 
@@ -90,3 +91,13 @@ def rotations_from_directions(
         skeleton.parents, forwards, ups, _f32(root_yaws_rad), local, world
     )
     return local, world
+
+
+def local_rotations(skeleton: Skeleton, world_rotations: np.ndarray) -> np.ndarray:
+    """Parent-relative rotations (..., J, 4) float64 from world rotations (..., J, 4): forward
+    kinematics' inverse for rotations (the root's stays its world rotation)."""
+    world = np.asarray(world_rotations, dtype=np.float64)
+    local = world.copy()
+    parents = skeleton.parents[1:]
+    local[..., 1:, :] = quat_multiply(quat_conjugate(world[..., parents, :]), world[..., 1:, :])
+    return quat_normalize(local)

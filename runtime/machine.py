@@ -6,6 +6,10 @@ Read from the standard library, /proc and /sys (Linux; elsewhere the fields it c
 are None): CPU model, family, model number, stepping, clock, caches, the instruction-set
 flags inference kernels choose by, cores the process may use; OS, Python, numpy and ONNX
 Runtime versions; the canis version and, in a git checkout, its commit.
+
+`canis bench` adds what it needs to explain a speed (benchmark_machine): every cache level in
+bytes and one thread's memory read rate. They live here too, torch-free, and cost nothing
+until called (the read-rate probe takes about 0.3 s, so only the bench runs it).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -34,6 +39,7 @@ FLAGS_THAT_MATTER = (
     "amx_int8",
     "asimd",  # arm64
 )
+RAM_PROBE_BYTES = 256 * 2**20  # far beyond any last-level cache
 # Fields that must agree for two timings to be compared as like for like.
 COMPARABLE_FIELDS = ("cpu", "cpu_family", "cpu_model_number", "logical_cores", "usable_cores")
 
@@ -55,19 +61,80 @@ def _cpuinfo() -> dict[str, str]:
     return fields
 
 
-def _caches() -> dict[str, str]:
-    """Cache sizes of CPU 0 by level and type, e.g. {"L1d": "32K", "L2": "512K"}."""
-    caches = {}
+def _cache_folders() -> list[tuple[str, str, str, str]]:
+    """(level, type, size as sysfs writes it, e.g. "32K", shared CPU list) of each cache of
+    CPU 0 (Linux sysfs; none elsewhere)."""
+    found = []
     for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
         try:
-            level = (index / "level").read_text().strip()
-            kind = (index / "type").read_text().strip()
-            size = (index / "size").read_text().strip()
+            found.append(
+                tuple(
+                    (index / name).read_text().strip()
+                    for name in ("level", "type", "size", "shared_cpu_list")
+                )
+            )
         except OSError:
             continue
-        suffix = {"Data": "d", "Instruction": "i"}.get(kind, "")
-        caches[f"L{level}{suffix}"] = size
-    return caches
+    return found
+
+
+def _caches() -> dict[str, str]:
+    """Cache sizes of CPU 0 by level and type, e.g. {"L1d": "32K", "L2": "512K"}."""
+    suffix = {"Data": "d", "Instruction": "i"}
+    return {f"L{level}{suffix.get(kind, '')}": size for level, kind, size, _ in _cache_folders()}
+
+
+def cache_levels() -> list[dict]:
+    """One entry per cache of CPU 0: level, type, size in bytes, and how many logical CPUs
+    share it."""
+    found = []
+    for level, kind, size, shared in _cache_folders():
+        try:
+            found.append(
+                {
+                    "level": int(level),
+                    "type": kind,
+                    "bytes": int(size.rstrip("KMG"))
+                    * {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1], 1),
+                    "shared_by_cpus": _count_cpus(shared),
+                }
+            )
+        except (ValueError, IndexError):
+            continue
+    return found
+
+
+def _count_cpus(cpu_list: str) -> int:
+    count = 0
+    for part in cpu_list.split(","):
+        low, _, high = part.partition("-")
+        count += int(high or low) - int(low) + 1
+    return count
+
+
+def last_level_cache_bytes() -> int | None:
+    sizes = [c["bytes"] for c in cache_levels() if c["type"] in ("Unified", "Data")]
+    return max(sizes) if sizes else None
+
+
+def read_bandwidth_gbps(working_set_bytes: int = RAM_PROBE_BYTES, seconds: float = 0.3) -> float:
+    """One thread reading a float32 array of this size over and over (numpy's SIMD max, a pure
+    read): the best rate in GB/s.
+    At RAM_PROBE_BYTES this is the rate from memory; at a model's weight size it is the rate
+    at which that model's weights can be read, cached or not, on this machine."""
+    import numpy as np
+
+    data = np.ones(max(working_set_bytes // 4, 1024), np.float32)
+    data.max()  # first touch
+    best = np.inf
+    deadline = time.perf_counter() + seconds
+    repeats = 0
+    while repeats < 3 or time.perf_counter() < deadline:
+        start = time.perf_counter()
+        data.max()
+        best = min(best, time.perf_counter() - start)
+        repeats += 1
+    return data.nbytes / best / 1e9
 
 
 def _max_clock_mhz() -> float | None:
@@ -183,3 +250,35 @@ def mismatches(a: dict, b: dict) -> list[str]:
         for field in COMPARABLE_FIELDS
         if a.get(field) != b.get(field)
     ]
+
+
+def benchmark_machine() -> dict:
+    """describe_machine() plus what only `canis bench` needs to explain a speed: every cache
+    level in bytes and one thread's memory read rate (measured now, about 0.3 s)."""
+    return describe_machine() | {
+        "cache_levels": cache_levels(),
+        "ram_read_gbps": read_bandwidth_gbps(),
+    }
+
+
+def machine_paragraph(m: dict) -> str:
+    """One paragraph naming a benchmark_machine() for a report."""
+    cache_text = ", ".join(
+        f"L{c['level']}{'d' if c['type'] == 'Data' else 'i' if c['type'] == 'Instruction' else ''}"
+        f" {_size(c['bytes'])}"
+        + (f" shared by {c['shared_by_cpus']}" if c["shared_by_cpus"] > 1 else " per core")
+        for c in m["cache_levels"]
+    )
+    flags = ", ".join(m["flags"]) or "none of " + ", ".join(FLAGS_THAT_MATTER)
+    clock = f"{m['clock_mhz']:.0f} MHz as reported" if m.get("clock_mhz") else "clock not reported"
+    return (
+        f"{m['cpu']} (family {m.get('cpu_family')} model {m.get('cpu_model_number')}, {clock}), "
+        f"{m['logical_cores']} logical cores ({m['usable_cores']} usable); caches: "
+        f"{cache_text or 'not reported'}; vector flags: {flags}; one "
+        f"thread reads memory at {m['ram_read_gbps']:.1f} GB/s (reading a "
+        f"{RAM_PROBE_BYTES // 2**20} MB array). ONNX Runtime {m['onnxruntime']}, {m['os']}."
+    )
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:g} MB" if n >= 2**20 else f"{n / 2**10:g} KB"

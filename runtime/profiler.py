@@ -319,8 +319,8 @@ class Profiler:
     def rolling(self) -> dict[str, dict[str, float]]:
         """p50/p99 per stage, for the frame's wall time ("frame"), its thread CPU time
         ("frame_cpu") and its untimed rest ("other"), over the last `window` frames."""
-        stats = {name: _percentiles(values) for name, values in _in_order(self.recent)}
-        stats["frame"] = _percentiles(self.frame_ms)
+        stats = {name: percentiles_ms(values) for name, values in _in_order(self.recent)}
+        stats["frame"] = percentiles_ms(self.frame_ms)
         return stats
 
     def worst(self) -> list[FrameRecord]:
@@ -518,14 +518,19 @@ def _in_order(per_stage: dict) -> list:
     return known + [(n, v) for n, v in per_stage.items() if n not in STAGES]
 
 
-def _percentiles(values) -> dict[str, float]:
-    if not len(values):
-        nan = float("nan")
-        return {"p50_ms": nan, "p99_ms": nan, "mean_ms": nan, "max_ms": nan}
-    array = np.asarray(values)
+_STATISTICS = {
+    "p50": np.median,
+    "p99": lambda a: np.percentile(a, 99),
+    "mean": np.mean,
+    "max": np.max,
+}
+
+
+def percentiles_ms(values_ms, statistics=("p50", "p99", "mean", "max")) -> dict[str, float]:
+    """{"p50_ms": ..., "p99_ms": ...}: the named statistics of timings in milliseconds (NaN
+    for no timings). The one summary every timing report (run, bench, compare, viewer) uses."""
+    array = np.asarray(values_ms, dtype=np.float64)
     return {
-        "p50_ms": float(np.median(array)),
-        "p99_ms": float(np.percentile(array, 99)),
-        "mean_ms": float(array.mean()),
-        "max_ms": float(array.max()),
+        f"{name}_ms": float(_STATISTICS[name](array)) if array.size else float("nan")
+        for name in statistics
     }

@@ -39,14 +39,13 @@ def test_a_small_benchmark_report():
 
 
 def test_the_report_explains_the_machine_and_the_floor():
-    from canis.runtime.machine import describe_machine
-    from canis.tools.machine import describe, machine
+    from canis.runtime.machine import benchmark_machine, describe_machine, machine_paragraph
 
-    m = machine()
+    m = benchmark_machine()
     assert m["logical_cores"] >= 1 and m["ram_read_gbps"] > 0
     # The same description as every run, soak and trace, with the benchmark's extras.
     assert set(describe_machine()) <= set(m)
-    text = describe(m)
+    text = machine_paragraph(m)
     assert m["cpu"] in text and "GB/s" in text and "ONNX Runtime" in text
     floor = benchmark.memory_floor(MANN8)
     # MANN-8's weights: 3 blended layers of 8 experts and the gating network, about 22 MB.

@@ -18,6 +18,39 @@ def test_help_lists_the_subcommands():
         assert command in result.stdout
 
 
+# Every subcommand, as each command module registers it beside its handler.
+SUBCOMMANDS = [
+    ["bvh", "info"],
+    ["dataset", "build"],
+    ["dataset", "transitions"],
+    ["keyframes"],
+    ["skeleton"],
+    ["train"],
+    ["train-rtn"],
+    ["upsample"],
+    ["export"],
+    ["export-rtn"],
+    ["evaluate", "transitions"],
+    ["evaluate", "controllers"],
+    ["evaluate", "precision"],
+]
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS, ids=" ".join)
+def test_each_training_command_parses_and_has_a_handler(command, capsys):
+    from canis.cli import build_parser
+
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--help"])
+    assert exited.value.code == 0
+    assert f"usage: canis {' '.join(command)}" in capsys.readouterr().out
+    actions = build_parser()._subparsers._group_actions[0].choices
+    parser = actions[command[0]]
+    for word in command[1:]:
+        parser = parser._subparsers._group_actions[0].choices[word]
+    assert callable(parser.get_default("handler"))
+
+
 def test_console_script_is_installed():
     # The script sits beside the interpreter in a venv, which need not be on PATH.
     beside = Path(sys.executable).parent / "canis"

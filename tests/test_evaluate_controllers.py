@@ -8,11 +8,13 @@ import pytest
 from canis.export.expert_ablation import disable_expert
 from canis.runtime.assets import shipped_models_dir
 from canis.runtime.inference import MotionModel
-from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.kinematics import forward_kinematics, local_rotations
 from canis.runtime.rotations import quat_from_axis_angle
+from canis.tools import model_registry
 from canis.tools.closed_loop import Recording, Steering
+from canis.training import controllers_report
 from canis.training import evaluate_controllers as ev
-from canis.training.controller_metrics import leg_joints, local_rotations, motion_quality, summarise
+from canis.training.controller_metrics import leg_joints, motion_quality, summarise
 from synthetic_dog import SKELETON, gait, standard_clips
 
 from canis.cli import main
@@ -132,9 +134,9 @@ def test_ground_truth_names_the_scenarios_the_clips_lack(tmp_path):
 
 def test_missing_models_say_how_to_make_them(tmp_path):
     with pytest.raises(FileNotFoundError, match="VNN: .* make it with: ./run canis train"):
-        ev.model_paths(["VNN"], {"VNN": tmp_path / "vnn.onnx"})
+        model_registry.model_paths(["VNN"], {"VNN": tmp_path / "vnn.onnx"})
     with pytest.raises(ValueError, match="unknown model 'XNN'"):
-        ev.model_paths(["XNN"])
+        model_registry.model_paths(["XNN"])
 
 
 def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
@@ -142,6 +144,7 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
     monkeypatch.setattr(ev, "MEASURE_S", 1.0)
     monkeypatch.setattr(ev, "GAIT_SECONDS", 4.0)
     monkeypatch.setattr(ev, "PATHS", ("circle",))
+    monkeypatch.setattr(controllers_report, "PATHS", ("circle",))  # the report names them
     commands = {
         "walk": {"speed_mps": 0.6},
         "canter": {"speed_mps": 2.6},
@@ -177,7 +180,9 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
     }
     doc, out = tmp_path / "EVALUATION.md", tmp_path / "out.json"
     doc.write_text("# Evaluation\n\nkept\n")
-    ev.write(results, out, doc, "./run canis evaluate controllers --models MANN8,PFNN")
+    controllers_report.write(
+        results, out, doc, "./run canis evaluate controllers --models MANN8,PFNN"
+    )
     text = doc.read_text()
     assert "kept" in text and "<!-- controllers:begin -->" in text
     assert f"| walk | all | {results['GT']['skating_cm']['walk']:.3f} |" in text
@@ -220,7 +225,7 @@ def test_with_no_models_named_the_present_ones_are_evaluated(monkeypatch, tmp_pa
     """A fresh clone has the shipped MANN8 and PFNN only: the default was all four, which
     failed there on the vanilla network."""
     absent = {"MANN4": tmp_path / "mann4.onnx", "VNN": tmp_path / "vnn.onnx"}
-    monkeypatch.setattr(ev, "MODEL_FILES", ev.MODEL_FILES | absent)
+    monkeypatch.setattr(model_registry, "MODEL_FILES", model_registry.MODEL_FILES | absent)
     asked = []
 
     def evaluate(names, *args, **kwargs):  # stands in for the (long) evaluation itself

@@ -3,10 +3,10 @@ one here wrote (pygltflib, Panda3D's panda3d-gltf) and by the project's BVH read
 
 import numpy as np
 import pytest
-from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.kinematics import forward_kinematics, local_rotations
 from canis.runtime.rotations import quat_angle_rad
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from canis.tools.motion_export import check_export_path, export_motion, local_rotations
+from canis.tools.motion_export import check_export_path, export_motion
 from canis.tools.run import run
 
 SCRIPT = '[{"t": 0, "move": [0, 1], "speed": 1.5, "action": "move"}, {"t": 5, "turn": 0.8}]'

@@ -4,6 +4,7 @@ every gait speed are in each model's card (assets/models/*.md), made by `canis e
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from canis.runtime.assets import shipped_model_path, shipped_models_dir
@@ -99,3 +100,21 @@ def test_shipped_rtn_is_small_and_takes_a_trotting_dog_to_sit():
     np.testing.assert_allclose(c.root_yaw_rad[0], started.final_yaw_rad[0], atol=1e-6)
     hips_height = c.display_pose()[0][0, 0, 1]
     assert abs(hips_height - c.keyframes["sit"].hips_height_m) < 0.01
+
+
+def test_a_recording_names_a_shipped_model_by_name_and_finds_it_again(tmp_path):
+    """One lookup both ways (runtime/assets.py): the demo writes it, `canis run` reads it."""
+    from canis.runtime.assets import (
+        model_reference,
+        present_shipped_models,
+        referenced_model_path,
+    )
+
+    assert {"MANN-8", "PFNN"} <= set(present_shipped_models())
+    for name, path in present_shipped_models().items():
+        assert model_reference(path) == name
+        assert referenced_model_path(name, tmp_path) == path
+    other = tmp_path / "mine.onnx"
+    assert model_reference(other) == str(other.resolve())
+    assert referenced_model_path("mine.onnx", tmp_path) == other
+    assert referenced_model_path(str(other), Path("/elsewhere")) == other

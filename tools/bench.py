@@ -67,15 +67,16 @@ def with_precisions(models: list[Path], precisions: list[str], folder: Path) -> 
 def run_bench(args) -> int:
     import tempfile
 
-    from canis.runtime.assets import shipped_model_path
+    from canis.runtime.assets import present_shipped_models, shipped_model_path
     from canis.runtime.transition import shipped_transition_model_path
     from canis.tools import benchmark
-    from canis.training.evaluate_controllers import MODEL_FILES
+    from canis.tools.model_registry import MODEL_FILES
 
-    shipped = sorted(SHIPPED_MODELS.glob("*.onnx"))
+    # The shipped motion models by the one manifest (the transition network's two graphs are
+    # timed on their own, tools/transition_benchmark.py), then any trained locally.
+    shipped = sorted(present_shipped_models().values())
     trained = [p for p in MODEL_FILES.values() if p.is_file() and p.parent != SHIPPED_MODELS]
-    # The transition network's two graphs are timed on their own (tools/transition_benchmark.py).
-    models = args.models or [p for p in shipped if not p.name.startswith("rtn_")] + trained
+    models = args.models or shipped + trained
     if not models:
         raise FileNotFoundError(f"no models given and none in {SHIPPED_MODELS}")
     default = shipped_model_path()

@@ -10,8 +10,14 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 from canis.runtime.inference import MotionModel
+from canis.runtime.machine import (
+    benchmark_machine,
+    last_level_cache_bytes,
+    machine_paragraph,
+    read_bandwidth_gbps,
+)
+from canis.runtime.profiler import percentiles_ms
 from canis.runtime.root import yaw_direction_xz
-from canis.tools.machine import describe, last_level_cache_bytes, machine, read_bandwidth_gbps
 
 BATCHES = (1, 8, 64, 256)
 THREADS = (1, 2)
@@ -32,11 +38,7 @@ def time_alternating(calls: dict, rounds: int = 20, block: int = 50, warmup: int
                 if i >= warmup:
                     samples[name].append(time.perf_counter() - start)
     return {
-        name: {
-            "p50_ms": float(np.median(s) * 1e3),
-            "p99_ms": float(np.percentile(s, 99) * 1e3),
-            "calls": len(s),
-        }
+        name: percentiles_ms(np.asarray(s) * 1e3, ("p50", "p99")) | {"calls": len(s)}
         for name, s in samples.items()
     }
 
@@ -50,10 +52,7 @@ def time_calls(call, repeats: int, warmup: int = 20) -> dict:
         call()
         samples[i] = time.perf_counter() - start
     ms = samples * 1e3
-    return {
-        "p50_ms": float(np.median(ms)),
-        "p99_ms": float(np.percentile(ms, 99)),
-        "mean_ms": float(ms.mean()),
+    return percentiles_ms(ms, ("p50", "p99", "mean")) | {
         "calls": repeats,
         "samples_ms": np.round(ms, 4).tolist(),  # for `canis compare`
     }
@@ -238,8 +237,8 @@ def markdown(report: dict) -> str:
     lines = [
         "# Benchmarks",
         "",
-        f"Measured {m['date']} by `canis bench` on this machine: {describe(m)} CPU only: no "
-        "CUDA GPU was available to this run. Reproduce with `./run canis bench --json "
+        f"Measured {m['date']} by `canis bench` on this machine: {machine_paragraph(m)} "
+        "CPU only: no CUDA GPU was available to this run. Reproduce with `./run canis bench --json "
         "bench.json`; compare two such files with `canis compare`.",
         "",
         *_floor_section(report),
@@ -275,11 +274,7 @@ def markdown(report: dict) -> str:
         "| stage | p50 ms | p99 ms |",
         "|---|---|---|",
     ]
-    lines += [
-        f"| {name} | {v['p50_ms']:.3f} | {v['p99_ms']:.3f} |"
-        for name, v in one.items()
-        if name != "render"
-    ]
+    lines += [f"| {name} | {v['p50_ms']:.3f} | {v['p99_ms']:.3f} |" for name, v in one.items()]
     lines += [
         "",
         f"Outside inference: {report['non_inference_ms_p50']:.3f} ms (sum of stage medians).",
@@ -359,7 +354,7 @@ def run_benchmarks(
     locked = benchmark_frames(default, counts=(1, 64), foot_lock=True)
     one = frames[0]["stages"]
     return {
-        "machine": machine(),
+        "machine": benchmark_machine(),
         "inference": inference,
         "floors": {Path(p).name: memory_floor(p) | raw_onnxruntime_floor(p) for p in models},
         "precisions": {Path(p).name: MotionModel(p, device="cpu").precision for p in models},

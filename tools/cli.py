@@ -193,17 +193,8 @@ def run_soak(args) -> int:
     return 0 if not failed else 1
 
 
-def recorded_model_path(reference: str, script: Path) -> Path:
-    """A recording's model: a shipped model's name, or a path (relative to the recording)."""
-    from canis.runtime.assets import SHIPPED_MOTION_MODELS, shipped_model_path
-
-    if reference in SHIPPED_MOTION_MODELS:
-        return shipped_model_path(reference)
-    path = Path(reference)
-    return path if path.is_absolute() else script.parent / path
-
-
 def run_headless(args) -> int:
+    from canis.runtime.assets import referenced_model_path
     from canis.runtime.profiler import check_output_path
     from canis.tools.run import read_script, run
 
@@ -211,7 +202,7 @@ def run_headless(args) -> int:
         check_output_path(args.json, "JSON summary")
     header = read_script(args.script)[1] if args.script else {}
     model = args.model or (
-        recorded_model_path(header["model"], args.script)
+        referenced_model_path(header["model"], args.script.parent)
         if "model" in header
         else shipped_model_path()
     )

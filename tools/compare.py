@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime.machine import mismatches
+from canis.runtime.profiler import percentiles_ms
 
 BLOCK_FRAMES = 30  # half a second of frames at 60 Hz per bootstrap block
 CONFIDENCE = 0.95
@@ -102,13 +103,7 @@ def compare_samples(name: str, before, after, resamples: int, threshold: float =
 
 
 def _stats(values: np.ndarray) -> dict:
-    if not len(values):
-        return {"p50_ms": float("nan"), "p99_ms": float("nan"), "max_ms": float("nan")}
-    return {
-        "p50_ms": float(np.median(values)),
-        "p99_ms": float(np.percentile(values, 99)),
-        "max_ms": float(values.max()),
-    }
+    return percentiles_ms(values, ("p50", "p99", "max"))
 
 
 def _warnings(a: dict, b: dict) -> list[str]:

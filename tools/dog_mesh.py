@@ -18,12 +18,12 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime.body import INFLUENCES_PER_VERTEX, BodyMesh
-from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.kinematics import forward_kinematics, local_rotations
 from canis.runtime.poses import load_keyframes
 from canis.runtime.rotations import (
-    quat_conjugate,
+    quat_from_axis_angle,
     quat_from_matrix,
-    quat_multiply,
+    quat_rotate,
     quat_to_matrix,
 )
 from canis.runtime.skeleton import Skeleton
@@ -70,19 +70,17 @@ def _design_direction(elevation_deg: float, splay_rad: float = 0.0) -> np.ndarra
     """A bone direction turned elevation_deg up from +z in the mid plane, then leaned out
     about the forward axis by splay_rad."""
     e = math.radians(elevation_deg)
-    c, s = math.cos(splay_rad), math.sin(splay_rad)
     direction = np.array([0.0, math.sin(e), math.cos(e)])
-    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ direction
+    return quat_rotate(quat_from_axis_angle(np.array([0.0, 0.0, 1.0]), splay_rad), direction)
 
 
 def _swing(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The smallest rotation matrix taking unit vector a to unit vector b."""
     axis = np.cross(a, b)
     sin, cos = np.linalg.norm(axis), float(a @ b)
-    if sin < 1e-9:
-        return np.eye(3) if cos > 0 else -np.eye(3) + 2 * np.outer(_any_normal(a), _any_normal(a))
-    k = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]]) / sin
-    return np.eye(3) + sin * k + (1 - cos) * k @ k
+    if sin < 1e-9:  # parallel: no turn; opposite: half a turn about any normal
+        return np.eye(3) if cos > 0 else quat_to_matrix(quat_from_axis_angle(_any_normal(a), np.pi))
+    return quat_to_matrix(quat_from_axis_angle(axis, math.atan2(sin, cos)))
 
 
 def _any_normal(a: np.ndarray) -> np.ndarray:
@@ -111,8 +109,7 @@ def bind_pose(skeleton: Skeleton) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         target = _design_direction(BIND_ELEVATION_DEG[base], side * math.radians(LEG_SPLAY_DEG))
         world[j] = _swing(stand_world[j][:, 0], target) @ stand_world[j]
     world_q = quat_from_matrix(world)
-    local = world_q.copy()
-    local[1:] = quat_multiply(quat_conjugate(world_q[skeleton.parents[1:]]), world_q[1:])
+    local = local_rotations(skeleton, world_q)
     positions, _ = forward_kinematics(skeleton, local[None], np.zeros((1, 3)))
     paws = skeleton.group("paws")
     hips = np.array([0.0, -positions[0, paws, 1].min(), 0.0])

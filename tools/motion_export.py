@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime.body import BodyMesh, load_body_mesh
-from canis.runtime.rotations import quat_conjugate, quat_multiply, quat_normalize
+from canis.runtime.kinematics import local_rotations
 from canis.runtime.skeleton import Skeleton
 
 EXPORT_SUFFIXES = (".glb", ".bvh")
@@ -43,17 +43,6 @@ def check_export_path(path: str | Path) -> Path:
                 f"--export {path}: glTF export needs pygltflib (pip install 'canis[gltf]')"
             ) from None
     return path
-
-
-def local_rotations(skeleton: Skeleton, rotations: np.ndarray) -> np.ndarray:
-    """Parent-relative rotations (..., J, 4) from world rotations (the root's stays world)."""
-    rotations = np.asarray(rotations, dtype=np.float64)
-    local = rotations.copy()
-    parents = skeleton.parents[1:]
-    local[..., 1:, :] = quat_multiply(
-        quat_conjugate(rotations[..., parents, :]), rotations[..., 1:, :]
-    )
-    return quat_normalize(local)
 
 
 def _continuous(quaternions: np.ndarray) -> np.ndarray:

@@ -343,9 +343,7 @@ def run(
         profiler.begin_frame()
         control = driver.control(frame * DT_S, controller)
         controller.step(control)
-        with profiler.stage("render"):  # headless: nothing to draw
-            pass
-        profiler.end_frame()
+        profiler.end_frame()  # headless: nothing is drawn, so no render stage is timed
         positions, rotations = controller.display_pose()
         if not np.all(np.isfinite(positions)):
             non_finite += 1

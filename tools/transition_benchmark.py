@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from canis.runtime.profiler import percentiles_ms
 from canis.runtime.transition import INIT_OUTPUTS, STEP_INPUTS, STEP_OUTPUTS, TransitionModel
 from canis.runtime.transition_frames import CONTEXT_FRAMES, FRAME_SIZE
 from canis.tools.benchmark import time_calls
@@ -93,12 +94,9 @@ def streamed_cost(
         "frames_with_lead": started.frames,
         "first_frame_p50_ms": float(np.median(first)),
         "first_frame_max_ms": float(np.max(first)),
-        "stage_p50_ms": float(np.median(stage)),
-        "stage_p99_ms": float(np.percentile(stage, 99)),
+        **{f"stage_{k}": v for k, v in percentiles_ms(stage, ("p50", "p99")).items()},
         "stage_max_ms": float(np.max(first + stage)),
-        "step_p50_ms": float(np.median(whole)),
-        "step_p99_ms": float(np.percentile(whole, 99)),
-        "step_max_ms": float(np.max(whole)),
+        **{f"step_{k}": v for k, v in percentiles_ms(whole, ("p50", "p99", "max")).items()},
     }
 
 

@@ -10,6 +10,7 @@ ground-truth clips and for the controllers' recordings alike.
 from __future__ import annotations
 
 import numpy as np
+from canis.runtime.kinematics import local_rotations
 from canis.runtime.rotations import quat_conjugate, quat_multiply
 from canis.runtime.skeleton import DOG_GROUPS, DOG_LEG_GROUPS, Skeleton
 from canis.tools.motion_metrics import foot_skating_cm
@@ -22,16 +23,6 @@ def leg_joints(skeleton: Skeleton, groups=DOG_LEG_GROUPS) -> np.ndarray:
     """Indices of the rotating joints of the named leg groups (no end sites)."""
     names = [n for g in groups for n in DOG_GROUPS[g] if not n.endswith("Site")]
     return skeleton.indices(names)
-
-
-def local_rotations(skeleton: Skeleton, world_rotations: np.ndarray) -> np.ndarray:
-    """(..., J, 4) parent-relative rotations from world rotations; the root keeps its own."""
-    parents = skeleton.parents
-    local = world_rotations.copy()
-    local[..., 1:, :] = quat_multiply(
-        quat_conjugate(world_rotations[..., parents[1:], :]), world_rotations[..., 1:, :]
-    )
-    return local
 
 
 def angular_update_deg(rotations: np.ndarray) -> np.ndarray:

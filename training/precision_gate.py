@@ -247,7 +247,9 @@ def markdown(results: dict, command: str, machine: str) -> str:
     lines += [
         "",
         "Inference: batch 1, one thread, through the runtime (`MotionModel.run_bound`), the "
-        "variants timed side by side in one process in alternating blocks of 50 calls.",
+        "variants timed side by side in one process in alternating blocks of 50 calls, while "
+        "this gate's closed loops ran: the speed-up column is this run's, under its load. The one "
+        "int8 speed-up the docs quote is docs/BENCHMARKS.md, *int8 against fp32*.",
         "",
         "Every figure beside fp32's (a cross marks one outside the gate):",
         "",

@@ -1,0 +1,210 @@
+"""`canis evaluate transitions|controllers|precision`: measuring models against the mocap. Each
+parser sits beside its handler."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from canis.runtime.assets import shipped_model_path
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    evaluate = commands.add_parser("evaluate", help="measure models against the mocap")
+    evaluate_commands = evaluate.add_subparsers(
+        dest="evaluate_command", metavar="WHAT", required=True
+    )
+    transitions_eval = evaluate_commands.add_parser(
+        "transitions", help="RTN vs interpolation and zero velocity: L2P, L2Q, NPSS"
+    )
+    transitions_eval.add_argument("--model", type=Path, help="an _step.onnx (default: shipped)")
+    transitions_eval.add_argument("--dataset", type=Path, default=Path("data/dog_transitions.npz"))
+    transitions_eval.add_argument("--json", type=Path, help="write the figures here")
+    transitions_eval.add_argument(
+        "--doc",
+        type=Path,
+        default=Path("docs/EVALUATION.md"),
+        help="evaluation document whose transitions section is rewritten (default: %(default)s)",
+    )
+    transitions_eval.add_argument(
+        "--stride", type=int, default=20, help="frames between window starts (default: 20)"
+    )
+    transitions_eval.add_argument(
+        "--motion-model",
+        type=Path,
+        default=shipped_model_path(),
+        help="motion network whose hand-back from transitions is measured (default: shipped "
+        "MANN-8)",
+    )
+    transitions_eval.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="NAME=STEP_ONNX",
+        help="another RTN to put in the tables (e.g. one trained with --residual previous)",
+    )
+    transitions_eval.set_defaults(handler=run_evaluate_transitions)
+
+    controllers_eval = evaluate_commands.add_parser(
+        "controllers",
+        help="the MANN paper's tables: skating, stiffness, paths, expert ablation, gaits",
+    )
+    controllers_eval.add_argument(
+        "--models",
+        help="comma-separated names of MANN8, MANN4, PFNN, VNN (default: those present: the "
+        "shipped MANN8 and PFNN, and the others once trained); NAME=PATH.onnx for any other file",
+    )
+    controllers_eval.add_argument(
+        "--bvh", type=Path, help="folder of .bvh clips (default: the mocap)"
+    )
+    controllers_eval.add_argument("--json", type=Path, help="write the figures here")
+    controllers_eval.add_argument(
+        "--doc",
+        type=Path,
+        default=Path("docs/EVALUATION.md"),
+        help="evaluation document whose controllers section is rewritten (default: %(default)s)",
+    )
+    controllers_eval.add_argument(
+        "--figures", type=Path, default=Path("docs/images"), help="folder for the PNG figures"
+    )
+    controllers_eval.add_argument(
+        "--no-ablation", action="store_true", help="skip the expert ablation (the slow part)"
+    )
+    controllers_eval.set_defaults(handler=run_evaluate_controllers)
+
+    precision_eval = evaluate_commands.add_parser(
+        "precision",
+        help="the quality gate: fp16, int8 and top-2 gating beside fp32, in closed loop",
+    )
+    precision_eval.add_argument(
+        "--model",
+        type=Path,
+        default=shipped_model_path("MANN-8 fp32"),
+        help="the fp32 motion model (default: the shipped MANN-8 fp32)",
+    )
+    precision_eval.add_argument(
+        "--variants",
+        help="comma-separated (default: fp32,fp16,int8,top2; topK: fp32 blending only the "
+        "top K experts)",
+    )
+    precision_eval.add_argument(
+        "--card-seconds",
+        type=float,
+        default=20.0,
+        help="seconds per run of the card's closed-loop check (default: %(default)s)",
+    )
+    precision_eval.add_argument("--bvh", type=Path, help="folder of .bvh clips (default: mocap)")
+    precision_eval.add_argument("--json", type=Path, help="write the figures here")
+    precision_eval.add_argument(
+        "--keep", type=Path, metavar="DIR", help="keep the variants' ONNX files here"
+    )
+    precision_eval.add_argument(
+        "--cache",
+        type=Path,
+        metavar="DIR",
+        help="keep each variant's figures here and reuse them (measure variants in separate "
+        "runs with --variants, then all together)",
+    )
+    precision_eval.add_argument(
+        "--doc",
+        type=Path,
+        default=Path("docs/EVALUATION.md"),
+        help="evaluation document whose precision section is rewritten (default: %(default)s)",
+    )
+    precision_eval.set_defaults(handler=run_evaluate_precision)
+
+
+def run_evaluate_transitions(args) -> int:
+    from canis.training.evaluate_transitions import evaluate, write
+
+    results = evaluate(
+        args.model,
+        args.dataset,
+        stride=args.stride,
+        motion_model_path=args.motion_model,
+        others=dict(_name_and_path(a) for a in args.also),
+    )
+    command = "./run canis evaluate transitions" + (f" --model {args.model}" if args.model else "")
+    command += "".join(f" --also {a}" for a in args.also)
+    write(results, args.json, args.doc, command)
+    for metric in ("l2p", "l2q", "npss"):
+        for method in [*results["setup"]["residuals"], "interp", "zerovel"]:
+            values = " ".join(f"{n}:{v:.3f}" for n, v in results[method][metric].items())
+            print(f"{metric:4s} {method:8s} {values}")
+    print(f"wrote {', '.join(str(p) for p in (args.json, args.doc) if p)}")
+    return 0
+
+
+def run_evaluate_controllers(args) -> int:
+    from canis.tools.model_registry import default_models
+    from canis.training.controllers_report import write
+    from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
+    from canis.training.evaluate_controllers import evaluate
+
+    if args.models is None:
+        present, note = default_models()
+        print(note, flush=True)
+        args.models = ",".join(present)
+    names, overrides = [], {}
+    for item in args.models.split(","):
+        name, sep, path = item.strip().partition("=")
+        names.append(name)
+        if sep:
+            overrides[name] = Path(path)
+    mocap = args.bvh or default_mocap_dir()
+    if mocap is None:
+        raise FileNotFoundError(f"no mocap folder: give --bvh. {DOWNLOAD_HINT}")
+    results = evaluate(
+        names, mocap, overrides, figures_dir=args.figures, ablation=not args.no_ablation
+    )
+    command = f"./run canis evaluate controllers --models {args.models}"
+    command += " --no-ablation" if args.no_ablation else ""
+    write(results, args.json, args.doc, command)
+    for name in ["GT", *names]:
+        skating = results[name]["skating_cm"]
+        print(f"{name:6s} skating " + " ".join(f"{s}:{v:.3f}" for s, v in skating.items()))
+    print(f"wrote {', '.join(str(p) for p in (args.json, args.doc, args.figures) if p)}")
+    return 0
+
+
+def run_evaluate_precision(args) -> int:
+    from canis.runtime.machine import benchmark_machine
+    from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
+    from canis.training.precision_gate import VARIANTS, evaluate, write
+
+    variants = [v.strip() for v in (args.variants or ",".join(VARIANTS)).split(",") if v.strip()]
+    if "fp32" not in variants:
+        variants.insert(0, "fp32")
+    mocap = args.bvh or default_mocap_dir()
+    if mocap is None:
+        raise FileNotFoundError(f"no mocap folder: give --bvh. {DOWNLOAD_HINT}")
+    results = evaluate(
+        args.model,
+        mocap,
+        variants,
+        card_seconds=args.card_seconds,
+        keep_dir=args.keep,
+        cache_dir=args.cache,
+    )
+    command = (
+        f"./run canis evaluate precision --variants {','.join(variants)} "
+        f"--card-seconds {args.card_seconds:g}"
+    )
+    m = benchmark_machine()
+    write(results, args.json, args.doc, command, f"{m['cpu']}, {m['logical_cores']} threads")
+    for name, entry in results["variants"].items():
+        failed = [r["figure"] for r in entry["gate"] if not r["passed"]]
+        print(
+            f"{name:5s} p50 {entry['inference']['p50_ms']:.3f} ms: "
+            + ("passes" if not failed else f"fails {len(failed)}: {', '.join(failed)}")
+        )
+    print(f"default to ship: {results['default']}")
+    print(f"wrote {', '.join(str(p) for p in (args.json, args.doc) if p)}")
+    return 0
+
+
+def _name_and_path(text: str) -> tuple[str, Path]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise ValueError(f"--also {text!r}: expected NAME=PATH_TO_STEP_ONNX")
+    return name, Path(path)

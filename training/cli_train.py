@@ -1,0 +1,130 @@
+"""`canis train`, `canis train-rtn` and `canis upsample`: training the networks and using the RTN
+on a clip. Each parser sits beside its handler."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    from canis.training.schedules import describe  # torch-free: the numbers training uses
+
+    train = commands.add_parser("train", help="train MANN, PFNN or the vanilla network")
+    train.add_argument("--model", choices=("mann", "pfnn", "vnn"), default="mann")
+    train.add_argument("--experts", type=int, default=8, help="MANN experts K (8 or 4)")
+    train.add_argument("--dataset", type=Path, default=Path("data/dog_dataset.npz"))
+    train.add_argument("--out", type=Path, required=True, help="run folder (checkpoints, log)")
+    train.add_argument(
+        "--schedule",
+        choices=("paper", "cpu"),
+        default="paper",
+        help=f"{describe('paper')}; {describe('cpu')} (see training/schedules.py)",
+    )
+    train.add_argument("--epochs", type=int, help="override the schedule's epoch count")
+    train.add_argument("--batch-size", type=int, help="override the schedule's batch size")
+    train.add_argument("--lr", type=float, help="override the schedule's peak learning rate")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument(
+        "--no-oversample",
+        action="store_true",
+        help="sample rows uniformly instead of 11x trot/canter weights",
+    )
+    train.add_argument(
+        "--resume", action="store_true", help="continue the run in --out from its last checkpoint"
+    )
+    train.set_defaults(handler=run_train)
+
+    train_rtn = commands.add_parser(
+        "train-rtn", help="train the recurrent transition network (RTN)"
+    )
+    train_rtn.add_argument("--dataset", type=Path, default=Path("data/dog_transitions.npz"))
+    train_rtn.add_argument("--out", type=Path, required=True, help="run folder")
+    train_rtn.add_argument("--steps", type=int, default=6000, help="optimiser steps")
+    train_rtn.add_argument("--batch-size", type=int, default=64)
+    train_rtn.add_argument("--lr", type=float, default=5e-4, help="AMSGrad learning rate")
+    train_rtn.add_argument(
+        "--teacher-forcing", type=float, default=0.2, help="probability of a true input frame"
+    )
+    train_rtn.add_argument("--seed", type=int, default=0)
+    train_rtn.add_argument(
+        "--residual",
+        choices=("interpolation", "previous"),
+        default="interpolation",
+        help="what the decoder corrects: one interpolation step toward the target (default) "
+        "or the previous frame (the RTN paper's)",
+    )
+    train_rtn.add_argument("--resume", action="store_true", help="continue the run in --out")
+    train_rtn.add_argument(
+        "--fk-weight", type=float, default=0.5, help="weight of the forward-kinematics term"
+    )
+    train_rtn.add_argument(
+        "--init-from", type=Path, help="start from this checkpoint's weights (fine-tuning)"
+    )
+    train_rtn.add_argument(
+        "--stop-after", type=int, help="end after this step's checkpoint (resume later)"
+    )
+    train_rtn.set_defaults(handler=run_train_rtn)
+
+    upsample = commands.add_parser(
+        "upsample", help="keep one frame per second of a clip and regenerate the rest (RTN)"
+    )
+    upsample.add_argument("clip", type=Path, help="a .bvh clip of the dog")
+    upsample.add_argument("--keep-every", type=int, default=60, help="frames between kept frames")
+    upsample.add_argument("--out", type=Path, required=True, help="the .bvh to write")
+    upsample.add_argument("--model", type=Path, help="an _step.onnx (default: shipped)")
+    upsample.set_defaults(handler=run_upsample)
+
+
+def run_train(args) -> int:
+    from canis.training.train import TrainConfig, train
+
+    config = TrainConfig.from_schedule(
+        args.schedule,
+        kind=args.model,
+        experts=args.experts,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        oversample=not args.no_oversample,
+        dataset=str(args.dataset),
+    )
+    if not args.dataset.exists():
+        raise FileNotFoundError(
+            f"{args.dataset} does not exist; build it with `canis dataset build`"
+        )
+    rows = train(config, args.out, resume=args.resume)
+    if rows:
+        print(f"done: {args.out} (last.safetensors, best.safetensors, log.csv)")
+    return 0
+
+
+def run_train_rtn(args) -> int:
+    from canis.training.train_rtn import RtnTrainConfig, train_rtn
+
+    config = RtnTrainConfig(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        teacher_probability=args.teacher_forcing,
+        residual=args.residual,
+        fk_weight=args.fk_weight,
+        init_from=str(args.init_from or ""),
+        seed=args.seed,
+        dataset=str(args.dataset),
+    )
+    train_rtn(config, args.out, resume=args.resume, stop_after=args.stop_after)
+    print(f"done: {args.out} (last.safetensors, best.safetensors, log.csv)")
+    return 0
+
+
+def run_upsample(args) -> int:
+    from canis.training.upsample import upsample_clip
+
+    report = upsample_clip(args.model, args.clip, args.out, args.keep_every)
+    print(
+        f"wrote {args.out}: {report['regenerated']} of {report['frames']} frames regenerated; "
+        f"mean joint error {report['joint_error_cm']:.1f} cm against the clip"
+    )
+    return 0
