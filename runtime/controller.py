@@ -18,7 +18,7 @@ import logging
 
 import numpy as np
 from canis.runtime import readouts, snapshot
-from canis.runtime.actions import Action
+from canis.runtime.actions import Action, action_index
 from canis.runtime.dog_rows import (
     FOOT_LOCK_ROWS,
     IK_ROWS,
@@ -251,7 +251,9 @@ class Controller:
             frame_history=np.repeat(context[:, None], CONTEXT_FRAMES, axis=1),
             display_offset=DisplayOffset(joints(), joints(), joints()),
             handback_pending=np.zeros(n, dtype=bool),
-            expert_weights=np.zeros((n, experts)) if experts else None,
+            expert_weights=np.zeros((n, experts), np.float32)
+            if experts
+            else None,  # as the network gives
             contact_history=np.ones((n, GAIT_WINDOW_FRAMES, len(PAW_ORDER)), dtype=bool),
         )
 
@@ -578,9 +580,10 @@ class Controller:
         if keyframe is None:
             raise ValueError(f"no keyframe {target!r}; the library has {', '.join(self.keyframes)}")
         keyframe = keyframe.checked()
-        action = action or KEYFRAME_ACTIONS.get(keyframe.name, "idle")
-        if action not in ACTIONS:
-            raise ValueError(f"unknown action {action!r}; choose one of {', '.join(ACTIONS)}")
+        if action is None:  # the keyframe's own, by its network label
+            action_label = ACTIONS.index(KEYFRAME_ACTIONS.get(keyframe.name, "idle"))
+        else:  # a name, an Action or an index (runtime/actions.py)
+            action_label = action_index(action)
         rows = np.arange(self.count) if characters is None else np.atleast_1d(characters)
         n = len(rows)
         s = self.state
@@ -609,7 +612,7 @@ class Controller:
             # new one's lead: the display eases over the difference, as at a hand-back.
             s.handback_pending[rows] |= self.transitions.playing[rows]
             self.transitions.start(
-                rows, s, target_frame, target_xz, target_yaw, frames, ACTIONS.index(action)
+                rows, s, target_frame, target_xz, target_yaw, frames, action_label
             )
         self.profiler.instant(
             "transition start", to=keyframe.name, frames=frames, dogs=rows.tolist()

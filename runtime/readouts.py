@@ -54,7 +54,8 @@ def interpolated(previous: tuple, current: tuple, alpha: float) -> tuple[np.ndar
     """The pose `alpha` of the way from the previous step's (positions, rotations) to the
     current one's: positions linearly, rotations by slerp (runtime/rotations.py)."""
     alpha = float(alpha)
-    if not 0.0 <= alpha <= 1.0:
+    if not -1e-9 <= alpha <= 1.0 + 1e-9:  # an accumulator's rounding is not an error
         raise ValueError(f"display_pose: alpha must be within [0, 1], got {alpha}")
+    alpha = min(max(alpha, 0.0), 1.0)
     (p0, q0), (p1, q1) = previous, current
     return p0 + (p1 - p0) * alpha, quat_slerp(q0, q1, alpha)

@@ -120,7 +120,7 @@ def restore(controller, snapshot) -> None:
             if value is not None and name not in ("transitions.h", "transitions.c"):
                 raise ValueError(f"set_state: {name} is in the snapshot but not here")
             continue
-        if value.shape != now.shape or value.dtype != now.dtype:
+        if value.shape != now.shape or value.dtype.kind != now.dtype.kind:
             raise ValueError(
                 f"set_state: {name} has shape {value.shape} {value.dtype}, here {now.shape} "
                 f"{now.dtype}"

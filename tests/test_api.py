@@ -214,3 +214,77 @@ def test_a_snapshot_for_another_controller_or_corrupted_is_refused(model):
         three.set_state({"hello": 1})
     after = three.get_state()
     assert after["sha256"] == before["sha256"]
+
+
+def test_readouts_gait_footfalls_ground_bounds_and_actions():
+    """The shipped dog (the tiny test model barely lifts a paw) trotting on hills."""
+    from canis.runtime.assets import shipped_model_path
+    from canis.runtime.readouts import GAIT_LATENCY_S, PAW_ORDER
+    from canis.runtime.terrain import procedural
+
+    terrain = procedural("hills")
+    controller = Controller(MotionModel(shipped_model_path()), count=2, terrain=terrain)
+    assert controller.gaits() == ("none", "none") and PAW_ORDER == ("LF", "RF", "LH", "RH")
+    downs = lifts = 0
+    for _ in range(90):
+        controller.step(moving(2, 1.5))
+        touch_down, lift_off = controller.footfalls()
+        downs, lifts = downs + touch_down.sum(), lifts + lift_off.sum()
+        assert touch_down.shape == (2, 4) and not np.any(touch_down & lift_off)
+    assert downs > 0 and lifts > 0 and GAIT_LATENCY_S == 0.5
+    assert all(g in ("walk", "pace", "trot", "canter") for g in controller.gaits())
+    heights = controller.ground_height_m()
+    assert np.allclose(heights, terrain.sample(controller.root_xz_m)[0], atol=1e-6)
+    assert np.allclose(controller.root_world_m()[:, 1], heights)
+    box = controller.bounds_m()
+    shown, _ = controller.display_pose()
+    assert box.shape == (2, 2, 3) and np.all(box[:, :1] <= shown) and np.all(shown <= box[:, 1:])
+    assert np.allclose(controller.actions().sum(axis=1), 1.0, atol=1e-6)
+
+
+def test_display_pose_interpolates_between_steps(model):
+    from canis.runtime.rotations import quat_angle_rad
+
+    controller = Controller(model, count=1)
+    for _ in range(5):
+        controller.step(moving(1))
+    before = controller.display_pose()
+    controller.step(moving(1))
+    after = controller.display_pose()
+    for alpha, pose in ((0.0, before), (1.0, after)):
+        positions, rotations = controller.display_pose(alpha)
+        # Slerp takes the shortest path: a rotation may come back as its negative.
+        assert np.allclose(positions, pose[0]) and np.all(quat_angle_rad(rotations, pose[1]) < 1e-5)
+    positions, rotations = controller.display_pose(alpha=0.5)
+    assert np.allclose(positions, 0.5 * (before[0] + after[0]))
+    half = quat_angle_rad(before[1], rotations)
+    assert np.allclose(half, quat_angle_rad(rotations, after[1]), atol=1e-6)
+    with pytest.raises(ValueError, match=r"alpha must be within \[0, 1\], got 1.5"):
+        controller.display_pose(alpha=1.5)
+
+
+def test_transition_to_takes_an_action_by_name(model, tiny_rtn):
+    controller = Controller(model, transition_model=TransitionModel(tiny_rtn))
+    controller.step(moving(1))
+    controller.transition_to("beg", 20, action=Action.BEG)
+    with pytest.raises(ValueError, match="unknown action 'fly'"):
+        controller.transition_to("sit", 20, action="fly")
+
+
+def test_the_small_game_example_runs():
+    """examples/small_game.py, as a game programmer runs it (docs/EMBEDDING.md)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        [sys.executable, "examples/small_game.py", "4.5"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "dog [2] joined" in result.stdout and "reloaded the save of step 120" in result.stdout
+    assert "DeprecationWarning" not in result.stderr
