@@ -62,6 +62,8 @@ def action_index(value) -> int:
 
 def action_indices(values) -> np.ndarray:
     """An array of names, Actions or indices as label indices (same shape)."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu":  # the per-frame case
+        return values.astype(np.int64, copy=False)
     array = np.asarray(values, dtype=object if _has_names(values) else None)
     if array.dtype != object and np.issubdtype(array.dtype, np.integer):
         return array.astype(np.int64)
