@@ -27,7 +27,6 @@ from canis.demo.recording import InputRecorder
 from canis.demo.status import SHOWN_SPEED_WINDOW_FRAMES, StatusLog, shown_speed_mps
 from canis.runtime.controller import Controller
 from canis.runtime.features import ACTIONS, FPS
-from canis.runtime.gaits import GAIT_WINDOW_FRAMES, GAITS, classify_gaits
 from canis.runtime.inference import MotionModel
 from canis.runtime.loop import FixedTimestep
 from canis.runtime.poses import KEYFRAME_ACTIONS, load_keyframes
@@ -421,13 +420,9 @@ class DemoApp:
         c, stats = self.controller, self.profiler.rolling()
         speed = self.shown_speed_mps
         action = self.shown_action
-        gait = "-"
-        if len(self.contact_history) >= GAIT_WINDOW_FRAMES and action == "move":
-            recent = np.array(self.contact_history[-GAIT_WINDOW_FRAMES:])
-            index = classify_gaits(recent, np.full(len(recent), speed), np.ones(len(recent), bool))[
-                GAIT_WINDOW_FRAMES // 2
-            ]
-            gait = GAITS[index]
+        # The runtime's own readout (runtime/readouts.py), half a second late like any
+        # classifier over a footfall window.
+        gait = c.gaits()[0] if action == "move" else "-"
         frame = stats.get("frame", {"p50_ms": float("nan"), "p99_ms": float("nan")})
         flags = [
             f"IK {'on' if c.ik.enabled else 'off'}",

@@ -17,6 +17,17 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+from canis.runtime import readouts, snapshot
+from canis.runtime.actions import Action, action_index
+from canis.runtime.dog_rows import (
+    FOOT_LOCK_ROWS,
+    IK_ROWS,
+    append_rows,
+    concat_states,
+    dog_rows,
+    take_rows,
+    transition_rows,
+)
 from canis.runtime.dog_state import DisplayOffset, DogState
 from canis.runtime.features import (
     ACTIONS,
@@ -29,12 +40,14 @@ from canis.runtime.features import (
     write_input,
 )
 from canis.runtime.foot_lock import FootLock
+from canis.runtime.gaits import GAIT_WINDOW_FRAMES
 from canis.runtime.ik import FullBodyIk, estimate_contacts
 from canis.runtime.inference import MotionModel
 from canis.runtime.kinematics import forward_kinematics, rotations_from_directions
 from canis.runtime.machine import model_used
 from canis.runtime.poses import KEYFRAME_ACTIONS, Keyframe, keyframe_pose, load_keyframes
 from canis.runtime.profiler import Profiler
+from canis.runtime.readouts import PAW_ORDER, push_contacts
 from canis.runtime.root import (
     from_root_xz,
     rotate_xz,
@@ -94,18 +107,18 @@ HANDBACK_HALF_LIFE_S = 0.08
 POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
 
 
-def _finite(values, shape: tuple, name: str) -> np.ndarray:
+def _finite(values, shape: tuple, name: str, caller: str = "reset") -> np.ndarray:
     """`values` as float64 of `shape`, or a ValueError naming the argument: a NaN or infinite
     start would show NaN from then on (step() refuses the same in its control)."""
     try:
         array = np.array(values, dtype=np.float64).reshape(shape)
     except (TypeError, ValueError):
         raise ValueError(
-            f"reset: {name} must hold {int(np.prod(shape))} numbers, shape {shape} for "
+            f"{caller}: {name} must hold {int(np.prod(shape))} numbers, shape {shape} for "
             f"{shape[0]} dog(s); got {np.shape(values)}"
         ) from None
     if not np.all(np.isfinite(array)):
-        raise ValueError(f"reset: {name} must be finite, got {values!r}")
+        raise ValueError(f"{caller}: {name} must be finite, got {values!r}")
     return array
 
 
@@ -122,6 +135,7 @@ class Controller:
         transition_model: TransitionModel | None = None,
         foot_lock: bool = False,
         speed_calibration: SpeedCalibration | None = None,
+        max_dogs: int | None = None,
     ):
         """`terrain` None is flat ground at y = 0 (no IK needed); the profiler times each
         stage of every step (its owner closes frames with profiler.end_frame());
@@ -129,7 +143,12 @@ class Controller:
         landed (runtime/foot_lock.py); `speed_calibration` (the model's own speed curve,
         runtime/speed_calibration.py) makes the speed tracking reach the asked speed within
         seconds of a change rather than settling over a minute."""
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
+            raise ValueError(
+                f"Controller: count must be a whole number of dogs >= 1, got {count!r}"
+            )
         self.model = model
+        self.max_dogs = max_dogs  # add() refuses to go past it (a game's memory limit)
         self.transition_model = transition_model
         self.count = count
         self.tau = tau
@@ -147,15 +166,51 @@ class Controller:
         self._buffers = model.bind(count)
         self.reset(start_pose=start_pose)
 
-    def reset(self, root_xz_m=None, yaw_rad=None, start_pose: str = "stand") -> None:
-        n = self.count
-        root_xz_m = (
-            np.zeros((n, 2)) if root_xz_m is None else _finite(root_xz_m, (n, 2), "root_xz_m")
+    def reset(
+        self, root_xz_m=None, yaw_rad=None, start_pose: str = "stand", characters=None
+    ) -> None:
+        """Puts every dog (or only `characters`: indices or a boolean mask of N) standing
+        still at `root_xz_m` (n, 2) facing `yaw_rad` (n,) in `start_pose`; the other dogs go
+        on as they were."""
+        if characters is not None:
+            rows = dog_rows(characters, self.count, "reset")
+            fresh = self._fresh_state(len(rows), root_xz_m, yaw_rad, start_pose, "reset")
+            self.state.put_rows(rows, fresh)
+            if self.transitions is not None:
+                self.transitions.active[rows] = False
+            self._update_display_pose(0.0)
+            self._settle_display()
+            return
+        self.state = self._fresh_state(self.count, root_xz_m, yaw_rad, start_pose, "reset")
+        self._has_prediction = False
+        self.path_future_xz_m = None
+        self.desired_future: GroundTrajectory | None = None
+        self.transitions = (
+            TransitionPlayer(self.transition_model, self.count, self.skeleton.parents)
+            if self.transition_model is not None
+            else None
         )
-        yaw = np.zeros(n) if yaw_rad is None else _finite(yaw_rad, (n,), "yaw_rad")
+        self.offsets_active = False  # any hand-back offset left to decay
+        self.non_finite_events = 0
+        self.frame = 0
+        self._update_display_pose(0.0)
+        self._settle_display()
+        # After the still pose is shown: the first step lands the locks, whether the lock was
+        # on from construction or switched on before that step (as a replayed script does).
+        self.foot_lock.reset(self.count)
+
+    def _fresh_state(self, n: int, root_xz_m, yaw_rad, start_pose: str, caller: str) -> DogState:
+        """The state of `n` dogs standing still (what reset and add start dogs from)."""
+        root_xz_m = (
+            np.zeros((n, 2))
+            if root_xz_m is None
+            else _finite(root_xz_m, (n, 2), "root_xz_m", caller)
+        )
+        yaw = np.zeros(n) if yaw_rad is None else _finite(yaw_rad, (n,), "yaw_rad", caller)
         if start_pose not in self.keyframes:
             raise ValueError(
-                f"reset: no start pose {start_pose!r}; the library has {', '.join(self.keyframes)}"
+                f"{caller}: no start pose {start_pose!r}; the library has "
+                f"{', '.join(self.keyframes)}"
             )
         still = keyframe_pose(self.skeleton, self.keyframes[start_pose])  # in its root frame
         tile = lambda a: np.repeat(a, n, axis=0)  # noqa: E731
@@ -176,7 +231,7 @@ class Controller:
         joints = lambda: np.zeros((n, self.skeleton.joint_count, 3))  # noqa: E731
         context = frame_vector(np.zeros((n, 2)), np.zeros(n), pose)
         experts = getattr(self.model, "experts", None)
-        self.state = DogState(
+        return DogState(
             root_xz_m=root_xz_m,
             root_yaw_rad=yaw,
             root_velocity_xz_mps=np.zeros((n, 2)),
@@ -196,23 +251,75 @@ class Controller:
             frame_history=np.repeat(context[:, None], CONTEXT_FRAMES, axis=1),
             display_offset=DisplayOffset(joints(), joints(), joints()),
             handback_pending=np.zeros(n, dtype=bool),
-            expert_weights=np.zeros((n, experts)) if experts else None,
+            expert_weights=np.zeros((n, experts), np.float32)
+            if experts
+            else None,  # as the network gives
+            contact_history=np.ones((n, GAIT_WINDOW_FRAMES, len(PAW_ORDER)), dtype=bool),
         )
-        self._has_prediction = False
-        self.path_future_xz_m = None
-        self.desired_future: GroundTrajectory | None = None
-        self.transitions = (
-            TransitionPlayer(self.transition_model, n, self.skeleton.parents)
-            if self.transition_model is not None
-            else None
-        )
-        self.offsets_active = False  # any hand-back offset left to decay
-        self.non_finite_events = 0
-        self.frame = 0
+
+    def add(
+        self, count: int = 1, root_xz_m=None, yaw_rad=None, start_pose: str = "stand"
+    ) -> np.ndarray:
+        """Adds `count` dogs standing still at `root_xz_m` (count, 2) facing `yaw_rad`
+        (count,); returns their indices (the last ones). Nothing changes on a bad argument
+        or past Controller.max_dogs."""
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
+            raise ValueError(f"add: count must be a whole number of dogs >= 1, got {count!r}")
+        if self.max_dogs is not None and self.count + count > self.max_dogs:
+            raise ValueError(
+                f"add: {count} more dog(s) would make {self.count + count}, past max_dogs "
+                f"{self.max_dogs}"
+            )
+        fresh = self._fresh_state(count, root_xz_m, yaw_rad, start_pose, "add")
+        old = self.count
+        self.state = concat_states(self.state, fresh)
+        self._resize(old + count, lambda owner, names, new: append_rows(owner, names, new, count))
         self._update_display_pose(0.0)
-        # After the still pose is shown: the first step lands the locks, whether the lock was
-        # on from construction or switched on before that step (as a replayed script does).
-        self.foot_lock.reset(n)
+        self._settle_display()
+        return np.arange(old, old + count)
+
+    def remove(self, indices) -> None:
+        """Takes the dogs `indices` (or a boolean mask) out; the others keep their order and
+        renumber from 0. At least one dog stays."""
+        rows = dog_rows(indices, self.count, "remove", "indices")
+        if len(rows) >= self.count:
+            raise ValueError(f"remove: {rows.tolist()} would leave no dog; at least one stays")
+        keep = np.setdiff1d(np.arange(self.count), rows)
+        self.state = self.state.rows(keep)
+        self._resize(len(keep), lambda owner, names, new: take_rows(owner, names, keep))
+        for name in ("display_positions", "display_rotations", "contacts"):
+            setattr(self, name, getattr(self, name)[keep])
+        self._settle_display()
+
+    def _settle_display(self) -> None:
+        """No step to interpolate from yet: display_pose(alpha) shows the current pose."""
+        self.previous_display_positions = self.display_positions
+        self.previous_display_rotations = self.display_rotations
+
+    def _resize(self, count: int, change) -> None:
+        """Resizes everything else that holds a row per dog (`change(owner, names, fresh)`
+        with `fresh` the same kind of owner for the added dogs), and rebinds the network's
+        buffers to the new batch (their storage grows by doubling: not per frame)."""
+        added = count - self.count
+        change(self.ik, IK_ROWS, FullBodyIk(self.skeleton, max(added, 0)))
+        change(self.foot_lock, FOOT_LOCK_ROWS, FootLock(self.skeleton, max(added, 0)))
+        if self.transitions is not None:
+            fresh = TransitionPlayer(self.transition_model, max(added, 0), self.skeleton.parents)
+            change(self.transitions, transition_rows(self.transitions), fresh)
+        for name in ("path_future_xz_m", "desired_future"):
+            setattr(self, name, None)  # rebuilt by the next step
+        self.count = count
+        self._buffers = self.model.bind(count, reuse=self._buffers)
+        self.profiler.use_model(model_used(self.model), dogs=count)
+
+    def get_state(self) -> dict:
+        """A plain, picklable snapshot of every dog (runtime/snapshot.py)."""
+        return snapshot.capture(self)
+
+    def set_state(self, state: dict) -> None:
+        """Restores a get_state() snapshot exactly; refuses one from another model layout or
+        dog count, or a corrupted one, with the controller unchanged."""
+        snapshot.restore(self, state)
 
     # The readouts an embedder uses (docs/EMBEDDING.md); the state itself is self.state.
     @property
@@ -379,8 +486,11 @@ class Controller:
                     self.profiler.instant("hand-back", dogs=np.flatnonzero(finished).tolist())
         if shown is not None:
             self._start_handback_offsets(handed_back, shown)
+        previous = self.display_positions, self.display_rotations  # FK makes new arrays
         with stage("ik"):
             self._update_display_pose(DT_S)
+        self.previous_display_positions, self.previous_display_rotations = previous
+        push_contacts(s.contact_history, self.contacts)
         self.frame += 1
         self.profiler.end_step(self.count, self.root_velocity_xz_mps, self.expert_weights)
         return x
@@ -470,9 +580,10 @@ class Controller:
         if keyframe is None:
             raise ValueError(f"no keyframe {target!r}; the library has {', '.join(self.keyframes)}")
         keyframe = keyframe.checked()
-        action = action or KEYFRAME_ACTIONS.get(keyframe.name, "idle")
-        if action not in ACTIONS:
-            raise ValueError(f"unknown action {action!r}; choose one of {', '.join(ACTIONS)}")
+        if action is None:  # the keyframe's own, by its network label
+            action_label = ACTIONS.index(KEYFRAME_ACTIONS.get(keyframe.name, "idle"))
+        else:  # a name, an Action or an index (runtime/actions.py)
+            action_label = action_index(action)
         rows = np.arange(self.count) if characters is None else np.atleast_1d(characters)
         n = len(rows)
         s = self.state
@@ -501,7 +612,7 @@ class Controller:
             # new one's lead: the display eases over the difference, as at a hand-back.
             s.handback_pending[rows] |= self.transitions.playing[rows]
             self.transitions.start(
-                rows, s, target_frame, target_xz, target_yaw, frames, ACTIONS.index(action)
+                rows, s, target_frame, target_xz, target_yaw, frames, action_label
             )
         self.profiler.instant(
             "transition start", to=keyframe.name, frames=frames, dogs=rows.tolist()
@@ -575,6 +686,46 @@ class Controller:
             self.skeleton, local, hips
         )
 
-    def display_pose(self) -> tuple[np.ndarray, np.ndarray]:
-        """World joint positions (N, J, 3) and rotations (N, J, 4) to draw."""
-        return self.display_positions, self.display_rotations
+    def display_pose(self, alpha: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """World joint positions (N, J, 3) and rotations (N, J, 4) to draw. With `alpha` in
+        [0, 1], the pose that far from the previous step's to this one's (for a display
+        faster than the 60 Hz step: alpha is the fixed-step accumulator's remainder / DT_S;
+        examples/fast_display.py)."""
+        if alpha is None:
+            return self.display_positions, self.display_rotations
+        previous = self.previous_display_positions, self.previous_display_rotations
+        return readouts.interpolated(
+            previous, (self.display_positions, self.display_rotations), alpha
+        )
+
+    # Readouts for games (runtime/readouts.py; docs/EMBEDDING.md).
+    def gaits(self) -> tuple[str, ...]:
+        """Each dog's gait ("walk", "pace", "trot", "canter", "none" when not moving), from
+        the runtime's footfall classifier: readouts.GAIT_LATENCY_S (0.5 s) late."""
+        moving = self.state.action_weights.argmax(axis=1) == int(Action.MOVE)
+        speeds = np.linalg.norm(self.state.root_velocity_xz_mps, axis=1)
+        return readouts.gaits(self.state.contact_history, speeds, moving)
+
+    def actions(self) -> np.ndarray:
+        """(N, len(Action)) each dog's action blend, columns in Action order."""
+        return self.state.action_weights.copy()
+
+    def footfalls(self) -> tuple[np.ndarray, np.ndarray]:
+        """(touch-downs, lift-offs) in the last step: (N, 4) bool, paws in PAW_ORDER."""
+        return readouts.footfalls(self.state.contact_history)
+
+    def ground_height_m(self) -> np.ndarray:
+        """(N,) the terrain's height under each dog's root (0 on flat ground)."""
+        if self.terrain is None:
+            return np.zeros(self.count)
+        return self.terrain.sample(self.state.root_xz_m)[0].astype(np.float64)
+
+    def root_world_m(self) -> np.ndarray:
+        """(N, 3) the root on the terrain in the world: (x, ground height, z)."""
+        root = self.root_position_m.copy()
+        root[:, 1] = self.ground_height_m()
+        return root
+
+    def bounds_m(self) -> np.ndarray:
+        """(N, 2, 3) each dog's world axis-aligned box (min, max) around its shown joints."""
+        return readouts.bounds_m(self.display_positions)

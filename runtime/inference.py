@@ -96,6 +96,9 @@ class BoundBuffers:
     device_inputs: dict
     device_outputs: dict
     on_cpu: bool
+    # The full-capacity arrays the inputs and outputs are the first rows of: dogs added
+    # later reuse them until they run out, so the batch size changes without allocating.
+    storage: dict[str, np.ndarray] | None = None
 
 
 def cuda_device_present() -> bool:
@@ -166,19 +169,25 @@ class MotionModel:
         self.experts = graph_experts(self.path, self) if self.kind == "mann" else None
         self.precision = declared_precision(self.metadata)
 
-    def bind(self, batch: int) -> BoundBuffers:
+    def bind(self, batch: int, reuse: BoundBuffers | None = None) -> BoundBuffers:
         """Preallocated input and output buffers for `batch` characters, bound to the session
         (ONNX Runtime IO binding). Write x (and phase) into them in place and call
         run_bound(): nothing is allocated per frame, and on the CPU the session reads and
         writes these very arrays. On CUDA the inputs are copied to device buffers once per
         run and the outputs back."""
         binding = self.session.io_binding()
-        x = np.zeros((batch, 480), dtype=np.float32)
-        inputs = {"x": x}
-        if self.kind == "pfnn":
-            inputs["phase"] = np.zeros((batch, 1), dtype=np.float32)
-        widths = {"y": 363, "expert_weights": self.experts, "phase_delta": 1}
-        outputs = {n: np.zeros((batch, widths[n]), dtype=np.float32) for n in self.output_names}
+        storage = reuse.storage if reuse is not None else None
+        if storage is None or len(storage["x"]) < batch:
+            # Grown by doubling, so adding dogs one by one reallocates only log(N) times.
+            old = 0 if storage is None else len(storage["x"])
+            capacity = max(batch, 2 * old)
+            widths = {"x": 480, "phase": 1, "y": 363, "expert_weights": self.experts}
+            widths["phase_delta"] = 1
+            names = ["x"] + (["phase"] if self.kind == "pfnn" else []) + list(self.output_names)
+            storage = {n: np.zeros((capacity, widths[n]), dtype=np.float32) for n in names}
+        # The leading rows of a C-contiguous array are contiguous: ORT reads them in place.
+        inputs = {n: storage[n][:batch] for n in ("x", "phase") if n in storage}
+        outputs = {n: storage[n][:batch] for n in self.output_names}
         device = "cuda" if self.device == "cuda" else "cpu"
         device_inputs = {}
         for name, array in inputs.items():
@@ -191,7 +200,13 @@ class MotionModel:
             binding.bind_ortvalue_output(name, value)
             device_outputs[name] = value
         return BoundBuffers(
-            inputs, outputs, binding, device_inputs, device_outputs, on_cpu=device == "cpu"
+            inputs,
+            outputs,
+            binding,
+            device_inputs,
+            device_outputs,
+            on_cpu=device == "cpu",
+            storage=storage,
         )
 
     def run_bound(self, buffers: BoundBuffers) -> dict[str, np.ndarray]:

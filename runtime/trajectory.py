@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from canis.runtime.actions import action_index, action_indices
 from canis.runtime.features import ACTIONS, FPS, FUTURE_OFFSETS_FRAMES
 from canis.runtime.root import wrap_angle_rad, yaw_direction_xz
 
@@ -27,6 +28,18 @@ FACING_HALF_LIFE_S = 0.15
 ACTION_HALF_LIFE_S = 0.1
 DEFAULT_TAU = 0.5
 MAX_SPEED_MPS = 6.0  # a little above the fastest gallop in the data (5.5 m/s)
+
+
+def _shaped(values, shape: tuple, name: str, dtype) -> np.ndarray:
+    """`values` reshaped to `shape`, or a one-line ValueError naming the argument and the
+    shape expected for that many dogs (numpy's own reshape error names neither)."""
+    array = np.asarray(values, dtype=dtype)
+    if array.size != int(np.prod(shape)):
+        raise ValueError(
+            f"ControlState.{name} must have shape {shape} for {shape[0]} dog(s); "
+            f"got shape {array.shape}"
+        )
+    return array.reshape(shape)
 
 
 @dataclass
@@ -46,14 +59,14 @@ class ControlState:
         return cls(
             np.array([velocity_xz], dtype=np.float64),
             np.array([facing_yaw_rad], dtype=np.float64),
-            np.array([ACTIONS.index(action)]),
+            np.array([action_index(action)]),
         )
 
     def validated(self, count: int) -> ControlState:
         """A copy safe to act on: shapes checked, speeds clamped; non-finite values refused."""
-        velocity = np.asarray(self.velocity_mps, dtype=np.float64).reshape(count, 2)
-        yaw = np.asarray(self.facing_yaw_rad, dtype=np.float64).reshape(count)
-        action = np.asarray(self.action).reshape(count)
+        velocity = _shaped(self.velocity_mps, (count, 2), "velocity_mps", np.float64)
+        yaw = _shaped(self.facing_yaw_rad, (count,), "facing_yaw_rad", np.float64)
+        action = _shaped(action_indices(self.action), (count,), "action", None)
         if not (np.all(np.isfinite(velocity)) and np.all(np.isfinite(yaw))):
             raise ValueError("control input holds non-finite values (NaN or inf)")
         if not np.all((action >= 0) & (action < len(ACTIONS))):

@@ -1,0 +1,61 @@
+"""What a game reads from the dogs besides the pose: gait, footfalls, ground and bounds, and
+the pose interpolated between steps for displays faster than the 60 Hz step.
+
+Paws are always in PAW_ORDER (the skeleton's "paws" group, as Controller.contacts has them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from canis.runtime.gaits import GAIT_WINDOW_FRAMES, GAITS, NO_GAIT, classify_gaits
+from canis.runtime.rotations import quat_slerp
+
+PAW_ORDER = ("LF", "RF", "LH", "RH")  # left front, right front, left hind, right hind
+NO_GAIT_NAME = "none"
+# The classifier compares footfalls over a window centred on the frame it labels, so the
+# gait read now is the gait of half a window ago: GAIT_LATENCY_S (0.5 s at 60 Hz).
+GAIT_LATENCY_FRAMES = GAIT_WINDOW_FRAMES // 2
+GAIT_LATENCY_S = GAIT_LATENCY_FRAMES / 60.0
+
+
+def push_contacts(history: np.ndarray, contacts: np.ndarray) -> None:
+    """Adds this frame's contacts (N, 4) to the history (N, GAIT_WINDOW_FRAMES, 4), in place."""
+    history[:, :-1] = history[:, 1:]
+    history[:, -1] = contacts
+
+
+def gaits(contact_history: np.ndarray, speeds_mps: np.ndarray, moving: np.ndarray) -> tuple:
+    """The gait name per dog ("walk", "pace", "trot", "canter", or "none" when not moving)
+    from the last GAIT_WINDOW_FRAMES frames of contacts: the same classifier that labels the
+    mocap (runtime/gaits.py), GAIT_LATENCY_S late."""
+    names = []
+    for history, speed, on in zip(contact_history, speeds_mps, moving, strict=True):
+        frames = len(history)
+        index = classify_gaits(history, np.full(frames, speed), np.full(frames, bool(on)))[
+            GAIT_LATENCY_FRAMES
+        ]
+        names.append(NO_GAIT_NAME if index == NO_GAIT else GAITS[index])
+    return tuple(names)
+
+
+def footfalls(contact_history: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(touch-downs, lift-offs) in this frame: (N, 4) bool each, paws in PAW_ORDER."""
+    now, before = contact_history[:, -1], contact_history[:, -2]
+    return now & ~before, before & ~now
+
+
+def bounds_m(positions_m: np.ndarray) -> np.ndarray:
+    """(N, 2, 3) world axis-aligned box (min corner, max corner) of each dog's joints. The
+    body mesh reaches a few cm past the joints: pad it for collision."""
+    return np.stack([positions_m.min(axis=1), positions_m.max(axis=1)], axis=1)
+
+
+def interpolated(previous: tuple, current: tuple, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """The pose `alpha` of the way from the previous step's (positions, rotations) to the
+    current one's: positions linearly, rotations by slerp (runtime/rotations.py)."""
+    alpha = float(alpha)
+    if not -1e-9 <= alpha <= 1.0 + 1e-9:  # an accumulator's rounding is not an error
+        raise ValueError(f"display_pose: alpha must be within [0, 1], got {alpha}")
+    alpha = min(max(alpha, 0.0), 1.0)
+    (p0, q0), (p1, q1) = previous, current
+    return p0 + (p1 - p0) * alpha, quat_slerp(q0, q1, alpha)

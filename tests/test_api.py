@@ -1,0 +1,290 @@
+"""The API a game uses (issue 23): dogs added and removed, per-dog reset, named actions, and
+shape errors that name the argument and the number of dogs (issue 20 defect 7)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from canis.runtime.actions import Action, action_indices
+from canis.runtime.controller import Controller
+from canis.runtime.inference import MotionModel
+from canis.runtime.trajectory import ControlState
+from canis.runtime.transition import TransitionModel
+
+
+@pytest.fixture(scope="module")
+def model(tiny_model):
+    return MotionModel(tiny_model)
+
+
+def moving(n: int, speed: float = 1.0) -> ControlState:
+    return ControlState(np.tile([0.0, speed], (n, 1)), np.zeros(n), np.full(n, int(Action.MOVE)))
+
+
+def test_count_zero_is_a_one_line_error(model):
+    with pytest.raises(ValueError, match=r"count must be a whole number of dogs >= 1, got 0"):
+        Controller(model, count=0)
+
+
+@pytest.mark.parametrize(
+    "field, value, expected",
+    [
+        ("velocity_mps", np.zeros((4, 2)), r"velocity_mps must have shape \(3, 2\) for 3 dog"),
+        ("facing_yaw_rad", np.zeros(2), r"facing_yaw_rad must have shape \(3,\) for 3 dog"),
+        ("action", np.zeros(4, dtype=int), r"action must have shape \(3,\) for 3 dog"),
+    ],
+)
+def test_control_of_the_wrong_shape_names_the_argument_and_n(model, field, value, expected):
+    controller = Controller(model, count=3)
+    control = moving(3)
+    setattr(control, field, value)
+    with pytest.raises(ValueError, match=expected):
+        controller.step(control)
+    assert controller.frame == 0
+
+
+def test_actions_by_name_enum_or_index_and_stand_is_a_deprecated_beg():
+    assert action_indices(["idle", Action.MOVE, 3, "beg", "get_up"]).tolist() == [0, 1, 3, 4, 0]
+    with pytest.warns(DeprecationWarning, match="'beg'"):
+        assert action_indices(["stand"]).tolist() == [4]
+    with pytest.raises(ValueError, match="unknown action 'fly'"):
+        action_indices(["fly"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ControlState.single((0, 1), 0.0, "beg").validated(1).action.tolist() == [4]
+
+
+def test_named_actions_step(model):
+    controller = Controller(model, count=2)
+    controller.step(ControlState(np.zeros((2, 2)), np.zeros(2), np.array(["sit", "move"])))
+    assert controller.frame == 1
+
+
+def test_added_dogs_move_like_dogs_that_were_there_from_the_start(model):
+    grown, whole = Controller(model, count=1), Controller(model, count=3)
+    indices = grown.add(2, root_xz_m=[[0, 0], [0, 0]])
+    assert indices.tolist() == [1, 2] and grown.count == 3
+    for _ in range(20):
+        grown.step(moving(3))
+        whole.step(moving(3))
+    assert np.allclose(grown.display_positions, whole.display_positions, atol=1e-4)
+
+
+def test_removed_dogs_leave_the_others_unchanged(model):
+    smaller, reference = Controller(model, count=3), Controller(model, count=2)
+    control = ControlState(np.array([[0, 1.0], [1.0, 0], [0, 2.0]]), np.zeros(3), np.ones(3, int))
+    kept = [0, 2]
+    for _ in range(10):
+        smaller.step(control)
+        reference.step(ControlState(control.velocity_mps[kept], np.zeros(2), np.ones(2, int)))
+    smaller.remove([1])
+    assert smaller.count == 2 and smaller.display_positions.shape[0] == 2
+    for _ in range(10):
+        smaller.step(ControlState(control.velocity_mps[kept], np.zeros(2), np.ones(2, int)))
+        reference.step(ControlState(control.velocity_mps[kept], np.zeros(2), np.ones(2, int)))
+    assert np.allclose(smaller.display_positions, reference.display_positions, atol=1e-4)
+
+
+def test_buffers_grow_by_capacity_not_per_add(model):
+    controller = Controller(model, count=1)
+    storages = set()
+    for _ in range(7):
+        controller.add(1)
+        storages.add(id(controller._buffers.storage["x"]))
+        controller.step(moving(controller.count))
+    assert controller.count == 8 and len(storages) <= 3  # 2, 4, 8: doubled, not per dog
+    controller.remove(np.arange(1, 8))
+    controller.step(moving(1))
+    assert controller._buffers.inputs["x"].shape == (1, 480)
+
+
+def test_bad_add_and_remove_are_one_line_errors_and_change_nothing(model):
+    controller = Controller(model, count=2, max_dogs=3)
+    controller.step(moving(2))
+    before = controller.state.copy()
+    with pytest.raises(ValueError, match=r"names a dog that does not exist \(there are 2"):
+        controller.remove([5])
+    with pytest.raises(ValueError, match="would leave no dog"):
+        controller.remove([0, 1])
+    with pytest.raises(ValueError, match="past max_dogs 3"):
+        controller.add(2)
+    with pytest.raises(ValueError, match=r"add: root_xz_m must hold 2 numbers"):
+        controller.add(1, root_xz_m=[1.0, 2.0, 3.0])
+    assert controller.count == 2
+    assert np.array_equal(controller.state.root_xz_m, before.root_xz_m)
+
+
+def test_reset_of_some_dogs_by_index_or_mask(model):
+    controller = Controller(model, count=3)
+    for _ in range(10):
+        controller.step(moving(3))
+    others = controller.state.root_xz_m.copy()
+    controller.reset(root_xz_m=[[5.0, 5.0]], characters=np.array([False, True, False]))
+    assert np.allclose(controller.state.root_xz_m[1], [5, 5])
+    assert np.array_equal(controller.state.root_xz_m[[0, 2]], others[[0, 2]])
+    with pytest.raises(ValueError, match=r"characters as a mask must have shape \(3,\) for 3"):
+        controller.reset(characters=[True, False])
+
+
+def test_add_and_remove_during_a_transition(model, tiny_rtn):
+    controller = Controller(model, count=2, transition_model=TransitionModel(tiny_rtn))
+    for _ in range(30):
+        controller.step(moving(2))
+    controller.transition_to("sit", 20, characters=[1])
+    controller.add(1)
+    for _ in range(3):
+        controller.step(moving(3))
+    controller.remove([0])
+    assert controller.in_transition().tolist() == [True, False]
+    for _ in range(40):
+        controller.step(moving(2))
+    assert not controller.in_transition().any()
+    assert np.all(np.isfinite(controller.display_positions))
+
+
+def test_transition_after_a_nan_recovery(model, tiny_rtn):
+    """Issue 20 defect 6: after a dog's network output turned NaN and it kept its last good
+    state, its transition context must not hold the bad frame, so transition_to works."""
+
+    class Faulty:
+        def __init__(self, inner):
+            self.inner, self.calls = inner, 0
+            self.kind, self.experts = inner.kind, inner.experts
+
+        def bind(self, batch, reuse=None):
+            return self.inner.bind(batch, reuse)
+
+        def run_bound(self, buffers):
+            self.calls += 1
+            outputs = self.inner.run_bound(buffers)
+            if self.calls == 12:
+                outputs["y"][1] = np.nan
+            return outputs
+
+    controller = Controller(Faulty(model), count=2, transition_model=TransitionModel(tiny_rtn))
+    for _ in range(13):
+        controller.step(moving(2))
+    assert controller.non_finite_events == 1
+    assert np.all(np.isfinite(controller.state.frame_history))
+    controller.transition_to("sit", 20)
+    for _ in range(40):
+        controller.step(moving(2))
+    assert np.all(np.isfinite(controller.display_positions))
+
+
+def test_a_restored_snapshot_continues_bit_for_bit(model, tiny_rtn):
+    import copy
+    import pickle
+
+    def run(controller, frames, start=0):
+        for frame in range(start, start + frames):
+            turn = np.array([[np.sin(frame / 20), 1.0], [1.0, 0.0]])
+            controller.step(ControlState(turn, np.zeros(2), np.array([1, 1])))
+
+    unbroken = Controller(model, count=2, transition_model=TransitionModel(tiny_rtn))
+    run(unbroken, 30)
+    unbroken.transition_to("sit", 20, characters=[1])
+    run(unbroken, 8, 30)
+    saved = pickle.loads(pickle.dumps(unbroken.get_state()))
+    copy.deepcopy(saved)
+    run(unbroken, 40, 38)
+
+    restored = Controller(model, count=2, transition_model=TransitionModel(tiny_rtn))
+    run(restored, 5)  # somewhere else entirely
+    restored.set_state(saved)
+    run(restored, 40, 38)
+    assert restored.frame == unbroken.frame
+    assert np.array_equal(restored.display_positions, unbroken.display_positions)
+    assert np.array_equal(restored.state.root_xz_m, unbroken.state.root_xz_m)
+
+
+def test_a_snapshot_for_another_controller_or_corrupted_is_refused(model):
+    three = Controller(model, count=3)
+    saved = Controller(model, count=2).get_state()
+    before = three.get_state()
+    with pytest.raises(ValueError, match=r"another controller: dogs 2 \(here 3\)"):
+        three.set_state(saved)
+    good = Controller(model, count=3).get_state()
+    good["arrays"]["state.root_xz_m"][0, 0] = 7.0
+    with pytest.raises(ValueError, match="corrupted"):
+        three.set_state(good)
+    with pytest.raises(ValueError, match="not a canis controller snapshot"):
+        three.set_state({"hello": 1})
+    after = three.get_state()
+    assert after["sha256"] == before["sha256"]
+
+
+def test_readouts_gait_footfalls_ground_bounds_and_actions():
+    """The shipped dog (the tiny test model barely lifts a paw) trotting on hills."""
+    from canis.runtime.assets import shipped_model_path
+    from canis.runtime.readouts import GAIT_LATENCY_S, PAW_ORDER
+    from canis.runtime.terrain import procedural
+
+    terrain = procedural("hills")
+    controller = Controller(MotionModel(shipped_model_path()), count=2, terrain=terrain)
+    assert controller.gaits() == ("none", "none") and PAW_ORDER == ("LF", "RF", "LH", "RH")
+    downs = lifts = 0
+    for _ in range(90):
+        controller.step(moving(2, 1.5))
+        touch_down, lift_off = controller.footfalls()
+        downs, lifts = downs + touch_down.sum(), lifts + lift_off.sum()
+        assert touch_down.shape == (2, 4) and not np.any(touch_down & lift_off)
+    assert downs > 0 and lifts > 0 and GAIT_LATENCY_S == 0.5
+    assert all(g in ("walk", "pace", "trot", "canter") for g in controller.gaits())
+    heights = controller.ground_height_m()
+    assert np.allclose(heights, terrain.sample(controller.root_xz_m)[0], atol=1e-6)
+    assert np.allclose(controller.root_world_m()[:, 1], heights)
+    box = controller.bounds_m()
+    shown, _ = controller.display_pose()
+    assert box.shape == (2, 2, 3) and np.all(box[:, :1] <= shown) and np.all(shown <= box[:, 1:])
+    assert np.allclose(controller.actions().sum(axis=1), 1.0, atol=1e-6)
+
+
+def test_display_pose_interpolates_between_steps(model):
+    from canis.runtime.rotations import quat_angle_rad
+
+    controller = Controller(model, count=1)
+    for _ in range(5):
+        controller.step(moving(1))
+    before = controller.display_pose()
+    controller.step(moving(1))
+    after = controller.display_pose()
+    for alpha, pose in ((0.0, before), (1.0, after)):
+        positions, rotations = controller.display_pose(alpha)
+        # Slerp takes the shortest path: a rotation may come back as its negative.
+        assert np.allclose(positions, pose[0]) and np.all(quat_angle_rad(rotations, pose[1]) < 1e-5)
+    positions, rotations = controller.display_pose(alpha=0.5)
+    assert np.allclose(positions, 0.5 * (before[0] + after[0]))
+    half = quat_angle_rad(before[1], rotations)
+    assert np.allclose(half, quat_angle_rad(rotations, after[1]), atol=1e-6)
+    with pytest.raises(ValueError, match=r"alpha must be within \[0, 1\], got 1.5"):
+        controller.display_pose(alpha=1.5)
+
+
+def test_transition_to_takes_an_action_by_name(model, tiny_rtn):
+    controller = Controller(model, transition_model=TransitionModel(tiny_rtn))
+    controller.step(moving(1))
+    controller.transition_to("beg", 20, action=Action.BEG)
+    with pytest.raises(ValueError, match="unknown action 'fly'"):
+        controller.transition_to("sit", 20, action="fly")
+
+
+def test_the_small_game_example_runs():
+    """examples/small_game.py, as a game programmer runs it (docs/EMBEDDING.md)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        [sys.executable, "examples/small_game.py", "4.5"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "dog [2] joined" in result.stdout and "reloaded the save of step 120" in result.stdout
+    assert "DeprecationWarning" not in result.stderr
