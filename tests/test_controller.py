@@ -209,6 +209,6 @@ def test_state_kept_from_a_step_is_not_overwritten_by_the_next(model):
     before = [[np.array(v) for v in dataclasses.astuple(k)] for k in kept]
     for _ in range(3):
         controller.step(control)
-    for parts, copies in zip(kept, before):
-        for value, copy in zip(dataclasses.astuple(parts), copies):
+    for parts, copies in zip(kept, before, strict=True):
+        for value, copy in zip(dataclasses.astuple(parts), copies, strict=True):
             assert np.array_equal(value, copy)
