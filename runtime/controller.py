@@ -51,7 +51,6 @@ from canis.runtime.readouts import PAW_ORDER, push_contacts
 from canis.runtime.root import (
     from_root_xz,
     rotate_xz,
-    to_root_xz,
     wrap_angle_rad,
     yaw_direction_xz,
 )
@@ -105,6 +104,9 @@ SPEED_TRACKING_RESPONSIVE_RANGE = (0.25, 2.5)
 # difference as an offset that decays with this half-life (inertialization), so nothing pops.
 HANDBACK_HALF_LIFE_S = 0.08
 POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
+# Per-frame lookups built once (np.eye and np.isin each frame cost more than the math they do).
+ACTION_ONE_HOT = np.eye(len(ACTIONS))
+IS_POSTURE_ACTION = np.isin(np.arange(len(ACTIONS)), POSTURE_ACTION_INDICES)
 
 
 def _finite(values, shape: tuple, name: str, caller: str = "reset") -> np.ndarray:
@@ -164,6 +166,8 @@ class Controller:
         self.foot_lock = FootLock(self.skeleton, count, enabled=foot_lock)
         # Bound once: x is written into the session's own input buffer every frame.
         self._buffers = model.bind(count)
+        # y in float64, and the Prediction's views into it, built once (see _decoded).
+        self._y64, self._prediction = None, None
         self.reset(start_pose=start_pose)
 
     def reset(
@@ -401,7 +405,7 @@ class Controller:
         s.commanded_yaw_rad = damp_angle_rad(
             s.commanded_yaw_rad, control.facing_yaw_rad, DT_S, FACING_HALF_LIFE_S
         )
-        target = np.eye(len(ACTIONS))[control.action]
+        target = ACTION_ONE_HOT[control.action]
         s.commanded_actions = damp(s.commanded_actions, target, DT_S, ACTION_HALF_LIFE_S)
         if held is not None and held.any():
             # Dogs in a transition's lead keep the command they had when it was asked for.
@@ -439,10 +443,14 @@ class Controller:
         velocities = samples(h.velocities_xz_mps, s.root_velocity_xz_mps, future.velocities_xz_mps)
         speeds = samples(h.speeds_mps, desired.speeds_mps[:, 0], future.speeds_mps)
         actions = samples(h.actions, s.action_weights, future.actions)
+        # One rotation into the root frame for the three (x, z) fields: to_root_xz's math, fused.
+        k = positions.shape[1]
+        stacked = np.concatenate([positions - s.root_xz_m[:, None, :], directions, velocities], 1)
+        local = rotate_xz(stacked, -yaw)
         return LocalTrajectory(
-            to_root_xz(positions, s.root_xz_m, yaw),
-            rotate_xz(directions, -yaw),
-            rotate_xz(velocities, -yaw),
+            local[:, :k],
+            local[:, k : 2 * k],
+            local[:, 2 * k :],
             speeds,
             actions,
         )
@@ -471,7 +479,7 @@ class Controller:
             shown = s.rows(handed_back) if handed_back.any() else None
             bad = ~np.all([np.all(np.isfinite(v), axis=1) for v in outputs.values()], axis=0)
             kept = s.rows(bad) if bad.any() else None
-            self._apply(decode_output(outputs["y"].astype(np.float64)), trajectory.speeds_mps)
+            self._apply(self._decoded(outputs["y"]), trajectory.speeds_mps)
             if "expert_weights" in outputs:
                 s.expert_weights = outputs["expert_weights"].copy()  # readers may keep it
             if "phase_delta" in outputs:
@@ -494,6 +502,15 @@ class Controller:
         self.frame += 1
         self.profiler.end_step(self.count, self.root_velocity_xz_mps, self.expert_weights)
         return x
+
+    def _decoded(self, y: np.ndarray):
+        """decode_output of y in float64, its views over a buffer reused every frame (building
+        nine views per frame cost more than the decode's math); _apply copies what it keeps."""
+        if self._y64 is None or self._y64.shape != y.shape:
+            self._y64 = np.empty(y.shape)
+            self._prediction = decode_output(self._y64)
+        np.copyto(self._y64, y)
+        return self._prediction
 
     def _keep_last_good_state(self, rows: np.ndarray, kept: DogState) -> None:
         """A character whose network output was not finite keeps its last good state (the
@@ -527,10 +544,14 @@ class Controller:
         )
 
         n, ahead = self.count, p.future_positions_m.shape[1]
+        # One rotation for the three future fields (the same yaw): from_root_xz's math, fused.
+        future = p.future_positions_m, p.future_directions, p.future_velocities_mps
+        world = rotate_xz(np.concatenate(future, axis=1), s.root_yaw_rad)
+        world[:, :ahead] += s.root_xz_m[:, None, :]
         s.predicted_future = GroundTrajectory(
-            from_root_xz(p.future_positions_m, s.root_xz_m, s.root_yaw_rad),
-            rotate_xz(p.future_directions, s.root_yaw_rad),
-            rotate_xz(p.future_velocities_mps, s.root_yaw_rad),
+            world[:, :ahead],
+            world[:, ahead : 2 * ahead],
+            world[:, 2 * ahead :],
             np.zeros((n, ahead)),
             np.zeros((n, ahead, len(ACTIONS))),
         )
@@ -677,7 +698,7 @@ class Controller:
         # Transitions and the postures they lead to place the paws themselves (a sitting
         # dog's hind paws slide under it): a lock held through them pulls the leg and pops
         # when it lets go (10 cm in one frame standing -> sit, measured).
-        posture = np.isin(self.action_weights.argmax(axis=1), POSTURE_ACTION_INDICES)
+        posture = IS_POSTURE_ACTION[self.action_weights.argmax(axis=1)]
         lockable = ~(self.in_transition() | posture)
         local = self.foot_lock.apply(
             local, hips, self.contacts & lockable[:, None], dt_s, self.terrain

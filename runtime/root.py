@@ -31,7 +31,11 @@ def yaw_from_direction(direction: np.ndarray) -> np.ndarray:
 def yaw_direction_xz(yaw_rad) -> np.ndarray:
     """Unit ground-plane (x, z) directions (..., 2) of yaws (...,): yaw_from_direction's inverse."""
     yaw_rad = np.asarray(yaw_rad)
-    return np.stack([np.sin(yaw_rad), np.cos(yaw_rad)], axis=-1)
+    dtype = yaw_rad.dtype if yaw_rad.dtype.kind == "f" else np.float64
+    out = np.empty((*yaw_rad.shape, 2), dtype)  # in place: np.stack's overhead dominates per frame
+    np.sin(yaw_rad, out=out[..., 0])
+    np.cos(yaw_rad, out=out[..., 1])
+    return out
 
 
 def wrap_angle_rad(angle: np.ndarray) -> np.ndarray:

@@ -197,3 +197,18 @@ def test_reset_refuses_non_finite_and_misshaped_starts(model):
         with pytest.raises(ValueError, match=message):
             controller.reset(**kwargs)
         np.testing.assert_array_equal(controller.root_xz_m, before)  # nothing changed
+
+
+def test_state_kept_from_a_step_is_not_overwritten_by_the_next(model):
+    # The step decodes y into a buffer reused every frame; what it keeps must be copies.
+    controller = Controller(model, count=2)
+    control = ControlState(np.array([[0, 1.0], [1.0, 0]]), np.array([0, 1.5]), np.array([1, 1]))
+    controller.step(control)
+    state = controller.state
+    kept = [state.pose, state.predicted_future]
+    before = [[np.array(v) for v in dataclasses.astuple(k)] for k in kept]
+    for _ in range(3):
+        controller.step(control)
+    for parts, copies in zip(kept, before, strict=True):
+        for value, copy in zip(dataclasses.astuple(parts), copies, strict=True):
+            assert np.array_equal(value, copy)
