@@ -106,14 +106,16 @@ class DemoApp:
         self.plots = HudPlots()
         self.hud = HudText(pyglet)
         self.plot_titles = {
-            name: pyglet.text.Label(text, x=x, y=114, font_size=9, color=(20, 20, 30, 255))
+            name: pyglet.text.Label(
+                text, x=x, y=114, font_size=9, color=(20, 20, 30, 255), batch=self.hud.batch
+            )
             for name, text, x in (
                 ("frame", "frame time per stage", 10),
                 ("experts", "expert weights, last 4 s", 320),
                 ("footfalls", "footfalls LF / RF / LH / RH, last 4 s", 630),
             )
         }
-        self.stage_legend = self._stage_legend(pyglet)
+        self.stage_legend = self._stage_legend(pyglet, self.hud.batch)
         self.profiler = Profiler()
         self.loop = FixedTimestep()
         self.player = PlayerControl()
@@ -348,18 +350,18 @@ class DemoApp:
         self.hud.set_recording(self._recording_text())
         if self.draws % HUD_REFRESH_DRAWS == 1:  # laying text out is slow in pyglet
             self.hud.set_lines(self.hud_lines(), self.window.width)
+        self._draw_plots()  # first: it also says whether the experts' title shows
         self.hud.draw(self.window.width, self.window.height)
-        self._draw_plots()
 
     @staticmethod
-    def _stage_legend(pyglet) -> list:
+    def _stage_legend(pyglet, batch) -> list:
         """One coloured name per stage the frame-time plot stacks, above its title."""
         from canis.demo.hud import STAGE_COLOURS
 
         labels, x = [], 10
         for name, colour in STAGE_COLOURS.items():
             rgb = tuple(int(255 * c) for c in colour)
-            label = pyglet.text.Label(name, x=x, y=128, font_size=8, color=(*rgb, 255))
+            label = pyglet.text.Label(name, x=x, y=128, font_size=8, color=(*rgb, 255), batch=batch)
             labels.append(label)
             x += label.content_width + 6
         return labels
@@ -393,11 +395,9 @@ class DemoApp:
                 self.plots.footfalls(630, 10, np.array(self.contact_history))
             self.plots.build()
         self.plots.draw(self.window.width, self.window.height)
-        for name, title in self.plot_titles.items():
-            if name != "experts" or has_experts:
-                title.draw()
-        for label in self.stage_legend:
-            label.draw()
+        # The titles and the legend are drawn with the HUD's text batch.
+        if self.plot_titles["experts"].visible != has_experts:
+            self.plot_titles["experts"].visible = has_experts
 
     def _trajectories(self):
         c = self.controller

@@ -3,6 +3,7 @@ and draw one dog per displayed frame, as the interactive demo does at 60 Hz."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -29,6 +30,7 @@ def benchmark_viewer(
     )
     control = ControlState(np.array([[0.0, 1.9]]), np.zeros(1), np.array([ACTIONS.index("move")]))
     app.window.switch_to()
+    load_before = os.getloadavg()[0]  # timings on a shared machine mean little without it
     frames = int(seconds * 60)
     draw_ms = {True: [], False: []}
     total_ms = {True: [], False: []}
@@ -49,9 +51,14 @@ def benchmark_viewer(
             total_ms[body].append((end - start) * 1e3)
     app.scene.show_body = True
     draw, total = np.array(draw_ms[True]), np.array(total_ms[True])
+    from canis.runtime.machine import describe_machine
     from pyglet.gl import gl_info
 
+    machine = describe_machine()
     return {
+        "cpu": f"{machine['cpu']} (family {machine['cpu_family']} model "
+        f"{machine['cpu_model_number']}, {machine['logical_cores']} logical cores)",
+        "load_average_1min": [load_before, os.getloadavg()[0]],
         "width": width,
         "height": height,
         "frames": frames,
@@ -71,6 +78,7 @@ def _row(name: str, stats: dict) -> str:
 
 def markdown(viewer: dict) -> str:
     bones = viewer["bones"]
+    load = viewer["load_average_1min"]
     return "\n".join(
         [
             "",
@@ -79,6 +87,8 @@ def markdown(viewer: dict) -> str:
             "One dog trotting on rolling hills; per displayed frame: one simulation step and",
             "one draw (terrain, dog, shadow, trajectories, text HUD and plots), read back to",
             "finish it. The skinned body and the bone view (B) alternate every 30 frames.",
+            f"CPU: {viewer['cpu']}; 1-minute load average {load[0]:.1f} before and "
+            f"{load[1]:.1f} after (llvmpipe draws on every core, so load slows it directly).",
             "",
             "| | p50 ms | p99 ms |",
             "|---|---|---|",
