@@ -45,6 +45,7 @@ from canis.runtime.ik import FLAT_GROUND, FullBodyIk, estimate_contacts, paws_be
 from canis.runtime.inference import MotionModel
 from canis.runtime.kinematics import forward_kinematics, rotations_from_directions
 from canis.runtime.machine import model_used
+from canis.runtime.pose_update import next_local_pose
 from canis.runtime.poses import KEYFRAME_ACTIONS, Keyframe, keyframe_pose, load_keyframes
 from canis.runtime.profiler import Profiler
 from canis.runtime.readouts import PAW_ORDER, push_contacts
@@ -82,9 +83,6 @@ log = logging.getLogger("canis.runtime")
 DT_S = 1.0 / FPS
 HISTORY_FRAMES = -TRAJECTORY_OFFSETS_FRAMES[0] + 1  # the past samples and the current frame
 PAST_SAMPLES = np.array([o for o in TRAJECTORY_OFFSETS_FRAMES if o < 0]) + HISTORY_FRAMES - 1
-# The released MANN runtime averages the predicted joint positions with the previous ones
-# advanced by the predicted velocities, which removes jitter.
-JOINT_POSITION_BLEND = 0.5
 # Speed tracking (Controller._track_speed): the gain moves by RATE x relative speed error per
 # second, within RANGE; the measured speed is smoothed over a few strides.
 SPEED_TRACKING_RATE = 0.4
@@ -533,15 +531,7 @@ class Controller:
         s.root_yaw_rad = wrap_angle_rad(s.root_yaw_rad + turn)
         s.root_velocity_xz_mps = step_world / DT_S
 
-        # The previous positions seen from the new root, advanced by the predicted velocities,
-        # averaged with the predicted positions.
-        previous = s.pose.positions_m.copy()
-        previous[..., [0, 2]] = rotate_xz(previous[..., [0, 2]] - step_local[:, None], -turn)
-        advanced = previous + p.joint_velocities_mps * DT_S
-        positions = p.joint_positions_m + (advanced - p.joint_positions_m) * JOINT_POSITION_BLEND
-        s.pose = LocalPose(
-            positions, p.joint_forwards.copy(), p.joint_ups.copy(), p.joint_velocities_mps.copy()
-        )
+        s.pose = next_local_pose(s.pose, p, DT_S)  # shared with closed-loop training
 
         n, ahead = self.count, p.future_positions_m.shape[1]
         # One rotation for the three future fields (the same yaw): from_root_xz's math, fused.

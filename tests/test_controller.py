@@ -68,13 +68,13 @@ def test_closed_loop_drive_reports(model):
 def test_true_outputs_reproduce_the_clip(model, monkeypatch):
     """Feeding the controller a clip's true y moves its state exactly onto the clip's next
     frame, and the x it writes from that state is the dataset's x."""
-    import canis.runtime.controller as controller_module
+    import canis.runtime.pose_update as pose_update_module
     from canis.runtime.features import INPUT, decode_output, pose_to_root_frame, write_input
     from canis.runtime.root import yaw_from_direction
     from canis.training.clips import clip_pairs, process_clip
     from synthetic_dog import gait, to_motion
 
-    monkeypatch.setattr(controller_module, "JOINT_POSITION_BLEND", 0.0)
+    monkeypatch.setattr(pose_update_module, "JOINT_POSITION_BLEND", 0.0)
     roots, rotations, _ = gait("walk", 0.6, 4.0)
     clip = process_clip(to_motion(roots, rotations, "walk"))
     x, y, frames = clip_pairs(clip)

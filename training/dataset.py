@@ -132,6 +132,7 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True, keep_clips=False)
             "speed",
             "phase",
             "phase_delta",
+            "contact_next",
         )
     }
     clip_names, clip_stems, skipped, kept, resampled = [], [], [], [], []
@@ -163,6 +164,8 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True, keep_clips=False)
             parts["phase"].append(labels.phase_rad[frames].astype(np.float32))
             delta = wrap_angle_rad(labels.phase_rad[frames + 1] - labels.phase_rad[frames])
             parts["phase_delta"].append(delta.astype(np.float32))
+            # The paws planted in y's frame (the next one): the contact loss reads it.
+            parts["contact_next"].append(labels.contacts[frames + 1])
     if not clip_names:
         raise ValueError(f"no usable clips in {bvh_dir}; skipped: {skipped}")
 

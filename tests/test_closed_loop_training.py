@@ -1,0 +1,159 @@
+"""Closed-loop training's rollout rebuilds x as the runtime does; the contact term measures
+world-frame paw motion."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from canis.runtime.controller import Controller
+from canis.runtime.features import FPS, INPUT, PAW_ROWS
+from canis.runtime.inference import MotionModel
+from canis.runtime.root import rotate_xz, vectors_to_root_frame
+from canis.runtime.trajectory import ControlState
+from canis.training import closed_loop_training as closed_loop
+from canis.training.contact_loss import paw_world_velocity_mps
+from canis.training.contact_loss import rotate_xz as rotate_xz_torch
+
+
+def test_next_input_is_the_runtimes_next_x(tiny_model):
+    """The x the rollout builds from (x, y) is the x Controller.step writes on the next frame,
+    given the same trajectory block: the pose block comes only from x and y."""
+    model = MotionModel(tiny_model)
+    controller = Controller(model, speed_tracking=False)
+    control = ControlState(np.array([[0.3, 1.2]]), np.array([0.4]), np.array([1]))
+    for _ in range(5):  # leave the standing start
+        controller.step(control)
+    x0 = controller.step(control).copy()
+    y0 = model.run(x0)["y"]
+    x1 = controller.step(control).copy()
+    mocap = x1.copy()
+    mocap[:, INPUT.block_slice("joints")] = 0.0  # the joint block must come from x0 and y0
+    rebuilt = closed_loop.next_input(x0, y0, mocap)
+    assert np.abs(x1[:, INPUT.block_slice("joints")]).max() > 0.01
+    np.testing.assert_allclose(rebuilt, x1, atol=2e-5)
+
+
+def test_stretch_feeds_back_the_rebuilt_input():
+    torch.manual_seed(0)
+    rows, size = 6, INPUT.size
+    x_raw = torch.randn(rows, size)
+    y_train = torch.randn(rows, 363)
+    after = np.array([1, 2, 3, 4, 5, -1])
+    normalisation = {
+        "x_mean": torch.zeros(size),
+        "x_std": torch.ones(size),
+        "y_mean": torch.zeros(363),
+        "y_std": torch.ones(363),
+        "x_min": torch.full((size,), -100.0),
+        "x_max": torch.full((size,), 100.0),
+    }
+    standard = closed_loop.Standardiser(normalisation, 363)
+    seen = []
+    outputs = torch.randn(rows, 363) * 0.1
+
+    def predict(x, phase):
+        seen.append(x.clone())
+        return outputs[phase.long()] + 0 * x.sum()
+
+    split = SimpleNamespace(x=x_raw, y=y_train, after=after, phase=torch.arange(rows), planted=None)
+    closed_loop.stretch_loss(predict, split, np.array([0]), standard, 1, 2, 0.0)
+    assert len(seen) == 3
+    expected = closed_loop.next_input(seen[0].numpy(), outputs[[0]].numpy(), x_raw[[1]].numpy())
+    np.testing.assert_allclose(seen[1].numpy(), expected, atol=1e-6)
+    assert not np.allclose(seen[1].numpy(), x_raw[[1]].numpy())  # not the mocap's
+
+
+def test_stretch_starts_need_consecutive_frames():
+    after = closed_loop.successors(np.array([0, 0, 0, 1, 1]), np.array([0, 1, 2, 0, 1]))
+    assert after.tolist() == [1, 2, -1, 4, -1]
+    assert closed_loop.stretch_starts(after, 3).tolist() == [0]
+    assert closed_loop.stretch_starts(after, 2).tolist() == [0, 1, 3]
+
+
+def test_curriculum_grows_to_the_full_stretch():
+    config = closed_loop.ClosedLoopConfig(own_frames=8, curriculum_epochs=4)
+    assert [config.own_frames_at(e) for e in range(6)] == [2, 4, 6, 8, 8, 8]
+    assert closed_loop.ClosedLoopConfig(own_frames=0).own_frames_at(3) == 0
+
+
+def test_torch_rotation_matches_the_runtime():
+    vectors, yaw = np.random.default_rng(0).normal(size=(5, 3, 2)), np.linspace(-3, 3, 5)
+    np.testing.assert_allclose(
+        rotate_xz_torch(torch.as_tensor(vectors), torch.as_tensor(yaw)).numpy(),
+        rotate_xz(vectors, yaw),
+        atol=1e-12,
+    )
+
+
+def test_paw_velocity_is_the_world_motion_of_the_paws():
+    """On a clip's true (x, y), the contact term's paw velocity is the paws' world velocity
+    between the two frames, seen in the first frame's root frame."""
+    from canis.training.clips import clip_pairs, process_clip
+    from synthetic_dog import gait, to_motion
+
+    roots, rotations, _ = gait("trot", 1.5, 3.0)
+    clip = process_clip(to_motion(roots, rotations, "trot"))
+    x, y, frames = clip_pairs(clip)
+    row = 60
+    f = frames[row]
+    world = [clip.pose(np.array([g])).positions_m[0, list(PAW_ROWS)] for g in (f, f + 1)]
+    expected = vectors_to_root_frame((world[1] - world[0])[None] * FPS, clip.root_rotations[[f]])
+    measured = paw_world_velocity_mps(torch.as_tensor(x[[row]]), torch.as_tensor(y[[row]]))
+    np.testing.assert_allclose(measured.numpy(), expected, atol=1e-3)
+    assert np.abs(expected).max() > 0.1  # some paw moves: the test can fail
+
+
+@pytest.fixture(scope="module")
+def started(tiny_dataset, tmp_path_factory):
+    from canis.training.train import LAST, train
+    from conftest import tiny_config
+
+    folder = tmp_path_factory.mktemp("one_step")
+    train(tiny_config(tiny_dataset), folder, progress=False)
+    return folder / LAST
+
+
+def finetune(dataset, start, out, *extra):
+    from canis.cli import main
+
+    return main(
+        [
+            "finetune",
+            "--start",
+            str(start),
+            "--dataset",
+            str(dataset),
+            "--out",
+            str(out),
+            "--epochs",
+            "2",
+            "--steps-per-epoch",
+            "2",
+            "--batch-size",
+            "4",
+            "--own-frames",
+            "3",
+            "--curriculum-epochs",
+            "2",
+            *extra,
+        ]
+    )
+
+
+def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert finetune(tiny_dataset, started, out, "--contact-weight", "0.01") == 0
+    log = (out / "log.csv").read_text().splitlines()
+    assert len(log) == 3 and "validation_closed_loop_loss" in log[0]
+    rows = [dict(zip(log[0].split(","), line.split(","), strict=True)) for line in log[1:]]
+    assert [r["own_frames"] for r in rows] == ["2", "3"]  # the curriculum
+    assert float(rows[0]["contact_term"]) > 0
+    # Resuming with the same settings continues (nothing left to do at 2 epochs).
+    assert finetune(tiny_dataset, started, out, "--contact-weight", "0.01", "--resume") == 0
+    capsys.readouterr()
+    assert finetune(tiny_dataset, started, out, "--resume") == 2
+    error = capsys.readouterr().err
+    assert "canis finetune: error:" in error and "last.safetensors" in error
+    assert "another loss configuration: contact_weight 0.01 (now 0.0)" in error
+    assert len((out / "log.csv").read_text().splitlines()) == 3  # the run is untouched

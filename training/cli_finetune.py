@@ -1,0 +1,68 @@
+"""`canis finetune`: closed-loop (acRNN-style) fine-tuning of a trained controller on its own
+outputs (training/closed_loop_training.py). The parser sits beside its handler."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    finetune = commands.add_parser(
+        "finetune",
+        help="fine-tune a trained controller in closed loop on its own outputs (acRNN-style)",
+    )
+    finetune.add_argument("--start", type=Path, required=True, help="canis train checkpoint")
+    finetune.add_argument("--dataset", type=Path, default=Path("data/dog_dataset.npz"))
+    finetune.add_argument("--out", type=Path, required=True, help="run folder (checkpoint, log)")
+    finetune.add_argument("--epochs", type=int, default=8)
+    finetune.add_argument("--steps-per-epoch", type=int, default=200)
+    finetune.add_argument("--batch-size", type=int, default=32)
+    finetune.add_argument("--lr", type=float, default=1e-5)
+    finetune.add_argument("--seed", type=int, default=0)
+    finetune.add_argument(
+        "--ground-truth-frames", type=int, default=4, help="mocap inputs opening each stretch"
+    )
+    finetune.add_argument(
+        "--own-frames",
+        type=int,
+        default=8,
+        help="inputs rebuilt from the network's own outputs after them (0: one-step training)",
+    )
+    finetune.add_argument(
+        "--curriculum-epochs", type=int, default=4, help="epochs over which own frames grow"
+    )
+    finetune.add_argument(
+        "--contact-weight",
+        type=float,
+        default=0.0,
+        help="weight of the planted-paw world-motion term (0: off; training/contact_loss.py)",
+    )
+    finetune.add_argument(
+        "--resume", action="store_true", help="continue the run in --out from its checkpoint"
+    )
+    finetune.set_defaults(handler=run_finetune)
+
+
+def run_finetune(args) -> int:
+    from canis.training.closed_loop_training import ClosedLoopConfig, FineTuneSettings, fine_tune
+
+    if not args.dataset.exists():
+        raise FileNotFoundError(
+            f"{args.dataset} does not exist; build it with `canis dataset build`"
+        )
+    settings = FineTuneSettings(
+        start=str(args.start),
+        dataset=str(args.dataset),
+        epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+    )
+    loop = ClosedLoopConfig(
+        args.ground_truth_frames, args.own_frames, args.curriculum_epochs, args.contact_weight
+    )
+    fine_tune(settings, loop, args.out, resume=args.resume)
+    print(f"done: {args.out} (last.safetensors, log.csv)")
+    return 0

@@ -1,0 +1,313 @@
+"""Closed-loop (auto-conditioned, acRNN-style) training for the controllers (issue 17 item 1).
+
+One-step training only ever shows the network mocap inputs; in the game it reads its own
+outputs. Here each sample is a stretch of consecutive frames of one clip: the first
+`ground_truth_frames` inputs are the mocap's, the following `own_frames` are rebuilt from the
+network's own predictions, and the loss is summed over every frame. A curriculum grows the
+own-output stretch from 1 frame to its maximum over the first epochs (acRNN's schedule).
+
+The next input is rebuilt exactly as the runtime rebuilds it: the pose block from the
+prediction through runtime/pose_update.next_local_pose and features.write_joints (the one
+definition of both), then clamped to the training range as the exported graph clamps it. It
+is built in numpy, without gradient through the feedback (acRNN's own scheme feeds back
+values, not gradients). The trajectory block stays the mocap's: in the game it is built from
+the player's command and the network's predicted future; here the command side is the clip's.
+tests/test_closed_loop_training.py checks next_input against Controller.step's own x.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+from canis.runtime.features import FPS, INPUT, OUTPUT, LocalPose, decode_output, write_joints
+from canis.runtime.pose_update import next_local_pose
+from canis.training.contact_loss import contact_loss
+from torch import nn
+
+JOINT_FIELDS = ("position", "forward", "up", "velocity")
+
+
+@dataclass
+class ClosedLoopConfig:
+    ground_truth_frames: int = 4  # frames fed the mocap at the start of each stretch
+    own_frames: int = 8  # frames fed the network's own output, at the curriculum's end
+    curriculum_epochs: int = 4  # own frames grow linearly from 1 over these epochs
+    contact_weight: float = 0.0  # 0: no contact term (training/contact_loss.py)
+
+    def own_frames_at(self, epoch: int) -> int:
+        """The own-output stretch in `epoch` (0-based): 0 turns closed loop off."""
+        if self.own_frames == 0:
+            return 0
+        ramp = min(1.0, (epoch + 1) / max(self.curriculum_epochs, 1))
+        return max(1, round(ramp * self.own_frames))
+
+    def identity(self) -> dict:
+        return asdict(self)
+
+
+def local_pose_of(x_raw: np.ndarray) -> LocalPose:
+    """The pose x carries (root frame), read through the contract."""
+    return LocalPose(
+        *(INPUT.field(x_raw, "joints", field).astype(np.float64) for field in JOINT_FIELDS)
+    )
+
+
+def next_input(x_raw: np.ndarray, y_raw: np.ndarray, x_next_mocap_raw: np.ndarray) -> np.ndarray:
+    """x of the next frame, unstandardised (B, 480): the mocap's trajectory block and the pose
+    the runtime keeps after predicting y_raw from x_raw."""
+    pose = next_local_pose(local_pose_of(x_raw), decode_output(y_raw.astype(np.float64)), 1 / FPS)
+    x_next = np.array(x_next_mocap_raw, dtype=np.float32)
+    write_joints(INPUT, x_next, pose)
+    return x_next
+
+
+def successors(clip: np.ndarray, frame: np.ndarray) -> np.ndarray:
+    """For every row, the row of the same clip's next frame, or -1."""
+    key = {(int(c), int(f)): i for i, (c, f) in enumerate(zip(clip, frame, strict=True))}
+    return np.array([key.get((int(c), int(f) + 1), -1) for c, f in zip(clip, frame, strict=True)])
+
+
+def stretch_starts(after: np.ndarray, length: int) -> np.ndarray:
+    """Rows from which `length` consecutive frames exist (the start and length-1 successors)."""
+    ok = np.ones(len(after), dtype=bool)
+    current = np.arange(len(after))
+    for _ in range(length - 1):
+        ok &= current >= 0
+        current = np.where(current >= 0, after[np.maximum(current, 0)], -1)
+    return np.flatnonzero(ok & (current >= 0))
+
+
+class Standardiser:
+    """Moves between the networks' standardised tensors and raw contract values."""
+
+    def __init__(self, normalisation: dict[str, torch.Tensor], outputs: int):
+        n = normalisation
+        self.x_mean, self.x_std = n["x_mean"], n["x_std"]
+        self.y_mean, self.y_std = n["y_mean"][:outputs], n["y_std"][:outputs]
+        self.x_min = (n["x_min"] - self.x_mean) / self.x_std  # the exported graph's clamp
+        self.x_max = (n["x_max"] - self.x_mean) / self.x_std
+
+    def x_raw(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.x_std + self.x_mean
+
+    def y_raw(self, y: torch.Tensor) -> torch.Tensor:
+        return y[:, : len(self.y_mean)] * self.y_std + self.y_mean
+
+    def x_standard(self, x_raw: np.ndarray) -> torch.Tensor:
+        x = (torch.as_tensor(x_raw) - self.x_mean) / self.x_std
+        return torch.maximum(torch.minimum(x, self.x_max), self.x_min)
+
+
+def stretch_loss(
+    predict,
+    split,
+    starts: np.ndarray,
+    standard: Standardiser,
+    ground_truth_frames: int,
+    own_frames: int,
+    contact_weight: float,
+) -> tuple[torch.Tensor, float]:
+    """Mean over the stretch of the one-step MSE (plus the contact term); returns (loss,
+    the contact term's mean value for logging). `split`: a StretchData; `predict(x, phase)`."""
+    x_train, y_train, after = split.x, split.y, split.after
+    rows = starts
+    x = x_train[rows]
+    total, contact_total = 0.0, 0.0
+    length = ground_truth_frames + own_frames
+    for frame in range(length):
+        prediction = predict(x, split.phase[rows])
+        loss = nn.functional.mse_loss(prediction, y_train[rows])
+        if contact_weight > 0:
+            term = contact_loss(standard.x_raw(x), standard.y_raw(prediction), split.planted[rows])
+            loss = loss + contact_weight * term
+            contact_total += term.item()
+        total = total + loss
+        if frame == length - 1:
+            break
+        following = after[rows]
+        if frame + 1 >= ground_truth_frames:  # the next input comes from the network
+            x_next_raw = next_input(
+                standard.x_raw(x).detach().numpy(),
+                standard.y_raw(prediction).detach().numpy(),
+                standard.x_raw(x_train[following]).numpy(),
+            )
+            x = standard.x_standard(x_next_raw)
+        else:
+            x = x_train[following]
+        rows = following
+    return total / length, contact_total / length
+
+
+class StretchData:
+    """A split's standardised rows with, per row, the row of its clip's next frame."""
+
+    def __init__(self, dataset_path: str, data, validation: bool):
+        from canis.training.dataset import load as load_dataset
+
+        arrays = load_dataset(dataset_path)
+        rows = arrays["validation"] if validation else ~arrays["validation"]
+        self.after = successors(arrays["clip"][rows], arrays["frame"][rows])
+        self.x = data.x_val if validation else data.x_train
+        self.y = data.y_val if validation else data.y_train
+        self.phase = data.phase_val if validation else data.phase_train
+        contact = arrays.arrays.get("contact_next")
+        self.planted = None if contact is None else torch.as_tensor(contact[rows])
+
+
+def check_resumable(path, saved: dict, identity: dict) -> None:
+    """A resumed fine-tuning must use the loss configuration it started with: name what
+    differs (issue 17's bad input)."""
+    previous = saved.get("closed_loop")
+    if previous is None:
+        raise ValueError(
+            f"{path}: is not a closed-loop fine-tuning checkpoint (no closed_loop settings); "
+            "give it as --start of a new run instead of resuming it"
+        )
+    differ = [
+        f"{key} {previous.get(key)!r} (now {value!r})"
+        for key, value in identity.items()
+        if previous.get(key) != value
+    ]
+    differ += [
+        f"{key} {value!r} (now unset)" for key, value in previous.items() if key not in identity
+    ]
+    if differ:
+        raise ValueError(
+            f"{path}: was fine-tuned with another loss configuration: {', '.join(differ)}; "
+            "resume with the same settings or start a new run"
+        )
+
+
+@dataclass
+class FineTuneSettings:
+    start: str  # a `canis train` checkpoint (.safetensors) to start from
+    dataset: str
+    epochs: int = 8
+    steps_per_epoch: int = 200
+    batch_size: int = 32
+    lr: float = 1e-5
+    seed: int = 0
+    validation_stretches: int = 256
+
+
+def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resume=False):
+    """Fine-tunes a trained controller in closed loop into run_dir (last.safetensors after
+    every epoch, log.csv); resumable. Returns the log rows. PFNN reads the mocap's phase in
+    the own-output frames (its predicted phase is not fed back)."""
+    from pathlib import Path
+
+    from canis.training.checkpoint import (
+        load_checkpoint,
+        restore_model,
+        restore_optimizer,
+        save_checkpoint,
+    )
+    from canis.training.models import create_model
+    from canis.training.train import (
+        LAST,
+        WEIGHT_DECAY,
+        TrainingData,
+        _append_log,
+        _check_same_dataset,
+        _predict,
+        validation_loss,
+    )
+
+    run_dir = Path(run_dir)
+    source = run_dir / LAST if resume else Path(settings.start)
+    checkpoint = load_checkpoint(source)
+    saved = checkpoint.config
+    identity = loop.identity() | {
+        k: v for k, v in asdict(settings).items() if k not in ("epochs", "dataset")
+    }
+    if resume:
+        check_resumable(source, saved, identity)
+    kind = saved["kind"]
+    data = TrainingData(settings.dataset, kind, torch.device("cpu"))
+    _check_same_dataset(checkpoint, data, SimpleNamespace(dataset=settings.dataset), source)
+    model = create_model(kind, saved.get("experts") or 8, saved.get("hidden"))
+    restore_model(checkpoint, model, source)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=WEIGHT_DECAY)
+    if resume:
+        restore_optimizer(checkpoint, model, optimizer)
+    first_epoch = saved["closed_loop_epoch"] if resume else 0
+    if not resume:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "log.csv").unlink(missing_ok=True)
+    standard = Standardiser(data.normalisation, OUTPUT.size)
+    train_split = StretchData(settings.dataset, data, validation=False)
+    val_split = StretchData(settings.dataset, data, validation=True)
+    if loop.contact_weight > 0 and train_split.planted is None:
+        raise ValueError(
+            f"{settings.dataset}: has no paw contacts (contact_next); rebuild it with "
+            "`canis dataset build` to use the contact term"
+        )
+    rows = []
+
+    def predict(x, phase):
+        return _predict(model, kind, x, phase)
+
+    for epoch in range(first_epoch, settings.epochs):
+        own = loop.own_frames_at(epoch)
+        length = loop.ground_truth_frames + own
+        generator = np.random.default_rng(settings.seed * 1_000_003 + epoch)
+        torch.manual_seed(settings.seed * 7919 + epoch)
+        starts = stretch_starts(train_split.after, length)
+        model.train()
+        started, loss_sum, contact_sum = time.perf_counter(), 0.0, 0.0
+        for _ in range(settings.steps_per_epoch):
+            batch = generator.choice(starts, settings.batch_size)
+            loss, contact = stretch_loss(
+                predict,
+                train_split,
+                batch,
+                standard,
+                loop.ground_truth_frames,
+                own,
+                loop.contact_weight,
+            )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            loss_sum, contact_sum = loss_sum + loss.item(), contact_sum + contact
+        seconds = time.perf_counter() - started
+        model.eval()
+        with torch.no_grad():
+            fixed = np.random.default_rng(12345)
+            val_starts = stretch_starts(val_split.after, loop.ground_truth_frames + loop.own_frames)
+            picked = fixed.choice(val_starts, settings.validation_stretches)
+            closed, _ = stretch_loss(
+                predict, val_split, picked, standard, loop.ground_truth_frames, loop.own_frames, 0
+            )
+        row = {
+            "epoch": epoch + 1,
+            "own_frames": own,
+            "train_loss": loss_sum / settings.steps_per_epoch,
+            "contact_term": contact_sum / settings.steps_per_epoch,
+            "validation_loss": validation_loss(model, kind, data),
+            "validation_closed_loop_loss": closed.item(),
+            "seconds": round(seconds, 2),
+            "frames_per_s": round(
+                settings.steps_per_epoch * settings.batch_size * length / seconds, 1
+            ),
+        }
+        rows.append(row)
+        _append_log(run_dir / "log.csv", row)
+        state = dict(saved) | {
+            "closed_loop": identity,
+            "closed_loop_epoch": epoch + 1,
+            "closed_loop_start": str(settings.start),
+            "last": row,
+        }
+        save_checkpoint(run_dir / LAST, model, optimizer, data.normalisation, state)
+        print(
+            f"epoch {epoch + 1}/{settings.epochs} (own frames {own}): "
+            f"train {row['train_loss']:.4f} validation {row['validation_loss']:.4f} closed-loop "
+            f"{row['validation_closed_loop_loss']:.4f}",
+            flush=True,
+        )
+    return rows

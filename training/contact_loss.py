@@ -1,0 +1,45 @@
+"""The contact term (issue 17 item 2): a paw that the labels say is planted in y's frame should
+not move in the world. Its motion is measured through the predicted root update: the paw's
+predicted position (in the new root's frame) is carried back into the previous root's frame by
+the predicted turn and step, and compared with where it was in x."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from canis.runtime.features import FPS, INPUT, OUTPUT, PAW_ROWS
+
+
+def _field(layout, values: torch.Tensor, block: str, field: str, rows) -> torch.Tensor:
+    """(B, len(rows), size) of one field, by the contract's own indices."""
+    index = layout.field(np.arange(layout.size), block, field)[list(rows)]  # (rows, size)
+    return values[:, torch.as_tensor(index, device=values.device)]
+
+
+def rotate_xz(vectors_xz: torch.Tensor, yaw_rad: torch.Tensor) -> torch.Tensor:
+    """runtime.root.rotate_xz in torch, so the loss has gradients through the predicted turn
+    (tests/test_closed_loop_training.py checks the two agree)."""
+    c, s = torch.cos(yaw_rad)[:, None], torch.sin(yaw_rad)[:, None]
+    x, z = vectors_xz[..., 0], vectors_xz[..., 1]
+    return torch.stack([c * x + s * z, c * z - s * x], dim=-1)
+
+
+def paw_world_velocity_mps(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
+    """(B, 4, 3) each paw's velocity between x's frame and y's, in the previous root's frame
+    (a world-aligned frame up to a yaw: its length is the world speed), in m/s."""
+    dt_s = 1.0 / FPS
+    before = _field(INPUT, x_raw, "joints", "position", PAW_ROWS)
+    after = _field(OUTPUT, y_raw, "joints", "position", PAW_ROWS)
+    root_velocity = _field(OUTPUT, y_raw, "root_update", "velocity", [0])[:, 0]
+    turn_rad = _field(OUTPUT, y_raw, "root_update", "yaw_velocity", [0])[:, 0, 0] * dt_s
+    after_xz = rotate_xz(after[..., [0, 2]], turn_rad) + root_velocity[:, None] * dt_s
+    moved_xz = after_xz - before[..., [0, 2]]
+    moved_y = after[..., 1] - before[..., 1]
+    return torch.cat([moved_xz[..., :1], moved_y[..., None], moved_xz[..., 1:]], -1) / dt_s
+
+
+def contact_loss(x_raw: torch.Tensor, y_raw: torch.Tensor, planted: torch.Tensor) -> torch.Tensor:
+    """Mean squared world speed (m/s)^2 of the paws planted in y's frame (planted: (B, 4))."""
+    speed_sq = paw_world_velocity_mps(x_raw, y_raw).square().sum(-1)
+    weight = planted.to(speed_sq.dtype)
+    return (speed_sq * weight).sum() / weight.sum().clamp(min=1.0)
