@@ -23,7 +23,7 @@ def test_a_small_benchmark_report():
     memory = benchmark.session_memory_mb(MANN8)
     assert memory > 5.0  # 22 MB of weights must show up
     report = {
-        "machine": benchmark.machine(),
+        "machine": benchmark.benchmark_machine(),
         "inference": inference,
         "frames": frames,
         "frames_foot_lock": locked,

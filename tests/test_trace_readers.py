@@ -61,7 +61,9 @@ def test_a_twenty_second_trace_reads_cleanly_with_every_stage_in_its_frame(twent
     report = read(twenty_seconds)
     assert report["schema"] == {"valid": True, "errors": []}
     tb = report["tracerbench"]
-    assert tb["frames"] == 1200 and tb["stages"] >= 7 * 1200
+    # input, trajectory, features, inference, decode, ik in every frame (a headless run draws
+    # nothing, so it times no render stage), transitions besides
+    assert tb["frames"] == 1200 and tb["stages"] >= 6 * 1200
     assert tb["orphanStages"] == 0 and tb["stagesInNonFrames"] == 0 and tb["nestedFrames"] == 0
     assert tb["processes"][0]["name"].startswith("canis run")
     assert tb["processes"][0]["threads"][0]

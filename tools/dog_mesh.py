@@ -21,9 +21,7 @@ from canis.runtime.body import INFLUENCES_PER_VERTEX, BodyMesh
 from canis.runtime.kinematics import forward_kinematics, local_rotations
 from canis.runtime.poses import load_keyframes
 from canis.runtime.rotations import (
-    quat_from_axis_angle,
     quat_from_matrix,
-    quat_rotate,
     quat_to_matrix,
 )
 from canis.runtime.skeleton import Skeleton
@@ -70,17 +68,24 @@ def _design_direction(elevation_deg: float, splay_rad: float = 0.0) -> np.ndarra
     """A bone direction turned elevation_deg up from +z in the mid plane, then leaned out
     about the forward axis by splay_rad."""
     e = math.radians(elevation_deg)
+    c, s = math.cos(splay_rad), math.sin(splay_rad)
     direction = np.array([0.0, math.sin(e), math.cos(e)])
-    return quat_rotate(quat_from_axis_angle(np.array([0.0, 0.0, 1.0]), splay_rad), direction)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ direction
 
 
 def _swing(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The smallest rotation matrix taking unit vector a to unit vector b."""
+    """The smallest rotation matrix taking unit vector a to unit vector b.
+
+    Written out (Rodrigues) although runtime/rotations gives the same matrix to 1e-16: the
+    shipped body was made with this, and marching cubes plus decimation turn a 1e-16 change
+    here into 3.4 mm at the body's top vertex (test_body's regeneration check allows 3 mm).
+    Switch to quat_to_matrix(quat_from_axis_angle(...)) when the asset is next regenerated."""
     axis = np.cross(a, b)
     sin, cos = np.linalg.norm(axis), float(a @ b)
-    if sin < 1e-9:  # parallel: no turn; opposite: half a turn about any normal
-        return np.eye(3) if cos > 0 else quat_to_matrix(quat_from_axis_angle(_any_normal(a), np.pi))
-    return quat_to_matrix(quat_from_axis_angle(axis, math.atan2(sin, cos)))
+    if sin < 1e-9:
+        return np.eye(3) if cos > 0 else -np.eye(3) + 2 * np.outer(_any_normal(a), _any_normal(a))
+    k = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]]) / sin
+    return np.eye(3) + sin * k + (1 - cos) * k @ k
 
 
 def _any_normal(a: np.ndarray) -> np.ndarray:
