@@ -44,7 +44,10 @@ def test_shown_speed_is_the_asked_speed_within_ten_percent(frame, asked_mps):
     model = MotionModel(MANN8)
     controller = Controller(model, speed_calibration=load_speed_calibration(MANN8))
     xz = hold(controller, frame, 8.0)
-    # Every 0.25 s from 3 s on (the dog needs a stride or two to get going).
-    shown = [shown_speed_mps(xz[: end + 1]) for end in range(179, len(xz), 15)]
+    # Every 0.25 s once the HUD's 2 s window starts after a 2 s settle (issue 23's rule): the
+    # dog overshoots while it gets going, so a window reaching back to 1 s read 1.21 m/s for
+    # 1.1 asked on a Zen 4 EPYC (10.004% over; the CI machine passed it).
+    settled = round(2.0 * 60) + SHOWN_SPEED_WINDOW_FRAMES - 1
+    shown = [shown_speed_mps(xz[: end + 1]) for end in range(settled, len(xz), 15)]
     assert np.allclose(shown, asked_mps, rtol=0.1), np.round(np.array(shown) / asked_mps, 2)
     assert SHOWN_SPEED_WINDOW_FRAMES == 120

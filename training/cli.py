@@ -1,6 +1,6 @@
 """Subcommands of the training package: the top-level wiring only. Each command group's parser
-sits beside its handler in its own module (cli_data, cli_train, cli_finetune, cli_evaluate; export's commands in
-canis.export.cli)."""
+sits beside its handler in its own module (cli_data, cli_train, cli_finetune, cli_evaluate;
+export's commands in canis.export.cli)."""
 
 from __future__ import annotations
 
