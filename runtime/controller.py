@@ -41,7 +41,7 @@ from canis.runtime.features import (
 )
 from canis.runtime.foot_lock import FootLock
 from canis.runtime.gaits import GAIT_WINDOW_FRAMES
-from canis.runtime.ik import FullBodyIk, estimate_contacts
+from canis.runtime.ik import FLAT_GROUND, FullBodyIk, estimate_contacts, paws_below_ground
 from canis.runtime.inference import MotionModel
 from canis.runtime.kinematics import forward_kinematics, rotations_from_directions
 from canis.runtime.machine import model_used
@@ -679,9 +679,9 @@ class Controller:
         self.contacts = estimate_contacts(
             pose.positions_m[:, self.paws, 1], pose.velocities_mps[:, self.paws]
         )
+        facing = np.zeros((self.count, 3))
+        facing[:, [0, 2]] = yaw_direction_xz(s.root_yaw_rad)
         if self.terrain is not None:
-            facing = np.zeros((self.count, 3))
-            facing[:, [0, 2]] = yaw_direction_xz(s.root_yaw_rad)
             local, hips, _ = self.ik.solve(
                 local, hips, np.zeros(self.count), facing, self.terrain, dt_s
             )
@@ -696,6 +696,15 @@ class Controller:
         self.display_positions, self.display_rotations = forward_kinematics(
             self.skeleton, local, hips
         )
+        # On flat ground the IK runs only when the shown pose sinks a paw below the ground
+        # (the network's rotations disagree with its positions in some lies and sits).
+        if self.terrain is None and paws_below_ground(self.display_positions[:, self.paws, 1]):
+            local, hips, _ = self.ik.solve(
+                local, hips, np.zeros(self.count), facing, FLAT_GROUND, dt_s
+            )
+            self.display_positions, self.display_rotations = forward_kinematics(
+                self.skeleton, local, hips
+            )
 
     def display_pose(self, alpha: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         """World joint positions (N, J, 3) and rotations (N, J, 4) to draw. With `alpha` in

@@ -6,7 +6,10 @@
    between the heights under the front and the hind paws, so legs are not outstretched up or
    down a slope.
 2. Each paw keeps the height above the ground that the network gave it, now above the terrain
-   under it: paws in stance land on the terrain, swinging paws keep their lift.
+   under it: paws in stance land on the terrain, swinging paws keep their lift. A paw the
+   network put below its flat ground (its lie and sit sink a front paw up to 24 cm) is lifted
+   onto the ground. On flat ground the controller runs the IK only on frames whose shown pose
+   has such a paw (`paws_below_ground`), so the usual flat frame still costs nothing here.
 3. Targets are clamped short of the leg's full reach, and CCD bends each leg to its target
    (the shoulder or hip joint moves least).
 4. Everything is scaled by a blend weight that eases in and out when IK is switched.
@@ -30,6 +33,18 @@ FRONT_LEGS = 2  # DOG_LEG_GROUPS lists the front legs first
 # pose; measured planted paws sit 0-4 cm up and under 0.2 m/s in the mocap).
 CONTACT_HEIGHT_M = 0.05
 CONTACT_SPEED_MPS = 0.35
+
+
+# The terrain for the IK on flat ground: one cell, which the native sampler extends flat
+# beyond its edges, so every point is at y = 0.
+FLAT_GROUND = Heightmap(np.zeros((1, 1), dtype=np.float32), 1.0)
+# A shown paw this far below flat ground makes the controller run the IK there.
+BELOW_GROUND_M = 0.005
+
+
+def paws_below_ground(paw_heights_m: np.ndarray) -> bool:
+    """Whether any paw (world heights (N, 4) on flat ground at y = 0) is under it."""
+    return bool((paw_heights_m < -BELOW_GROUND_M).any())
 
 
 def estimate_contacts(paw_heights_m: np.ndarray, paw_velocities_mps: np.ndarray) -> np.ndarray:
