@@ -6,10 +6,11 @@
    between the heights under the front and the hind paws, so legs are not outstretched up or
    down a slope.
 2. Each paw keeps the height above the ground that the network gave it, now above the terrain
-   under it: paws in stance land on the terrain, swinging paws keep their lift. A paw the
-   network put below its flat ground (its lie and sit sink a front paw up to 24 cm) is lifted
-   onto the ground. On flat ground the controller runs the IK only on frames whose shown pose
-   has such a paw (`paws_below_ground`), so the usual flat frame still costs nothing here.
+   under it: paws in stance land on the terrain, swinging paws keep their lift. A front paw
+   the network put below its flat ground (its lie and sit sink one up to 24 cm) is lifted
+   onto the ground; hind paws are not yet (native/src/ik.cpp says why). On flat ground the
+   controller runs the IK only on frames whose shown pose has such a front paw
+   (`paws_below_ground`), so the usual flat frame still costs nothing here.
 3. Targets are clamped short of the leg's full reach, and CCD bends each leg to its target
    (the shoulder or hip joint moves least).
 4. Everything is scaled by a blend weight that eases in and out when IK is switched.
@@ -43,8 +44,8 @@ BELOW_GROUND_M = 0.005
 
 
 def paws_below_ground(paw_heights_m: np.ndarray) -> bool:
-    """Whether any paw (world heights (N, 4) on flat ground at y = 0) is under it."""
-    return bool((paw_heights_m < -BELOW_GROUND_M).any())
+    """Whether any front paw (world heights (N, 4) on flat ground at y = 0) is under it."""
+    return bool((paw_heights_m[:, :FRONT_LEGS] < -BELOW_GROUND_M).any())
 
 
 def estimate_contacts(paw_heights_m: np.ndarray, paw_velocities_mps: np.ndarray) -> np.ndarray:

@@ -79,13 +79,16 @@ extern "C" int canis_fullbody_ik(
                                       rotations.data(), 0);
 
         // Each paw keeps its height above the flat ground, now above the terrain, short of
-        // the leg's full reach; CCD bends the leg there. A paw the network put below its flat
-        // ground (its own lie and sit sink a front paw up to 24 cm, measured) is lifted onto
-        // it first. Legs are disjoint subtrees, so one leg's solve leaves the others'
-        // transforms current.
+        // the leg's full reach; CCD bends the leg there. A front paw the network put below its
+        // flat ground (its own lie and sit sink one up to 24 cm, measured) is lifted onto it
+        // first. Hind paws are not: folding the hind leg to lift its paw flipped the hock
+        // 7.9 cm in one frame from sit to stand (tests/test_demo.py), and lifting the hips
+        // instead flipped a front wrist 7.0 cm into a lie. Legs are disjoint subtrees, so one
+        // leg's solve leaves the others' transforms current.
         for (int32_t k = 0; k < leg_count; ++k) {
             Vec3 goal = paws[k];
-            goal.y = paws[k].y + w * (under[k] + std::max(ground - paws[k].y, 0.0f));
+            float sunk = k < front_legs ? std::max(ground - paws[k].y, 0.0f) : 0.0f;
+            goal.y = paws[k].y + w * (under[k] + sunk);
             Vec3 start = canis::load3(positions.data() + 3 * legs[k].joints.front());
             Vec3 reach = goal - start;
             float distance = canis::length(reach), limit = max_reach * leg_lengths[k];
