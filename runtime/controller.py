@@ -18,7 +18,9 @@ import logging
 
 import numpy as np
 from canis.runtime import readouts, snapshot
-from canis.runtime.actions import Action, action_index
+from canis.runtime.actions import Action
+from canis.runtime.command import smooth_command, track_speed
+from canis.runtime.display import decay_offsets, shown_pose, start_handback_offsets
 from canis.runtime.dog_rows import (
     FOOT_LOCK_ROWS,
     IK_ROWS,
@@ -28,42 +30,34 @@ from canis.runtime.dog_rows import (
     take_rows,
     transition_rows,
 )
-from canis.runtime.dog_state import DisplayOffset, DogState
+from canis.runtime.dog_start import PAST_SAMPLES, still_state
+from canis.runtime.dog_state import DogState
 from canis.runtime.features import (
     ACTIONS,
     FPS,
-    FUTURE_OFFSETS_FRAMES,
-    TRAJECTORY_OFFSETS_FRAMES,
     LocalPose,
     LocalTrajectory,
     decode_output,
     write_input,
 )
 from canis.runtime.foot_lock import FootLock
-from canis.runtime.gaits import GAIT_WINDOW_FRAMES
-from canis.runtime.ik import FLAT_GROUND, FullBodyIk, estimate_contacts, paws_below_ground
+from canis.runtime.ik import FullBodyIk
 from canis.runtime.inference import MotionModel
-from canis.runtime.kinematics import forward_kinematics, rotations_from_directions
 from canis.runtime.machine import model_used
 from canis.runtime.pose_update import next_local_pose
-from canis.runtime.poses import KEYFRAME_ACTIONS, Keyframe, keyframe_pose, load_keyframes
+from canis.runtime.poses import Keyframe, load_keyframes
 from canis.runtime.profiler import Profiler
-from canis.runtime.readouts import PAW_ORDER, push_contacts
+from canis.runtime.readouts import push_contacts
 from canis.runtime.root import (
-    from_root_xz,
     rotate_xz,
     wrap_angle_rad,
     yaw_direction_xz,
 )
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from canis.runtime.smoothing import damp, damp_angle_rad, smoothing_factor
 from canis.runtime.speed_calibration import SpeedCalibration
 from canis.runtime.terrain import Heightmap
 from canis.runtime.trajectory import (
-    ACTION_HALF_LIFE_S,
     DEFAULT_TAU,
-    FACING_HALF_LIFE_S,
-    VELOCITY_HALF_LIFE_S,
     ControlState,
     GroundTrajectory,
     along_path,
@@ -76,50 +70,14 @@ from canis.runtime.transition_player import (
     LEAD_FRAMES,
     TransitionPlayer,
     TransitionStart,
-    stopping_point,
 )
+from canis.runtime.transition_request import target_frame, target_keyframe, target_placement
 
 log = logging.getLogger("canis.runtime")
 DT_S = 1.0 / FPS
-HISTORY_FRAMES = -TRAJECTORY_OFFSETS_FRAMES[0] + 1  # the past samples and the current frame
-PAST_SAMPLES = np.array([o for o in TRAJECTORY_OFFSETS_FRAMES if o < 0]) + HISTORY_FRAMES - 1
-# Speed tracking (Controller._track_speed): the gain moves by RATE x relative speed error per
-# second, within RANGE; the measured speed is smoothed over a few strides.
-SPEED_TRACKING_RATE = 0.4
-SPEED_TRACKING_GAIN_RANGE = (0.5, 1.6)
-SPEED_TRACKING_MEASURE_HALF_LIFE_S = 0.4
-SPEED_TRACKING_MIN_MPS = 0.2
-# With a speed calibration (interactive use, e.g. the demo): the feed-forward from the
-# network's own speed curve, times the integral gain, times (1 + P x relative error) so an
-# overshoot is answered at once; the product stays within RESPONSIVE_RANGE. The measured
-# speed is smoothed less, so the dog is within 10% of the asked speed (over 2 s) about 3 s
-# after a change (MANN-8 at 0.6-3.3 m/s; tests/test_speed_calibration.py).
-SPEED_TRACKING_PROPORTIONAL = 2.0
-SPEED_TRACKING_RESPONSIVE_HALF_LIFE_S = 0.25
-SPEED_TRACKING_RESPONSIVE_RANGE = (0.25, 2.5)
-# When a transition hands a dog back, the motion network's first frame can differ from the
-# transition's last (it has never seen that exact state): the displayed pose carries the
-# difference as an offset that decays with this half-life (inertialization), so nothing pops.
-HANDBACK_HALF_LIFE_S = 0.08
 POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
-# Per-frame lookups built once (np.eye and np.isin each frame cost more than the math they do).
-ACTION_ONE_HOT = np.eye(len(ACTIONS))
+# Built once (np.isin each frame costs more than the lookup it makes).
 IS_POSTURE_ACTION = np.isin(np.arange(len(ACTIONS)), POSTURE_ACTION_INDICES)
-
-
-def _finite(values, shape: tuple, name: str, caller: str = "reset") -> np.ndarray:
-    """`values` as float64 of `shape`, or a ValueError naming the argument: a NaN or infinite
-    start would show NaN from then on (step() refuses the same in its control)."""
-    try:
-        array = np.array(values, dtype=np.float64).reshape(shape)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"{caller}: {name} must hold {int(np.prod(shape))} numbers, shape {shape} for "
-            f"{shape[0]} dog(s); got {np.shape(values)}"
-        ) from None
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{caller}: {name} must be finite, got {values!r}")
-    return array
 
 
 class Controller:
@@ -203,60 +161,9 @@ class Controller:
 
     def _fresh_state(self, n: int, root_xz_m, yaw_rad, start_pose: str, caller: str) -> DogState:
         """The state of `n` dogs standing still (what reset and add start dogs from)."""
-        root_xz_m = (
-            np.zeros((n, 2))
-            if root_xz_m is None
-            else _finite(root_xz_m, (n, 2), "root_xz_m", caller)
-        )
-        yaw = np.zeros(n) if yaw_rad is None else _finite(yaw_rad, (n,), "yaw_rad", caller)
-        if start_pose not in self.keyframes:
-            raise ValueError(
-                f"{caller}: no start pose {start_pose!r}; the library has "
-                f"{', '.join(self.keyframes)}"
-            )
-        still = keyframe_pose(self.skeleton, self.keyframes[start_pose])  # in its root frame
-        tile = lambda a: np.repeat(a, n, axis=0)  # noqa: E731
-        pose = LocalPose(*(tile(a) for a in vars(still).values()))
-        idle = np.repeat(np.eye(len(ACTIONS))[ACTIONS.index("idle")][None], n, axis=0)
-        facing = yaw_direction_xz(yaw)
-
-        def standing(frames: int) -> GroundTrajectory:
-            """`frames` samples of a dog standing where it is."""
-            return GroundTrajectory(
-                positions_xz_m=np.repeat(root_xz_m[:, None], frames, axis=1),
-                directions_xz=np.repeat(facing[:, None], frames, axis=1),
-                velocities_xz_mps=np.zeros((n, frames, 2)),
-                speeds_mps=np.zeros((n, frames)),
-                actions=np.repeat(idle[:, None], frames, axis=1),
-            )
-
-        joints = lambda: np.zeros((n, self.skeleton.joint_count, 3))  # noqa: E731
-        context = frame_vector(np.zeros((n, 2)), np.zeros(n), pose)
         experts = getattr(self.model, "experts", None)
-        return DogState(
-            root_xz_m=root_xz_m,
-            root_yaw_rad=yaw,
-            root_velocity_xz_mps=np.zeros((n, 2)),
-            pose=pose,
-            action_weights=idle,
-            commanded_velocity_mps=np.zeros((n, 2)),
-            commanded_yaw_rad=yaw.copy(),
-            commanded_actions=idle.copy(),
-            speed_gain=np.ones(n),
-            measured_speed_mps=np.zeros(n),
-            phase_rad=np.zeros(n),
-            history=standing(HISTORY_FRAMES),
-            # A standing dog's future, though the first step uses the desired one alone
-            # (_has_prediction): the network has predicted nothing yet.
-            predicted_future=standing(len(FUTURE_OFFSETS_FRAMES)),
-            # The last CONTEXT_FRAMES frames as the transition network reads them.
-            frame_history=np.repeat(context[:, None], CONTEXT_FRAMES, axis=1),
-            display_offset=DisplayOffset(joints(), joints(), joints()),
-            handback_pending=np.zeros(n, dtype=bool),
-            expert_weights=np.zeros((n, experts), np.float32)
-            if experts
-            else None,  # as the network gives
-            contact_history=np.ones((n, GAIT_WINDOW_FRAMES, len(PAW_ORDER)), dtype=bool),
+        return still_state(
+            self.skeleton, self.keyframes, experts, n, root_xz_m, yaw_rad, start_pose, caller
         )
 
     def add(
@@ -359,60 +266,9 @@ class Controller:
         xz = self.state.root_xz_m
         return np.stack([xz[:, 0], np.zeros(self.count), xz[:, 1]], 1)
 
-    def _track_speed(self, control: ControlState) -> ControlState:
-        """Speed tracking: the network's speed for a given asked speed is monotonic but not
-        the identity at walking and pacing speeds, so a slow integral correction scales the
-        asked velocity until the measured speed matches it (a cruise control; off with
-        Controller(speed_tracking=False))."""
-        s = self.state
-        asked = np.linalg.norm(control.velocity_mps, axis=1)
-        moving = (asked > SPEED_TRACKING_MIN_MPS) & (control.action == ACTIONS.index("move"))
-        half_life_s = (
-            SPEED_TRACKING_MEASURE_HALF_LIFE_S
-            if self.speed_calibration is None
-            else SPEED_TRACKING_RESPONSIVE_HALF_LIFE_S
-        )
-        speed = np.linalg.norm(s.root_velocity_xz_mps, axis=1)
-        s.measured_speed_mps = damp(s.measured_speed_mps, speed, DT_S, half_life_s)
-        error = (asked - s.measured_speed_mps) / np.maximum(asked, 1e-9)
-        s.speed_gain = np.where(
-            moving,
-            np.clip(s.speed_gain + SPEED_TRACKING_RATE * error * DT_S, *SPEED_TRACKING_GAIN_RANGE),
-            damp(s.speed_gain, 1.0, DT_S, SPEED_TRACKING_MEASURE_HALF_LIFE_S),
-        )  # relax back when not moving
-        scale = s.speed_gain
-        if self.speed_calibration is not None:
-            feed_forward = self.speed_calibration.command_for(asked) / np.maximum(asked, 1e-9)
-            proportional = np.where(moving, 1.0 + SPEED_TRACKING_PROPORTIONAL * error, 1.0)
-            scale = feed_forward * np.clip(scale * proportional, *SPEED_TRACKING_RESPONSIVE_RANGE)
-        return ControlState(
-            control.velocity_mps * scale[:, None],
-            control.facing_yaw_rad,
-            control.action,
-            control.future_xz_m,
-        )
-
     def _smooth_command(self, control: ControlState) -> None:
-        s = self.state
         held = self.transitions.leading if self.transitions is not None else None
-        before = (s.commanded_velocity_mps, s.commanded_yaw_rad, s.commanded_actions)
-        self.path_future_xz_m = control.future_xz_m
-        s.commanded_velocity_mps = damp(
-            s.commanded_velocity_mps, control.velocity_mps, DT_S, VELOCITY_HALF_LIFE_S
-        )
-        s.commanded_yaw_rad = damp_angle_rad(
-            s.commanded_yaw_rad, control.facing_yaw_rad, DT_S, FACING_HALF_LIFE_S
-        )
-        target = ACTION_ONE_HOT[control.action]
-        s.commanded_actions = damp(s.commanded_actions, target, DT_S, ACTION_HALF_LIFE_S)
-        if held is not None and held.any():
-            # Dogs in a transition's lead keep the command they had when it was asked for.
-            s.commanded_velocity_mps[held] = before[0][held]
-            s.commanded_yaw_rad[held] = before[1][held]
-            s.commanded_actions[held] = before[2][held]
-            if self.path_future_xz_m is not None:
-                self.path_future_xz_m = self.path_future_xz_m.copy()
-                self.path_future_xz_m[held] = np.nan
+        self.path_future_xz_m = smooth_command(self.state, control, held)
 
     def trajectory(self) -> LocalTrajectory:
         """The 12 samples x sees, in the root frame: the past from history, now, and the
@@ -461,7 +317,7 @@ class Controller:
         with stage("input"):
             control = control.validated(self.count)
             if self.speed_tracking:
-                control = self._track_speed(control)
+                control = track_speed(self.state, control, self.speed_calibration)
             self._smooth_command(control)
         with stage("trajectory"):
             trajectory = self.trajectory()
@@ -491,7 +347,8 @@ class Controller:
                 if finished.any():
                     self.profiler.instant("hand-back", dogs=np.flatnonzero(finished).tolist())
         if shown is not None:
-            self._start_handback_offsets(handed_back, shown)
+            start_handback_offsets(s, self.transitions.playing, handed_back, shown)
+            self.offsets_active = True
         previous = self.display_positions, self.display_rotations  # FK makes new arrays
         with stage("ik"):
             self._update_display_pose(DT_S)
@@ -587,44 +444,26 @@ class Controller:
         transition. Returns where each of them will stand when handed back, and when."""
         if self.transition_model is None:
             raise RuntimeError("transition_to needs Controller(transition_model=...)")
-        keyframe = self.keyframes.get(target) if isinstance(target, str) else target
-        if keyframe is None:
-            raise ValueError(f"no keyframe {target!r}; the library has {', '.join(self.keyframes)}")
-        keyframe = keyframe.checked()
-        if action is None:  # the keyframe's own, by its network label
-            action_label = ACTIONS.index(KEYFRAME_ACTIONS.get(keyframe.name, "idle"))
-        else:  # a name, an Action or an index (runtime/actions.py)
-            action_label = action_index(action)
-        rows = np.arange(self.count) if characters is None else np.atleast_1d(characters)
+        keyframe, action_label = target_keyframe(self.keyframes, target, action)
+        rows = (
+            np.arange(self.count)
+            if characters is None
+            else dog_rows(characters, self.count, "transition_to")
+        )
         n = len(rows)
         s = self.state
         with self.profiler.stage("transition"):
-            target_xz, target_yaw = stopping_point(s, rows, LEAD_FRAMES / FPS, (frames + 1) / FPS)
-            if at_xz_m is not None:
-                target_xz = np.broadcast_to(np.asarray(at_xz_m, dtype=np.float64), (n, 2)).copy()
-            if yaw_rad is not None:
-                target_yaw = np.broadcast_to(np.asarray(yaw_rad, dtype=np.float64), (n,)).copy()
-            if not (np.all(np.isfinite(target_xz)) and np.all(np.isfinite(target_yaw))):
-                raise ValueError("the transition's target position or yaw is not finite")
-            target_frame = np.repeat(
-                frame_vector(np.zeros((1, 2)), np.zeros(1), keyframe_pose(self.skeleton, keyframe)),
-                n,
-                axis=0,
-            )
+            target_xz, target_yaw = target_placement(s, rows, frames, at_xz_m, yaw_rad)
+            target = target_frame(self.skeleton, keyframe, n)
             # The context the RTN would read now: its length, shapes and values are checked
             # before anything changes (the one it reads ends LEAD_FRAMES later).
             check_transition_request(
-                s.frame_history[rows],
-                np.zeros((n, CONTEXT_FRAMES, 4)),
-                target_frame,
-                frames,
+                s.frame_history[rows], np.zeros((n, CONTEXT_FRAMES, 4)), target, frames
             )
             # A dog taken from a transition that is playing goes to the motion network for the
             # new one's lead: the display eases over the difference, as at a hand-back.
             s.handback_pending[rows] |= self.transitions.playing[rows]
-            self.transitions.start(
-                rows, s, target_frame, target_xz, target_yaw, frames, action_label
-            )
+            self.transitions.start(rows, s, target, target_xz, target_yaw, frames, action_label)
         self.profiler.instant(
             "transition start", to=keyframe.name, frames=frames, dogs=rows.tolist()
         )
@@ -638,73 +477,28 @@ class Controller:
             return np.zeros(self.count, dtype=bool)
         return self.transitions.active.copy()
 
-    def _start_handback_offsets(self, handed_back: np.ndarray, shown: DogState) -> None:
-        """For the dogs handed back last frame: what was shown then minus what the motion
-        network made of it now (which includes one frame of real motion; it decays too).
-        Dogs the transition network drives again are left alone."""
-        s = self.state
-        keep = ~self.transitions.playing[handed_back]
-        rows = np.flatnonzero(handed_back)[keep]
-        now = s.rows(rows)
-        for name in ("positions_m", "forwards", "ups"):
-            offset = getattr(shown.pose, name)[keep] - getattr(now.pose, name)
-            setattr(now.display_offset, name, offset)
-        now.display_offset.positions_m[:, 1:] = 0.0  # only the hips' position is shown
-        s.put_rows(rows, now)
-        s.handback_pending[:] = False
-        self.offsets_active = True
-
     def _update_display_pose(self, dt_s: float) -> None:
-        """The pose shown: predicted rotations through FK with fixed bone offsets at the
-        predicted hips, in the world, then fitted to the terrain by the full-body IK."""
+        """The pose shown (runtime/display.py), the hand-back offsets decayed by `dt_s`."""
         s = self.state
-        pose, offset = s.pose, s.display_offset
-        forwards, ups, hips_local = pose.forwards, pose.ups, pose.positions_m[:, :1]
-        if dt_s > 0 and self.offsets_active:
-            decay = smoothing_factor(dt_s, HANDBACK_HALF_LIFE_S)  # toward no offset
-            parts = (offset.positions_m, offset.forwards, offset.ups)
-            for part in parts:
-                part *= decay
-                part[np.abs(part) < 1e-5] = 0.0
-            # Decayed away everywhere: stop paying for it.
-            self.offsets_active = any(np.any(part) for part in parts)
-            forwards = forwards + offset.forwards
-            ups = ups + offset.ups
-            hips_local = hips_local + offset.positions_m[:, :1]
-        local, _ = rotations_from_directions(self.skeleton, forwards, ups, s.root_yaw_rad)
-        hips = np.empty((self.count, 3))
-        hips[:, [0, 2]] = from_root_xz(hips_local[..., [0, 2]], s.root_xz_m, s.root_yaw_rad)[:, 0]
-        hips[:, 1] = hips_local[:, 0, 1]
-        # Root-frame heights are heights above the network's flat ground.
-        self.contacts = estimate_contacts(
-            pose.positions_m[:, self.paws, 1], pose.velocities_mps[:, self.paws]
-        )
-        facing = np.zeros((self.count, 3))
-        facing[:, [0, 2]] = yaw_direction_xz(s.root_yaw_rad)
-        if self.terrain is not None:
-            local, hips, _ = self.ik.solve(
-                local, hips, np.zeros(self.count), facing, self.terrain, dt_s
-            )
+        with_offsets = dt_s > 0 and self.offsets_active
+        if with_offsets:
+            self.offsets_active = decay_offsets(s.display_offset, dt_s)
         # Transitions and the postures they lead to place the paws themselves (a sitting
         # dog's hind paws slide under it): a lock held through them pulls the leg and pops
         # when it lets go (10 cm in one frame standing -> sit, measured).
-        posture = IS_POSTURE_ACTION[self.action_weights.argmax(axis=1)]
+        posture = IS_POSTURE_ACTION[s.action_weights.argmax(axis=1)]
         lockable = ~(self.in_transition() | posture)
-        local = self.foot_lock.apply(
-            local, hips, self.contacts & lockable[:, None], dt_s, self.terrain
+        self.display_positions, self.display_rotations, self.contacts = shown_pose(
+            self.skeleton,
+            self.paws,
+            s,
+            with_offsets,
+            lockable,
+            self.ik,
+            self.foot_lock,
+            self.terrain,
+            dt_s,
         )
-        self.display_positions, self.display_rotations = forward_kinematics(
-            self.skeleton, local, hips
-        )
-        # On flat ground the IK runs only when the shown pose sinks a paw below the ground
-        # (the network's rotations disagree with its positions in some lies and sits).
-        if self.terrain is None and paws_below_ground(self.display_positions[:, self.paws, 1]):
-            local, hips, _ = self.ik.solve(
-                local, hips, np.zeros(self.count), facing, FLAT_GROUND, dt_s
-            )
-            self.display_positions, self.display_rotations = forward_kinematics(
-                self.skeleton, local, hips
-            )
 
     def display_pose(self, alpha: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         """World joint positions (N, J, 3) and rotations (N, J, 4) to draw. With `alpha` in

@@ -110,7 +110,7 @@ def test_bad_add_and_remove_are_one_line_errors_and_change_nothing(model):
         controller.remove([0, 1])
     with pytest.raises(ValueError, match="past max_dogs 3"):
         controller.add(2)
-    with pytest.raises(ValueError, match=r"add: root_xz_m must hold 2 numbers"):
+    with pytest.raises(ValueError, match=r"add: root_xz_m must have shape \(1, 2\) for 1 dog"):
         controller.add(1, root_xz_m=[1.0, 2.0, 3.0])
     assert controller.count == 2
     assert np.array_equal(controller.state.root_xz_m, before.root_xz_m)

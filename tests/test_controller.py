@@ -4,6 +4,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from canis.runtime.command import track_speed
 from canis.runtime.controller import Controller
 from canis.runtime.inference import MotionModel
 from canis.runtime.trajectory import ControlState
@@ -149,7 +150,7 @@ def test_speed_tracking_corrects_the_asked_speed_toward_the_measured_one(model):
     controller.state.root_velocity_xz_mps = np.array([[0, 2.0], [0, 0.5], [0, 0.0]])
     controller.state.speed_gain = np.array([1.0, 1.0, 1.3])
     for _ in range(60):
-        fed = controller._track_speed(asked.validated(3))
+        fed = track_speed(controller.state, asked.validated(3), None)
     gain = controller.state.speed_gain
     assert gain[0] < 1.0 < gain[1]  # too fast / too slow
     assert abs(controller.state.speed_gain[2] - 1.0) < 0.1  # not moving: relaxes back
@@ -189,8 +190,8 @@ def test_reset_refuses_non_finite_and_misshaped_starts(model):
     controller = Controller(model, count=2)
     before = controller.root_xz_m.copy()
     for kwargs, message in (
-        ({"root_xz_m": [[0.0, np.nan], [0.0, 0.0]]}, "root_xz_m must be finite"),
-        ({"yaw_rad": [0.0, np.inf]}, "yaw_rad must be finite"),
+        ({"root_xz_m": [[0.0, np.nan], [0.0, 0.0]]}, "root_xz_m is not finite"),
+        ({"yaw_rad": [0.0, np.inf]}, "yaw_rad is not finite"),
         ({"root_xz_m": [[0.0, 0.0]]}, r"shape \(2, 2\) for 2 dog"),
         ({"start_pose": "fly"}, "no start pose 'fly'"),
     ):

@@ -456,3 +456,15 @@ def test_a_recorded_frame_is_a_target(tiny_rtn):
     wanted = wanted.astype(np.float64)
     wanted[..., [0, 2]] = from_root_xz(wanted[..., [0, 2]], c.root_xz_m, c.root_yaw_rad)
     assert np.linalg.norm(c.display_pose()[0] - wanted, axis=-1).max() < 0.01
+
+
+def test_transition_to_takes_a_mask_and_names_bad_shapes():
+    c = Controller(MotionModel(MANN), count=2, transition_model=TransitionModel())
+    with pytest.raises(ValueError, match=r"transition_to: at_xz_m must have shape \(2, 2\) for 2"):
+        c.transition_to("sit", 20, at_xz_m=[[0, 0, 0]])
+    with pytest.raises(ValueError, match=r"transition_to: characters as a mask must have shape"):
+        c.transition_to("sit", 20, characters=np.array([True, False, True]))
+    assert not c.in_transition().any()  # nothing half-started
+    start = c.transition_to("sit", 20, characters=np.array([False, True]))
+    assert start.characters.tolist() == [1]
+    assert c.in_transition().tolist() == [False, True]

@@ -1,0 +1,90 @@
+"""The pose shown to the player: the predicted rotations through FK with the skeleton's
+fixed bone offsets at the predicted hips, in the world, eased over a hand-back's difference,
+fitted to the terrain by the full-body IK and held by the foot lock."""
+
+from __future__ import annotations
+
+import numpy as np
+from canis.runtime.dog_state import DisplayOffset, DogState
+from canis.runtime.foot_lock import FootLock
+from canis.runtime.ik import FLAT_GROUND, FullBodyIk, estimate_contacts, paws_below_ground
+from canis.runtime.kinematics import forward_kinematics, rotations_from_directions
+from canis.runtime.root import from_root_xz, yaw_direction_xz
+from canis.runtime.skeleton import Skeleton
+from canis.runtime.smoothing import smoothing_factor
+from canis.runtime.terrain import Heightmap
+
+# When a transition hands a dog back, the motion network's first frame can differ from the
+# transition's last (it has never seen that exact state): the displayed pose carries the
+# difference as an offset that decays with this half-life (inertialization), so nothing pops.
+HANDBACK_HALF_LIFE_S = 0.08
+
+
+def start_handback_offsets(
+    s: DogState, playing: np.ndarray, handed_back: np.ndarray, shown: DogState
+) -> None:
+    """For the dogs handed back last frame (`handed_back`, shown then as `shown`): what was
+    shown minus what the motion network made of it now (which includes one frame of real
+    motion; it decays too). Dogs the transition network drives again (`playing`) are left
+    alone."""
+    keep = ~playing[handed_back]
+    rows = np.flatnonzero(handed_back)[keep]
+    now = s.rows(rows)
+    for name in ("positions_m", "forwards", "ups"):
+        offset = getattr(shown.pose, name)[keep] - getattr(now.pose, name)
+        setattr(now.display_offset, name, offset)
+    now.display_offset.positions_m[:, 1:] = 0.0  # only the hips' position is shown
+    s.put_rows(rows, now)
+    s.handback_pending[:] = False
+
+
+def decay_offsets(offset: DisplayOffset, dt_s: float) -> bool:
+    """Decays the hand-back offsets by `dt_s` toward none, in place; whether any is left
+    (once none is, the controller stops paying for them)."""
+    decay = smoothing_factor(dt_s, HANDBACK_HALF_LIFE_S)
+    parts = (offset.positions_m, offset.forwards, offset.ups)
+    for part in parts:
+        part *= decay
+        part[np.abs(part) < 1e-5] = 0.0
+    return any(np.any(part) for part in parts)
+
+
+def shown_pose(
+    skeleton: Skeleton,
+    paws: np.ndarray,
+    s: DogState,
+    with_offsets: bool,
+    lockable: np.ndarray,
+    ik: FullBodyIk,
+    foot_lock: FootLock,
+    terrain: Heightmap | None,
+    dt_s: float,
+):
+    """World joint positions (N, J, 3) and rotations (N, J, 4) of the dogs `s`, and their
+    paw contacts (N, 4). `with_offsets` adds s.display_offset; `lockable` (N,) are the dogs
+    the foot lock may hold; `terrain` None is flat ground."""
+    n = len(s.root_yaw_rad)
+    pose, offset = s.pose, s.display_offset
+    forwards, ups, hips_local = pose.forwards, pose.ups, pose.positions_m[:, :1]
+    if with_offsets:
+        forwards = forwards + offset.forwards
+        ups = ups + offset.ups
+        hips_local = hips_local + offset.positions_m[:, :1]
+    local, _ = rotations_from_directions(skeleton, forwards, ups, s.root_yaw_rad)
+    hips = np.empty((n, 3))
+    hips[:, [0, 2]] = from_root_xz(hips_local[..., [0, 2]], s.root_xz_m, s.root_yaw_rad)[:, 0]
+    hips[:, 1] = hips_local[:, 0, 1]
+    # Root-frame heights are heights above the network's flat ground.
+    contacts = estimate_contacts(pose.positions_m[:, paws, 1], pose.velocities_mps[:, paws])
+    facing = np.zeros((n, 3))
+    facing[:, [0, 2]] = yaw_direction_xz(s.root_yaw_rad)
+    if terrain is not None:
+        local, hips, _ = ik.solve(local, hips, np.zeros(n), facing, terrain, dt_s)
+    local = foot_lock.apply(local, hips, contacts & lockable[:, None], dt_s, terrain)
+    positions, rotations = forward_kinematics(skeleton, local, hips)
+    # On flat ground the IK runs only when the shown pose sinks a paw below the ground
+    # (the network's rotations disagree with its positions in some lies and sits).
+    if terrain is None and paws_below_ground(positions[:, paws, 1]):
+        local, hips, _ = ik.solve(local, hips, np.zeros(n), facing, FLAT_GROUND, dt_s)
+        positions, rotations = forward_kinematics(skeleton, local, hips)
+    return positions, rotations, contacts
