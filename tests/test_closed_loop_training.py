@@ -157,3 +157,41 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
     assert "canis finetune: error:" in error and "last.safetensors" in error
     assert "another loss configuration: contact_weight 0.01 (now 0.0)" in error
     assert len((out / "log.csv").read_text().splitlines()) == 3  # the run is untouched
+
+
+def test_finetune_starts_from_an_exported_model(tiny_dataset, started, tmp_path):
+    """Issue 17: the shipped networks have no checkpoint; fine-tuning starts from the ONNX
+    model a game runs. Its weights come back exactly, and a model of another dataset or of
+    another precision is refused by name."""
+    import onnx
+    from canis.export.onnx_export import export_onnx
+    from canis.training.checkpoint import load_checkpoint
+    from canis.training.checkpoint_from_onnx import checkpoint_from_onnx
+    from onnx import numpy_helper
+
+    model = tmp_path / "m.onnx"
+    export_onnx(started, model, tiny_dataset)
+    converted = checkpoint_from_onnx(model, tiny_dataset, tmp_path / "c.safetensors")
+    assert converted["kind"] == "mann"
+    original = load_checkpoint(started).section("model/")
+    back = load_checkpoint(tmp_path / "c.safetensors").section("model/")
+    assert back.keys() == original.keys()
+    for name, weights in original.items():
+        assert torch.equal(back[name], weights), name
+    out = tmp_path / "run"
+    assert finetune(tiny_dataset, model, out) == 0
+    assert (out / "start.safetensors").is_file() and (out / "last.safetensors").is_file()
+
+    graph = onnx.load(str(model))
+    mean = next(i for i in graph.graph.initializer if i.name == "x_mean")
+    mean.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(mean) + 0.5, "x_mean"))
+    onnx.save(graph, str(tmp_path / "other.onnx"))
+    with pytest.raises(ValueError, match=r"other.onnx: was trained on another dataset .*x_mean"):
+        checkpoint_from_onnx(tmp_path / "other.onnx", tiny_dataset, tmp_path / "x.safetensors")
+    for prop in graph.metadata_props:
+        if prop.key == "canis.precision":
+            prop.value = "int8"
+    onnx.save(graph, str(tmp_path / "int8.onnx"))
+    with pytest.raises(ValueError, match=r"int8.onnx: is int8; start fine-tuning from the fp32"):
+        checkpoint_from_onnx(tmp_path / "int8.onnx", tiny_dataset, tmp_path / "y.safetensors")
+    assert not (tmp_path / "x.safetensors").exists()

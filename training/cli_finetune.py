@@ -12,7 +12,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "finetune",
         help="fine-tune a trained controller in closed loop on its own outputs (acRNN-style)",
     )
-    finetune.add_argument("--start", type=Path, required=True, help="canis train checkpoint")
+    finetune.add_argument(
+        "--start",
+        type=Path,
+        required=True,
+        help="canis train checkpoint, or an fp32 motion model (.onnx, e.g. the shipped "
+        "assets/models/mann8.onnx) trained on --dataset",
+    )
     finetune.add_argument("--dataset", type=Path, default=Path("data/dog_dataset.npz"))
     finetune.add_argument("--out", type=Path, required=True, help="run folder (checkpoint, log)")
     finetune.add_argument("--epochs", type=int, default=8)
@@ -51,8 +57,17 @@ def run_finetune(args) -> int:
         raise FileNotFoundError(
             f"{args.dataset} does not exist; build it with `canis dataset build`"
         )
+    start = args.start
+    if start.suffix == ".onnx":  # converted once, into the run folder (a resume reuses it)
+        converted = args.out / "start.safetensors"
+        if not args.resume:
+            from canis.training.checkpoint_from_onnx import checkpoint_from_onnx
+
+            checkpoint_from_onnx(start, args.dataset, converted)
+            print(f"{start}: weights taken into {converted}")
+        start = converted
     settings = FineTuneSettings(
-        start=str(args.start),
+        start=str(start),
         dataset=str(args.dataset),
         epochs=args.epochs,
         steps_per_epoch=args.steps_per_epoch,

@@ -1,0 +1,90 @@
+"""A shipped motion model (ONNX) back into a training checkpoint, so closed-loop fine-tuning
+(`canis finetune --start assets/models/mann8.onnx`) can start from the network the game runs
+without its original checkpoint, which is not shipped.
+
+export/onnx_export.py writes the network's weights as initializers named after the wrapped
+module's parameters (`model.<name>`) and its standardisation as x_mean/x_std/y_mean/y_std.
+The checkpoint takes the weights as they are and the standardisation from the dataset it
+will be trained on, after checking that the model's own statistics are that dataset's: a
+model fine-tuned under another dataset's standardisation would be silently wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import torch
+from canis.training.checkpoint import save_checkpoint
+from canis.training.models import create_model
+from onnx import numpy_helper
+
+WEIGHT_PREFIX = "model."
+STATISTICS = ("x_mean", "x_std", "y_mean", "y_std")
+
+
+def _read(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    try:
+        model = onnx.load(str(path))
+    except Exception as error:  # onnx raises DecodeError, OSError, ... for a bad file
+        raise ValueError(f"{path}: not a readable ONNX model ({error})") from None
+    weights = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    return weights, {p.key: p.value for p in model.metadata_props}
+
+
+def checkpoint_from_onnx(onnx_path: str | Path, dataset_path: str | Path, out: str | Path):
+    """Writes `out` (a canis checkpoint) holding the weights of the fp32 motion model
+    `onnx_path` and `dataset_path`'s standardisation; returns its config."""
+    from canis.training.train import TrainingData
+
+    onnx_path, out = Path(onnx_path), Path(out)
+    weights, meta = _read(onnx_path)
+    kind, precision = meta.get("canis.kind"), meta.get("canis.precision", "fp32")
+    if kind not in ("mann", "pfnn", "vnn"):
+        raise ValueError(f"{onnx_path}: not a canis motion model (canis.kind {kind!r})")
+    if precision != "fp32":
+        raise ValueError(
+            f"{onnx_path}: is {precision}; start fine-tuning from the fp32 model it was made from"
+        )
+    data = TrainingData(str(dataset_path), kind, torch.device("cpu"))
+    differ = [
+        k
+        for k in STATISTICS
+        if k not in weights or not np.allclose(weights[k], data.normalisation[k].numpy(), rtol=1e-6)
+    ]
+    if differ:
+        raise ValueError(
+            f"{onnx_path}: was trained on another dataset than {dataset_path} "
+            f"({', '.join(differ)} differ); give the dataset it was trained on"
+        )
+    tensors = {
+        k[len(WEIGHT_PREFIX) :]: torch.as_tensor(v.copy())
+        for k, v in weights.items()
+        if k.startswith(WEIGHT_PREFIX)
+    }
+    experts = int(meta["canis.experts"]) if meta.get("canis.experts") else None
+    hidden = next(v.shape[-1] for k, v in tensors.items() if k.endswith("layers.0.bias"))
+    network = create_model(kind, experts or 8, hidden)
+    missing = sorted(set(network.state_dict()) ^ set(tensors))
+    if missing:
+        raise ValueError(f"{onnx_path}: its weights do not fit a {kind} network: {missing[:6]}")
+    network.load_state_dict(tensors)
+    schedule = json.loads(meta.get("canis.training_schedule", "{}"))
+    result = json.loads(meta.get("canis.training_result", "{}"))
+    config = {
+        "kind": kind,
+        "experts": experts,
+        "hidden": hidden,
+        "train": {"config": schedule | {"dataset": str(dataset_path)}, "identity": None},
+        "epoch": schedule.get("epochs_completed"),
+        "last": result.get("last"),
+        "best_validation_loss": result.get("best_validation_loss"),
+        "machine": result.get("machine"),
+        "dataset": json.loads(meta.get("canis.dataset", "{}")),
+        "from_onnx": str(onnx_path),
+    }
+    optimizer = torch.optim.AdamW(network.parameters())  # no state: a fresh start
+    save_checkpoint(out, network, optimizer, data.normalisation, config)
+    return config
