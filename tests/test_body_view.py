@@ -45,8 +45,11 @@ def _dog_area(app) -> int:
 
 def test_body_covers_far_more_of_the_screen_than_the_bones(app):
     """Seen from the side on flat ground at the default camera distance, the standing body
-    covers about twice the bone figure's screen area (measured 2.0x with the shipped mesh).
-    The issue asked for 2.5x: not met; a body that bulky read as a bear, not a dog."""
+    covers at least 2.5x the bone figure's screen area (issue 19's target). Measured with the
+    shipped mesh: 2.54x from this side (4158 px against 1638 px at 640x360), 2.71x from the
+    other, where the stand keyframe's head is turned toward the camera. The area comes from
+    where a long-coated shepherd has it (a deep chest, the ruff and mane, muscled thighs,
+    upright ears, a bushy tail), the barrel staying narrow: see tools/dog_mesh.py."""
     app.camera.update(yaw=math.pi / 2)  # from the dog's side; default pitch and distance
     app.scene.show_body = True
     body = _dog_area(app)
@@ -54,7 +57,7 @@ def test_body_covers_far_more_of_the_screen_than_the_bones(app):
     bones = _dog_area(app)
     app.scene.show_body = True
     assert bones > 100
-    assert body >= 1.9 * bones, f"body {body} px against bones {bones} px"
+    assert body >= 2.5 * bones, f"body {body} px against bones {bones} px"
 
 
 def test_b_toggles_between_body_and_bones(app):
