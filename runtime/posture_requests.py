@@ -2,12 +2,12 @@
 a dog slows, and the transition network takes it to the posture once it is nearly still.
 
 A transition started from a walk, trot or canter asks the RTN to turn a fast gait into a sit
-or a lie in one go: measured in the demo's setup (45 frames, hills, foot lock), the shown joints
-then move up to 18 cm in one frame (trot -> beg, in the target blend) and MANN's lie after a
-canter throws the head 35 cm in one frame after the hand-back, where from a stand no frame moves
-more than 5 cm (docs/EVALUATION.md, "Postures asked while moving"). Stopping first costs
-0.4-0.8 s, in which the dog is seen to slow, and the transition then starts from the context the
-RTN handles best: a still dog.
+or a lie in one go: measured in the demo's setup (45 frames, foot lock, flat or hills), the
+shown joints then move up to 18 cm in one frame (trot -> beg, in the target blend) and MANN's
+lie after a canter throws the head 35 cm in one frame after the hand-back, where from a stand
+no frame moves more than 4.7 cm (docs/EVALUATION.md, "Postures asked while moving"). Stopping
+first costs 0.6-1.0 s, in which the dog is seen to slow, and the transition then starts from
+the context the RTN handles best: a still dog (7.1 cm at most in a frame).
 
     postures = PostureRequests(controller)
     started = postures.request("sit", 45, characters=[0])  # [] unless the dog is still
@@ -16,8 +16,9 @@ RTN handles best: a still dog.
 
 While a dog waits, step() asks it, whatever `control` says, for a speed that falls from its
 own to zero over SLOW_DOWN_S, straight ahead where it faced (a recording of the controls, which
-stores a speed along the facing, replays it exactly), and then for the idle action; the transition starts when its root speed is below STOP_SPEED_MPS or after
-MAX_STOP_S. A new request replaces a waiting one; cancel() drops them.
+stores a speed along the facing, replays it exactly), and then for the idle action; the
+transition starts when its root speed is below STOP_SPEED_MPS or after MAX_STOP_S. A new
+request replaces a waiting one; cancel() drops them.
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ from canis.runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITIO
 from canis.runtime.transition_player import TransitionStart
 from canis.runtime.transition_request import target_keyframe
 
-# Slow enough to start a transition: at 0.15 m/s the RTN's context is a dog standing still or
-# taking its last step (measured: from a trot the largest per-frame joint move in the
-# transition drops from 9.0 to 4.8 cm; stopping at 0.2 m/s left 7.5 cm in a lie).
+# Slow enough to start a transition: between the 0.1 and 0.2 m/s tried (stopping at once, on
+# the hills), which made little difference to the transition (walk -> lie: 7.8 and 7.5 cm in
+# its worst frame; trot -> lie: 3.5 and 3.6), where the lower one made the stop from a walk
+# 37 frames long instead of 23.
 STOP_SPEED_MPS = 0.15
 # The asked speed falls to zero over this long: asked for zero at once, a trotting dog's
 # joints moved up to 10.5 cm in a frame (its trot's own worst is 9.1); over 0.3 s, 8.7 cm,
