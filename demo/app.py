@@ -2,14 +2,17 @@
 headless from a script, rendered to PNG frames.
 
 Keys: WASD/arrows move (camera-relative), Shift canters, Q/E turn on the spot, 1 stand
-(idle), 2 sit, 3 beg (the "stand" action), 4 lie, Space jump; mouse drag or J/L/I/K orbit
-the camera, scroll zooms; X transition to the next keyframe (stand, sit, lie, beg), P pause,
-N single step, M slow motion, G toggle IK, F foot lock, B body or bones, R reset, T next
-terrain, F1 next model, F5 record the input as a script, F12 screenshot, H hide help, Escape quit.
+(idle: on four legs), 2 sit, 3 beg (on the hind legs), 4 lie, Space jump; mouse drag or
+J/L/I/K orbit the camera, scroll zooms; X transition to the next keyframe (stand, sit, lie,
+beg), P pause, N single step, M slow motion, G toggle IK, F foot lock, B body or bones, R reset,
+T next terrain, F1 next model, F5 record the input as a script, F12 screenshot, H hide help,
+Escape quit.
 
 1-4 (and the gamepad's posture buttons) go through the transition network when it is loaded,
 as X does, so the dog sits, lies and stands up through motion rather than switching pose;
-without it the motion network's own action takes it there. Screenshots and recordings go to
+without it the motion network's own action takes it there. Asked while the dog moves, the
+motion network first brings it to a stop (runtime/posture_requests.py), and a held move key
+does not move it again until it is let go. Screenshots and recordings go to
 one output folder (--out), named on screen when written.
 """
 
@@ -22,14 +25,16 @@ from pathlib import Path
 
 import numpy as np
 from canis.demo.devices import GamepadReader
-from canis.demo.input import InputFrame, PlayerControl
+from canis.demo.input import POSTURE_KEYFRAMES, InputFrame, PlayerControl
 from canis.demo.recording import InputRecorder
 from canis.demo.status import SHOWN_SPEED_WINDOW_FRAMES, StatusLog, shown_speed_mps
+from canis.runtime.actions import ACTION_NAMES
 from canis.runtime.controller import Controller
-from canis.runtime.features import ACTIONS, FPS
+from canis.runtime.features import FPS
 from canis.runtime.inference import MotionModel
 from canis.runtime.loop import FixedTimestep
-from canis.runtime.poses import KEYFRAME_ACTIONS, load_keyframes
+from canis.runtime.poses import load_keyframes
+from canis.runtime.posture_requests import PostureRequests
 from canis.runtime.profiler import STAGES, Profiler
 from canis.runtime.speed_calibration import load_speed_calibration
 from canis.runtime.terrain import PROCEDURAL, load_terrain
@@ -44,9 +49,9 @@ HELP = (
     "drag/JLIK camera  wheel zoom  P pause  N step  M slow  G IK  F foot lock  B bones  T terrain",
     "F1 model  F5 record  F12 screenshot  H help  Esc quit",
 )
-ACTION_KEYS = {"_1": "idle", "_2": "sit", "_3": "stand", "_4": "lie", "SPACE": "jump"}
-# The keyframe each posture action is reached through (the inverse of KEYFRAME_ACTIONS).
-POSTURE_KEYFRAMES = {action: name for name, action in KEYFRAME_ACTIONS.items()}
+ACTION_KEYS = {"_1": "idle", "_2": "sit", "_3": "beg", "_4": "lie", "SPACE": "jump"}
+# The action each keyframe is held with: the inverse of POSTURE_KEYFRAMES (API names).
+KEYFRAME_HELD_ACTIONS = {name: action for action, name in POSTURE_KEYFRAMES.items()}
 TRANSITION_FRAMES = 45
 DEFAULT_OUT_DIR = Path("out/demo")
 
@@ -124,6 +129,7 @@ class DemoApp:
         self.camera = {"yaw": 0.0, "pitch": math.radians(20), "distance": 3.0}
         self.paused, self.slow_motion, self.show_help = False, False, True
         self.pending_action = None
+        self.asked_keyframe = None  # the keyframe of the last posture asked for
         self.pending_steps = 0
         self.draws = 0
         self.steps = 0
@@ -152,6 +158,7 @@ class DemoApp:
             foot_lock=True,
             speed_calibration=load_speed_calibration(self.model_paths[name]),
         )
+        self.postures = PostureRequests(self.controller)
         self.scene.skeleton = self.controller.skeleton
         self.scene.set_terrain(self.heightmap)
         self._forget_history()
@@ -169,6 +176,7 @@ class DemoApp:
     def reset(self) -> None:
         """R: the dog stands at the origin again, and any held action (a sit) is dropped."""
         self.controller.reset()
+        self.postures.cancel()
         self._forget_history()
         if self.recorder is not None:
             self.recorder.add_reset()
@@ -181,11 +189,21 @@ class DemoApp:
 
     def transition_to(self, name: str) -> None:
         """The dog goes to keyframe `name` through the transition network and then holds it
-        (the player's action becomes the keyframe's, until the dog is moved)."""
+        (the player's action becomes the keyframe's, until the dog is moved). A moving dog
+        stops first (runtime/posture_requests.py); the transition starts when it has."""
+        self.player.hold(KEYFRAME_HELD_ACTIONS[name])
+        self.asked_keyframe = name
+        started = self.postures.request(name, TRANSITION_FRAMES, characters=[0])
+        if started:
+            self._transition_started(name, started[0])
+        else:
+            self.notice.say(f"stopping, then to {name} ({TRANSITION_FRAMES} frames)")
+
+    def _transition_started(self, name: str, started) -> None:
+        # Recorded when it starts, after the stop: the replay (canis run --script) steps the
+        # same stopping controls and starts it on the same frame.
         if self.recorder is not None:
             self.recorder.add_transition(name, TRANSITION_FRAMES)
-        started = self.controller.transition_to(name, TRANSITION_FRAMES, characters=[0])
-        self.player.action = KEYFRAME_ACTIONS[name]
         self.player.facing_yaw_rad = float(started.final_yaw_rad[0])
         self.notice.say(f"transition to {name} ({TRANSITION_FRAMES} frames)")
 
@@ -248,9 +266,13 @@ class DemoApp:
         if control is None:
             frame = self._route_posture(frame or self.input_frame())
             control = self.player.update(frame, self.camera["yaw"], 1.0 / FPS)
+        if self.player.action in ("move", "jump"):  # moved again before the stop was over
+            self.postures.cancel()
+        control = self.postures.control(control)  # a dog stopping for a posture
         if self.recorder is not None:
             self.recorder.add(control)
-        self.controller.step(control)
+        for started in self.postures.step(control):
+            self._transition_started(self.asked_keyframe, started)
         self.steps += 1
         self.contact_history = (self.contact_history + [self.controller.contacts[0].copy()])[
             -FPS * 4 :
@@ -270,7 +292,7 @@ class DemoApp:
     @property
     def shown_action(self) -> str:
         """The action the dog is doing (the network's strongest action weight)."""
-        return ACTIONS[int(np.argmax(self.controller.action_weights[0]))]
+        return ACTION_NAMES[int(np.argmax(self.controller.action_weights[0]))]
 
     def _write_status(self, control) -> None:
         c = self.controller
@@ -284,7 +306,8 @@ class DemoApp:
             asked_mps=round(float(np.linalg.norm(control.velocity_mps[0])), 3),
             hips_m=round(float(positions[0, 0, 1]), 4),
             action=self.shown_action,
-            asked_action=ACTIONS[int(control.action[0])],
+            asked_action=ACTION_NAMES[int(control.action[0])],
+            stopping=bool(self.postures.waiting()[0]),
             jumps=self.player.jumps,
             in_transition=bool(c.in_transition()[0]),
             input=self.input_source,
@@ -508,6 +531,7 @@ class DemoApp:
         --script starts from, so the replay is the same motion)."""
         if self.recorder is None:
             self.controller.reset(self.controller.root_xz_m.copy(), self.controller.root_yaw_rad)
+            self.postures.cancel()
             self._forget_history()
             self.recorder = InputRecorder(
                 model=self.model_paths[self.model_name],

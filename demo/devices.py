@@ -3,8 +3,8 @@
 The mapping from raw axes and buttons to an InputFrame is a pure function (tested with
 synthetic values); GamepadReader around it only talks to SDL. Left stick moves, right stick
 orbits the camera, right trigger canters, bumpers turn on the spot, A jumps, B sits, X lies
-down, Y stands (begs), Back idles. Unplugging drops back to the keyboard on the next frame;
-plugging a pad in again picks it up.
+down, Y begs (on the hind legs), Back idles. Unplugging drops back to the keyboard on the next
+frame; plugging a pad in again picks it up.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from canis.demo.input import InputFrame
 log = logging.getLogger("canis.demo")
 AXIS_RANGE = 32767.0
 CAMERA_RATE_RADPS = 2.5
-BUTTON_ACTIONS = {"a": "jump", "b": "sit", "x": "lie", "y": "stand", "back": "idle"}
+BUTTON_ACTIONS = {"a": "jump", "b": "sit", "x": "lie", "y": "beg", "back": "idle"}
 TRANSITION_BUTTON = "start"
 
 

@@ -14,8 +14,9 @@ import json
 from pathlib import Path
 
 import numpy as np
+from canis.runtime.actions import ACTION_NAMES
 from canis.runtime.assets import model_reference
-from canis.runtime.features import ACTIONS, FPS
+from canis.runtime.features import FPS
 from canis.runtime.root import yaw_from_direction
 from canis.runtime.trajectory import ControlState
 
@@ -62,7 +63,7 @@ class InputRecorder:
                     "move": [0, 1] if speed > 1e-9 else [0, 0],
                     "speed": state[1],
                     "turn": 0.0,
-                    "action": ACTIONS[state[2]],
+                    "action": ACTION_NAMES[state[2]],  # the API's names: "beg", not "stand"
                 }
             )
             self._last = state

@@ -60,6 +60,11 @@ def action_index(value) -> int:
     raise ValueError(f"action must be a name or an index below {len(ACTIONS)}, got {value!r}")
 
 
+def api_name(label: str) -> str:
+    """The API's name of one of the network's labels (features.ACTIONS): "stand" is "beg"."""
+    return ACTION_NAMES[ACTIONS.index(label)]
+
+
 def action_indices(values) -> np.ndarray:
     """An array of names, Actions or indices as label indices (same shape)."""
     if isinstance(values, np.ndarray) and values.dtype.kind in "iu":  # the per-frame case

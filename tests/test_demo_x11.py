@@ -179,6 +179,20 @@ def test_the_real_demo_under_x(demo):
     demo.wait_for(lambda s: s["in_transition"], what="the sit transition")
     demo.wait_for(lambda s: s["action"] == "sit" and not s["in_transition"], what="sitting")
     demo.press("F12")
+    # W held, then 2 (issue 21 item 4): the dog slows to a stop, then sits, and the held W does
+    # not get it up again.
+    demo.press("1")
+    demo.wait_for(lambda s: s["action"] == "idle" and not s["in_transition"], what="standing")
+    demo.xdotool("keydown", "w")
+    demo.frames(120)
+    demo.press("2")
+    demo.wait_for(lambda s: s["stopping"], what="the dog stopping for the sit")
+    demo.wait_for(lambda s: s["in_transition"], what="the sit transition after the stop")
+    sat = demo.wait_for(lambda s: s["action"] == "sit" and not s["in_transition"], what="sat")
+    held = demo.frames(120)  # the HUD's speed is a 2 s mean
+    demo.xdotool("keyup", "w")
+    assert held["action"] == "sit" and held["asked_mps"] == 0.0 and held["speed_mps"] < 0.2
+    assert sat["notice"].startswith("transition to sit")
     # R: stands at the origin again, no longer sitting.
     demo.press("r")
     reset = demo.wait_for(lambda s: abs(s["x_m"]) + abs(s["z_m"]) < 0.05, what="the reset")

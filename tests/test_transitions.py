@@ -468,3 +468,50 @@ def test_transition_to_takes_a_mask_and_names_bad_shapes():
     start = c.transition_to("sit", 20, characters=np.array([False, True]))
     assert start.characters.tolist() == [1]
     assert c.in_transition().tolist() == [False, True]
+
+
+def test_postures_asked_while_moving_stop_first_then_start(tiny_rtn):
+    """runtime/posture_requests.py: a still dog starts at once; a moving one is slowed to
+    speed 0 over SLOW_DOWN_S (whatever the game asks meanwhile) and starts when it is slow
+    enough or has waited MAX_STOP_S; bad requests fail at the call and leave nothing waiting."""
+    from canis.runtime.posture_requests import MAX_STOP_S, SLOW_DOWN_S, PostureRequests
+
+    c = controller(tiny_rtn, count=2)
+    postures = PostureRequests(c)
+    still = ControlState(np.zeros((2, 2)), np.zeros(2), np.zeros(2, dtype=int))
+    for _ in range(20):
+        c.step(still)
+    started = postures.request("sit", 20, characters=[1], action="sit")
+    assert len(started) == 1 and started[0].characters.tolist() == [1]
+    assert not postures.waiting().any() and c.in_transition().tolist() == [False, True]
+
+    move = ControlState(np.array([[0.0, 2.0]] * 2), np.zeros(2), np.ones(2, dtype=int))
+    c = controller(tiny_rtn, count=2)
+    postures = PostureRequests(c, stop_speed_mps=0.3)
+    for _ in range(60):
+        c.step(move)
+    moving = np.linalg.norm(c.root_velocity_xz_mps, axis=1) > 0.3
+    assert moving.all(), "the tiny model should move when asked for 2 m/s"
+    with pytest.raises(ValueError, match="no keyframe 'sitt'"):
+        postures.request("sitt", 20, characters=[0])
+    with pytest.raises(ValueError, match="transition of 200 frames"):
+        postures.request("sit", 200, characters=[0])
+    assert not postures.waiting().any()
+    assert postures.request("lie", 20, characters=[0]) == []
+    own = np.linalg.norm(c.root_velocity_xz_mps[0])
+    asked = postures.control(move)
+    assert np.linalg.norm(asked.velocity_mps[0]) == pytest.approx(own)  # slowing from there
+    assert asked.velocity_mps[1].tolist() == [0.0, 2.0]  # the other dog as asked
+    frames, starts = 0, []
+    while not starts:
+        if frames == SLOW_DOWN_S * 60:
+            asked = postures.control(move)
+            assert asked.velocity_mps[0].tolist() == [0.0, 0.0] and asked.action[0] == 0
+        starts = postures.step(move)
+        frames += 1
+    speed = np.linalg.norm(c.root_velocity_xz_mps[0])
+    assert speed < 0.3 or frames >= MAX_STOP_S * 60
+    assert starts[0].characters.tolist() == [0] and c.in_transition().tolist() == [True, False]
+    postures.request("sit", 20, characters=[1])
+    postures.cancel([1])
+    assert not postures.waiting().any()

@@ -6,7 +6,8 @@ sets the fields it names and the others hold:
   {"t": 0.0, "move": [0, 1], "speed": 1.1, "turn": 0.0, "action": "move"}
 `move` is a direction relative to where the dog is asked to face ([x, z]: +z ahead, +x to its
 left; [0, 0] stands), `speed` in m/s, `turn` the turn rate of the asked facing in rad/s (left
-positive), `facing` an absolute yaw in radians, `action` one of the six actions, and
+positive), `facing` an absolute yaw in radians, `action` one of the six actions (idle, move,
+jump, sit, beg, lie; "stand", the old name of beg, still loads, deprecated), and
 `transition` hands the dog to the transition network: {"to": "sit", "frames": 45} goes to a
 keyframe of the library (stand, sit, lie, beg) in that many frames (5-60), after which the
 action is the keyframe's; `foot_lock` and `ik` (true/false) switch the runtime's foot lock
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from canis.runtime.actions import ACTION_NAMES, action_index, api_name
 from canis.runtime.controller import DT_S, Controller
 from canis.runtime.features import ACTIONS
 from canis.runtime.inference import MotionModel
@@ -148,10 +150,16 @@ def _checked_events(events, path: Path) -> list[dict]:
                 _number(event[key], f"{where} '{key}'")
         if "speed" in event and event["speed"] < 0:
             raise ValueError(f"{where} 'speed' must not be negative")
-        if "action" in event and event["action"] not in ACTIONS:
-            raise ValueError(
-                f"{where} has unknown action {event['action']!r}; actions: {', '.join(ACTIONS)}"
-            )
+        if "action" in event:
+            # The API's names; "stand" (the begging pose, before it was called "beg") still
+            # loads, with the runtime's DeprecationWarning, so old scripts and recordings play.
+            try:
+                event = event | {"action": ACTION_NAMES[action_index(event["action"])]}
+            except ValueError:
+                raise ValueError(
+                    f"{where} has unknown action {event['action']!r}; actions: "
+                    f"{', '.join(ACTION_NAMES)}"
+                ) from None
         if "transition" in event:
             _check_transition(event["transition"], where)
         for key in ("foot_lock", "ik"):
@@ -214,7 +222,7 @@ class ScriptDriver:
             if "transition" in event:
                 to = event["transition"]["to"]
                 started = controller.transition_to(to, event["transition"]["frames"])
-                s.action = KEYFRAME_ACTIONS[to]
+                s.action = api_name(KEYFRAME_ACTIONS[to])
                 s.move, s.speed_mps = np.zeros(2), 0.0
                 s.facing_rad = float(started.final_yaw_rad[0])
         s.facing_rad = wrap_angle_rad(s.facing_rad + s.turn_radps * DT_S)
@@ -224,7 +232,7 @@ class ScriptDriver:
         velocity = s.speed_mps * rotate_xz(local[None, None], np.array([s.facing_rad]))[0, 0]
         return for_every_dog(
             ControlState(
-                velocity[None], np.array([s.facing_rad]), np.array([ACTIONS.index(s.action)])
+                velocity[None], np.array([s.facing_rad]), np.array([action_index(s.action)])
             ),
             1 if controller is None else controller.count,
         )

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from canis.runtime.actions import action_index
 from canis.runtime.controller import DT_S, Controller
 from canis.runtime.features import ACTIONS
 from canis.runtime.inference import MotionModel
@@ -29,7 +30,7 @@ from canis.runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITIO
 COMMAND_SECONDS = (1.0, 4.0)  # each new command lasts this long (uniform)
 TERRAIN_SECONDS = 30.0  # the terrain changes this often
 SETTLE_S = 2.0  # speed error counts after a command has had this long to take effect
-ACTION_WEIGHTS = {"move": 0.55, "idle": 0.15, "sit": 0.08, "stand": 0.07, "lie": 0.07, "jump": 0.08}
+ACTION_WEIGHTS = {"move": 0.55, "idle": 0.15, "sit": 0.08, "beg": 0.07, "lie": 0.07, "jump": 0.08}
 # With a transition model, this share of new commands is instead a transition to a random
 # keyframe of random length, from whatever the dog was doing.
 TRANSITION_SHARE = 0.12
@@ -154,7 +155,7 @@ def soak(
                 since[c] = t
                 transition_count += 1
                 continue
-            action[c] = ACTIONS.index(rng.choice(names, p=odds))
+            action[c] = action_index(str(rng.choice(names, p=odds)))
             speed = rng.uniform(0.3, 3.5) if ACTIONS[action[c]] == "move" else 0.0
             heading = rng.uniform(-np.pi, np.pi)
             turn[c] = rng.uniform(-1.0, 1.0) * (ACTIONS[action[c]] == "move")

@@ -43,6 +43,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         metavar="NAME=STEP_ONNX",
         help="another RTN to put in the tables (e.g. one trained with --residual previous)",
     )
+    transitions_eval.add_argument(
+        "--handback-only",
+        action="store_true",
+        help="measure only the hand-back and the postures asked while moving (no mocap "
+        "needed) and rewrite only their section of --doc",
+    )
     transitions_eval.set_defaults(handler=run_evaluate_transitions)
 
     controllers_eval = evaluate_commands.add_parser(
@@ -115,8 +121,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def run_evaluate_transitions(args) -> int:
-    from canis.training.evaluate_transitions import evaluate, write
+    from canis.runtime.transition import TransitionModel
+    from canis.training.evaluate_transitions import evaluate, handback_and_postures, write
 
+    if args.handback_only:
+        results = handback_and_postures(TransitionModel(args.model), args.motion_model)
+        command = "./run canis evaluate transitions --handback-only"
+        command += f" --model {args.model}" if args.model else ""
+        write(results, args.json, args.doc, command)
+        print(f"wrote {', '.join(str(p) for p in (args.json, args.doc) if p)}")
+        return 0
     results = evaluate(
         args.model,
         args.dataset,

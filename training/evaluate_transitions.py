@@ -109,7 +109,7 @@ def evaluate(
                 results[name][metric][str(length)] = round(value, 4)
     results["upsample"] = upsample_report(model, data, skeleton, clips, std)
     if motion_model_path is not None:
-        results["handback"] = handback_report(model, Path(motion_model_path))
+        results |= handback_and_postures(model, Path(motion_model_path))
     results["setup"] = {
         "model": str(model.step_path),
         "others": {n: str(m.step_path) for n, m in models.items() if n != "rtn"},
@@ -122,6 +122,15 @@ def evaluate(
         "seconds": round(time.perf_counter() - started, 1),
     }
     return results
+
+
+def handback_and_postures(model: TransitionModel, motion_model_path: Path) -> dict:
+    """The hand-back table and the postures asked while moving (no mocap needed: `canis
+    evaluate transitions --handback-only` rewrites only their section)."""
+    return {
+        "handback": handback_report(model, motion_model_path),
+        "postures": postures_report(model, motion_model_path),
+    }
 
 
 def upsample_report(model, data, skeleton, clips, std, keep_every=UPSAMPLE_KEEP_EVERY) -> dict:
@@ -144,67 +153,167 @@ def upsample_report(model, data, skeleton, clips, std, keep_every=UPSAMPLE_KEEP_
     }
 
 
-HANDBACK_STARTS = {"standing": 0.0, "walking 0.8 m/s": 0.8, "trotting 1.9 m/s": 1.9}
+HANDBACK_STARTS = {
+    "standing": 0.0,
+    "walking 0.8 m/s": 0.8,
+    "trotting 1.9 m/s": 1.9,
+    "cantering 3.3 m/s": 3.3,
+}
 HANDBACK_FRAMES = 30
 WATCH_FRAMES = 3
 
 
+def _still_or_moving(speed_mps: float):
+    """The control of a dog moving straight ahead (+z) at `speed_mps`, or standing."""
+    from canis.runtime.actions import action_index
+    from canis.runtime.trajectory import ControlState
+
+    action = action_index("move" if speed_mps else "idle")
+    return ControlState(np.array([[0.0, speed_mps]]), np.zeros(1), np.array([action]))
+
+
+def _held(target: str, yaw_rad):
+    """The control that holds keyframe `target`'s action facing `yaw_rad`, standing still."""
+    from canis.runtime.features import ACTIONS
+    from canis.runtime.poses import KEYFRAME_ACTIONS
+    from canis.runtime.trajectory import ControlState
+
+    action = ACTIONS.index(KEYFRAME_ACTIONS[target])
+    return ControlState(np.zeros((1, 2)), np.asarray(yaw_rad), np.array([action]))
+
+
+def joint_steps_cm(positions: list[np.ndarray]) -> np.ndarray:
+    """(F - 1,) the largest distance any joint moves between consecutive shown poses (J, 3)."""
+    return np.linalg.norm(np.diff(np.array(positions), axis=0), axis=-1).max(axis=1) * 100
+
+
 def handback_report(model: TransitionModel, motion_model_path: Path) -> dict:
-    """Does the motion network take over without a pop? From standing, walking and
-    trotting, a 30-frame transition to each keyframe, then the keyframe's action: the largest
+    """Does the motion network take over without a pop? From standing, walking, trotting and
+    cantering, a 30-frame transition to each keyframe, then the keyframe's action: the largest
     per-frame joint displacement (cm, displayed pose, flat ground) over the last WATCH_FRAMES
     transition frames and over the first WATCH_FRAMES frames after the hand-back. Then, after
     transitions to stand, the dog is asked to walk at 1.0 m/s: its speed over the last second
     of three says whether locomotion resumes."""
     from canis.runtime.controller import Controller
-    from canis.runtime.features import ACTIONS
     from canis.runtime.inference import MotionModel
     from canis.runtime.poses import KEYFRAME_ACTIONS
-    from canis.runtime.trajectory import ControlState
 
     motion = MotionModel(motion_model_path, device="cpu")
     rows = []
     for start, speed in HANDBACK_STARTS.items():
         for target in KEYFRAME_ACTIONS:
             c = Controller(motion, transition_model=model)
-            move = ControlState(
-                np.array([[0.0, speed]]),
-                np.zeros(1),
-                np.array([ACTIONS.index("move" if speed else "idle")]),
-            )
             for _ in range(120):
-                c.step(move)
+                c.step(_still_or_moving(speed))
             started = c.transition_to(target, HANDBACK_FRAMES)
-            hold = ControlState(
-                np.zeros((1, 2)),
-                started.final_yaw_rad,
-                np.array([ACTIONS.index(KEYFRAME_ACTIONS[target])]),
-            )
+            hold = _held(target, started.final_yaw_rad)
             positions = [c.display_pose()[0][0].copy()]
             for _ in range(started.frames + WATCH_FRAMES):  # the lead, playback, then after
                 c.step(hold)
                 positions.append(c.display_pose()[0][0].copy())
-            moves = np.linalg.norm(np.diff(np.array(positions), axis=0), axis=-1).max(axis=1)
+            moves = joint_steps_cm(positions)
             before = moves[started.frames - WATCH_FRAMES : started.frames]
             after = moves[started.frames :]
             row = {
                 "start": start,
                 "target": target,
-                "transition_cm_per_frame": round(float(before.max() * 100), 2),
-                "after_cm_per_frame": round(float(after.max() * 100), 2),
+                "transition_cm_per_frame": round(float(before.max()), 2),
+                "after_cm_per_frame": round(float(after.max()), 2),
                 "finite": bool(np.all(np.isfinite(positions))),
             }
             if target == "stand":
-                walk = ControlState(
-                    np.array([[0.0, 1.0]]), np.zeros(1), np.array([ACTIONS.index("move")])
-                )
                 speeds = []
                 for _ in range(180):
-                    c.step(walk)
+                    c.step(_still_or_moving(1.0))
                     speeds.append(float(np.linalg.norm(c.root_velocity_xz_mps[0])))
                 row["resumed_speed_mps"] = round(float(np.mean(speeds[-60:])), 2)
             rows.append(row)
     return {"transition_frames": HANDBACK_FRAMES, "watch_frames": WATCH_FRAMES, "runs": rows}
+
+
+# Postures as the demo asks for them (demo/app.py: 45 frames, foot lock, the speed curve).
+POSTURE_STARTS = {"standing": 0.0, "walking": 1.1, "trotting": 1.9, "cantering": 3.3}
+POSTURE_FRAMES = 45
+GAIT_SECONDS = 3  # the asked gait before the posture key, the last second measured
+AFTER_SECONDS = 2  # watched after the hand-back
+
+
+def _phase_names(lead: int, frames: int, window: int, handed_back: int) -> list[str]:
+    """The part of a transition each step after its request belongs to (step 1 first)."""
+    names = ["lead"] * lead + ["RTN start"] * 3
+    names += ["playback"] * (frames + 1 - window - 3) + ["target blend"] * window
+    names += ["hand-back"] * WATCH_FRAMES
+    return names[: handed_back + WATCH_FRAMES]
+
+
+def postures_report(model: TransitionModel, motion_model_path: Path) -> dict:
+    """Sit, lie, beg and stand asked from standing and from each gait, on flat ground and the
+    demo's hills, in the demo's setup, two ways: at once (Controller.transition_to) and stopping
+    first (runtime/posture_requests.py, what the demo and a game use). For each: the gait's own
+    largest per-frame joint displacement (its last second), the largest while stopping, and the
+    largest from the transition's request to AFTER_SECONDS after the hand-back, with the part
+    where it happened."""
+    from canis.runtime.controller import Controller
+    from canis.runtime.features import FPS
+    from canis.runtime.inference import MotionModel
+    from canis.runtime.poses import KEYFRAME_ACTIONS
+    from canis.runtime.posture_requests import PostureRequests
+    from canis.runtime.speed_calibration import load_speed_calibration
+    from canis.runtime.terrain import load_terrain
+    from canis.runtime.transition_player import LEAD_FRAMES, blend_window
+
+    motion = MotionModel(motion_model_path, device="cpu")
+    calibration = load_speed_calibration(motion_model_path)
+    rows = []
+    for ground in ("flat", "hills"):
+        terrain = None if ground == "flat" else load_terrain(ground)
+        for start, speed in POSTURE_STARTS.items():
+            for target in KEYFRAME_ACTIONS:
+                row = {"ground": ground, "start": start, "target": target}
+                for way in ("at_once", "stopped_first"):
+                    c = Controller(
+                        motion,
+                        terrain=terrain,
+                        transition_model=model,
+                        foot_lock=True,
+                        speed_calibration=calibration,
+                    )
+                    positions = []
+                    for _ in range(GAIT_SECONDS * FPS):
+                        c.step(_still_or_moving(speed))
+                        positions.append(c.display_pose()[0][0].copy())
+                    row["gait_cm_per_frame"] = round(
+                        float(joint_steps_cm(positions[-FPS:]).max()), 2
+                    )
+                    positions = positions[-1:]
+                    if way == "at_once":
+                        started = [c.transition_to(target, POSTURE_FRAMES)]
+                    else:
+                        postures = PostureRequests(c)
+                        started = postures.request(target, POSTURE_FRAMES)
+                        while not started:
+                            started = postures.step(_still_or_moving(speed))
+                            positions.append(c.display_pose()[0][0].copy())
+                        stop_frames = len(positions) - 1
+                        row["stop_frames"] = stop_frames
+                        stopping = joint_steps_cm(positions) if stop_frames else np.zeros(1)
+                        row["stopping_cm_per_frame"] = round(float(stopping.max()), 2)
+                        positions = positions[-1:]
+                    hold = _held(target, started[0].final_yaw_rad)
+                    handed_back = started[0].frames
+                    for _ in range(handed_back + AFTER_SECONDS * FPS):
+                        c.step(hold)
+                        positions.append(c.display_pose()[0][0].copy())
+                    moves = joint_steps_cm(positions)
+                    phases = _phase_names(
+                        LEAD_FRAMES, POSTURE_FRAMES, blend_window(POSTURE_FRAMES), handed_back
+                    )
+                    worst = int(moves.argmax())
+                    row[f"{way}_cm_per_frame"] = round(float(moves.max()), 2)
+                    row[f"{way}_where"] = phases[worst] if worst < len(phases) else "after"
+                    row[f"{way}_after_frame"] = worst - handed_back + 1
+                rows.append(row)
+    return {"transition_frames": POSTURE_FRAMES, "after_seconds": AFTER_SECONDS, "runs": rows}
 
 
 def labels_for(name: str) -> str:
@@ -251,36 +360,87 @@ def markdown(results: dict, command: str) -> str:
         f"{up['joint_error_cm']:.1f} cm over {up['regenerated_frames']} regenerated frames.",
         "",
     ]
-    if "handback" in results:
-        h = results["handback"]
+    return "\n".join(lines)
+
+
+def handback_worst(handback: dict) -> dict:
+    """The hand-back table's worst row: the largest per-frame joint displacement after the
+    hand-back (the limit the demo's posture test holds every posture frame to)."""
+    return max(handback["runs"], key=lambda r: r["after_cm_per_frame"])
+
+
+WORST_LINE = "Worst after the hand-back: {cm:.2f} cm/frame ({start} -> {target})."
+
+
+def handback_markdown(results: dict, command: str) -> str:
+    h = results["handback"]
+    worst = handback_worst(h)
+    lines = [
+        "### Hand-back to the motion network",
+        "",
+        f"Reproduce: `{command}`. `Controller.transition_to(target, {h['transition_frames']})` "
+        "with the shipped MANN-8 on flat ground, then the target's action: the largest per-frame "
+        f"joint displacement of the displayed pose over the last {h['watch_frames']} transition "
+        f"frames and the first {h['watch_frames']} frames after the hand-back (a pop shows as a "
+        "jump in the second column); after transitions to stand the dog is asked to walk at 1.0 "
+        "m/s and its speed over the third second is given.",
+        "",
+        "| from | to | transition cm/frame | after hand-back cm/frame | walks again at |",
+        "|---|---|---|---|---|",
+    ]
+    for r in h["runs"]:
+        resumed = f"{r['resumed_speed_mps']:.2f} m/s" if "resumed_speed_mps" in r else ""
+        lines.append(
+            f"| {r['start']} | {r['target']} | {r['transition_cm_per_frame']:.2f} | "
+            f"{r['after_cm_per_frame']:.2f} | {resumed} |"
+        )
+    lines += [
+        "",
+        WORST_LINE.format(cm=worst["after_cm_per_frame"], **worst)
+        + " tests/test_demo.py reads this line: no frame of a posture asked in the demo may "
+        "move a joint further.",
+        "",
+    ]
+    if "postures" in results:
+        p = results["postures"]
         lines += [
-            "### Hand-back to the motion network",
+            "### Postures asked while moving",
             "",
-            f"`Controller.transition_to(target, {h['transition_frames']})` with the shipped MANN-8 "
-            "on flat ground, then the target's action: the largest per-frame joint displacement "
-            f"of the displayed pose over the last {h['watch_frames']} transition frames and the "
-            f"first {h['watch_frames']} frames after the hand-back (a pop shows as a jump in "
-            "the second column); after transitions to stand the dog is asked to walk at 1.0 m/s "
-            "and its speed over the third second is given.",
+            f"The demo's way (demo/app.py: {p['transition_frames']}-frame transitions, foot lock, "
+            "the model's speed curve, the terrain IK on hills): 3 s of the gait asked straight "
+            "ahead, then the posture, asked at once (`Controller.transition_to`) or stopping "
+            "first (`runtime/posture_requests.py`: the motion network is asked for speed 0 "
+            "until the root is slower than 0.15 m/s, what the demo does since this table). "
+            "Figures: the largest per-frame joint displacement of the shown pose, in cm: the "
+            "gait's own over its last second, while stopping, and from the transition's "
+            f"request to {p['after_seconds']} s after its hand-back, with the part where it "
+            "happened (lead: the motion network's last 5 frames; RTN start: its first 3; "
+            "target blend: the frames blended toward the keyframe; hand-back: the first 3 "
+            "after it; after: the posture held by the motion network).",
             "",
-            "| from | to | transition cm/frame | after hand-back cm/frame | walks again at |",
-            "|---|---|---|---|---|",
+            "| ground | from | to | gait | at once | where | stop frames | stopping | "
+            "stopping first | where |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
-        for r in h["runs"]:
-            resumed = f"{r['resumed_speed_mps']:.2f} m/s" if "resumed_speed_mps" in r else ""
+        for r in p["runs"]:
             lines.append(
-                f"| {r['start']} | {r['target']} | {r['transition_cm_per_frame']:.2f} | "
-                f"{r['after_cm_per_frame']:.2f} | {resumed} |"
+                f"| {r['ground']} | {r['start']} | {r['target']} | {r['gait_cm_per_frame']:.2f} "
+                f"| {r['at_once_cm_per_frame']:.2f} | {r['at_once_where']} | {r['stop_frames']} "
+                f"| {r['stopping_cm_per_frame']:.2f} | {r['stopped_first_cm_per_frame']:.2f} "
+                f"| {r['stopped_first_where']} |"
             )
         lines += [""]
     return "\n".join(lines)
 
 
 def write(results: dict, json_path: Path | None, doc: Path | None, command: str) -> None:
-    """The JSON, and the transitions section of the evaluation document (replaced in place
-    between its markers, so other sections stay)."""
+    """The JSON, and the transitions and hand-back sections of the evaluation document (each
+    replaced in place between its markers, so other sections stay)."""
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(results, indent=1) + "\n")
     if doc is not None:
-        replace_section(doc, "transitions", markdown(results, command))
+        if "rtn" in results:
+            replace_section(doc, "transitions", markdown(results, command))
+        if "handback" in results:
+            replace_section(doc, "handback", handback_markdown(results, command))

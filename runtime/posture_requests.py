@@ -1,0 +1,162 @@
+"""Postures asked for while a dog moves: the motion network brings it to a stop first, the way
+a dog slows, and the transition network takes it to the posture once it is nearly still.
+
+A transition started from a walk, trot or canter asks the RTN to turn a fast gait into a sit
+or a lie in one go: measured in the demo's setup (45 frames, foot lock, flat or hills), the
+shown joints then move up to 18 cm in one frame (trot -> beg, in the target blend) and MANN's
+lie after a canter throws the head 35 cm in one frame after the hand-back, where from a stand
+no frame moves more than 4.7 cm (docs/EVALUATION.md, "Postures asked while moving"). Stopping
+first costs 0.6-1.0 s, in which the dog is seen to slow, and the transition then starts from
+the context the RTN handles best: a still dog (7.1 cm at most in a frame).
+
+    postures = PostureRequests(controller)
+    started = postures.request("sit", 45, characters=[0])  # [] unless the dog is still
+    started = postures.step(control)                # instead of controller.step(control)
+    for start in started: ...                       # the TransitionStarts begun this frame
+
+While a dog waits, step() asks it, whatever `control` says, for a speed that falls from its
+own to zero over SLOW_DOWN_S, straight ahead where it faced (a recording of the controls, which
+stores a speed along the facing, replays it exactly), and then for the idle action; the
+transition starts when its root speed is below STOP_SPEED_MPS or after MAX_STOP_S. A new
+request replaces a waiting one; cancel() drops them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+from canis.runtime.actions import Action, action_indices
+from canis.runtime.dog_rows import dog_rows
+from canis.runtime.features import FPS
+from canis.runtime.poses import Keyframe
+from canis.runtime.root import yaw_direction_xz
+from canis.runtime.trajectory import ControlState
+from canis.runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
+from canis.runtime.transition_player import TransitionStart
+from canis.runtime.transition_request import target_keyframe
+
+# Slow enough to start a transition: between the 0.1 and 0.2 m/s tried (stopping at once, on
+# the hills), which made little difference to the transition (walk -> lie: 7.8 and 7.5 cm in
+# its worst frame; trot -> lie: 3.5 and 3.6), where the lower one made the stop from a walk
+# 37 frames long instead of 23.
+STOP_SPEED_MPS = 0.15
+# The asked speed falls to zero over this long: asked for zero at once, a trotting dog's
+# joints moved up to 10.5 cm in a frame (its trot's own worst is 9.1); over 0.3 s, 8.7 cm,
+# and the stop from a canter takes 1.07 s instead of 0.77 (flat ground, shipped MANN-8).
+SLOW_DOWN_S = 0.3
+# A dog that does not settle (turning on the spot, on a slope) starts its transition anyway:
+# the shipped MANN-8 stops from a 3.3 m/s canter in 0.75 s.
+MAX_STOP_S = 1.5
+
+
+@dataclass
+class _Request:
+    target: str | Keyframe
+    frames: int
+    action: object
+    facing_yaw_rad: float
+    speed_mps: float  # the dog's own when asked: the slow-down starts there
+    waited_frames: int = 0
+
+
+class PostureRequests:
+    """Transitions that wait for each asked dog to stop (module docstring)."""
+
+    def __init__(self, controller, stop_speed_mps: float = STOP_SPEED_MPS):
+        self.controller = controller
+        self.stop_speed_mps = stop_speed_mps
+        self.requests: dict[int, _Request] = {}  # dog -> its waiting request
+        self._count = controller.count
+
+    def request(
+        self, target: str | Keyframe, frames: int = 30, characters=None, action=None
+    ) -> list[TransitionStart]:
+        """Asks `characters` (default all) for a transition to `target` (as
+        Controller.transition_to). Dogs already slower than the stop speed start it now (their
+        TransitionStart is returned); the others stop first and start in a later step()."""
+        c = self.controller
+        if c.transition_model is None:
+            raise RuntimeError("PostureRequests needs Controller(transition_model=...)")
+        self._forget_if_resized()
+        rows = (
+            np.arange(c.count) if characters is None else dog_rows(characters, c.count, "request")
+        )
+        # Checked now, so that a bad target, length or action fails here and not frames later.
+        target_keyframe(c.keyframes, target, action)
+        if not MIN_TRANSITION_FRAMES <= frames <= MAX_TRANSITION_FRAMES:
+            raise ValueError(
+                f"request: a transition of {frames} frames; the transition network was trained "
+                f"on {MIN_TRANSITION_FRAMES} to {MAX_TRANSITION_FRAMES}"
+            )
+        for row in rows:
+            self.requests[int(row)] = _Request(
+                target,
+                frames,
+                action,
+                float(c.root_yaw_rad[row]),
+                float(np.linalg.norm(c.root_velocity_xz_mps[row])),
+            )
+        return self._start_ready()
+
+    def waiting(self) -> np.ndarray:
+        """(N,) dogs that are stopping before their transition."""
+        self._forget_if_resized()
+        mask = np.zeros(self.controller.count, dtype=bool)
+        mask[list(self.requests)] = True
+        return mask
+
+    def cancel(self, characters=None) -> None:
+        """Drops the waiting requests of `characters` (default all): they move as told again."""
+        if characters is None:
+            self.requests.clear()
+            return
+        for row in dog_rows(characters, self.controller.count, "cancel"):
+            self.requests.pop(int(row), None)
+
+    def control(self, control: ControlState) -> ControlState:
+        """`control` with every waiting dog asked to slow down to a stop, facing where it faced
+        when asked, then to idle."""
+        self._forget_if_resized()
+        if not self.requests:
+            return control
+        rows = np.array(list(self.requests))
+        velocity = np.array(control.velocity_mps, dtype=np.float64)
+        facing = np.array(control.facing_yaw_rad, dtype=np.float64)
+        action = action_indices(control.action).copy()
+        for row in rows:
+            r = self.requests[row]
+            left = max(0.0, 1.0 - r.waited_frames / (SLOW_DOWN_S * FPS))
+            velocity[row] = left * r.speed_mps * yaw_direction_xz(r.facing_yaw_rad)
+            facing[row] = r.facing_yaw_rad
+            action[row] = int(Action.MOVE if left > 0 else Action.IDLE)
+        return replace(control, velocity_mps=velocity, facing_yaw_rad=facing, action=action)
+
+    def step(self, control: ControlState) -> list[TransitionStart]:
+        """One controller step with the waiting dogs stopping; returns the transitions that
+        started after it (one TransitionStart per target asked)."""
+        self.controller.step(self.control(control))
+        for request in self.requests.values():
+            request.waited_frames += 1
+        return self._start_ready()
+
+    def _start_ready(self) -> list[TransitionStart]:
+        """Starts the waiting dogs that are slow enough, or have waited MAX_STOP_S."""
+        c = self.controller
+        speeds = np.linalg.norm(c.root_velocity_xz_mps, axis=1)
+        groups: dict[tuple, tuple[_Request, list[int]]] = {}
+        for row, r in list(self.requests.items()):
+            if speeds[row] < self.stop_speed_mps or r.waited_frames >= MAX_STOP_S * FPS:
+                del self.requests[row]
+                key = (id(r.target), r.frames, repr(r.action))
+                groups.setdefault(key, (r, []))[1].append(row)
+        return [
+            c.transition_to(r.target, r.frames, characters=rows, action=r.action)
+            for r, rows in groups.values()
+        ]
+
+    def _forget_if_resized(self) -> None:
+        """Dogs added or removed renumber the rows: waiting requests are dropped then."""
+        if self.controller.count != self._count:
+            self.requests.clear()
+            self._count = self.controller.count
