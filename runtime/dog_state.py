@@ -36,7 +36,9 @@ class DogState:
     commanded_yaw_rad: np.ndarray  # (N,)
     commanded_actions: np.ndarray  # (N, A)
     speed_gain: np.ndarray  # (N,) speed tracking's correction of the asked speed
-    measured_speed_mps: np.ndarray  # (N,) smoothed measured speed
+    measured_speed_mps: np.ndarray  # (N,) speed tracking's measured speed (a window's mean)
+    # (N, SPEED_TRACKING_WINDOW_FRAMES) the speed asked over the same window, newest last
+    asked_speed_history_mps: np.ndarray
     phase_rad: np.ndarray  # (N,) PFNN's phase (unused by the other models)
     history: GroundTrajectory  # (N, HISTORY_FRAMES, ...) the path walked, world
     predicted_future: GroundTrajectory  # (N, 6, ...) the network's last future, world
