@@ -1,5 +1,5 @@
-"""`canis evaluate transitions|controllers|precision|speed`: measuring models against the mocap. Each
-parser sits beside its handler."""
+"""`canis evaluate transitions|controllers|precision|speed`: measuring models against the
+mocap, and the runtime's speed tracking. Each parser sits beside its handler."""
 
 from __future__ import annotations
 
