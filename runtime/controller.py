@@ -19,6 +19,7 @@ import logging
 import numpy as np
 from canis.runtime import readouts, snapshot
 from canis.runtime.actions import Action
+from canis.runtime.arguments import finite_number
 from canis.runtime.command import smooth_command, track_speed
 from canis.runtime.display import decay_offsets, shown_pose, start_handback_offsets
 from canis.runtime.dog_rows import (
@@ -105,6 +106,16 @@ class Controller:
             raise ValueError(
                 f"Controller: count must be a whole number of dogs >= 1, got {count!r}"
             )
+        if max_dogs is not None and (
+            isinstance(max_dogs, bool)
+            or not isinstance(max_dogs, (int, np.integer))
+            or max_dogs < count
+        ):
+            raise ValueError(
+                f"Controller: max_dogs must be None or a whole number >= count ({count}), "
+                f"got {max_dogs!r}"
+            )
+        tau = finite_number(tau, "Controller: tau", low=0.0, high=1.0)
         self.model = model
         self.max_dogs = max_dogs  # add() refuses to go past it (a game's memory limit)
         self.transition_model = transition_model
@@ -444,6 +455,8 @@ class Controller:
         transition. Returns where each of them will stand when handed back, and when."""
         if self.transition_model is None:
             raise RuntimeError("transition_to needs Controller(transition_model=...)")
+        if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)):
+            raise ValueError(f"transition_to: frames must be a whole number, got {frames!r}")
         keyframe, action_label = target_keyframe(self.keyframes, target, action)
         rows = (
             np.arange(self.count)

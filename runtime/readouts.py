@@ -7,6 +7,7 @@ Paws are always in PAW_ORDER (the skeleton's "paws" group, as Controller.contact
 from __future__ import annotations
 
 import numpy as np
+from canis.runtime.arguments import finite_number
 from canis.runtime.gaits import GAIT_WINDOW_FRAMES, GAITS, NO_GAIT, classify_gaits
 from canis.runtime.rotations import quat_slerp
 
@@ -53,7 +54,7 @@ def bounds_m(positions_m: np.ndarray) -> np.ndarray:
 def interpolated(previous: tuple, current: tuple, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """The pose `alpha` of the way from the previous step's (positions, rotations) to the
     current one's: positions linearly, rotations by slerp (runtime/rotations.py)."""
-    alpha = float(alpha)
+    alpha = finite_number(alpha, "display_pose: alpha")
     if not -1e-9 <= alpha <= 1.0 + 1e-9:  # an accumulator's rounding is not an error
         raise ValueError(f"display_pose: alpha must be within [0, 1], got {alpha}")
     alpha = min(max(alpha, 0.0), 1.0)
