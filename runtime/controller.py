@@ -19,7 +19,7 @@ import logging
 import numpy as np
 from canis.runtime import readouts, snapshot
 from canis.runtime.actions import Action
-from canis.runtime.arguments import finite_number
+from canis.runtime.arguments import checked, finite_number
 from canis.runtime.command import smooth_command, track_speed
 from canis.runtime.display import decay_offsets, shown_pose, start_handback_offsets
 from canis.runtime.dog_rows import (
@@ -553,6 +553,11 @@ class Controller:
         root[:, 1] = self.ground_height_m()
         return root
 
-    def bounds_m(self) -> np.ndarray:
-        """(N, 2, 3) each dog's world axis-aligned box (min, max) around its shown joints."""
-        return readouts.bounds_m(self.display_positions)
+    def bounds_m(self, margin_m=readouts.BOUNDS_MARGIN_M) -> np.ndarray:
+        """(N, 2, 3) each dog's world axis-aligned box (min, max) around its body: the shown
+        joints' box padded by `margin_m` (below, above, sideways), by default the body mesh's
+        measured reach past them (readouts.BOUNDS_MARGIN_M); (0, 0, 0) for the joints' box."""
+        margin_m = checked(
+            margin_m, (3,), "margin_m", "bounds_m", expected=" (below, above, sideways)"
+        )
+        return readouts.bounds_m(self.display_positions, margin_m)

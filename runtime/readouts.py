@@ -17,6 +17,13 @@ NO_GAIT_NAME = "none"
 # gait read now is the gait of half a window ago: GAIT_LATENCY_S (0.5 s at 60 Hz).
 GAIT_LATENCY_FRAMES = GAIT_WINDOW_FRAMES // 2
 GAIT_LATENCY_S = GAIT_LATENCY_FRAMES / 60.0
+# How far the shipped body mesh (assets/mesh/dog_body.npz, drawn by demo/skinned_mesh.py)
+# reaches past the box of the joints, (below, above, sideways): the ears and the coat over the
+# back, and the haunches in a sit or lie, which skinning sinks up to 12.9 cm below the ground.
+# Measured by `python -m canis.tools.bounds_margin` over the four keyframes and walking to
+# cantering at four facings (11.7, 21.8 and 22.7 cm), rounded up to the cm; tests/test_api.py
+# re-measures it. Regenerate both with the mesh.
+BOUNDS_MARGIN_M = (0.12, 0.22, 0.23)
 
 
 def push_contacts(history: np.ndarray, contacts: np.ndarray) -> None:
@@ -45,10 +52,14 @@ def footfalls(contact_history: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return now & ~before, before & ~now
 
 
-def bounds_m(positions_m: np.ndarray) -> np.ndarray:
-    """(N, 2, 3) world axis-aligned box (min corner, max corner) of each dog's joints. The
-    body mesh reaches a few cm past the joints: pad it for collision."""
-    return np.stack([positions_m.min(axis=1), positions_m.max(axis=1)], axis=1)
+def bounds_m(positions_m: np.ndarray, margin_m=BOUNDS_MARGIN_M) -> np.ndarray:
+    """(N, 2, 3) world axis-aligned box (min corner, max corner) of each dog's joints (N, J, 3)
+    padded by `margin_m` (below, above, sideways) so that it holds the body mesh; (0, 0, 0)
+    gives the joints' own box."""
+    below, above, sideways = margin_m
+    low = positions_m.min(axis=1) - [sideways, below, sideways]
+    high = positions_m.max(axis=1) + [sideways, above, sideways]
+    return np.stack([low, high], axis=1)
 
 
 def interpolated(previous: tuple, current: tuple, alpha: float) -> tuple[np.ndarray, np.ndarray]:

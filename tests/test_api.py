@@ -498,3 +498,26 @@ def test_a_boolean_mask_works_wherever_indices_do(model, tiny_rtn):
     assert by_mask.count == by_index.count == 1
     assert mask_start.characters.tolist() == index_start.characters.tolist() == [0, 2]
     assert by_mask.get_state()["sha256"] == by_index.get_state()["sha256"]
+
+
+def test_bounds_hold_the_body_mesh_by_a_measured_margin():
+    """bounds_m() pads the joints' box by readouts.BOUNDS_MARGIN_M: re-measured here from the
+    shipped mesh (tools/bounds_margin.py), it must hold every vertex and be no more than
+    the measurement rounded up to the cm."""
+    from canis.runtime.readouts import BOUNDS_MARGIN_M
+    from canis.tools.bounds_margin import measure
+
+    measured = measure(seconds=3.0)
+    assert np.all(measured <= BOUNDS_MARGIN_M), measured
+    assert np.all(np.array(BOUNDS_MARGIN_M) - measured < 0.011), measured
+
+
+def test_bounds_margin_is_checked_and_zero_gives_the_joints_box(model):
+    controller = Controller(model, count=2)
+    joints, _ = controller.display_pose()
+    box = controller.bounds_m(margin_m=(0, 0, 0))
+    assert np.allclose(box[:, 0], joints.min(axis=1)) and np.allclose(box[:, 1], joints.max(axis=1))
+    padded = controller.bounds_m()
+    assert np.allclose(padded[:, 1, 1] - box[:, 1, 1], 0.22)
+    with pytest.raises(ValueError, match=r"bounds_m: margin_m must have shape \(3,\) \(below"):
+        controller.bounds_m(margin_m=0.1)
