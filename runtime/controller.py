@@ -20,7 +20,7 @@ import numpy as np
 from canis.runtime import readouts, snapshot
 from canis.runtime.actions import Action
 from canis.runtime.arguments import checked, finite_number
-from canis.runtime.command import smooth_command, track_speed
+from canis.runtime.command import measured_speed_mps, smooth_command, track_speed
 from canis.runtime.display import decay_offsets, shown_pose, start_handback_offsets
 from canis.runtime.dog_rows import (
     FOOT_LOCK_ROWS,
@@ -365,6 +365,7 @@ class Controller:
             self._update_display_pose(DT_S)
         self.previous_display_positions, self.previous_display_rotations = previous
         push_contacts(s.contact_history, self.contacts)
+        s.canter_speed = readouts.canter_latch(s.canter_speed, measured_speed_mps(s))
         self.frame += 1
         self.profiler.end_step(self.count, self.root_velocity_xz_mps, self.expert_weights)
         return x
@@ -530,8 +531,7 @@ class Controller:
         """Each dog's gait ("walk", "pace", "trot", "canter", "none" when not moving), from
         the runtime's footfall classifier: readouts.GAIT_LATENCY_S (0.5 s) late."""
         moving = self.state.action_weights.argmax(axis=1) == int(Action.MOVE)
-        speeds = np.linalg.norm(self.state.root_velocity_xz_mps, axis=1)
-        return readouts.gaits(self.state.contact_history, speeds, moving)
+        return readouts.gaits(self.state.contact_history, self.state.canter_speed, moving)
 
     def actions(self) -> np.ndarray:
         """(N, len(Action)) each dog's action blend, columns in Action order."""

@@ -90,4 +90,5 @@ def still_state(
         if experts
         else None,  # as the network gives
         contact_history=np.ones((n, GAIT_WINDOW_FRAMES, len(PAW_ORDER)), dtype=bool),
+        canter_speed=np.zeros(n, dtype=bool),
     )

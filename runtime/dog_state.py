@@ -47,6 +47,7 @@ class DogState:
     handback_pending: np.ndarray  # (N,) bool: handed back this frame, offsets to start
     expert_weights: np.ndarray | None  # (N, E) MANN's gating output; None for other models
     contact_history: np.ndarray  # (N, GAIT_WINDOW_FRAMES, 4) bool paw contacts, newest last
+    canter_speed: np.ndarray  # (N,) bool: fast enough to canter (readouts.canter_latch)
 
     def rows(self, idx) -> DogState:
         """A copy of the rows `idx` (indices or a boolean mask) of every array."""

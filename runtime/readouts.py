@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 from canis.runtime.arguments import finite_number
-from canis.runtime.gaits import GAIT_WINDOW_FRAMES, GAITS, NO_GAIT, classify_gaits
+from canis.runtime.gaits import (
+    CANTER_MIN_SPEED_MPS,
+    GAIT_WINDOW_FRAMES,
+    GAITS,
+    NO_GAIT,
+    classify_gaits,
+)
 from canis.runtime.rotations import quat_slerp
 
 PAW_ORDER = ("LF", "RF", "LH", "RH")  # left front, right front, left hind, right hind
@@ -17,6 +23,11 @@ NO_GAIT_NAME = "none"
 # gait read now is the gait of half a window ago: GAIT_LATENCY_S (0.5 s at 60 Hz).
 GAIT_LATENCY_FRAMES = GAIT_WINDOW_FRAMES // 2
 GAIT_LATENCY_S = GAIT_LATENCY_FRAMES / 60.0
+# The classifier tells a canter from a walk partly by speed (gaits.CANTER_MIN_SPEED_MPS).
+# The readout compares the speed over the last SPEED_TRACKING_WINDOW_FRAMES (a stride or
+# more, not this frame's, which rises and falls within a stride) with a hysteresis band, so
+# a dog running near 1.5 m/s does not flicker between the two (canter_latch).
+CANTER_HYSTERESIS_MPS = 0.1
 # How far the shipped body mesh (assets/mesh/dog_body.npz, drawn by demo/skinned_mesh.py)
 # reaches past the box of the joints, (below, above, sideways): the ears and the coat over the
 # back, and the haunches in a sit or lie, which skinning sinks up to 12.9 cm below the ground.
@@ -32,13 +43,25 @@ def push_contacts(history: np.ndarray, contacts: np.ndarray) -> None:
     history[:, -1] = contacts
 
 
-def gaits(contact_history: np.ndarray, speeds_mps: np.ndarray, moving: np.ndarray) -> tuple:
+def canter_latch(latched: np.ndarray, window_speed_mps: np.ndarray) -> np.ndarray:
+    """(N,) whether each dog is fast enough to canter: past CANTER_MIN_SPEED_MPS by the
+    hysteresis band to become so, below it by the band to stop being so."""
+    return np.where(
+        latched,
+        window_speed_mps >= CANTER_MIN_SPEED_MPS - CANTER_HYSTERESIS_MPS,
+        window_speed_mps >= CANTER_MIN_SPEED_MPS + CANTER_HYSTERESIS_MPS,
+    )
+
+
+def gaits(contact_history: np.ndarray, fast: np.ndarray, moving: np.ndarray) -> tuple:
     """The gait name per dog ("walk", "pace", "trot", "canter", or "none" when not moving)
     from the last GAIT_WINDOW_FRAMES frames of contacts: the same classifier that labels the
-    mocap (runtime/gaits.py), GAIT_LATENCY_S late."""
+    mocap (runtime/gaits.py), GAIT_LATENCY_S late; `fast` (N,) is canter_latch's answer."""
     names = []
-    for history, speed, on in zip(contact_history, speeds_mps, moving, strict=True):
+    for history, quick, on in zip(contact_history, fast, moving, strict=True):
         frames = len(history)
+        # The latch has decided the classifier's speed test; the footfalls decide the rest.
+        speed = CANTER_MIN_SPEED_MPS if quick else 0.0
         index = classify_gaits(history, np.full(frames, speed), np.full(frames, bool(on)))[
             GAIT_LATENCY_FRAMES
         ]

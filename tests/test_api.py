@@ -521,3 +521,36 @@ def test_bounds_margin_is_checked_and_zero_gives_the_joints_box(model):
     assert np.allclose(padded[:, 1, 1] - box[:, 1, 1], 0.22)
     with pytest.raises(ValueError, match=r"bounds_m: margin_m must have shape \(3,\) \(below"):
         controller.bounds_m(margin_m=0.1)
+
+
+def test_the_gait_readout_does_not_flicker_near_the_canter_speed():
+    """A dog cantering at 1.53 m/s on average, its speed rising and falling by 0.2 m/s within
+    each stride: this frame's speed against the classifier's 1.5 m/s flips the readout
+    between walk and canter every half stride; the window's mean speed with the hysteresis
+    band (readouts.canter_latch) holds it."""
+    from canis.runtime.command import SPEED_TRACKING_WINDOW_FRAMES
+    from canis.runtime.gaits import CANTER_MIN_SPEED_MPS, GAIT_WINDOW_FRAMES
+    from canis.runtime.readouts import canter_latch, gaits
+
+    stride = 20
+    frame = np.arange(GAIT_WINDOW_FRAMES)
+    # Paws down 40% of the stride, a quarter stride apart: no trot or pace pairing.
+    down = [(frame + offset) % stride < 8 for offset in (0, 5, 10, 15)]
+    contacts = np.stack(down, axis=1)[None]
+    assert gaits(contacts, np.array([True]), np.array([True])) == ("canter",)
+    assert gaits(contacts, np.array([False]), np.array([True])) == ("walk",)
+
+    t = np.arange(600)
+    speeds = CANTER_MIN_SPEED_MPS + 0.03 + 0.2 * np.sin(2 * np.pi * t / stride)
+    per_frame = [gaits(contacts, np.array([s >= CANTER_MIN_SPEED_MPS]), [True])[0] for s in speeds]
+    latched, shown = np.array([False]), []
+    for end in range(SPEED_TRACKING_WINDOW_FRAMES, len(t)):
+        window = speeds[end - SPEED_TRACKING_WINDOW_FRAMES : end].mean()
+        latched = canter_latch(latched, np.array([window]))
+        shown.append(gaits(contacts, latched, [True])[0])
+    changes = lambda names: sum(a != b for a, b in zip(names[:-1], names[1:], strict=True))  # noqa: E731
+    assert changes(per_frame) > 50 and changes(shown) == 0
+    # Past the band it changes, once.
+    latched = canter_latch(latched, np.array([CANTER_MIN_SPEED_MPS + 0.11]))
+    assert gaits(contacts, latched, [True]) == ("canter",)
+    assert canter_latch(latched, np.array([CANTER_MIN_SPEED_MPS - 0.05])).tolist() == [True]
