@@ -24,17 +24,20 @@ DT_S = 1.0 / FPS
 # root speed over the last SPEED_TRACKING_WINDOW_FRAMES frames: long enough to span a stride
 # at every gait (a walk's is about 0.6 s), so it does not fight the speed's natural rise and
 # fall within a stride; no longer, since the window's lag (half of it) is the loop's delay.
-# The error is that window's speed against the speed asked over the same window (so a dog
-# getting going is not read as too slow and pushed into an overshoot), relative to the asked
-# speed. The asked velocity is scaled by the integral gain times (1 + P x error); the
-# proportional part sees the error clipped to +-SPEED_TRACKING_ERROR_CLIP. Anti-windup: the
-# integral moves only while the error is within SPEED_TRACKING_INTEGRATE_WITHIN and the scale
-# is not at its limits. Tuned with `canis evaluate speed`
-# (tools/speed_tracking.py; docs/EVALUATION.md, "Speed tracking").
+# The error is that window's speed against the speed asked over the same window, relative to
+# the asked speed. The asked velocity is scaled by the integral gain times (1 + P x error);
+# the proportional part sees the error clipped to +-SPEED_TRACKING_ERROR_CLIP. Both act only
+# while the window holds one asked speed (its mean within SPEED_TRACKING_STEADY of the speed
+# asked now): while a dog gets going or changes speed, the window mixes the old speed and
+# the new, and correcting on it wound the gain up into an overshoot of 10-13% two seconds
+# later. Anti-windup besides: the integral moves only while the error is within
+# SPEED_TRACKING_INTEGRATE_WITHIN and the scale is not at its limits. Tuned with
+# `canis evaluate speed` (tools/speed_tracking.py; docs/EVALUATION.md, "Speed tracking").
 SPEED_TRACKING_WINDOW_FRAMES = 50  # the history's length (features.TRAJECTORY_OFFSETS_FRAMES)
 SPEED_TRACKING_PROPORTIONAL = 2.0
 SPEED_TRACKING_INTEGRAL_PER_S = 2.0  # gain change per second per relative error
 SPEED_TRACKING_ERROR_CLIP = 0.5
+SPEED_TRACKING_STEADY = 0.05
 SPEED_TRACKING_INTEGRATE_WITHIN = 0.6
 SPEED_TRACKING_GAIN_RANGE = (0.4, 2.0)
 SPEED_TRACKING_SCALE_RANGE = (0.25, 2.5)
@@ -93,14 +96,15 @@ def window_scale(s: DogState, asked: np.ndarray, moving: np.ndarray) -> np.ndarr
     s.measured_speed_mps = measured_speed_mps(s)
     reference = s.asked_speed_history_mps.mean(axis=1)
     error = (reference - s.measured_speed_mps) / np.maximum(asked, 1e-9)
+    steady = moving & (np.abs(reference - asked) <= SPEED_TRACKING_STEADY * asked)
     clipped = np.clip(error, -SPEED_TRACKING_ERROR_CLIP, SPEED_TRACKING_ERROR_CLIP)
-    wanted = s.speed_gain * np.where(moving, 1.0 + SPEED_TRACKING_PROPORTIONAL * clipped, 1.0)
+    wanted = s.speed_gain * np.where(steady, 1.0 + SPEED_TRACKING_PROPORTIONAL * clipped, 1.0)
     scale = np.clip(wanted, *SPEED_TRACKING_SCALE_RANGE)
-    # Anti-windup: no integrating while the window still holds another speed, nor further
-    # into a limit the scale is already clipped at.
+    # Anti-windup: no integrating on a window of mixed speeds, on an error too large to be
+    # the network's bias (a dog held back), nor further into a limit the scale is at.
     low, high = SPEED_TRACKING_SCALE_RANGE
     saturated = ((wanted >= high) & (error > 0)) | ((wanted <= low) & (error < 0))
-    integrate = moving & (np.abs(error) < SPEED_TRACKING_INTEGRATE_WITHIN) & ~saturated
+    integrate = steady & (np.abs(error) < SPEED_TRACKING_INTEGRATE_WITHIN) & ~saturated
     _update_gain(s, moving, integrate, SPEED_TRACKING_INTEGRAL_PER_S * error)
     return scale
 

@@ -23,7 +23,10 @@ from canis.runtime.speed_calibration import load_speed_calibration
 from canis.runtime.terrain import procedural
 from canis.runtime.trajectory import ControlState
 
-ASKED_MPS = (0.5, 1.0, 1.1, 1.9, 3.3)
+ASKED_MPS = (0.5, 1.0, 1.1, 1.9, 3.3)  # issue 23's speeds
+# Speeds between those, where the network changes gait (flat ground only: the root's path
+# does not depend on the terrain).
+BETWEEN_MPS = (0.6, 0.7, 0.8, 1.4, 2.5)
 TERRAINS = ("flat", "hills")
 SETTLE_S = 2.0
 WINDOW_S = 2.0
@@ -126,13 +129,19 @@ BEGIN, END = "<!-- speed-tracking table: begin -->", "<!-- speed-tracking table:
 def report(model_path: Path, seconds: float, command: str, machine: str) -> str:
     """The tables for the default tracking and the model card's feed-forward, flat and hills."""
     parts = [f"`{command}` ({machine}; model {model_path.name}, {seconds:g} s a start):", ""]
-    for calibrated, title in (
-        (False, "Default speed tracking (`Controller(model)`)"),
-        (True, "With the card's speed curve (`speed_calibration=load_speed_calibration(path)`)"),
+    for calibrated, asked, terrains, title in (
+        (False, ASKED_MPS, TERRAINS, "Default speed tracking (`Controller(model)`)"),
+        (
+            True,
+            ASKED_MPS,
+            TERRAINS,
+            "With the card's speed curve (`speed_calibration=load_speed_calibration(path)`)",
+        ),
+        (False, BETWEEN_MPS, ("flat",), "Default speed tracking, speeds in between"),
     ):
         runs = []
-        for terrain in TERRAINS:
-            runs += measure(model_path, terrain, seconds=seconds, calibrated=calibrated)
+        for terrain in terrains:
+            runs += measure(model_path, terrain, asked, seconds=seconds, calibrated=calibrated)
         parts += [f"**{title}**", "", table(runs), ""]
     return "\n".join(parts)
 
