@@ -212,6 +212,9 @@ def test_a_snapshot_for_another_controller_or_corrupted_is_refused(model):
         three.set_state(good)
     with pytest.raises(ValueError, match="not a canis controller snapshot"):
         three.set_state({"hello": 1})
+    older = {**Controller(model, count=3).get_state(), "format": 1}
+    with pytest.raises(ValueError, match="a snapshot of format 1; this runtime reads format 2"):
+        three.set_state(older)
     after = three.get_state()
     assert after["sha256"] == before["sha256"]
 
