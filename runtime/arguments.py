@@ -1,24 +1,93 @@
-"""Checks on the per-dog arguments of the controller's public calls: a wrong shape or a
-non-finite value is a one-line ValueError naming the call, the argument and the number of
-dogs, rather than a numpy broadcast or reshape error (or a NaN dog) later."""
+"""Checks on the array arguments of the runtime's public calls: a wrong shape or a non-finite
+value is a one-line ValueError naming the call, the argument and (for per-dog arguments) the
+number of dogs, rather than a numpy broadcast or reshape error (or a NaN dog) later.
+
+`checked` is the one shape/finite check; `per_dog` is it for arrays with a row per dog.
+Which dogs an index or mask argument names is runtime/dog_rows.py.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+ANY = -1  # a dimension of any length in `shape`
 
-def per_dog(values, shape: tuple, name: str, caller: str, broadcast: bool = False) -> np.ndarray:
-    """`values` as a new float64 array of `shape` (shape[0] is the number of dogs), finite.
-    With `broadcast`, one value of shape[1:] stands for every dog."""
+
+def checked(
+    values,
+    shape: tuple,
+    name: str,
+    caller: str,
+    broadcast: bool = False,
+    dtype=np.float64,
+    finite: bool = True,
+    expected: str = "",
+) -> np.ndarray:
+    """`values` as a new array of `dtype` and `shape` (ANY: a dimension of any length),
+    finite unless `finite` is False. With `broadcast`, anything that broadcasts to `shape`
+    (one value of shape[1:] for every row, say) is accepted. `expected` follows the shape in
+    the message ("for 3 dog(s)")."""
     try:
-        array = np.asarray(values, dtype=np.float64)
-        array = np.broadcast_to(array, shape).copy() if broadcast else array.reshape(shape).copy()
+        array = np.asarray(values, dtype=dtype)
+        if broadcast and ANY not in shape:
+            array = np.broadcast_to(array, shape)
+        fits = array.ndim == len(shape) and all(
+            want in (ANY, got) for want, got in zip(shape, array.shape, strict=True)
+        )
     except (TypeError, ValueError):
+        fits = False
+    if not fits:
         either = f" (or {shape[1:]} for all of them)" if broadcast else ""
+        wanted = "(" + ", ".join("any" if d == ANY else str(d) for d in shape)
+        wanted += ",)" if len(shape) == 1 else ")"
         raise ValueError(
-            f"{caller}: {name} must have shape {shape} for {shape[0]} dog(s){either}; "
-            f"got {np.shape(values)}"
-        ) from None
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{caller}: {name} is not finite: {values!r}")
+            f"{caller}: {name} must have shape {wanted}{expected}{either}; got {_shape_of(values)}"
+        )
+    array = array.copy()
+    if finite and np.issubdtype(array.dtype, np.floating) and not np.all(np.isfinite(array)):
+        raise ValueError(f"{caller}: {name} {_where_not_finite(array)}")
     return array
+
+
+def per_dog(
+    values,
+    shape: tuple,
+    name: str,
+    caller: str,
+    broadcast: bool = False,
+    dtype=np.float64,
+    finite: bool = True,
+) -> np.ndarray:
+    """`checked` for an array with a row per dog: shape[0] is the number of dogs, which the
+    message names."""
+    expected = f" for {shape[0]} dog(s)"
+    return checked(values, shape, name, caller, broadcast, dtype, finite, expected)
+
+
+def finite_number(value, where: str, low: float = -np.inf, high: float = np.inf) -> float:
+    """`value` as a float: a finite number within [low, high], or a one-line ValueError
+    starting with `where` ("caller: name", or a file and its key)."""
+    kind = np.asarray(value).dtype.kind if not isinstance(value, (bool, np.bool_)) else "b"
+    ok = np.ndim(value) == 0 and kind in "iuf"  # a number, or a 0-d array of one
+    number = float(value) if ok else np.nan
+    if not (np.isfinite(number) and low <= number <= high):
+        bounds = "" if (low, high) == (-np.inf, np.inf) else f" within [{low:g}, {high:g}]"
+        raise ValueError(f"{where} must be a finite number{bounds}, got {value!r}")
+    return number
+
+
+def _shape_of(values) -> str:
+    try:
+        return str(np.shape(values))
+    except ValueError:  # a ragged list
+        return f"a ragged {type(values).__name__}"
+
+
+def _where_not_finite(array: np.ndarray) -> str:
+    """Which rows (dogs) hold NaN or inf, in one line."""
+    if array.ndim == 0:
+        return f"is not finite: {array.item()}"
+    bad = ~np.isfinite(array.reshape(len(array), -1)).all(axis=1)
+    rows = np.flatnonzero(bad)
+    shown = rows[:8].tolist() + (["..."] if len(rows) > 8 else [])
+    return f"is not finite (NaN or inf) in row(s) {shown}"

@@ -19,7 +19,8 @@ import logging
 import numpy as np
 from canis.runtime import readouts, snapshot
 from canis.runtime.actions import Action
-from canis.runtime.command import smooth_command, track_speed
+from canis.runtime.arguments import checked, finite_number
+from canis.runtime.command import measured_speed_mps, smooth_command, track_speed
 from canis.runtime.display import decay_offsets, shown_pose, start_handback_offsets
 from canis.runtime.dog_rows import (
     FOOT_LOCK_ROWS,
@@ -105,6 +106,16 @@ class Controller:
             raise ValueError(
                 f"Controller: count must be a whole number of dogs >= 1, got {count!r}"
             )
+        if max_dogs is not None and (
+            isinstance(max_dogs, bool)
+            or not isinstance(max_dogs, (int, np.integer))
+            or max_dogs < count
+        ):
+            raise ValueError(
+                f"Controller: max_dogs must be None or a whole number >= count ({count}), "
+                f"got {max_dogs!r}"
+            )
+        tau = finite_number(tau, "Controller: tau", low=0.0, high=1.0)
         self.model = model
         self.max_dogs = max_dogs  # add() refuses to go past it (a game's memory limit)
         self.transition_model = transition_model
@@ -354,6 +365,7 @@ class Controller:
             self._update_display_pose(DT_S)
         self.previous_display_positions, self.previous_display_rotations = previous
         push_contacts(s.contact_history, self.contacts)
+        s.canter_speed = readouts.canter_latch(s.canter_speed, measured_speed_mps(s))
         self.frame += 1
         self.profiler.end_step(self.count, self.root_velocity_xz_mps, self.expert_weights)
         return x
@@ -444,6 +456,8 @@ class Controller:
         transition. Returns where each of them will stand when handed back, and when."""
         if self.transition_model is None:
             raise RuntimeError("transition_to needs Controller(transition_model=...)")
+        if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)):
+            raise ValueError(f"transition_to: frames must be a whole number, got {frames!r}")
         keyframe, action_label = target_keyframe(self.keyframes, target, action)
         rows = (
             np.arange(self.count)
@@ -517,8 +531,7 @@ class Controller:
         """Each dog's gait ("walk", "pace", "trot", "canter", "none" when not moving), from
         the runtime's footfall classifier: readouts.GAIT_LATENCY_S (0.5 s) late."""
         moving = self.state.action_weights.argmax(axis=1) == int(Action.MOVE)
-        speeds = np.linalg.norm(self.state.root_velocity_xz_mps, axis=1)
-        return readouts.gaits(self.state.contact_history, speeds, moving)
+        return readouts.gaits(self.state.contact_history, self.state.canter_speed, moving)
 
     def actions(self) -> np.ndarray:
         """(N, len(Action)) each dog's action blend, columns in Action order."""
@@ -540,6 +553,11 @@ class Controller:
         root[:, 1] = self.ground_height_m()
         return root
 
-    def bounds_m(self) -> np.ndarray:
-        """(N, 2, 3) each dog's world axis-aligned box (min, max) around its shown joints."""
-        return readouts.bounds_m(self.display_positions)
+    def bounds_m(self, margin_m=readouts.BOUNDS_MARGIN_M) -> np.ndarray:
+        """(N, 2, 3) each dog's world axis-aligned box (min, max) around its body: the shown
+        joints' box padded by `margin_m` (below, above, sideways), by default the body mesh's
+        measured reach past them (readouts.BOUNDS_MARGIN_M); (0, 0, 0) for the joints' box."""
+        margin_m = checked(
+            margin_m, (3,), "margin_m", "bounds_m", expected=" (below, above, sideways)"
+        )
+        return readouts.bounds_m(self.display_positions, margin_m)

@@ -32,7 +32,7 @@ def dog_rows(characters, count: int, caller: str, name: str = "characters") -> n
         )
     if len(np.unique(array)) != len(array):
         raise ValueError(f"{caller}: {name} {array.tolist()} names a dog twice")
-    return array
+    return array.astype(np.int64)
 
 
 def take_rows(owner, names: tuple[str, ...], keep: np.ndarray) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from canis.runtime.arguments import per_dog
+from canis.runtime.command import SPEED_TRACKING_WINDOW_FRAMES
 from canis.runtime.dog_state import DisplayOffset, DogState
 from canis.runtime.features import (
     ACTIONS,
@@ -75,6 +76,7 @@ def still_state(
         commanded_actions=idle.copy(),
         speed_gain=np.ones(n),
         measured_speed_mps=np.zeros(n),
+        asked_speed_history_mps=np.zeros((n, SPEED_TRACKING_WINDOW_FRAMES)),
         phase_rad=np.zeros(n),
         history=standing(HISTORY_FRAMES),
         # A standing dog's future, though the first step uses the desired one alone (the
@@ -88,4 +90,5 @@ def still_state(
         if experts
         else None,  # as the network gives
         contact_history=np.ones((n, GAIT_WINDOW_FRAMES, len(PAW_ORDER)), dtype=bool),
+        canter_speed=np.zeros(n, dtype=bool),
     )

@@ -36,7 +36,9 @@ class DogState:
     commanded_yaw_rad: np.ndarray  # (N,)
     commanded_actions: np.ndarray  # (N, A)
     speed_gain: np.ndarray  # (N,) speed tracking's correction of the asked speed
-    measured_speed_mps: np.ndarray  # (N,) smoothed measured speed
+    measured_speed_mps: np.ndarray  # (N,) speed tracking's measured speed (a window's mean)
+    # (N, SPEED_TRACKING_WINDOW_FRAMES) the speed asked over the same window, newest last
+    asked_speed_history_mps: np.ndarray
     phase_rad: np.ndarray  # (N,) PFNN's phase (unused by the other models)
     history: GroundTrajectory  # (N, HISTORY_FRAMES, ...) the path walked, world
     predicted_future: GroundTrajectory  # (N, 6, ...) the network's last future, world
@@ -45,6 +47,7 @@ class DogState:
     handback_pending: np.ndarray  # (N,) bool: handed back this frame, offsets to start
     expert_weights: np.ndarray | None  # (N, E) MANN's gating output; None for other models
     contact_history: np.ndarray  # (N, GAIT_WINDOW_FRAMES, 4) bool paw contacts, newest last
+    canter_speed: np.ndarray  # (N,) bool: fast enough to canter (readouts.canter_latch)
 
     def rows(self, idx) -> DogState:
         """A copy of the rows `idx` (indices or a boolean mask) of every array."""

@@ -14,17 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from canis.runtime.arguments import ANY, checked, finite_number
 from canis.runtime.root import wrap_angle_rad, yaw_from_direction
 from canis.runtime.trajectory import FUTURE_TIMES_S
 
 PATH_LOOKAHEAD_M = 0.8
 MIN_SEGMENT_M = 1e-6  # waypoints closer than this are one point: a segment needs a direction
-
-
-def finite_number(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{where} must be a finite number, got {value!r}")
-    return float(value)
 
 
 PATH_FIELDS = {"speed", "waypoints", "loop", "about"}
@@ -128,7 +123,16 @@ def follow_path(
     """Control for one dog on a polyline. The desired future samples are the points of the
     path the dog would reach at `speed_mps` from the closest one (the MANN paper's path test:
     the desired trajectory is the path; ControlState.future_xz_m); the asked velocity and
-    facing aim at the point PATH_LOOKAHEAD_M along."""
+    facing aim at the point PATH_LOOKAHEAD_M along. `points` (K >= 2, 2), `root_xz_m` (2,):
+    a bad one is a one-line ValueError naming it."""
+    points = checked(points, (ANY, 2), "points", "follow_path", expected=" (K >= 2 [x, z])")
+    if len(points) < 2:
+        raise ValueError(
+            f"follow_path: points must hold at least 2 [x, z] points, got {len(points)}"
+        )
+    speed_mps = finite_number(speed_mps, "follow_path: speed_mps", low=0.0)
+    root_xz_m = checked(root_xz_m, (2,), "root_xz_m", "follow_path", expected=" (one dog's [x, z])")
+    root_yaw_rad = finite_number(root_yaw_rad, "follow_path: root_yaw_rad")
     along, gap, tangent = closest_on_path(points, root_xz_m)
     tangent_yaw = yaw_from_direction(tangent)
     angle = abs(math.degrees(wrap_angle_rad(root_yaw_rad - tangent_yaw)))

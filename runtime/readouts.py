@@ -7,7 +7,14 @@ Paws are always in PAW_ORDER (the skeleton's "paws" group, as Controller.contact
 from __future__ import annotations
 
 import numpy as np
-from canis.runtime.gaits import GAIT_WINDOW_FRAMES, GAITS, NO_GAIT, classify_gaits
+from canis.runtime.arguments import finite_number
+from canis.runtime.gaits import (
+    CANTER_MIN_SPEED_MPS,
+    GAIT_WINDOW_FRAMES,
+    GAITS,
+    NO_GAIT,
+    classify_gaits,
+)
 from canis.runtime.rotations import quat_slerp
 
 PAW_ORDER = ("LF", "RF", "LH", "RH")  # left front, right front, left hind, right hind
@@ -16,6 +23,18 @@ NO_GAIT_NAME = "none"
 # gait read now is the gait of half a window ago: GAIT_LATENCY_S (0.5 s at 60 Hz).
 GAIT_LATENCY_FRAMES = GAIT_WINDOW_FRAMES // 2
 GAIT_LATENCY_S = GAIT_LATENCY_FRAMES / 60.0
+# The classifier tells a canter from a walk partly by speed (gaits.CANTER_MIN_SPEED_MPS).
+# The readout compares the speed over the last SPEED_TRACKING_WINDOW_FRAMES (a stride or
+# more, not this frame's, which rises and falls within a stride) with a hysteresis band, so
+# a dog running near 1.5 m/s does not flicker between the two (canter_latch).
+CANTER_HYSTERESIS_MPS = 0.1
+# How far the shipped body mesh (assets/mesh/dog_body.npz, drawn by demo/skinned_mesh.py)
+# reaches past the box of the joints, (below, above, sideways): the ears and the coat over the
+# back, and the haunches in a sit or lie, which skinning sinks up to 12.9 cm below the ground.
+# Measured by `python -m canis.tools.bounds_margin` over the four keyframes and walking to
+# cantering at four facings (11.7, 21.8 and 22.7 cm), rounded up to the cm; tests/test_api.py
+# re-measures it. Regenerate both with the mesh.
+BOUNDS_MARGIN_M = (0.12, 0.22, 0.23)
 
 
 def push_contacts(history: np.ndarray, contacts: np.ndarray) -> None:
@@ -24,13 +43,25 @@ def push_contacts(history: np.ndarray, contacts: np.ndarray) -> None:
     history[:, -1] = contacts
 
 
-def gaits(contact_history: np.ndarray, speeds_mps: np.ndarray, moving: np.ndarray) -> tuple:
+def canter_latch(latched: np.ndarray, window_speed_mps: np.ndarray) -> np.ndarray:
+    """(N,) whether each dog is fast enough to canter: past CANTER_MIN_SPEED_MPS by the
+    hysteresis band to become so, below it by the band to stop being so."""
+    return np.where(
+        latched,
+        window_speed_mps >= CANTER_MIN_SPEED_MPS - CANTER_HYSTERESIS_MPS,
+        window_speed_mps >= CANTER_MIN_SPEED_MPS + CANTER_HYSTERESIS_MPS,
+    )
+
+
+def gaits(contact_history: np.ndarray, fast: np.ndarray, moving: np.ndarray) -> tuple:
     """The gait name per dog ("walk", "pace", "trot", "canter", or "none" when not moving)
     from the last GAIT_WINDOW_FRAMES frames of contacts: the same classifier that labels the
-    mocap (runtime/gaits.py), GAIT_LATENCY_S late."""
+    mocap (runtime/gaits.py), GAIT_LATENCY_S late; `fast` (N,) is canter_latch's answer."""
     names = []
-    for history, speed, on in zip(contact_history, speeds_mps, moving, strict=True):
+    for history, quick, on in zip(contact_history, fast, moving, strict=True):
         frames = len(history)
+        # The latch has decided the classifier's speed test; the footfalls decide the rest.
+        speed = CANTER_MIN_SPEED_MPS if quick else 0.0
         index = classify_gaits(history, np.full(frames, speed), np.full(frames, bool(on)))[
             GAIT_LATENCY_FRAMES
         ]
@@ -44,16 +75,20 @@ def footfalls(contact_history: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return now & ~before, before & ~now
 
 
-def bounds_m(positions_m: np.ndarray) -> np.ndarray:
-    """(N, 2, 3) world axis-aligned box (min corner, max corner) of each dog's joints. The
-    body mesh reaches a few cm past the joints: pad it for collision."""
-    return np.stack([positions_m.min(axis=1), positions_m.max(axis=1)], axis=1)
+def bounds_m(positions_m: np.ndarray, margin_m=BOUNDS_MARGIN_M) -> np.ndarray:
+    """(N, 2, 3) world axis-aligned box (min corner, max corner) of each dog's joints (N, J, 3)
+    padded by `margin_m` (below, above, sideways) so that it holds the body mesh; (0, 0, 0)
+    gives the joints' own box."""
+    below, above, sideways = margin_m
+    low = positions_m.min(axis=1) - [sideways, below, sideways]
+    high = positions_m.max(axis=1) + [sideways, above, sideways]
+    return np.stack([low, high], axis=1)
 
 
 def interpolated(previous: tuple, current: tuple, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """The pose `alpha` of the way from the previous step's (positions, rotations) to the
     current one's: positions linearly, rotations by slerp (runtime/rotations.py)."""
-    alpha = float(alpha)
+    alpha = finite_number(alpha, "display_pose: alpha")
     if not -1e-9 <= alpha <= 1.0 + 1e-9:  # an accumulator's rounding is not an error
         raise ValueError(f"display_pose: alpha must be within [0, 1], got {alpha}")
     alpha = min(max(alpha, 0.0), 1.0)

@@ -16,7 +16,8 @@ from dataclasses import fields, is_dataclass
 import numpy as np
 from canis.runtime.dog_rows import FOOT_LOCK_ROWS, IK_ROWS, transition_rows
 
-FORMAT = 1
+# 2: the speed tracking's asked-speed window and the gait readout's canter latch per dog.
+FORMAT = 2
 # Scalars of the controller a step reads (everything else per dog is in arrays).
 SCALARS = ("frame", "_has_prediction", "offsets_active", "non_finite_events")
 DISPLAY = (
@@ -94,8 +95,13 @@ def _plain(value):
 
 def restore(controller, snapshot) -> None:
     """Checks everything first, then writes: on any error the controller is unchanged."""
-    if not isinstance(snapshot, dict) or snapshot.get("format") != FORMAT:
+    if not isinstance(snapshot, dict) or "format" not in snapshot:
         raise ValueError(f"set_state: not a canis controller snapshot (format {FORMAT})")
+    if snapshot["format"] != FORMAT:
+        raise ValueError(
+            f"set_state: a snapshot of format {snapshot['format']!r}; this runtime reads "
+            f"format {FORMAT}"
+        )
     try:
         layout_, scalars, arrays = snapshot["layout"], snapshot["scalars"], snapshot["arrays"]
         digest = _digest(layout_, scalars, arrays)

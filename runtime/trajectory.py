@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from canis.runtime.actions import action_index, action_indices
+from canis.runtime.arguments import per_dog
 from canis.runtime.features import ACTIONS, FPS, FUTURE_OFFSETS_FRAMES
 from canis.runtime.root import wrap_angle_rad, yaw_direction_xz
 
@@ -28,18 +29,6 @@ FACING_HALF_LIFE_S = 0.15
 ACTION_HALF_LIFE_S = 0.1
 DEFAULT_TAU = 0.5
 MAX_SPEED_MPS = 6.0  # a little above the fastest gallop in the data (5.5 m/s)
-
-
-def _shaped(values, shape: tuple, name: str, dtype) -> np.ndarray:
-    """`values` reshaped to `shape`, or a one-line ValueError naming the argument and the
-    shape expected for that many dogs (numpy's own reshape error names neither)."""
-    array = np.asarray(values, dtype=dtype)
-    if array.size != int(np.prod(shape)):
-        raise ValueError(
-            f"ControlState.{name} must have shape {shape} for {shape[0]} dog(s); "
-            f"got shape {array.shape}"
-        )
-    return array.reshape(shape)
 
 
 @dataclass
@@ -63,14 +52,21 @@ class ControlState:
         )
 
     def validated(self, count: int) -> ControlState:
-        """A copy safe to act on: shapes checked, speeds clamped; non-finite values refused."""
-        velocity = _shaped(self.velocity_mps, (count, 2), "velocity_mps", np.float64)
-        yaw = _shaped(self.facing_yaw_rad, (count,), "facing_yaw_rad", np.float64)
-        action = _shaped(action_indices(self.action), (count,), "action", None)
-        if not (np.all(np.isfinite(velocity)) and np.all(np.isfinite(yaw))):
-            raise ValueError("control input holds non-finite values (NaN or inf)")
+        """A copy safe to act on: shapes checked, speeds clamped; non-finite values refused
+        (runtime/arguments.py: one-line errors naming the field and the number of dogs)."""
+        caller = "step"
+        velocity = per_dog(self.velocity_mps, (count, 2), "ControlState.velocity_mps", caller)
+        yaw = per_dog(self.facing_yaw_rad, (count,), "ControlState.facing_yaw_rad", caller)
+        try:
+            indices = action_indices(self.action)
+        except ValueError as error:
+            raise ValueError(f"{caller}: ControlState.action: {error}") from None
+        action = per_dog(indices, (count,), "ControlState.action", caller, dtype=np.int64)
         if not np.all((action >= 0) & (action < len(ACTIONS))):
-            raise ValueError(f"control action must index {len(ACTIONS)} actions, got {action}")
+            raise ValueError(
+                f"{caller}: ControlState.action must index {len(ACTIONS)} actions, "
+                f"got {action.tolist()}"
+            )
         # Scaled first so that no component exceeds the limit: squaring 1e154 m/s or more in the
         # norm overflows to inf, and the clamp below would then give 0 m/s instead of the limit.
         largest = np.abs(velocity).max(axis=1, keepdims=True)
@@ -80,12 +76,15 @@ class ControlState:
         future = None
         if self.future_xz_m is not None:
             shape = (count, len(FUTURE_TIMES_S), 2)
-            future = np.asarray(self.future_xz_m, dtype=np.float64)
-            if future.shape != shape:
-                raise ValueError(f"control future_xz_m must be {shape}, got {future.shape}")
+            name = "ControlState.future_xz_m"
+            future = per_dog(self.future_xz_m, shape, name, caller, finite=False)
             finite = np.isfinite(future).reshape(count, -1)
-            if not np.all(finite.all(axis=1) | ~finite.any(axis=1)):
-                raise ValueError("control future_xz_m rows must be all finite or all NaN")
+            mixed = np.flatnonzero(~(finite.all(axis=1) | ~finite.any(axis=1)))
+            if mixed.size:
+                raise ValueError(
+                    f"{caller}: {name} rows must be all finite or all NaN; dog(s) "
+                    f"{mixed.tolist()} mix them"
+                )
         return ControlState(velocity, wrap_angle_rad(yaw), action.astype(np.int64), future)
 
 

@@ -212,6 +212,9 @@ def test_a_snapshot_for_another_controller_or_corrupted_is_refused(model):
         three.set_state(good)
     with pytest.raises(ValueError, match="not a canis controller snapshot"):
         three.set_state({"hello": 1})
+    older = {**Controller(model, count=3).get_state(), "format": 1}
+    with pytest.raises(ValueError, match="a snapshot of format 1; this runtime reads format 2"):
+        three.set_state(older)
     after = three.get_state()
     assert after["sha256"] == before["sha256"]
 
@@ -288,3 +291,269 @@ def test_the_small_game_example_runs():
     assert result.returncode == 0, result.stderr[-2000:]
     assert "dog [2] joined" in result.stdout and "reloaded the save of step 120" in result.stdout
     assert "DeprecationWarning" not in result.stderr
+
+
+NAN = float("nan")
+MASK_3 = np.array([True, False, True])  # a right mask: two dogs
+
+
+def control(**fields) -> ControlState:
+    base = dict(velocity_mps=np.zeros((3, 2)), facing_yaw_rad=np.zeros(3), action=np.ones(3, int))
+    return ControlState(**{**base, **fields})
+
+
+# (call on a 3-dog controller with transitions, what the one-line message must say)
+BAD_CALLS = {
+    "step velocity (4, 2)": (
+        lambda c: c.step(control(velocity_mps=np.zeros((4, 2)))),
+        r"^step: ControlState.velocity_mps must have shape \(3, 2\) for 3 dog\(s\); got \(4, 2\)$",
+    ),
+    "step velocity (3,)": (
+        lambda c: c.step(control(velocity_mps=np.zeros(3))),
+        r"ControlState.velocity_mps must have shape \(3, 2\) for 3 dog\(s\); got \(3,\)",
+    ),
+    "step velocity NaN": (
+        lambda c: c.step(control(velocity_mps=[[0, 1], [NAN, 0], [0, 0]])),
+        r"^step: ControlState.velocity_mps is not finite \(NaN or inf\) in row\(s\) \[1\]$",
+    ),
+    "step facing (2,)": (
+        lambda c: c.step(control(facing_yaw_rad=np.zeros(2))),
+        r"ControlState.facing_yaw_rad must have shape \(3,\) for 3 dog\(s\); got \(2,\)",
+    ),
+    "step facing inf": (
+        lambda c: c.step(control(facing_yaw_rad=[0, 0, np.inf])),
+        r"ControlState.facing_yaw_rad is not finite \(NaN or inf\) in row\(s\) \[2\]",
+    ),
+    "step action (4,)": (
+        lambda c: c.step(control(action=np.ones(4, int))),
+        r"ControlState.action must have shape \(3,\) for 3 dog\(s\); got \(4,\)",
+    ),
+    "step action name": (
+        lambda c: c.step(control(action=["move", "fly", "sit"])),
+        r"^step: ControlState.action: unknown action 'fly'",
+    ),
+    "step future (3, 5, 2)": (
+        lambda c: c.step(control(future_xz_m=np.zeros((3, 5, 2)))),
+        r"ControlState.future_xz_m must have shape \(3, 6, 2\) for 3 dog\(s\); got \(3, 5, 2\)",
+    ),
+    "reset root (2, 2)": (
+        lambda c: c.reset(root_xz_m=np.zeros((2, 2))),
+        r"^reset: root_xz_m must have shape \(3, 2\) for 3 dog\(s\); got \(2, 2\)$",
+    ),
+    "reset root for a mask": (
+        lambda c: c.reset(root_xz_m=np.zeros((3, 2)), characters=MASK_3),
+        r"^reset: root_xz_m must have shape \(2, 2\) for 2 dog\(s\); got \(3, 2\)$",
+    ),
+    "reset yaw NaN": (
+        lambda c: c.reset(yaw_rad=[0, NAN, 0]),
+        r"^reset: yaw_rad is not finite \(NaN or inf\) in row\(s\) \[1\]$",
+    ),
+    "reset mask (2,)": (
+        lambda c: c.reset(characters=[True, False]),
+        r"^reset: characters as a mask must have shape \(3,\) for 3 dog\(s\); got \(2,\)$",
+    ),
+    "reset index 3": (
+        lambda c: c.reset(characters=[3]),
+        r"^reset: characters \[3\] names a dog that does not exist \(there are 3",
+    ),
+    "reset start pose": (
+        lambda c: c.reset(start_pose="fly"),
+        r"^reset: no start pose 'fly'",
+    ),
+    "add root (1, 2) for 2": (
+        lambda c: c.add(2, root_xz_m=np.zeros((1, 2))),
+        r"^add: root_xz_m must have shape \(2, 2\) for 2 dog\(s\); got \(1, 2\)$",
+    ),
+    "add yaw NaN": (
+        lambda c: c.add(1, yaw_rad=[NAN]),
+        r"^add: yaw_rad is not finite",
+    ),
+    "add count 1.5": (lambda c: c.add(1.5), r"^add: count must be a whole number of dogs"),
+    "remove index 3": (
+        lambda c: c.remove([3]),
+        r"^remove: indices \[3\] names a dog that does not exist \(there are 3",
+    ),
+    "remove mask (4,)": (
+        lambda c: c.remove(np.zeros(4, bool)),
+        r"^remove: indices as a mask must have shape \(3,\) for 3 dog\(s\); got \(4,\)$",
+    ),
+    "remove twice": (lambda c: c.remove([1, 1]), r"^remove: indices \[1, 1\] names a dog twice$"),
+    "remove floats": (
+        lambda c: c.remove([0.5]),
+        r"^remove: indices must be dog indices or a boolean mask of 3",
+    ),
+    "transition mask (2,)": (
+        lambda c: c.transition_to("sit", characters=[True, True]),
+        r"^transition_to: characters as a mask must have shape \(3,\) for 3 dog\(s\)",
+    ),
+    "transition at (3, 2) for a mask": (
+        lambda c: c.transition_to("sit", characters=MASK_3, at_xz_m=np.zeros((3, 2))),
+        r"^transition_to: at_xz_m must have shape \(2, 2\) for 2 dog\(s\) \(or \(2,\) for all",
+    ),
+    "transition yaw NaN": (
+        lambda c: c.transition_to("sit", yaw_rad=[0, 0, NAN]),
+        r"^transition_to: yaw_rad is not finite",
+    ),
+    "transition frames 30.5": (
+        lambda c: c.transition_to("sit", frames=30.5),
+        r"^transition_to: frames must be a whole number, got 30.5$",
+    ),
+    "display alpha NaN": (
+        lambda c: c.display_pose(alpha=NAN),
+        r"^display_pose: alpha must be a finite number, got nan$",
+    ),
+    "display alpha 2": (
+        lambda c: c.display_pose(alpha=2.0),
+        r"^display_pose: alpha must be within \[0, 1\], got 2.0$",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CALLS))
+def test_bad_arguments_are_one_line_errors_naming_them_and_change_nothing(model, tiny_rtn, case):
+    """Issue 23 item 6: every public call's array argument is checked (runtime/arguments.py,
+    runtime/dog_rows.py); the message names the call, the argument and the number of dogs,
+    and the controller is exactly as it was."""
+    call, message = BAD_CALLS[case]
+    controller = Controller(model, count=3, transition_model=TransitionModel(tiny_rtn))
+    for _ in range(12):
+        controller.step(moving(3))
+    before = controller.get_state()
+    with pytest.raises(ValueError, match=message) as raised:
+        call(controller)
+    assert "\n" not in str(raised.value)
+    assert controller.count == 3 and controller.get_state()["sha256"] == before["sha256"]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"count": 0}, r"^Controller: count must be a whole number of dogs >= 1, got 0$"),
+        (
+            {"count": 3, "max_dogs": 2},
+            r"^Controller: max_dogs must be None or a whole number >= count \(3\)",
+        ),
+        ({"tau": NAN}, r"^Controller: tau must be a finite number within \[0, 1\], got nan$"),
+        ({"tau": 1.5}, r"^Controller: tau must be a finite number within \[0, 1\], got 1.5$"),
+        ({"start_pose": "fly"}, r"^reset: no start pose 'fly'"),
+    ],
+)
+def test_bad_controller_arguments_are_one_line_errors(model, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Controller(model, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ([[0, 0]], 1.0, [0, 0], 0.0),
+            r"^follow_path: points must hold at least 2 \[x, z\] points",
+        ),
+        (
+            ([[0, 0, 0], [1, 1, 1]], 1.0, [0, 0], 0.0),
+            r"^follow_path: points must have shape \(any, 2\)",
+        ),
+        (
+            ([[0, 0], [NAN, 1]], 1.0, [0, 0], 0.0),
+            r"^follow_path: points is not finite \(NaN or inf\) in row\(s\) \[1\]$",
+        ),
+        (([[0, 0], [0, 1]], NAN, [0, 0], 0.0), r"^follow_path: speed_mps must be a finite number"),
+        (
+            ([[0, 0], [0, 1]], 1.0, [[0, 0]], 0.0),
+            r"^follow_path: root_xz_m must have shape \(2,\) \(one dog's",
+        ),
+        (
+            ([[0, 0], [0, 1]], 1.0, [0, 0], [0.0, 1.0]),
+            r"^follow_path: root_yaw_rad must be a finite number",
+        ),
+    ],
+)
+def test_follow_path_names_a_bad_argument(args, message):
+    from canis.runtime.path_following import follow_path
+
+    with pytest.raises(ValueError, match=message):
+        follow_path(*args)
+    assert follow_path([[0, 0], [0, 5]], 1.0, np.array([0.1, 0.0]), np.float64(0.0)).gap_m > 0
+
+
+def test_a_boolean_mask_works_wherever_indices_do(model, tiny_rtn):
+    """reset, remove, transition_to and PostureRequests.request/cancel with a mask do what
+    they do with the same dogs' indices."""
+    from canis.runtime.posture_requests import PostureRequests
+
+    def run(characters):
+        controller = Controller(model, count=3, transition_model=TransitionModel(tiny_rtn))
+        for _ in range(12):
+            controller.step(moving(3))
+        controller.reset(root_xz_m=[[1.0, 2.0], [3.0, 4.0]], characters=characters)
+        start = controller.transition_to("sit", 20, characters=characters)
+        postures = PostureRequests(controller)
+        postures.request("lie", 20, characters=characters)
+        postures.cancel(characters)
+        for _ in range(5):
+            postures.step(moving(3))
+        controller.remove(characters)
+        return controller, start
+
+    by_mask, mask_start = run(MASK_3)
+    by_index, index_start = run([0, 2])
+    assert by_mask.count == by_index.count == 1
+    assert mask_start.characters.tolist() == index_start.characters.tolist() == [0, 2]
+    assert by_mask.get_state()["sha256"] == by_index.get_state()["sha256"]
+
+
+def test_bounds_hold_the_body_mesh_by_a_measured_margin():
+    """bounds_m() pads the joints' box by readouts.BOUNDS_MARGIN_M: re-measured here from the
+    shipped mesh (tools/bounds_margin.py), it must hold every vertex and be no more than
+    the measurement rounded up to the cm."""
+    from canis.runtime.readouts import BOUNDS_MARGIN_M
+    from canis.tools.bounds_margin import measure
+
+    measured = measure(seconds=3.0)
+    assert np.all(measured <= BOUNDS_MARGIN_M), measured
+    assert np.all(np.array(BOUNDS_MARGIN_M) - measured < 0.011), measured
+
+
+def test_bounds_margin_is_checked_and_zero_gives_the_joints_box(model):
+    controller = Controller(model, count=2)
+    joints, _ = controller.display_pose()
+    box = controller.bounds_m(margin_m=(0, 0, 0))
+    assert np.allclose(box[:, 0], joints.min(axis=1)) and np.allclose(box[:, 1], joints.max(axis=1))
+    padded = controller.bounds_m()
+    assert np.allclose(padded[:, 1, 1] - box[:, 1, 1], 0.22)
+    with pytest.raises(ValueError, match=r"bounds_m: margin_m must have shape \(3,\) \(below"):
+        controller.bounds_m(margin_m=0.1)
+
+
+def test_the_gait_readout_does_not_flicker_near_the_canter_speed():
+    """A dog cantering at 1.53 m/s on average, its speed rising and falling by 0.2 m/s within
+    each stride: this frame's speed against the classifier's 1.5 m/s flips the readout
+    between walk and canter every half stride; the window's mean speed with the hysteresis
+    band (readouts.canter_latch) holds it."""
+    from canis.runtime.command import SPEED_TRACKING_WINDOW_FRAMES
+    from canis.runtime.gaits import CANTER_MIN_SPEED_MPS, GAIT_WINDOW_FRAMES
+    from canis.runtime.readouts import canter_latch, gaits
+
+    stride = 20
+    frame = np.arange(GAIT_WINDOW_FRAMES)
+    # Paws down 40% of the stride, a quarter stride apart: no trot or pace pairing.
+    down = [(frame + offset) % stride < 8 for offset in (0, 5, 10, 15)]
+    contacts = np.stack(down, axis=1)[None]
+    assert gaits(contacts, np.array([True]), np.array([True])) == ("canter",)
+    assert gaits(contacts, np.array([False]), np.array([True])) == ("walk",)
+
+    t = np.arange(600)
+    speeds = CANTER_MIN_SPEED_MPS + 0.03 + 0.2 * np.sin(2 * np.pi * t / stride)
+    per_frame = [gaits(contacts, np.array([s >= CANTER_MIN_SPEED_MPS]), [True])[0] for s in speeds]
+    latched, shown = np.array([False]), []
+    for end in range(SPEED_TRACKING_WINDOW_FRAMES, len(t)):
+        window = speeds[end - SPEED_TRACKING_WINDOW_FRAMES : end].mean()
+        latched = canter_latch(latched, np.array([window]))
+        shown.append(gaits(contacts, latched, [True])[0])
+    changes = lambda names: sum(a != b for a, b in zip(names[:-1], names[1:], strict=True))  # noqa: E731
+    assert changes(per_frame) > 50 and changes(shown) == 0
+    # Past the band it changes, once.
+    latched = canter_latch(latched, np.array([CANTER_MIN_SPEED_MPS + 0.11]))
+    assert gaits(contacts, latched, [True]) == ("canter",)
+    assert canter_latch(latched, np.array([CANTER_MIN_SPEED_MPS - 0.05])).tolist() == [True]

@@ -75,7 +75,7 @@ def test_blend_by_tau():
 
 
 def test_control_validation():
-    with pytest.raises(ValueError, match="non-finite"):
+    with pytest.raises(ValueError, match=r"velocity_mps is not finite \(NaN or inf\) in row"):
         ControlState.single((np.nan, 1.0)).validated(1)
     with pytest.raises(ValueError, match="must index 6 actions"):
         ControlState(np.zeros((1, 2)), np.zeros(1), np.array([9])).validated(1)
@@ -111,7 +111,7 @@ def test_a_path_future_replaces_the_desired_samples_where_given():
 def test_path_future_validation():
     control = ControlState.single((0.0, 1.0), action="move")
     control.future_xz_m = np.zeros((1, 5, 2))
-    with pytest.raises(ValueError, match=r"future_xz_m must be \(1, 6, 2\)"):
+    with pytest.raises(ValueError, match=r"future_xz_m must have shape \(1, 6, 2\) for 1 dog"):
         control.validated(1)
     half = np.zeros((1, 6, 2))
     half[0, 3] = np.nan

@@ -33,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime.actions import ACTION_NAMES, action_index, api_name
+from canis.runtime.arguments import finite_number as _number
 from canis.runtime.controller import DT_S, Controller
 from canis.runtime.features import ACTIONS
 from canis.runtime.inference import MotionModel
 from canis.runtime.machine import describe_machine, model_used
-from canis.runtime.path_following import finite_number as _number
 from canis.runtime.path_following import follow_path, load_path
 from canis.runtime.poses import KEYFRAME_ACTIONS, load_keyframes
 from canis.runtime.profiler import Profiler, check_output_path

@@ -1,5 +1,5 @@
-"""`canis evaluate transitions|controllers|precision`: measuring models against the mocap. Each
-parser sits beside its handler."""
+"""`canis evaluate transitions|controllers|precision|speed`: measuring models against the
+mocap, and the runtime's speed tracking. Each parser sits beside its handler."""
 
 from __future__ import annotations
 
@@ -119,6 +119,25 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     precision_eval.set_defaults(handler=run_evaluate_precision)
 
+    speed_eval = evaluate_commands.add_parser(
+        "speed",
+        help="speed tracking: the speed over 2 s windows against the asked one, flat and hills",
+    )
+    speed_eval.add_argument(
+        "--model", type=Path, default=shipped_model_path(), help="default: the shipped model"
+    )
+    speed_eval.add_argument(
+        "--seconds", type=float, default=14.0, help="per start (default: %(default)s)"
+    )
+    speed_eval.add_argument(
+        "--doc",
+        type=Path,
+        default=Path("docs/EVALUATION.md"),
+        help="evaluation document whose speed-tracking table is rewritten (default: "
+        "%(default)s; '-' prints it only)",
+    )
+    speed_eval.set_defaults(handler=run_evaluate_speed)
+
 
 def run_evaluate_transitions(args) -> int:
     from canis.runtime.transition import TransitionModel
@@ -214,6 +233,22 @@ def run_evaluate_precision(args) -> int:
         )
     print(f"default to ship: {results['default']}")
     print(f"wrote {', '.join(str(p) for p in (args.json, args.doc) if p)}")
+    return 0
+
+
+def run_evaluate_speed(args) -> int:
+    from canis.runtime.machine import benchmark_machine
+    from canis.tools.speed_tracking import report, rewrite_table
+
+    command = "./run canis evaluate speed" + (
+        f" --seconds {args.seconds:g}" if args.seconds != 14.0 else ""
+    )
+    m = benchmark_machine()
+    body = report(args.model, args.seconds, command, f"{m['cpu']}, {m['logical_cores']} threads")
+    print(body)
+    if str(args.doc) != "-":
+        rewrite_table(args.doc, body)
+        print(f"wrote {args.doc}")
     return 0
 
 
