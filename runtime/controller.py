@@ -30,7 +30,7 @@ from canis.runtime.dog_rows import (
     take_rows,
     transition_rows,
 )
-from canis.runtime.dog_start import PAST_SAMPLES, still_state
+from canis.runtime.dog_start import PAST_SAMPLES, PAST_SLICE, still_state
 from canis.runtime.dog_state import DogState
 from canis.runtime.features import (
     ACTIONS,
@@ -38,6 +38,7 @@ from canis.runtime.features import (
     LocalPose,
     LocalTrajectory,
     decode_output,
+    input_views,
     write_input,
 )
 from canis.runtime.foot_lock import FootLock
@@ -78,6 +79,16 @@ DT_S = 1.0 / FPS
 POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
 # Built once (np.isin each frame costs more than the lookup it makes).
 IS_POSTURE_ACTION = np.isin(np.arange(len(ACTIONS)), POSTURE_ACTION_INDICES)
+
+
+def non_finite_rows(outputs: dict[str, np.ndarray]) -> np.ndarray | None:
+    """(N,) the dogs with a non-finite value in any output, or None when there is none: a
+    sum is finite only when every term is, so the usual frame costs one reduction per
+    output (an overflowing sum of finite values only sends it to the row check)."""
+    if all(np.isfinite(v.sum()) for v in outputs.values()):
+        return None
+    bad = ~np.all([np.isfinite(v).all(axis=1) for v in outputs.values()], axis=0)
+    return bad if bad.any() else None
 
 
 class Controller:
@@ -121,7 +132,7 @@ class Controller:
         self.ik = FullBodyIk(self.skeleton, count)
         self.foot_lock = FootLock(self.skeleton, count, enabled=foot_lock)
         # Bound once: x is written into the session's own input buffer every frame.
-        self._buffers = model.bind(count)
+        self._bind(count)
         # y in float64, and the Prediction's views into it, built once (see _decoded).
         self._y64, self._prediction = None, None
         self.reset(start_pose=start_pose)
@@ -218,8 +229,17 @@ class Controller:
         for name in ("path_future_xz_m", "desired_future"):
             setattr(self, name, None)  # rebuilt by the next step
         self.count = count
-        self._buffers = self.model.bind(count, reuse=self._buffers)
+        self._bind(count, reuse=self._buffers)
         self.profiler.use_model(model_used(self.model), dogs=count)
+
+    def _bind(self, count: int, reuse=None) -> None:
+        """The network's buffers for `count` dogs, and the views of x's fields that the
+        features are written through (built once per binding, not per frame)."""
+        if reuse is None:
+            self._buffers = self.model.bind(count)
+        else:
+            self._buffers = self.model.bind(count, reuse=reuse)
+        self._x_views = input_views(self._buffers.inputs["x"])
 
     def get_state(self) -> dict:
         """A plain, picklable snapshot of every dog (runtime/snapshot.py)."""
@@ -290,7 +310,7 @@ class Controller:
         h, yaw = s.history, s.root_yaw_rad
 
         def samples(past, now, ahead):
-            return np.concatenate([past[:, PAST_SAMPLES], now[:, None], ahead], axis=1)
+            return np.concatenate([past[:, PAST_SLICE], now[:, None], ahead], axis=1)
 
         positions = samples(h.positions_xz_m, s.root_xz_m, future.positions_xz_m)
         directions = samples(h.directions_xz, yaw_direction_xz(yaw), future.directions_xz)
@@ -322,7 +342,7 @@ class Controller:
         with stage("trajectory"):
             trajectory = self.trajectory()
         with stage("features"):
-            x = write_input(trajectory, s.pose, out=self._buffers.inputs["x"])
+            x = write_input(trajectory, s.pose, self._buffers.inputs["x"], self._x_views)
             if "phase" in self._buffers.inputs:
                 self._buffers.inputs["phase"][:, 0] = s.phase_rad
         with stage("inference"):
@@ -331,8 +351,8 @@ class Controller:
             # The dogs handed back last frame, as they were shown (for the display offsets).
             handed_back = s.handback_pending.copy()
             shown = s.rows(handed_back) if handed_back.any() else None
-            bad = ~np.all([np.all(np.isfinite(v), axis=1) for v in outputs.values()], axis=0)
-            kept = s.rows(bad) if bad.any() else None
+            bad = non_finite_rows(outputs)
+            kept = s.rows(bad) if bad is not None else None
             self._apply(self._decoded(outputs["y"]), trajectory.speeds_mps)
             if "expert_weights" in outputs:
                 s.expert_weights = outputs["expert_weights"].copy()  # readers may keep it

@@ -11,12 +11,13 @@ Everything here is world space on the ground plane: (x, z) pairs.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from canis.runtime.actions import action_index, action_indices
 from canis.runtime.features import ACTIONS, FPS, FUTURE_OFFSETS_FRAMES
-from canis.runtime.root import wrap_angle_rad, yaw_direction_xz
+from canis.runtime.root import norm_xz, wrap_angle_rad, yaw_direction_xz
 
 FUTURE_TIMES_S = np.array(FUTURE_OFFSETS_FRAMES) / FPS
 HORIZON_S = FUTURE_TIMES_S[-1]
@@ -34,7 +35,9 @@ def _shaped(values, shape: tuple, name: str, dtype) -> np.ndarray:
     """`values` reshaped to `shape`, or a one-line ValueError naming the argument and the
     shape expected for that many dogs (numpy's own reshape error names neither)."""
     array = np.asarray(values, dtype=dtype)
-    if array.size != int(np.prod(shape)):
+    if array.shape == shape:  # the per-frame case: nothing to reshape
+        return array
+    if array.size != math.prod(shape):
         raise ValueError(
             f"ControlState.{name} must have shape {shape} for {shape[0]} dog(s); "
             f"got shape {array.shape}"
@@ -67,15 +70,17 @@ class ControlState:
         velocity = _shaped(self.velocity_mps, (count, 2), "velocity_mps", np.float64)
         yaw = _shaped(self.facing_yaw_rad, (count,), "facing_yaw_rad", np.float64)
         action = _shaped(action_indices(self.action), (count,), "action", None)
-        if not (np.all(np.isfinite(velocity)) and np.all(np.isfinite(yaw))):
+        # Reductions as methods and the checks fused: this runs every frame, where numpy's
+        # per-call overhead, not the arithmetic, is the cost.
+        if not (np.isfinite(velocity).all() and np.isfinite(yaw).all()):
             raise ValueError("control input holds non-finite values (NaN or inf)")
-        if not np.all((action >= 0) & (action < len(ACTIONS))):
+        if not (action.min() >= 0 and action.max() < len(ACTIONS)):
             raise ValueError(f"control action must index {len(ACTIONS)} actions, got {action}")
         # Scaled first so that no component exceeds the limit: squaring 1e154 m/s or more in the
         # norm overflows to inf, and the clamp below would then give 0 m/s instead of the limit.
         largest = np.abs(velocity).max(axis=1, keepdims=True)
         velocity = velocity / np.maximum(1.0, largest / MAX_SPEED_MPS)
-        speed = np.linalg.norm(velocity, axis=1, keepdims=True)
+        speed = norm_xz(velocity)[:, None]
         velocity = velocity * np.minimum(1.0, MAX_SPEED_MPS / np.maximum(speed, 1e-9))
         future = None
         if self.future_xz_m is not None:
@@ -107,6 +112,7 @@ def bias_weights(times_s: np.ndarray, bias: float = TRAJECTORY_BIAS) -> np.ndarr
 _STEP_S = FUTURE_TIMES_S[0]
 _MIDDLE_WEIGHTS = bias_weights(FUTURE_TIMES_S - 0.5 * _STEP_S)[None, :, None]
 _SAMPLE_WEIGHTS = bias_weights(FUTURE_TIMES_S)[None, :]
+_SAMPLE_WEIGHTS_3D = _SAMPLE_WEIGHTS[..., None]  # built once: indexing per frame costs more
 
 
 def extrapolate(
@@ -121,21 +127,21 @@ def extrapolate(
     """Desired future samples (N, 6) from the current motion toward the smoothed command."""
     now_v, cmd_v = root_velocity_xz_mps[:, None, :], commanded_velocity_xz_mps[:, None, :]
     # Velocity at the middle of each 10-frame step, integrated into positions.
-    step_velocity = now_v + (cmd_v - now_v) * _MIDDLE_WEIGHTS
-    positions = root_xz_m[:, None, :] + np.cumsum(step_velocity * _STEP_S, axis=1)
+    change_v = cmd_v - now_v
+    step_velocity = now_v + change_v * _MIDDLE_WEIGHTS
+    step_velocity *= _STEP_S
+    positions = np.cumsum(step_velocity, axis=1)
+    positions += root_xz_m[:, None, :]
     weights = _SAMPLE_WEIGHTS
-    velocities = now_v + (cmd_v - now_v) * weights[..., None]
+    velocities = now_v + change_v * _SAMPLE_WEIGHTS_3D
     turn = wrap_angle_rad(commanded_yaw_rad - root_yaw_rad)[:, None]
     directions = yaw_direction_xz(root_yaw_rad[:, None] + weights * turn)
-    actions = (
-        action_weights[:, None]
-        + (commanded_actions - action_weights)[:, None] * (weights[..., None])
-    )
+    actions = (commanded_actions - action_weights)[:, None] * _SAMPLE_WEIGHTS_3D
+    actions += action_weights[:, None]
     # The desired speed is the player's target speed: measuring it on this path, which starts
     # from the dog's current motion, would feed the dog's own speed back into its input.
-    speeds = np.repeat(
-        np.linalg.norm(commanded_velocity_xz_mps, axis=1)[:, None], len(FUTURE_TIMES_S), axis=1
-    )
+    speeds = np.empty((len(root_xz_m), len(FUTURE_TIMES_S)))
+    speeds[:] = norm_xz(commanded_velocity_xz_mps)[:, None]
     return GroundTrajectory(positions, directions, velocities, speeds, actions)
 
 
@@ -149,7 +155,7 @@ def along_path(
     steps = np.diff(points, axis=1)
     tangents = steps.copy()
     tangents[:, :-1] += steps[:, 1:]
-    length = np.linalg.norm(tangents, axis=-1, keepdims=True)
+    length = norm_xz(tangents)[..., None]
     directions = np.where(length > 1e-6, tangents / np.maximum(length, 1e-9), desired.directions_xz)
     follows = np.all(np.isfinite(future_xz_m), axis=(1, 2))[:, None, None]
     return GroundTrajectory(
@@ -170,7 +176,7 @@ def blend(
         return desired
     mix = lambda a, b: tau * a + (1.0 - tau) * b  # noqa: E731
     directions = mix(desired.directions_xz, predicted.directions_xz)
-    directions /= np.maximum(np.linalg.norm(directions, axis=-1, keepdims=True), 1e-9)
+    directions /= np.maximum(norm_xz(directions)[..., None], 1e-9)
     return GroundTrajectory(
         mix(desired.positions_xz_m, predicted.positions_xz_m),
         directions,
