@@ -323,6 +323,16 @@ class Prediction:
         )
 
 
+def joint_fields(features: np.ndarray, layout: Layout = OUTPUT) -> np.ndarray:
+    """A view (4, ..., J, 3) of the joints block of y (or x, with layout=INPUT), fields
+    first in JOINT_FIELDS' order (position, forward, up, velocity). Copied into a contiguous
+    buffer it makes each field one contiguous array: arithmetic on the fields' own views,
+    three values between strides, costs several times more for many dogs."""
+    rows = layout.rows(features, "joints")
+    split = rows.reshape(*rows.shape[:-1], len(JOINT_FIELDS), 3)
+    return np.moveaxis(split, -2, 0)
+
+
 def decode_output(y: np.ndarray) -> Prediction:
     f = lambda block, field: OUTPUT.field(y, block, field)  # noqa: E731
     return Prediction(

@@ -29,6 +29,9 @@ FACING_HALF_LIFE_S = 0.15
 ACTION_HALF_LIFE_S = 0.1
 DEFAULT_TAU = 0.5
 MAX_SPEED_MPS = 6.0  # a little above the fastest gallop in the data (5.5 m/s)
+# Components no larger than this keep a speed (at most sqrt(2) times the larger component,
+# 5.66 m/s) well under MAX_SPEED_MPS, whatever the rounding.
+_SURELY_SLOW_MPS = 4.0
 
 
 def _shaped(values, shape: tuple, name: str, dtype) -> np.ndarray:
@@ -79,9 +82,14 @@ class ControlState:
         # Scaled first so that no component exceeds the limit: squaring 1e154 m/s or more in the
         # norm overflows to inf, and the clamp below would then give 0 m/s instead of the limit.
         largest = np.abs(velocity).max(axis=1, keepdims=True)
-        velocity = velocity / np.maximum(1.0, largest / MAX_SPEED_MPS)
-        speed = norm_xz(velocity)[:, None]
-        velocity = velocity * np.minimum(1.0, MAX_SPEED_MPS / np.maximum(speed, 1e-9))
+        if largest.max() <= _SURELY_SLOW_MPS:
+            # Both scalings below would be exactly 1 (no speed reaches the limit): a copy
+            # gives the same values for fewer calls.
+            velocity = velocity.copy()
+        else:
+            velocity = velocity / np.maximum(1.0, largest / MAX_SPEED_MPS)
+            speed = norm_xz(velocity)[:, None]
+            velocity = velocity * np.minimum(1.0, MAX_SPEED_MPS / np.maximum(speed, 1e-9))
         future = None
         if self.future_xz_m is not None:
             shape = (count, len(FUTURE_TIMES_S), 2)
