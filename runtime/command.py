@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from canis.runtime.dog_state import DogState
 from canis.runtime.features import ACTIONS, FPS
+from canis.runtime.root import norm_xz
 from canis.runtime.smoothing import damp, damp_angle_rad
 from canis.runtime.speed_calibration import SpeedCalibration
 from canis.runtime.trajectory import (
@@ -47,14 +48,14 @@ def track_speed(
     velocity until the measured speed matches it (a cruise control; off with
     Controller(speed_tracking=False)). Updates s.measured_speed_mps and s.speed_gain; returns
     the control with the scaled velocity."""
-    asked = np.linalg.norm(control.velocity_mps, axis=1)
+    asked = norm_xz(control.velocity_mps)
     moving = (asked > SPEED_TRACKING_MIN_MPS) & (control.action == MOVE)
     half_life_s = (
         SPEED_TRACKING_MEASURE_HALF_LIFE_S
         if calibration is None
         else SPEED_TRACKING_RESPONSIVE_HALF_LIFE_S
     )
-    speed = np.linalg.norm(s.root_velocity_xz_mps, axis=1)
+    speed = norm_xz(s.root_velocity_xz_mps)
     s.measured_speed_mps = damp(s.measured_speed_mps, speed, DT_S, half_life_s)
     error = (asked - s.measured_speed_mps) / np.maximum(asked, 1e-9)
     s.speed_gain = np.where(

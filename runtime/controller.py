@@ -52,6 +52,7 @@ from canis.runtime.poses import Keyframe, load_keyframes
 from canis.runtime.profiler import Profiler
 from canis.runtime.readouts import push_contacts
 from canis.runtime.root import (
+    norm_xz,
     rotate_xz,
     wrap_angle_rad,
     yaw_direction_xz,
@@ -137,6 +138,7 @@ class Controller:
         self._bind(count)
         # y in float64, and the Prediction's views into it, built once (see _decoded).
         self._y64, self._prediction = None, None
+        self._y_read = self._y_joints = None  # y's joint fields, a view built once
         self.reset(start_pose=start_pose)
 
     def reset(
@@ -386,9 +388,11 @@ class Controller:
         The joints' fields are copied out of y's interleaved rows into contiguous arrays
         (features.joint_fields): the pose update's arithmetic on them is then several times
         cheaper for many dogs. The values are y's, exactly (float32 to float64 is exact)."""
+        if self._y_read is not y:  # the bound buffer: the same array every frame
+            self._y_read, self._y_joints = y, joint_fields(y)
         if self._y64 is None or self._y64.shape != y.shape:
             self._y64 = np.empty(y.shape)
-            self._joints64 = np.empty(joint_fields(y).shape)
+            self._joints64 = np.empty(self._y_joints.shape)
             positions, forwards, ups, velocities = self._joints64
             self._prediction = dataclasses.replace(
                 decode_output(self._y64),
@@ -398,7 +402,7 @@ class Controller:
                 joint_velocities_mps=velocities,
             )
         np.copyto(self._y64, y)
-        np.copyto(self._joints64, joint_fields(y))
+        np.copyto(self._joints64, self._y_joints)
         return self._prediction
 
     def _keep_last_good_state(self, rows: np.ndarray, kept: DogState) -> None:
@@ -551,7 +555,7 @@ class Controller:
         """Each dog's gait ("walk", "pace", "trot", "canter", "none" when not moving), from
         the runtime's footfall classifier: readouts.GAIT_LATENCY_S (0.5 s) late."""
         moving = self.state.action_weights.argmax(axis=1) == int(Action.MOVE)
-        speeds = np.linalg.norm(self.state.root_velocity_xz_mps, axis=1)
+        speeds = norm_xz(self.state.root_velocity_xz_mps)
         return readouts.gaits(self.state.contact_history, speeds, moving)
 
     def actions(self) -> np.ndarray:
