@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import heapq
 import json
+import math
 import os
 import threading
 import time
@@ -64,12 +65,12 @@ class Histogram:
         if self._pending:
             values, self._pending = np.array(self._pending, dtype=np.float64), []
             indices = np.clip((values / self.bin_width).astype(np.int64), 0, len(self._counts) - 1)
-            self._counts += np.bincount(indices, minlength=len(self._counts))
+            np.add.at(self._counts, indices, 1)
         return self._counts
 
     def add(self, value: float) -> None:
-        if not value == value:  # NaN: refused here, as int(NaN) refused it when binned at once
-            raise ValueError("Histogram.add: the value is NaN")
+        if not -math.inf < value < math.inf:  # refused, as binning it at once refused it
+            raise ValueError(f"Histogram.add: the value must be finite, got {value}")
         self._pending.append(value)
         if len(self._pending) >= self.PENDING:
             self.counts  # noqa: B018 (bins the pending values)
