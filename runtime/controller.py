@@ -14,6 +14,7 @@ never drift) and is then fitted to the terrain by the full-body IK.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -31,7 +32,7 @@ from canis.runtime.dog_rows import (
     take_rows,
     transition_rows,
 )
-from canis.runtime.dog_start import PAST_SAMPLES, still_state
+from canis.runtime.dog_start import PAST_SAMPLES, PAST_SLICE, still_state
 from canis.runtime.dog_state import DogState
 from canis.runtime.features import (
     ACTIONS,
@@ -39,6 +40,8 @@ from canis.runtime.features import (
     LocalPose,
     LocalTrajectory,
     decode_output,
+    input_views,
+    joint_fields,
     write_input,
 )
 from canis.runtime.foot_lock import FootLock
@@ -79,6 +82,16 @@ DT_S = 1.0 / FPS
 POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
 # Built once (np.isin each frame costs more than the lookup it makes).
 IS_POSTURE_ACTION = np.isin(np.arange(len(ACTIONS)), POSTURE_ACTION_INDICES)
+
+
+def non_finite_rows(outputs: dict[str, np.ndarray]) -> np.ndarray | None:
+    """(N,) the dogs with a non-finite value in any output, or None when there is none: a
+    sum is finite only when every term is, so the usual frame costs one reduction per
+    output (an overflowing sum of finite values only sends it to the row check)."""
+    if all(np.isfinite(v.sum()) for v in outputs.values()):
+        return None
+    bad = ~np.all([np.isfinite(v).all(axis=1) for v in outputs.values()], axis=0)
+    return bad if bad.any() else None
 
 
 class Controller:
@@ -132,9 +145,10 @@ class Controller:
         self.ik = FullBodyIk(self.skeleton, count)
         self.foot_lock = FootLock(self.skeleton, count, enabled=foot_lock)
         # Bound once: x is written into the session's own input buffer every frame.
-        self._buffers = model.bind(count)
+        self._bind(count)
         # y in float64, and the Prediction's views into it, built once (see _decoded).
         self._y64, self._prediction = None, None
+        self._y_read = self._y_joints = None  # y's joint fields, a view built once
         self.reset(start_pose=start_pose)
 
     def reset(
@@ -229,8 +243,17 @@ class Controller:
         for name in ("path_future_xz_m", "desired_future"):
             setattr(self, name, None)  # rebuilt by the next step
         self.count = count
-        self._buffers = self.model.bind(count, reuse=self._buffers)
+        self._bind(count, reuse=self._buffers)
         self.profiler.use_model(model_used(self.model), dogs=count)
+
+    def _bind(self, count: int, reuse=None) -> None:
+        """The network's buffers for `count` dogs, and the views of x's fields that the
+        features are written through (built once per binding, not per frame)."""
+        if reuse is None:
+            self._buffers = self.model.bind(count)
+        else:
+            self._buffers = self.model.bind(count, reuse=reuse)
+        self._x_views = input_views(self._buffers.inputs["x"])
 
     def get_state(self) -> dict:
         """A plain, picklable snapshot of every dog (runtime/snapshot.py)."""
@@ -300,17 +323,23 @@ class Controller:
         future = blend(desired, self.predicted_future, self.tau)
         h, yaw = s.history, s.root_yaw_rad
 
-        def samples(past, now, ahead):
-            return np.concatenate([past[:, PAST_SAMPLES], now[:, None], ahead], axis=1)
+        def samples(past, now, ahead):  # the past from history, now, the future
+            return [past[:, PAST_SLICE], now[:, None], ahead]
 
-        positions = samples(h.positions_xz_m, s.root_xz_m, future.positions_xz_m)
-        directions = samples(h.directions_xz, yaw_direction_xz(yaw), future.directions_xz)
-        velocities = samples(h.velocities_xz_mps, s.root_velocity_xz_mps, future.velocities_xz_mps)
-        speeds = samples(h.speeds_mps, desired.speeds_mps[:, 0], future.speeds_mps)
-        actions = samples(h.actions, s.action_weights, future.actions)
-        # One rotation into the root frame for the three (x, z) fields: to_root_xz's math, fused.
-        k = positions.shape[1]
-        stacked = np.concatenate([positions - s.root_xz_m[:, None, :], directions, velocities], 1)
+        # The three (x, z) fields' samples side by side in one array, and one rotation into
+        # the root frame for all of them: to_root_xz's math, fused (fewest calls per frame).
+        stacked = np.concatenate(
+            samples(h.positions_xz_m, s.root_xz_m, future.positions_xz_m)
+            + samples(h.directions_xz, yaw_direction_xz(yaw), future.directions_xz)
+            + samples(h.velocities_xz_mps, s.root_velocity_xz_mps, future.velocities_xz_mps),
+            axis=1,
+        )
+        k = stacked.shape[1] // 3
+        stacked[:, :k] -= s.root_xz_m[:, None, :]
+        speeds = np.concatenate(
+            samples(h.speeds_mps, desired.speeds_mps[:, 0], future.speeds_mps), 1
+        )
+        actions = np.concatenate(samples(h.actions, s.action_weights, future.actions), axis=1)
         local = rotate_xz(stacked, -yaw)
         return LocalTrajectory(
             local[:, :k],
@@ -333,7 +362,7 @@ class Controller:
         with stage("trajectory"):
             trajectory = self.trajectory()
         with stage("features"):
-            x = write_input(trajectory, s.pose, out=self._buffers.inputs["x"])
+            x = write_input(trajectory, s.pose, self._buffers.inputs["x"], self._x_views)
             if "phase" in self._buffers.inputs:
                 self._buffers.inputs["phase"][:, 0] = s.phase_rad
         with stage("inference"):
@@ -342,8 +371,8 @@ class Controller:
             # The dogs handed back last frame, as they were shown (for the display offsets).
             handed_back = s.handback_pending.copy()
             shown = s.rows(handed_back) if handed_back.any() else None
-            bad = ~np.all([np.all(np.isfinite(v), axis=1) for v in outputs.values()], axis=0)
-            kept = s.rows(bad) if bad.any() else None
+            bad = non_finite_rows(outputs)
+            kept = s.rows(bad) if bad is not None else None
             self._apply(self._decoded(outputs["y"]), trajectory.speeds_mps)
             if "expert_weights" in outputs:
                 s.expert_weights = outputs["expert_weights"].copy()  # readers may keep it
@@ -371,12 +400,26 @@ class Controller:
         return x
 
     def _decoded(self, y: np.ndarray):
-        """decode_output of y in float64, its views over a buffer reused every frame (building
-        nine views per frame cost more than the decode's math); _apply copies what it keeps."""
+        """decode_output of y in float64, its views over buffers reused every frame (building
+        nine views per frame cost more than the decode's math); _apply copies what it keeps.
+        The joints' fields are copied out of y's interleaved rows into contiguous arrays
+        (features.joint_fields): the pose update's arithmetic on them is then several times
+        cheaper for many dogs. The values are y's, exactly (float32 to float64 is exact)."""
+        if self._y_read is not y:  # the bound buffer: the same array every frame
+            self._y_read, self._y_joints = y, joint_fields(y)
         if self._y64 is None or self._y64.shape != y.shape:
             self._y64 = np.empty(y.shape)
-            self._prediction = decode_output(self._y64)
+            self._joints64 = np.empty(self._y_joints.shape)
+            positions, forwards, ups, velocities = self._joints64
+            self._prediction = dataclasses.replace(
+                decode_output(self._y64),
+                joint_positions_m=positions,
+                joint_forwards=forwards,
+                joint_ups=ups,
+                joint_velocities_mps=velocities,
+            )
         np.copyto(self._y64, y)
+        np.copyto(self._joints64, self._y_joints)
         return self._prediction
 
     def _keep_last_good_state(self, rows: np.ndarray, kept: DogState) -> None:

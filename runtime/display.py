@@ -77,7 +77,7 @@ def shown_pose(
     # Root-frame heights are heights above the network's flat ground.
     contacts = estimate_contacts(pose.positions_m[:, paws, 1], pose.velocities_mps[:, paws])
     facing = np.zeros((n, 3))
-    facing[:, [0, 2]] = yaw_direction_xz(s.root_yaw_rad)
+    facing[:, ::2] = yaw_direction_xz(s.root_yaw_rad)  # (x, z): ::2 copies no index array
     if terrain is not None:
         local, hips, _ = ik.solve(local, hips, np.zeros(n), facing, terrain, dt_s)
     local = foot_lock.apply(local, hips, contacts & lockable[:, None], dt_s, terrain)

@@ -24,6 +24,11 @@ from canis.runtime.transition_frames import CONTEXT_FRAMES, frame_vector
 HISTORY_FRAMES = -TRAJECTORY_OFFSETS_FRAMES[0] + 1  # the past samples and the current frame
 # Where the trajectory's past samples sit in the history.
 PAST_SAMPLES = np.array([o for o in TRAJECTORY_OFFSETS_FRAMES if o < 0]) + HISTORY_FRAMES - 1
+# The same samples as a slice (they are evenly spaced): a view, where indexing with
+# PAST_SAMPLES builds a copy every frame.
+_PAST_STEP = int(PAST_SAMPLES[1] - PAST_SAMPLES[0])
+PAST_SLICE = slice(int(PAST_SAMPLES[0]), int(PAST_SAMPLES[-1]) + 1, _PAST_STEP)
+assert np.array_equal(np.arange(HISTORY_FRAMES)[PAST_SLICE], PAST_SAMPLES)
 
 
 def still_state(

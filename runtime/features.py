@@ -244,31 +244,53 @@ def pose_to_root_frame(root_position_m, root_rotation, pose: Pose) -> LocalPose:
     )
 
 
-def write_input(trajectory: LocalTrajectory, pose: LocalPose, out=None) -> np.ndarray:
-    """x (N, 480) from root-frame state: the one place x is laid out."""
+def input_views(x: np.ndarray) -> tuple[LocalTrajectory, LocalPose]:
+    """Writable views (N, ...) of every field of x (N, 480), as write_input fills them: a
+    caller that writes the same buffer every frame builds them once (views cost more to
+    build than the copies into them)."""
+    rows, block = INPUT.rows(x, "trajectory"), INPUT.block("trajectory")
+    field = lambda name: rows[..., block.field_slice(name)]  # noqa: E731
+    trajectory = LocalTrajectory(
+        field("position"), field("direction"), field("velocity"), field("speed")[..., 0],
+        field("action"),
+    )  # fmt: skip
+    return trajectory, _joint_views(INPUT, x)
+
+
+def _joint_views(layout: Layout, features: np.ndarray) -> LocalPose:
+    rows, block = layout.rows(features, "joints"), layout.block("joints")
+    return LocalPose(*(rows[..., block.field_slice(name)] for name, _ in JOINT_FIELDS))
+
+
+def write_input(
+    trajectory: LocalTrajectory,
+    pose: LocalPose,
+    out=None,
+    views: tuple[LocalTrajectory, LocalPose] | None = None,
+) -> np.ndarray:
+    """x (N, 480) from root-frame state: the one place x is laid out. `views`: input_views(out),
+    when the caller keeps them."""
     n = len(trajectory.speeds_mps)
     x = np.empty((n, INPUT.size), dtype=np.float32) if out is None else out
-    rows = INPUT.rows(x, "trajectory")
-    block = INPUT.block("trajectory")
-    rows[..., block.field_slice("position")] = trajectory.positions_xz_m
-    rows[..., block.field_slice("direction")] = trajectory.directions_xz
-    rows[..., block.field_slice("velocity")] = trajectory.velocities_xz_mps
-    rows[..., block.field_slice("speed")] = trajectory.speeds_mps[..., None]
-    rows[..., block.field_slice("action")] = trajectory.actions
-    write_joints(INPUT, x, pose)
+    fields, joints = input_views(x) if views is None else views
+    fields.positions_xz_m[...] = trajectory.positions_xz_m
+    fields.directions_xz[...] = trajectory.directions_xz
+    fields.velocities_xz_mps[...] = trajectory.velocities_xz_mps
+    fields.speeds_mps[...] = trajectory.speeds_mps
+    fields.actions[...] = trajectory.actions
+    _write_pose(joints, pose)
     return x
 
 
 def write_joints(layout: Layout, features: np.ndarray, pose: LocalPose) -> None:
-    rows = layout.rows(features, "joints")
-    block = layout.block("joints")
-    for field, values in (
-        ("position", pose.positions_m),
-        ("forward", pose.forwards),
-        ("up", pose.ups),
-        ("velocity", pose.velocities_mps),
-    ):
-        rows[..., block.field_slice(field)] = values
+    _write_pose(_joint_views(layout, features), pose)
+
+
+def _write_pose(views: LocalPose, pose: LocalPose) -> None:
+    views.positions_m[...] = pose.positions_m
+    views.forwards[...] = pose.forwards
+    views.ups[...] = pose.ups
+    views.velocities_mps[...] = pose.velocities_mps
 
 
 def build_input(root_position_m, root_rotation, trajectory: Trajectory, pose: Pose, out=None):
@@ -299,6 +321,16 @@ class Prediction:
         return LocalPose(
             self.joint_positions_m, self.joint_forwards, self.joint_ups, self.joint_velocities_mps
         )
+
+
+def joint_fields(features: np.ndarray, layout: Layout = OUTPUT) -> np.ndarray:
+    """A view (4, ..., J, 3) of the joints block of y (or x, with layout=INPUT), fields
+    first in JOINT_FIELDS' order (position, forward, up, velocity). Copied into a contiguous
+    buffer it makes each field one contiguous array: arithmetic on the fields' own views,
+    three values between strides, costs several times more for many dogs."""
+    rows = layout.rows(features, "joints")
+    split = rows.reshape(*rows.shape[:-1], len(JOINT_FIELDS), 3)
+    return np.moveaxis(split, -2, 0)
 
 
 def decode_output(y: np.ndarray) -> Prediction:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 from canis.runtime import _kinematics
+from canis.runtime.root import norm_xz
 from canis.runtime.skeleton import DOG_LEG_GROUPS, Skeleton
 from canis.runtime.smoothing import damp
 from canis.runtime.terrain import Heightmap
@@ -50,7 +51,7 @@ def paws_below_ground(paw_heights_m: np.ndarray) -> bool:
 
 def estimate_contacts(paw_heights_m: np.ndarray, paw_velocities_mps: np.ndarray) -> np.ndarray:
     """(N, 4) from paw heights above the flat ground and their velocities (N, 4, 3)."""
-    speed = np.linalg.norm(paw_velocities_mps[..., [0, 2]], axis=-1)
+    speed = norm_xz(paw_velocities_mps[..., ::2])  # (x, z)
     return (paw_heights_m < CONTACT_HEIGHT_M) & (speed < CONTACT_SPEED_MPS)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import heapq
 import json
+import math
 import os
 import threading
 import time
@@ -46,15 +47,33 @@ class Histogram:
     runs for hours; keeping every sample would grow without bound). Values past `maximum`
     land in the last bin; the exact maximum is kept beside."""
 
+    # Values wait in a list and are binned together, one vectorised call per this many:
+    # binning each value alone was a fifth of what the profiler costs a frame (a frame of 7
+    # stages: 12.5 -> 9.5 us of thread CPU time); binning 256 takes ~20 us, between frames.
+    PENDING = 256
+
     def __init__(self, bin_width: float = 0.01, maximum: float = 200.0):
         self.bin_width = bin_width
-        self.counts = np.zeros(int(maximum / bin_width) + 1, dtype=np.int64)
+        self._counts = np.zeros(int(maximum / bin_width) + 1, dtype=np.int64)
+        self._pending: list[float] = []
         self.total = 0.0
         self.max = float("nan")
 
+    @property
+    def counts(self) -> np.ndarray:
+        """Values per bin (the pending ones binned first)."""
+        if self._pending:
+            values, self._pending = np.array(self._pending, dtype=np.float64), []
+            indices = np.clip((values / self.bin_width).astype(np.int64), 0, len(self._counts) - 1)
+            np.add.at(self._counts, indices, 1)
+        return self._counts
+
     def add(self, value: float) -> None:
-        index = min(max(int(value / self.bin_width), 0), len(self.counts) - 1)
-        self.counts[index] += 1
+        if not -math.inf < value < math.inf:  # refused, as binning it at once refused it
+            raise ValueError(f"Histogram.add: the value must be finite, got {value}")
+        self._pending.append(value)
+        if len(self._pending) >= self.PENDING:
+            self.counts  # noqa: B018 (bins the pending values)
         self.total += value
         if not value <= self.max:  # also replaces the initial NaN
             self.max = value
@@ -63,8 +82,8 @@ class Histogram:
         values = np.asarray(values)
         if not values.size:
             return
-        indices = np.clip((values / self.bin_width).astype(np.int64), 0, len(self.counts) - 1)
-        np.add.at(self.counts, indices, 1)
+        indices = np.clip((values / self.bin_width).astype(np.int64), 0, len(self._counts) - 1)
+        np.add.at(self._counts, indices, 1)
         self.total += float(np.sum(values))
         self.max = float(np.nanmax([self.max, values.max()]))
 

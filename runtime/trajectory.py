@@ -17,7 +17,7 @@ import numpy as np
 from canis.runtime.actions import action_index, action_indices
 from canis.runtime.arguments import per_dog
 from canis.runtime.features import ACTIONS, FPS, FUTURE_OFFSETS_FRAMES
-from canis.runtime.root import wrap_angle_rad, yaw_direction_xz
+from canis.runtime.root import norm_xz, wrap_angle_rad, yaw_direction_xz
 
 FUTURE_TIMES_S = np.array(FUTURE_OFFSETS_FRAMES) / FPS
 HORIZON_S = FUTURE_TIMES_S[-1]
@@ -29,6 +29,9 @@ FACING_HALF_LIFE_S = 0.15
 ACTION_HALF_LIFE_S = 0.1
 DEFAULT_TAU = 0.5
 MAX_SPEED_MPS = 6.0  # a little above the fastest gallop in the data (5.5 m/s)
+# Components no larger than this keep a speed (at most sqrt(2) times the larger component,
+# 5.66 m/s) well under MAX_SPEED_MPS, whatever the rounding.
+_SURELY_SLOW_MPS = 4.0
 
 
 @dataclass
@@ -70,9 +73,14 @@ class ControlState:
         # Scaled first so that no component exceeds the limit: squaring 1e154 m/s or more in the
         # norm overflows to inf, and the clamp below would then give 0 m/s instead of the limit.
         largest = np.abs(velocity).max(axis=1, keepdims=True)
-        velocity = velocity / np.maximum(1.0, largest / MAX_SPEED_MPS)
-        speed = np.linalg.norm(velocity, axis=1, keepdims=True)
-        velocity = velocity * np.minimum(1.0, MAX_SPEED_MPS / np.maximum(speed, 1e-9))
+        if largest.max() <= _SURELY_SLOW_MPS:
+            # Both scalings below would be exactly 1 (no speed reaches the limit): a copy
+            # gives the same values for fewer calls.
+            velocity = velocity.copy()
+        else:
+            velocity = velocity / np.maximum(1.0, largest / MAX_SPEED_MPS)
+            speed = norm_xz(velocity)[:, None]
+            velocity = velocity * np.minimum(1.0, MAX_SPEED_MPS / np.maximum(speed, 1e-9))
         future = None
         if self.future_xz_m is not None:
             shape = (count, len(FUTURE_TIMES_S), 2)
@@ -106,6 +114,7 @@ def bias_weights(times_s: np.ndarray, bias: float = TRAJECTORY_BIAS) -> np.ndarr
 _STEP_S = FUTURE_TIMES_S[0]
 _MIDDLE_WEIGHTS = bias_weights(FUTURE_TIMES_S - 0.5 * _STEP_S)[None, :, None]
 _SAMPLE_WEIGHTS = bias_weights(FUTURE_TIMES_S)[None, :]
+_SAMPLE_WEIGHTS_3D = _SAMPLE_WEIGHTS[..., None]  # built once: indexing per frame costs more
 
 
 def extrapolate(
@@ -120,21 +129,21 @@ def extrapolate(
     """Desired future samples (N, 6) from the current motion toward the smoothed command."""
     now_v, cmd_v = root_velocity_xz_mps[:, None, :], commanded_velocity_xz_mps[:, None, :]
     # Velocity at the middle of each 10-frame step, integrated into positions.
-    step_velocity = now_v + (cmd_v - now_v) * _MIDDLE_WEIGHTS
-    positions = root_xz_m[:, None, :] + np.cumsum(step_velocity * _STEP_S, axis=1)
+    change_v = cmd_v - now_v
+    step_velocity = now_v + change_v * _MIDDLE_WEIGHTS
+    step_velocity *= _STEP_S
+    positions = np.add.accumulate(step_velocity, axis=1)  # np.cumsum's own loop, called direct
+    positions += root_xz_m[:, None, :]
     weights = _SAMPLE_WEIGHTS
-    velocities = now_v + (cmd_v - now_v) * weights[..., None]
+    velocities = now_v + change_v * _SAMPLE_WEIGHTS_3D
     turn = wrap_angle_rad(commanded_yaw_rad - root_yaw_rad)[:, None]
     directions = yaw_direction_xz(root_yaw_rad[:, None] + weights * turn)
-    actions = (
-        action_weights[:, None]
-        + (commanded_actions - action_weights)[:, None] * (weights[..., None])
-    )
+    actions = (commanded_actions - action_weights)[:, None] * _SAMPLE_WEIGHTS_3D
+    actions += action_weights[:, None]
     # The desired speed is the player's target speed: measuring it on this path, which starts
     # from the dog's current motion, would feed the dog's own speed back into its input.
-    speeds = np.repeat(
-        np.linalg.norm(commanded_velocity_xz_mps, axis=1)[:, None], len(FUTURE_TIMES_S), axis=1
-    )
+    speeds = np.empty((len(root_xz_m), len(FUTURE_TIMES_S)))
+    speeds[:] = norm_xz(commanded_velocity_xz_mps)[:, None]
     return GroundTrajectory(positions, directions, velocities, speeds, actions)
 
 
@@ -148,7 +157,7 @@ def along_path(
     steps = np.diff(points, axis=1)
     tangents = steps.copy()
     tangents[:, :-1] += steps[:, 1:]
-    length = np.linalg.norm(tangents, axis=-1, keepdims=True)
+    length = norm_xz(tangents)[..., None]
     directions = np.where(length > 1e-6, tangents / np.maximum(length, 1e-9), desired.directions_xz)
     follows = np.all(np.isfinite(future_xz_m), axis=(1, 2))[:, None, None]
     return GroundTrajectory(
@@ -169,7 +178,7 @@ def blend(
         return desired
     mix = lambda a, b: tau * a + (1.0 - tau) * b  # noqa: E731
     directions = mix(desired.directions_xz, predicted.directions_xz)
-    directions /= np.maximum(np.linalg.norm(directions, axis=-1, keepdims=True), 1e-9)
+    directions /= np.maximum(norm_xz(directions)[..., None], 1e-9)
     return GroundTrajectory(
         mix(desired.positions_xz_m, predicted.positions_xz_m),
         directions,

@@ -121,6 +121,25 @@ def test_histogram_keeps_the_exact_maximum_past_its_last_bin():
     assert histogram.percentiles()["max"] == 250.5
 
 
+def test_histogram_binning_in_batches_counts_as_binning_each_value(rng):
+    """add() bins its values Histogram.PENDING at a time: the counts, total and percentiles
+    are those of binning each value as it comes; a non-finite value is refused at once."""
+    values = [float(v) for v in np.abs(rng.normal(size=3 * Histogram.PENDING + 7)) * 3]
+    values += [250.0, 0.0, -0.003, 1e-12]
+    histogram = Histogram(maximum=200.0)
+    expected = np.zeros_like(histogram.counts)
+    total = 0.0
+    for value in values:
+        histogram.add(value)
+        expected[min(max(int(value / 0.01), 0), len(expected) - 1)] += 1
+        total += value
+    assert np.array_equal(histogram.counts, expected)
+    assert histogram.total == total and len(histogram) == len(values)
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="must be finite"):
+            histogram.add(bad)
+
+
 def test_trace_needs_keep_trace_and_an_existing_folder(tmp_path):
     profiler = Profiler()
     with profiler.stage("inference"):

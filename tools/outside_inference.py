@@ -1,0 +1,93 @@
+"""`python -m canis.tools.outside_inference --before A1.csv A2.csv --after B1.csv B2.csv`:
+the per-frame work outside inference of `canis run --csv` runs, two versions side by side.
+
+For each file: every stage's median (p50) and p99 over the frames where it ran, the frame's
+wall and thread CPU time, and "outside": per frame, the sum of OUTSIDE_STAGES (the work a
+step does besides the networks: command, trajectory, features, decode and root update,
+display pose with IK and foot lock). Then, for each figure, the median over the files of
+each version and the ratio after / before, with the range of the per-pair ratios of p50
+(files paired in the order given: run them alternately, A1 B1 A2 B2 ...). The transition
+stage (the RTN's own inference) is left out of "outside" and shown on its own.
+
+Prints a markdown table (docs/BENCHMARKS.md's side-by-side sections).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+import numpy as np
+
+OUTSIDE_STAGES = ("input", "trajectory", "features", "decode", "ik")
+ROWS = (*OUTSIDE_STAGES, "outside", "inference", "transition", "frame", "frame_cpu")
+
+
+def file_figures(path: str | Path) -> dict[str, tuple[float, float]]:
+    """{figure: (p50 ms, p99 ms)} of one `canis run --csv` file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    with open(path, newline="") as source:
+        rows = list(csv.DictReader(source))
+    needed = {"wall_ms", "cpu_ms"} | {f"{s}_ms" for s in OUTSIDE_STAGES}
+    missing = needed - set(rows[0] if rows else ())
+    if missing:
+        raise ValueError(
+            f"{path}: not a `canis run --csv` file with frames (no {', '.join(sorted(missing))})"
+        )
+
+    def column(name: str) -> np.ndarray:
+        return np.array([float(r[name] or 0.0) for r in rows])
+
+    def ran(name: str) -> np.ndarray:
+        return np.array([float(r[name]) for r in rows if r.get(name)])
+
+    per_frame = {
+        "outside": sum(column(f"{s}_ms") for s in OUTSIDE_STAGES),
+        "frame": column("wall_ms"),
+        "frame_cpu": column("cpu_ms"),
+    }
+    for stage in (*OUTSIDE_STAGES, "inference", "transition"):
+        values = ran(f"{stage}_ms")
+        if values.size:
+            per_frame[stage] = values
+    return {k: (float(np.median(v)), float(np.percentile(v, 99))) for k, v in per_frame.items()}
+
+
+def side_by_side(before: list[str | Path], after: list[str | Path]) -> str:
+    """The markdown table of the two versions' figures and their ratios."""
+    if not before or not after:
+        raise ValueError("outside_inference: give at least one --before and one --after file")
+    a = [file_figures(p) for p in before]
+    b = [file_figures(p) for p in after]
+    lines = [
+        "| figure (ms) | before p50 | after p50 | after / before p50 | per-pair range "
+        "| before p99 | after p99 | after / before p99 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in ROWS:
+        if not all(name in f for f in a + b):
+            continue
+        p50_a, p50_b = (float(np.median([f[name][0] for f in fs])) for fs in (a, b))
+        p99_a, p99_b = (float(np.median([f[name][1] for f in fs])) for fs in (a, b))
+        pairs = [y[name][0] / x[name][0] for x, y in zip(a, b, strict=False) if x[name][0] > 0]
+        span = f"{min(pairs):.2f}-{max(pairs):.2f}" if pairs else "-"
+        lines.append(
+            f"| {name} | {p50_a:.3f} | {p50_b:.3f} | {p50_b / p50_a:.2f}x | {span} "
+            f"| {p99_a:.3f} | {p99_b:.3f} | {p99_b / p99_a:.2f}x |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", nargs="+", required=True, help="canis run --csv files")
+    parser.add_argument("--after", nargs="+", required=True, help="canis run --csv files")
+    args = parser.parse_args(argv)
+    print(side_by_side(args.before, args.after), end="")
+
+
+if __name__ == "__main__":
+    main()
