@@ -1,10 +1,10 @@
 """The 3-D scene: terrain, the dogs (a skinned body, or shaded bone capsules with the paws'
 contacts), shadows and trajectories.
 
-OpenGL 3.3 core through pyglet's shader API. One lit shader draws everything solid: per-vertex
-position and normal, a per-draw model matrix and colour, a directional light with ambient and
-soft wrap lighting, and (for the terrain) a 1 m grid computed from world coordinates in the
-fragment shader, so no texture file is needed.
+OpenGL 3.3 core through pyglet's shader API. One vertex shader lights everything but the body:
+per-vertex position and normal, a per-draw model matrix and colour, a directional light with
+ambient and soft wrap lighting. Two fragment shaders: the solid colour, and for the terrain a
+1 m grid computed from world coordinates, so no texture file is needed.
 
 Importing this module loads pyglet.gl, which opens a display unless pyglet's headless option
 is already set: DemoApp imports it after choosing the mode.
@@ -21,7 +21,7 @@ from pyglet.gl import (
     GL_BLEND,
     GL_CULL_FACE,
     GL_DEPTH_TEST,
-    GL_LINES,
+    GL_LINE_STRIP,
     GL_ONE_MINUS_SRC_ALPHA,
     GL_SRC_ALPHA,
     GL_TRIANGLES,
@@ -32,38 +32,45 @@ from pyglet.gl import (
 from pyglet.graphics.shader import Shader, ShaderProgram
 from pyglet.math import Mat4, Vec3
 
+# Lit per vertex: the terrain's normals are smooth and the capsules' fine enough that
+# per-fragment lighting looks the same, and under llvmpipe every fragment instruction counts
+# (the terrain fills most of the window; moving the light to the vertices and passing 5
+# floats instead of 6 cut the frame by about an eighth, measured under load).
 VERTEX_SHADER = """#version 330 core
 in vec3 position;
 in vec3 normal;
 uniform mat4 view_projection;
 uniform mat4 model;
-out vec3 world_position;
-out vec3 world_normal;
+uniform vec4 colour;
+uniform vec3 light_direction;
+out vec2 ground_xz;
+out vec4 shaded;
 void main() {
     vec4 world = model * vec4(position, 1.0);
-    world_position = world.xyz;
-    world_normal = mat3(model) * normal;
+    vec3 n = normalize(mat3(model) * normal);
+    float wrap = 0.5 + 0.5 * dot(n, -light_direction);  // soft, no black back sides
+    shaded = vec4(colour.rgb * (0.35 + 0.75 * wrap * wrap), colour.a);
+    ground_xz = world.xz;
     gl_Position = view_projection * world;
 }
 """
 
-FRAGMENT_SHADER = """#version 330 core
-in vec3 world_position;
-in vec3 world_normal;
-uniform vec4 colour;
-uniform float grid;  // 1 draws the terrain's 1 m grid
-uniform vec3 light_direction;
+SOLID_FRAGMENT_SHADER = """#version 330 core
+in vec4 shaded;
+out vec4 fragment;
+void main() { fragment = shaded; }
+"""
+
+# The terrain's 1 m grid from world coordinates: a line about one pixel wide at any distance
+# (fwidth: the cell's size on screen), so no texture file is needed.
+TERRAIN_FRAGMENT_SHADER = """#version 330 core
+in vec2 ground_xz;
+in vec4 shaded;
 out vec4 fragment;
 void main() {
-    vec3 n = normalize(world_normal);
-    float wrap = 0.5 + 0.5 * dot(n, -light_direction);  // soft, no black back sides
-    vec3 base = colour.rgb;
-    if (grid > 0.5) {
-        vec2 cell = abs(fract(world_position.xz + 0.5) - 0.5) / fwidth(world_position.xz);
-        float line = 1.0 - clamp(min(cell.x, cell.y), 0.0, 1.0);
-        base = mix(base, base * 0.65, line);
-    }
-    fragment = vec4(base * (0.35 + 0.75 * wrap * wrap), colour.a);
+    vec2 cell = abs(fract(ground_xz + 0.5) - 0.5) / fwidth(ground_xz);
+    float line = 1.0 - clamp(min(cell.x, cell.y), 0.0, 1.0);
+    fragment = vec4(shaded.rgb * (1.0 - 0.35 * line), shaded.a);
 }
 """
 
@@ -190,20 +197,30 @@ def _sphere_matrix(centre: np.ndarray, radius: float) -> Mat4:
 
 
 class Scene:
+    """Draws, per frame: the terrain, the shadows over it, the dogs and the trajectories.
+    (Drawing the dogs before the terrain would spare the terrain's shading behind them, 2% of
+    the window, but the shadow then darkens paws that dip below it.) Every mesh is uploaded
+    once; the trajectories' vertex lists are kept and rewritten in place."""
+
     def __init__(self, skeleton, terrain: Heightmap):
         self.skeleton = skeleton
         self.program = ShaderProgram(
-            Shader(VERTEX_SHADER, "vertex"), Shader(FRAGMENT_SHADER, "fragment")
+            Shader(VERTEX_SHADER, "vertex"), Shader(SOLID_FRAGMENT_SHADER, "fragment")
         )
-        self.sphere = self._mesh(*_sphere())
-        self.cylinder = self._mesh(*_cylinder())
+        self.terrain_program = ShaderProgram(
+            Shader(VERTEX_SHADER, "vertex"), Shader(TERRAIN_FRAGMENT_SHADER, "fragment")
+        )
+        self.sphere = self._mesh(self.program, *_sphere())
+        self.cylinder = self._mesh(self.program, *_cylinder())
         self.dog_mesh = None
         self.body = None  # the skinned body (demo/skinned_mesh.py), made on first use
         self.show_body = True  # False: the bone capsules (the B key)
+        self.lines: list = []  # one kept vertex list per trajectory
         self.set_terrain(terrain)
 
-    def _mesh(self, positions, normals, indices):
-        return self.program.vertex_list_indexed(
+    @staticmethod
+    def _mesh(program, positions, normals, indices):
+        return program.vertex_list_indexed(
             len(positions),
             GL_TRIANGLES,
             indices.tolist(),
@@ -214,8 +231,11 @@ class Scene:
     def set_terrain(self, terrain: Heightmap, centre_xz=(0.0, 0.0)) -> None:
         self.terrain = terrain
         self.terrain_centre = np.array(centre_xz, dtype=float)
+        if getattr(self, "terrain_mesh", None) is not None:
+            self.terrain_mesh.delete()
         self.terrain_mesh = self._mesh(
-            *_terrain_mesh(terrain, self.terrain_centre, TERRAIN_VIEW_SIZE_M, TERRAIN_STEP_M)
+            self.terrain_program,
+            *_terrain_mesh(terrain, self.terrain_centre, TERRAIN_VIEW_SIZE_M, TERRAIN_STEP_M),
         )
 
     def follow(self, xz: np.ndarray) -> None:
@@ -223,11 +243,10 @@ class Scene:
         if np.max(np.abs(xz - self.terrain_centre)) > TERRAIN_VIEW_SIZE_M / 4:
             self.set_terrain(self.terrain, np.round(xz))
 
-    def _draw(self, mesh, model: Mat4, colour, grid: float = 0.0) -> None:
+    def _draw(self, mesh, model: Mat4, colour, mode=GL_TRIANGLES) -> None:
         self.program["model"] = model
         self.program["colour"] = colour
-        self.program["grid"] = grid
-        mesh.draw(GL_TRIANGLES)
+        mesh.draw(mode)
 
     def draw(
         self,
@@ -244,15 +263,26 @@ class Scene:
         self.program.use()
         self.program["view_projection"] = view_projection
         self.program["light_direction"] = LIGHT_DIRECTION
-        self._draw(self.terrain_mesh, Mat4(), TERRAIN_COLOUR, grid=1.0)
+        self.terrain_program.use()
+        self.terrain_program["view_projection"] = view_projection
+        self.terrain_program["light_direction"] = LIGHT_DIRECTION
+        self.terrain_program["model"] = Mat4()
+        self.terrain_program["colour"] = TERRAIN_COLOUR
+        self.terrain_mesh.draw(GL_TRIANGLES)
+        self.program.use()
+        glEnable(GL_BLEND)
+        glBlendFunc(GL_SRC_ALPHA, GL_ONE_MINUS_SRC_ALPHA)
+        glDisable(GL_CULL_FACE)
         for dog in range(len(positions)):
             self._draw_shadow(positions[dog].astype(np.float64))
+        glDisable(GL_BLEND)
         if self.show_body and rotations is not None:
             self.program.stop()
             if self.body is None:
                 from canis.demo.skinned_mesh import SkinnedDog
 
                 self.body = SkinnedDog()
+            glEnable(GL_CULL_FACE)
             self.body.draw(view_projection, LIGHT_DIRECTION, positions, rotations)
             self.program.use()
         else:
@@ -268,48 +298,52 @@ class Scene:
         for dog in range(len(positions)):
             joints = positions[dog].astype(np.float64)
             self.dog_mesh.update(joints)
-            self.program["model"] = Mat4()
-            self.program["colour"] = DOG_COLOUR
-            self.program["grid"] = 0.0
-            self.dog_mesh.vertices.draw(GL_TRIANGLES)
+            self._draw(self.dog_mesh.vertices, Mat4(), DOG_COLOUR)
             for p, paw in enumerate(paws):
                 colour = (0.9, 0.15, 0.1, 1.0) if contacts[dog, p] else (0.2, 0.2, 0.25, 1.0)
                 self._draw(self.sphere, _sphere_matrix(joints[paw], 0.018), colour)
 
     def _draw_shadow(self, joints: np.ndarray) -> None:
-        """A soft dark ellipse on the ground under the body, long along the body's facing."""
+        """A soft dark ellipse on the ground under the body, long along the body's facing
+        (blending is on)."""
         hips = joints[0]
         middle = (hips + joints[self.skeleton.index("Spine1")]) / 2
         ground, _ = self.terrain.sample(middle[[0, 2]])
         facing = joints[self.skeleton.index("Neck"), [0, 2]] - hips[[0, 2]]
         yaw = math.atan2(float(facing[0]), float(facing[1]))
-        glEnable(GL_BLEND)
-        glBlendFunc(GL_SRC_ALPHA, GL_ONE_MINUS_SRC_ALPHA)
-        glDisable(GL_CULL_FACE)
         shadow = (
             Mat4.from_translation(Vec3(float(middle[0]), float(ground) + 0.01, float(middle[2])))
             @ Mat4.from_rotation(-yaw, Vec3(0.0, 1.0, 0.0))  # pyglet turns clockwise
             @ Mat4.from_scale(Vec3(0.2, 0.004, 0.42))
         )
         self._draw(self.sphere, shadow, (0.0, 0.0, 0.0, 0.35))
-        glDisable(GL_BLEND)
 
     def _draw_lines(self, trajectories) -> None:
-        for points, colour in trajectories:
-            if len(points) < 2:
+        """Each polyline as a line strip. Its vertex list is kept while its length is, and only
+        its positions are rewritten, all before the first line is drawn: llvmpipe finishes
+        every draw queued so far before it lets a buffer they read be written."""
+        trajectories = [(p, c) for p, c in trajectories if len(p) >= 2]
+        for extra in self.lines[len(trajectories) :]:
+            extra.delete()
+        del self.lines[len(trajectories) :]
+        for i, (points, _) in enumerate(trajectories):
+            flat = np.asarray(points, dtype=np.float32).reshape(-1)
+            if i < len(self.lines) and self.lines[i].count == len(points):
+                self.lines[i].position[:] = flat
                 continue
-            segments = np.stack([points[:-1], points[1:]], axis=1).reshape(-1, 3).astype(np.float32)
-            lines = self.program.vertex_list(
-                len(segments),
-                GL_LINES,
-                position=("f", segments.reshape(-1).tolist()),
-                normal=("f", [0.0, 1.0, 0.0] * len(segments)),
+            line = self.program.vertex_list(
+                len(points),
+                GL_LINE_STRIP,
+                position=("f", flat.tolist()),
+                normal=("f", [0.0, 1.0, 0.0] * len(points)),
             )
-            self.program["model"] = Mat4()
-            self.program["colour"] = colour
-            self.program["grid"] = 0.0
-            lines.draw(GL_LINES)
-            lines.delete()
+            if i < len(self.lines):
+                self.lines[i].delete()
+                self.lines[i] = line
+            else:
+                self.lines.append(line)
+        for line, (_, colour) in zip(self.lines, trajectories, strict=True):
+            self._draw(line, Mat4(), colour, GL_LINE_STRIP)
 
 
 def camera_matrix(
