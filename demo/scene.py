@@ -79,9 +79,17 @@ DOG_COLOUR = (0.78, 0.52, 0.28, 1.0)  # tests look for this colour in rendered f
 TERRAIN_COLOUR = (0.45, 0.62, 0.42, 1.0)
 BONE_RADIUS_M = 0.025
 TERRAIN_VIEW_SIZE_M = 30.0
-# Mesh resolution: on Mesa's llvmpipe the terrain's triangle count dominates the frame (13 ms at
-# 0.25 m against 7.5 ms at 0.5 m, measured under load); the built-in hills vary over 4-9 m.
+# Mesh resolution: on Mesa's llvmpipe the terrain's triangles on screen cost more than its pixels
+# (13 ms at 0.25 m against 7.5 ms at 0.5 m, measured under load; a 1 m step cut a whole frame by
+# 28%), and the far ones are the small, many ones. So the grid is 0.5 m apart within
+# TERRAIN_FINE_HALF_WIDTH_M of the patch's centre (the built-in hills vary over 4-9 m) and each
+# cell beyond is TERRAIN_STEP_GROWTH times wider than the last. The grid lines are the same for
+# every row and column, so the coarse cells meet the fine ones without cracks, and the patch
+# follows the dog within TERRAIN_RECENTRE_M, so the dog and the camera stay over fine cells.
 TERRAIN_STEP_M = 0.5
+TERRAIN_FINE_HALF_WIDTH_M = 6.0
+TERRAIN_STEP_GROWTH = 1.25
+TERRAIN_RECENTRE_M = 2.0
 
 
 def _sphere(rings: int = 8, segments: int = 12):
@@ -120,11 +128,26 @@ def _cylinder(segments: int = 12):
     )
 
 
-def _terrain_mesh(terrain: Heightmap, centre_xz, size_m: float, step_m: float):
-    count = int(size_m / step_m) + 1
-    xs = centre_xz[0] - size_m / 2 + step_m * np.arange(count)
-    zs = centre_xz[1] - size_m / 2 + step_m * np.arange(count)
-    grid_x, grid_z = np.meshgrid(xs, zs)
+def terrain_grid_offsets_m(
+    half_size_m: float = TERRAIN_VIEW_SIZE_M / 2,
+    fine_half_width_m: float = TERRAIN_FINE_HALF_WIDTH_M,
+    step_m: float = TERRAIN_STEP_M,
+    growth: float = TERRAIN_STEP_GROWTH,
+) -> np.ndarray:
+    """One axis's grid lines as offsets from the patch's centre, ascending: step_m apart out to
+    fine_half_width_m, then each cell `growth` times wider than the last, out to half_size_m."""
+    side = list(np.arange(1, round(fine_half_width_m / step_m) + 1) * step_m)
+    cell = step_m
+    while side[-1] < half_size_m - 1e-9:
+        cell *= growth
+        side.append(min(side[-1] + cell, half_size_m))
+    side = np.array(side)
+    return np.concatenate([-side[::-1], [0.0], side])
+
+
+def _terrain_mesh(terrain: Heightmap, centre_xz, offsets_m: np.ndarray):
+    count = len(offsets_m)
+    grid_x, grid_z = np.meshgrid(centre_xz[0] + offsets_m, centre_xz[1] + offsets_m)
     points = np.stack([grid_x, grid_z], axis=-1).reshape(-1, 2)
     heights, normals = terrain.sample(points)
     positions = np.stack([points[:, 0], heights, points[:, 1]], axis=1).astype(np.float32)
@@ -229,18 +252,24 @@ class Scene:
         )
 
     def set_terrain(self, terrain: Heightmap, centre_xz=(0.0, 0.0)) -> None:
+        """The terrain patch around centre_xz. Its grid's topology never changes, so after the
+        first only its vertices are rewritten in place (copied as arrays, not element by
+        element), which keeps the frequent recentring cheap."""
         self.terrain = terrain
         self.terrain_centre = np.array(centre_xz, dtype=float)
-        if getattr(self, "terrain_mesh", None) is not None:
-            self.terrain_mesh.delete()
-        self.terrain_mesh = self._mesh(
-            self.terrain_program,
-            *_terrain_mesh(terrain, self.terrain_centre, TERRAIN_VIEW_SIZE_M, TERRAIN_STEP_M),
+        positions, normals, indices = _terrain_mesh(
+            terrain, self.terrain_centre, terrain_grid_offsets_m()
         )
+        if getattr(self, "terrain_mesh", None) is None:
+            self.terrain_mesh = self._mesh(self.terrain_program, positions, normals, indices)
+            return
+        np.ctypeslib.as_array(self.terrain_mesh.position)[:] = positions.reshape(-1)
+        np.ctypeslib.as_array(self.terrain_mesh.normal)[:] = normals.reshape(-1)
 
     def follow(self, xz: np.ndarray) -> None:
-        """Rebuilds the terrain patch when the dog walks far from its centre."""
-        if np.max(np.abs(xz - self.terrain_centre)) > TERRAIN_VIEW_SIZE_M / 4:
+        """Moves the terrain patch, on whole metres (so the fine cells stay where they were),
+        when the dog walks TERRAIN_RECENTRE_M from its centre."""
+        if np.max(np.abs(xz - self.terrain_centre)) > TERRAIN_RECENTRE_M:
             self.set_terrain(self.terrain, np.round(xz))
 
     def _draw(self, mesh, model: Mat4, colour, mode=GL_TRIANGLES) -> None:

@@ -48,6 +48,41 @@ def test_first_frame_shows_the_dog_over_the_terrain(app):
     assert TERRAIN_COLOUR[1] > TERRAIN_COLOUR[0]
 
 
+def test_terrain_patch_is_fine_near_the_dog_and_follows_it(app):
+    """The terrain's grid is 0.5 m apart around the patch's centre and coarser beyond (what
+    llvmpipe draws cheaper), without gaps; recentred in place, its vertices lie on the terrain
+    around the new centre, the fine ones on the same 0.5 m lattice."""
+    from canis.demo.scene import (
+        TERRAIN_FINE_HALF_WIDTH_M,
+        TERRAIN_RECENTRE_M,
+        TERRAIN_STEP_M,
+        TERRAIN_VIEW_SIZE_M,
+        terrain_grid_offsets_m,
+    )
+
+    offsets = terrain_grid_offsets_m()
+    np.testing.assert_allclose(offsets, -offsets[::-1])
+    assert offsets[0] == -TERRAIN_VIEW_SIZE_M / 2 and np.all(np.diff(offsets) > 0)
+    cells = np.diff(offsets)
+    near = np.abs(offsets[:-1] + cells / 2) < TERRAIN_FINE_HALF_WIDTH_M
+    np.testing.assert_allclose(cells[near], TERRAIN_STEP_M)
+    assert cells[~near].max() > 3 * TERRAIN_STEP_M  # the far cells are coarser
+    scene = app.scene
+    start = scene.terrain_centre.copy()
+    scene.follow(start + TERRAIN_RECENTRE_M / 2)
+    assert np.all(scene.terrain_centre == start)  # not yet
+    scene.follow(start + [TERRAIN_RECENTRE_M + 1.3, -7.6])
+    centre = scene.terrain_centre.copy()
+    np.testing.assert_allclose(centre, np.round(start + [TERRAIN_RECENTRE_M + 1.3, -7.6]))
+    vertices = np.ctypeslib.as_array(scene.terrain_mesh.position).reshape(-1, 3)
+    xs, zs = np.unique(vertices[:, 0]), np.unique(vertices[:, 2])
+    np.testing.assert_allclose(xs, centre[0] + offsets, atol=1e-4)
+    np.testing.assert_allclose(zs, centre[1] + offsets, atol=1e-4)
+    heights, _ = scene.terrain.sample(vertices[:, [0, 2]])
+    np.testing.assert_allclose(vertices[:, 1], heights, atol=1e-5)
+    scene.set_terrain(scene.terrain, start)
+
+
 def press(app, symbol, release=False):
     """A key event through the window's own handler stack, as the platform layer delivers it
     (bypassing only the OS queue), so a handler that shadows another is caught."""
