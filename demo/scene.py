@@ -239,6 +239,9 @@ class Scene:
         self.body = None  # the skinned body (demo/skinned_mesh.py), made on first use
         self.show_body = True  # False: the bone capsules (the B key)
         self.lines: list = []  # one kept vertex list per trajectory
+        # Parts left out of the picture, to time what each costs (demo/draw_parts.py):
+        # any of "terrain", "shadow", "dog", "trajectories".
+        self.hidden: set[str] = set()
         self.set_terrain(terrain)
 
     @staticmethod
@@ -297,15 +300,18 @@ class Scene:
         self.terrain_program["light_direction"] = LIGHT_DIRECTION
         self.terrain_program["model"] = Mat4()
         self.terrain_program["colour"] = TERRAIN_COLOUR
-        self.terrain_mesh.draw(GL_TRIANGLES)
+        if "terrain" not in self.hidden:
+            self.terrain_mesh.draw(GL_TRIANGLES)
         self.program.use()
         glEnable(GL_BLEND)
         glBlendFunc(GL_SRC_ALPHA, GL_ONE_MINUS_SRC_ALPHA)
         glDisable(GL_CULL_FACE)
-        for dog in range(len(positions)):
+        for dog in range(len(positions) if "shadow" not in self.hidden else 0):
             self._draw_shadow(positions[dog].astype(np.float64))
         glDisable(GL_BLEND)
-        if self.show_body and rotations is not None:
+        if "dog" in self.hidden:
+            pass
+        elif self.show_body and rotations is not None:
             self.program.stop()
             if self.body is None:
                 from canis.demo.skinned_mesh import SkinnedDog
@@ -316,7 +322,7 @@ class Scene:
             self.program.use()
         else:
             self._draw_bones(positions, contacts)
-        self._draw_lines(trajectories)
+        self._draw_lines(trajectories if "trajectories" not in self.hidden else [])
         self.program.stop()
 
     def _draw_bones(self, positions: np.ndarray, contacts: np.ndarray) -> None:

@@ -83,6 +83,26 @@ def test_terrain_patch_is_fine_near_the_dog_and_follows_it(app):
     scene.set_terrain(scene.terrain, start)
 
 
+def test_hidden_parts_leave_the_picture_and_draw_parts_times_each(app, tiny_model):
+    """Scene.hidden (what demo/draw_parts.py leaves out to time each part) really leaves the
+    terrain out, and everything is back once the set is empty."""
+    from canis.demo.draw_parts import HUD_PARTS, SCENE_PARTS, measure_parts
+
+    def greenish_share():
+        app.window.switch_to()
+        app.on_draw()
+        below = app.pixels()[250:, :, :3].astype(int).reshape(-1, 3)
+        return float(np.mean((below[:, 1] > below[:, 0]) & (below[:, 1] > below[:, 2])))
+
+    app.scene.hidden = {"terrain"}
+    assert greenish_share() < 0.2
+    app.scene.hidden = set()
+    assert greenish_share() > 0.8
+    result = measure_parts(tiny_model, rounds=1, block=2, warmup=0)
+    assert set(result["share"]) == set(SCENE_PARTS) | set(HUD_PARTS)
+    assert all(np.isfinite(m) and m > 0 for m in result["median_draw_ms"].values())
+
+
 def press(app, symbol, release=False):
     """A key event through the window's own handler stack, as the platform layer delivers it
     (bypassing only the OS queue), so a handler that shadows another is caught."""
