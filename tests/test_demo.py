@@ -225,6 +225,25 @@ def test_the_stage_plot_scales_to_the_frames_and_names_its_stages(app):
     assert {"transition", "render", "inference", "other"} <= set(legend)
 
 
+def test_the_stage_plot_bins_its_frames_and_keeps_the_spikes(app):
+    """600 frames become at most FRAME_PLOT_POINTS points a line, each bin showing its slowest
+    frame: one 2 ms frame among 1 ms ones still reaches its height, lines stay stacked."""
+    from canis.demo.hud import FRAME_PLOT_POINTS, PANEL
+
+    rng = np.random.default_rng(0)
+    stages = {"inference": rng.uniform(0.5, 1.0, 600), "ik": rng.uniform(0.1, 0.2, 600)}
+    stages["inference"][377] = 2.0  # below the graph's top (2.5 ms here)
+    plots = app.plots
+    plots.pieces = []
+    scale = plots.frame_times(10, 10, stages, 2.0)
+    lines = [segments for segments, _ in plots.pieces[2:]]  # after the box and the budget
+    plots.pieces = []
+    assert len(lines) == 2 and all(len(line) == FRAME_PLOT_POINTS - 1 for line in lines)
+    top_px = 10 + PANEL[1] * (2.0 + stages["ik"][377]) / scale
+    assert lines[1][:, [1, 3]].max() == pytest.approx(top_px)
+    assert np.all(lines[1][:, 1] >= lines[0][:, 1])
+
+
 def test_x_key_transitions_and_the_recording_replays_it(app, tiny_model, tiny_rtn, tmp_path):
     import json
 
