@@ -145,11 +145,22 @@ def terrain_grid_offsets_m(
     return np.concatenate([-side[::-1], [0.0], side])
 
 
-def _terrain_mesh(terrain: Heightmap, centre_xz, offsets_m: np.ndarray):
+def _terrain_mesh(
+    terrain: Heightmap, centre_xz, offsets_m: np.ndarray, fine_half_width_m: float = np.inf
+):
+    """Vertices on the terrain at the grid's lines. Within fine_half_width_m of the centre the
+    normals are the heightmap's; beyond, the grid's own (from its heights), so a coarse cell
+    across a sharp edge (a stair) is shaded as the gentle ramp it draws, not as the edge."""
     count = len(offsets_m)
     grid_x, grid_z = np.meshgrid(centre_xz[0] + offsets_m, centre_xz[1] + offsets_m)
     points = np.stack([grid_x, grid_z], axis=-1).reshape(-1, 2)
     heights, normals = terrain.sample(points)
+    coarse = np.maximum(*np.meshgrid(np.abs(offsets_m), np.abs(offsets_m))) > fine_half_width_m
+    if coarse.any():
+        slope_z, slope_x = np.gradient(heights.reshape(count, count), offsets_m, offsets_m)
+        grid_normals = np.stack([-slope_x, np.ones_like(slope_x), -slope_z], axis=-1)
+        grid_normals /= np.linalg.norm(grid_normals, axis=-1, keepdims=True)
+        normals = np.where(coarse.reshape(-1, 1), grid_normals.reshape(-1, 3), normals)
     positions = np.stack([points[:, 0], heights, points[:, 1]], axis=1).astype(np.float32)
     rows = np.arange(count - 1)[:, None] * count
     cols = np.arange(count - 1)[None, :]
@@ -261,7 +272,7 @@ class Scene:
         self.terrain = terrain
         self.terrain_centre = np.array(centre_xz, dtype=float)
         positions, normals, indices = _terrain_mesh(
-            terrain, self.terrain_centre, terrain_grid_offsets_m()
+            terrain, self.terrain_centre, terrain_grid_offsets_m(), TERRAIN_FINE_HALF_WIDTH_M
         )
         if getattr(self, "terrain_mesh", None) is None:
             self.terrain_mesh = self._mesh(self.terrain_program, positions, normals, indices)

@@ -83,6 +83,28 @@ def test_terrain_patch_is_fine_near_the_dog_and_follows_it(app):
     scene.set_terrain(scene.terrain, start)
 
 
+def test_coarse_terrain_cells_are_shaded_as_the_ramps_they_draw(app):
+    """On stairs, a far 2 m cell across a step edge draws a gentle ramp: its vertices get the
+    grid's own normals (no steep, dark streak across the distance); near cells keep the
+    heightmap's."""
+    from canis.demo.scene import TERRAIN_FINE_HALF_WIDTH_M, _terrain_mesh, terrain_grid_offsets_m
+    from canis.runtime.terrain import load_terrain
+
+    stairs = load_terrain("steps")
+    offsets = terrain_grid_offsets_m()
+    positions, normals, _ = _terrain_mesh(stairs, (0.0, 0.0), offsets, TERRAIN_FINE_HALF_WIDTH_M)
+    _, sampled = stairs.sample(positions[:, [0, 2]])
+    far = np.maximum(*np.meshgrid(np.abs(offsets), np.abs(offsets))).reshape(-1) > 6.0
+    np.testing.assert_allclose(normals[~far], sampled[~far], atol=1e-6)
+    steepest_grid = np.degrees(np.arccos(normals[far, 1].min()))
+    assert np.degrees(np.arccos(sampled[far, 1].min())) > steepest_grid + 10  # edges: steep
+    # Each grid slope is a weighted mean of the rises to its neighbours over their distance.
+    heights = positions[:, 1].reshape(len(offsets), len(offsets))
+    rise = max(np.abs(np.diff(heights, axis=a)).max() for a in (0, 1))
+    bound = np.degrees(np.arctan(np.sqrt(2) * rise / np.diff(offsets).min()))
+    assert 0 < steepest_grid <= bound + 1e-3
+
+
 def test_hidden_parts_leave_the_picture_and_draw_parts_times_each(app, tiny_model):
     """Scene.hidden (what demo/draw_parts.py leaves out to time each part) really leaves the
     terrain out, and everything is back once the set is empty."""
