@@ -34,8 +34,8 @@ from pyglet.math import Mat4, Vec3
 
 # Lit per vertex: the terrain's normals are smooth and the capsules' fine enough that
 # per-fragment lighting looks the same, and under llvmpipe every fragment instruction counts
-# (the terrain fills most of the window; moving the light to the vertices and passing 5
-# floats instead of 6 cut the frame by about an eighth, measured under load).
+# (the terrain fills most of the window; moving the light to the vertices and passing 5 floats
+# instead of 6 cut the frame by about an eighth in one alternated run at load 7).
 VERTEX_SHADER = """#version 330 core
 in vec3 position;
 in vec3 normal;
@@ -79,9 +79,9 @@ DOG_COLOUR = (0.78, 0.52, 0.28, 1.0)  # tests look for this colour in rendered f
 TERRAIN_COLOUR = (0.45, 0.62, 0.42, 1.0)
 BONE_RADIUS_M = 0.025
 TERRAIN_VIEW_SIZE_M = 30.0
-# Mesh resolution: on Mesa's llvmpipe the terrain's triangles on screen cost more than its pixels
-# (13 ms at 0.25 m against 7.5 ms at 0.5 m, measured under load; a 1 m step cut a whole frame by
-# 28%), and the far ones are the small, many ones. So the grid is 0.5 m apart within
+# Mesh resolution: on Mesa's llvmpipe the terrain's triangle count weighs on the frame (13 ms
+# at 0.25 m against 7.5 ms at 0.5 m, measured under load by an earlier edition), and the far
+# triangles are the many, small ones. So the grid is 0.5 m apart within
 # TERRAIN_FINE_HALF_WIDTH_M of the patch's centre (the built-in hills vary over 4-9 m) and each
 # cell beyond is TERRAIN_STEP_GROWTH times wider than the last. The grid lines are the same for
 # every row and column, so the coarse cells meet the fine ones without cracks, and the patch
