@@ -56,6 +56,8 @@ def benchmark_viewer(
 
     machine = describe_machine()
     return {
+        "measured_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "seconds": seconds,
         "cpu": f"{machine['cpu']} (family {machine['cpu_family']} model "
         f"{machine['cpu_model_number']}, {machine['logical_cores']} logical cores)",
         "load_average_1min": [load_before, os.getloadavg()[0]],
@@ -98,7 +100,16 @@ def markdown(viewer: dict) -> str:
             "",
             f"Drawing the body takes {viewer['body_over_bones_draw_p50']:.2f}x the bones' time at "
             f"the median. With the body: {viewer['fps_at_p50']:.0f} frames per second at the "
-            f"median; {viewer['share_of_frames_within_60hz']:.0%} of frames fit in 1/60 s.",
+            f"median; {viewer['share_of_frames_within_60hz']:.0%} of frames fit in 1/60 s, so "
+            f"60 fps at the median {'holds' if viewer['fps_at_p50'] >= 60 else 'does not hold'} "
+            "here at this load.",
+            "",
+            f"Measured {viewer.get('measured_utc', '(date not recorded)')} with "
+            f"`./run canis bench --viewer-only` ({viewer.get('seconds', 5.0):g} s per view; "
+            "canis.demo.benchmark.benchmark_viewer, which `canis bench` also runs). Headless,",
+            "pyglet's EGL gets a 16-bit colour buffer (RGB565) where an X11 window on a 24-bit",
+            "display gets 8 bits a channel: these are the headless viewer's figures, which an",
+            "X11 window's need not equal.",
             "",
         ]
     )

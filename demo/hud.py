@@ -46,6 +46,10 @@ EXPERT_COLOURS = [
     (0.5, 0.5, 0.5),
 ]
 PANEL = (300, 100)  # pixels
+# The frame-time plot holds the profiler's window (600 frames, 2 per pixel column, 9 stacked
+# lines): llvmpipe draws each segment as a small primitive, so the frames are taken in bins
+# of a few, each bin showing its slowest frame (spikes stay visible), at most this many.
+FRAME_PLOT_POINTS = PANEL[0] // 2
 # The frame-time graph's full height is the first of these above the recent frames' p99 (and
 # above the budget, so its line shows): a slow machine's frames are not pinned at the top.
 GRAPH_SCALES_MS = (2.5, 4, 5, 8, 10, 15, 20, 30, 50, 100, 200, 500)
@@ -95,10 +99,14 @@ class HudPlots:
         self._add(np.array([[x, level, x + w, level]]), BUDGET_COLOUR)
         if count < 2:
             return scale
-        xs = x + np.linspace(0, w, count)
-        below = np.zeros(count)
-        for name, values in stages.items():
-            below = below + np.asarray(values)[-count:]
+        # Each stage's line is the running total up to it, frame by frame (stacked).
+        stacked = np.cumsum([np.asarray(v, dtype=float)[-count:] for v in stages.values()], axis=0)
+        if count > FRAME_PLOT_POINTS:
+            # A bin's maximum of each running total keeps the lines in order, as each frame's are.
+            starts = np.linspace(0, count, FRAME_PLOT_POINTS, endpoint=False).astype(int)
+            stacked = np.maximum.reduceat(stacked, starts, axis=1)
+        xs = x + np.linspace(0, w, stacked.shape[1])
+        for name, below in zip(stages, stacked, strict=True):
             self._add(
                 _polyline(xs, y + h * np.clip(below / scale, 0, 1)),
                 STAGE_COLOURS.get(name, (0, 0, 0)),

@@ -67,3 +67,15 @@ def test_streamed_transition_cost_is_measured_per_frame(tiny_model, tiny_rtn):
     assert cost["frames_with_lead"] > 5
     assert 0 < cost["first_frame_p50_ms"] and 0 < cost["stage_p50_ms"] <= cost["stage_max_ms"]
     assert cost["step_p50_ms"] >= cost["stage_p50_ms"]  # the whole step holds the stage
+
+
+def test_the_viewer_section_alone_is_replaced():
+    from canis.tools.bench import replace_viewer_section
+
+    old = "# B\n\n## Inference\n\nx\n\n## The viewer (1280x720)\n\nold\n\n## After\n\ny\n"
+    new = "\n## The viewer (640x360)\n\nnew\n"
+    text = replace_viewer_section(old, new)
+    assert text == "# B\n\n## Inference\n\nx\n\n## The viewer (640x360)\n\nnew\n\n## After\n\ny\n"
+    last = replace_viewer_section("# B\n\n## The viewer (a)\n\nold\n", new)
+    assert last == "# B\n\n## The viewer (640x360)\n\nnew\n"
+    assert replace_viewer_section("# B\n", new) == "# B\n" + new

@@ -48,6 +48,83 @@ def test_first_frame_shows_the_dog_over_the_terrain(app):
     assert TERRAIN_COLOUR[1] > TERRAIN_COLOUR[0]
 
 
+def test_terrain_patch_is_fine_near_the_dog_and_follows_it(app):
+    """The terrain's grid is 0.5 m apart around the patch's centre and coarser beyond (what
+    llvmpipe draws cheaper), without gaps; recentred in place, its vertices lie on the terrain
+    around the new centre, the fine ones on the same 0.5 m lattice."""
+    from canis.demo.scene import (
+        TERRAIN_FINE_HALF_WIDTH_M,
+        TERRAIN_RECENTRE_M,
+        TERRAIN_STEP_M,
+        TERRAIN_VIEW_SIZE_M,
+        terrain_grid_offsets_m,
+    )
+
+    offsets = terrain_grid_offsets_m()
+    np.testing.assert_allclose(offsets, -offsets[::-1])
+    assert offsets[0] == -TERRAIN_VIEW_SIZE_M / 2 and np.all(np.diff(offsets) > 0)
+    cells = np.diff(offsets)
+    near = np.abs(offsets[:-1] + cells / 2) < TERRAIN_FINE_HALF_WIDTH_M
+    np.testing.assert_allclose(cells[near], TERRAIN_STEP_M)
+    assert cells[~near].max() > 3 * TERRAIN_STEP_M  # the far cells are coarser
+    scene = app.scene
+    start = scene.terrain_centre.copy()
+    scene.follow(start + TERRAIN_RECENTRE_M / 2)
+    assert np.all(scene.terrain_centre == start)  # not yet
+    scene.follow(start + [TERRAIN_RECENTRE_M + 1.3, -7.6])
+    centre = scene.terrain_centre.copy()
+    np.testing.assert_allclose(centre, np.round(start + [TERRAIN_RECENTRE_M + 1.3, -7.6]))
+    vertices = np.ctypeslib.as_array(scene.terrain_mesh.position).reshape(-1, 3)
+    xs, zs = np.unique(vertices[:, 0]), np.unique(vertices[:, 2])
+    np.testing.assert_allclose(xs, centre[0] + offsets, atol=1e-4)
+    np.testing.assert_allclose(zs, centre[1] + offsets, atol=1e-4)
+    heights, _ = scene.terrain.sample(vertices[:, [0, 2]])
+    np.testing.assert_allclose(vertices[:, 1], heights, atol=1e-5)
+    scene.set_terrain(scene.terrain, start)
+
+
+def test_coarse_terrain_cells_are_shaded_as_the_ramps_they_draw(app):
+    """On stairs, a far 2 m cell across a step edge draws a gentle ramp: its vertices get the
+    grid's own normals (no steep, dark streak across the distance); near cells keep the
+    heightmap's."""
+    from canis.demo.scene import TERRAIN_FINE_HALF_WIDTH_M, _terrain_mesh, terrain_grid_offsets_m
+    from canis.runtime.terrain import load_terrain
+
+    stairs = load_terrain("steps")
+    offsets = terrain_grid_offsets_m()
+    positions, normals, _ = _terrain_mesh(stairs, (0.0, 0.0), offsets, TERRAIN_FINE_HALF_WIDTH_M)
+    _, sampled = stairs.sample(positions[:, [0, 2]])
+    far = np.maximum(*np.meshgrid(np.abs(offsets), np.abs(offsets))).reshape(-1) > 6.0
+    np.testing.assert_allclose(normals[~far], sampled[~far], atol=1e-6)
+    steepest_grid = np.degrees(np.arccos(normals[far, 1].min()))
+    assert np.degrees(np.arccos(sampled[far, 1].min())) > steepest_grid + 10  # edges: steep
+    # Each grid slope is a weighted mean of the rises to its neighbours over their distance.
+    heights = positions[:, 1].reshape(len(offsets), len(offsets))
+    rise = max(np.abs(np.diff(heights, axis=a)).max() for a in (0, 1))
+    bound = np.degrees(np.arctan(np.sqrt(2) * rise / np.diff(offsets).min()))
+    assert 0 < steepest_grid <= bound + 1e-3
+
+
+def test_hidden_parts_leave_the_picture_and_draw_parts_times_each(app, tiny_model):
+    """Scene.hidden (what demo/draw_parts.py leaves out to time each part) really leaves the
+    terrain out, and everything is back once the set is empty."""
+    from canis.demo.draw_parts import HUD_PARTS, SCENE_PARTS, measure_parts
+
+    def greenish_share():
+        app.window.switch_to()
+        app.on_draw()
+        below = app.pixels()[250:, :, :3].astype(int).reshape(-1, 3)
+        return float(np.mean((below[:, 1] > below[:, 0]) & (below[:, 1] > below[:, 2])))
+
+    app.scene.hidden = {"terrain"}
+    assert greenish_share() < 0.2
+    app.scene.hidden = set()
+    assert greenish_share() > 0.8
+    result = measure_parts(tiny_model, rounds=1, block=2, warmup=0)
+    assert set(result["share"]) == set(SCENE_PARTS) | set(HUD_PARTS)
+    assert all(np.isfinite(m) and m > 0 for m in result["median_draw_ms"].values())
+
+
 def press(app, symbol, release=False):
     """A key event through the window's own handler stack, as the platform layer delivers it
     (bypassing only the OS queue), so a handler that shadows another is caught."""
@@ -168,6 +245,25 @@ def test_the_stage_plot_scales_to_the_frames_and_names_its_stages(app):
     assert app.plot_titles["frame"].text.startswith("frame time per stage, 0-")
     legend = [label.text for label in app.stage_legend]
     assert {"transition", "render", "inference", "other"} <= set(legend)
+
+
+def test_the_stage_plot_bins_its_frames_and_keeps_the_spikes(app):
+    """600 frames become at most FRAME_PLOT_POINTS points a line, each bin showing its slowest
+    frame: one 2 ms frame among 1 ms ones still reaches its height, lines stay stacked."""
+    from canis.demo.hud import FRAME_PLOT_POINTS, PANEL
+
+    rng = np.random.default_rng(0)
+    stages = {"inference": rng.uniform(0.5, 1.0, 600), "ik": rng.uniform(0.1, 0.2, 600)}
+    stages["inference"][377] = 2.0  # below the graph's top (2.5 ms here)
+    plots = app.plots
+    plots.pieces = []
+    scale = plots.frame_times(10, 10, stages, 2.0)
+    lines = [segments for segments, _ in plots.pieces[2:]]  # after the box and the budget
+    plots.pieces = []
+    assert len(lines) == 2 and all(len(line) == FRAME_PLOT_POINTS - 1 for line in lines)
+    top_px = 10 + PANEL[1] * (2.0 + stages["ik"][377]) / scale
+    assert lines[1][:, [1, 3]].max() == pytest.approx(top_px)
+    assert np.all(lines[1][:, 1] >= lines[0][:, 1])
 
 
 def test_x_key_transitions_and_the_recording_replays_it(app, tiny_model, tiny_rtn, tmp_path):

@@ -39,6 +39,11 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--seconds", type=float, default=2.0, help="timing per inference case")
     bench.add_argument("--no-viewer", action="store_true", help="skip the viewer's timing")
     bench.add_argument(
+        "--viewer-only",
+        action="store_true",
+        help="time only the viewer and replace just its section of --markdown",
+    )
+    bench.add_argument(
         "--transition-model", type=Path, help="RTN _step.onnx (default: the shipped one)"
     )
     bench.set_defaults(handler=run_bench)
@@ -64,8 +69,43 @@ def with_precisions(models: list[Path], precisions: list[str], folder: Path) -> 
     return out
 
 
+VIEWER_HEADING = "\n## The viewer "
+
+
+def replace_viewer_section(text: str, section: str) -> str:
+    """`text` with its viewer section (from its heading to the next section's, or the end)
+    replaced by `section` (the viewer benchmark's markdown), or `section` appended."""
+    start = text.find(VIEWER_HEADING)
+    if start < 0:
+        return text.rstrip("\n") + "\n" + section
+    end = text.find("\n## ", start + len(VIEWER_HEADING))
+    return text[:start] + section.rstrip("\n") + "\n" + (text[end:] if end >= 0 else "")
+
+
+def run_viewer_only(args) -> int:
+    from canis.demo import benchmark as viewer_benchmark
+    from canis.runtime.assets import shipped_model_path
+
+    if args.no_viewer:
+        raise SystemExit("canis bench: --viewer-only and --no-viewer ask for opposite things")
+    if not args.markdown.is_file():
+        raise SystemExit(f"canis bench --viewer-only: {args.markdown} does not exist")
+    model = (args.models or [shipped_model_path()])[0]
+    viewer = viewer_benchmark.benchmark_viewer(model)
+    args.markdown.write_text(
+        replace_viewer_section(args.markdown.read_text(), viewer_benchmark.markdown(viewer))
+    )
+    if args.json:
+        args.json.write_text(json.dumps({"viewer": viewer}, indent=1) + "\n")
+    print(f"viewer: {viewer['fps_at_p50']:.0f} fps at the median; wrote {args.markdown}")
+    return 0
+
+
 def run_bench(args) -> int:
     import tempfile
+
+    if args.viewer_only:
+        return run_viewer_only(args)
 
     from canis.runtime.assets import present_shipped_models, shipped_model_path
     from canis.runtime.transition import shipped_transition_model_path
