@@ -1,12 +1,12 @@
 """Plays RTN transitions inside the controller (Controller.transition_to), generating each one
-step by step over the frames that play it, so that no frame pays for a whole transition
-(docs/ARCHITECTURE.md: the worst frame stays near the median).
+step by step over the frames that play it, one RTN step a frame, so that no frame pays for a
+whole transition, nor for more than one step of it (issue 15: the worst frame near the median).
 
 A dog's transition of P frames, asked for between two steps, runs in three parts:
 - the lead, LEAD_FRAMES steps: the motion network keeps the dog going as it was commanded
   when the transition was asked for (the new command is held back), while the RTN reads its
-  context: the last CONTEXT_FRAMES frames up to the end of the lead, each one as it happens.
-  The RTN needs those ten steps before its first frame, and no frame can afford ten;
+  context: the last CONTEXT_FRAMES frames up to the end of the lead, each one in the step it
+  happens (the RTN's hidden state is initialised from the first of them, in the first step);
 - playback, P + 1 steps: each step shows the next generated frame: the dog's rows of the
   state are taken, given that frame's root, pose, trajectory history, action and context
   frame, and put back;
@@ -14,13 +14,17 @@ A dog's transition of P frames, asked for between two steps, runs in three parts
   the one it reads, the history holds the path just walked, the action weights have reached
   the target's action), with the controller's decaying display offset for what differs.
 
-Each step runs at most STEPS_PER_FRAME RTN steps, each one call for every dog that needs one
-(rows of different transitions share it), so a frame costs about as much whether one dog or
-many are in a transition, and the generator runs ahead of playback. The RTN's target blend
-needs the predicted target, the last step: it is spread over the frames shown after that step
-(the paper's blend duration d, eq. 16; see blend_window), not over the whole transition as
-when a transition is generated at once. TransitionModel.generate with target_blend(window=
-blend_window(P)) generates the same transition at once (tests/test_transitions.py checks it).
+Each step runs at most STEPS_PER_FRAME (one) RTN step, one call for every dog that needs one
+(rows of different transitions share it), so a frame costs about one RTN step whether one dog
+or many are in a transition; asking for a transition runs none. One step a frame keeps pace
+with playback: the lead is as long as the context (its last step generates the first frame),
+and the generator stays LEAD_FRAMES - CONTEXT_FRAMES + 1 frames ahead of what is shown. The
+RTN's target blend needs the predicted target, the last step: it is spread over the frames
+shown from that step on (the paper's blend duration d, eq. 16; see blend_window), not over
+the whole transition as when a transition is generated at once (the shipped RTN's predicted
+target is within 0.4 cm of the true one, so a short blend moves little).
+TransitionModel.generate with target_blend(window=blend_window(P)) generates the same
+transition at once (tests/test_transitions.py checks it).
 """
 
 from __future__ import annotations
@@ -51,8 +55,11 @@ from canis.runtime.transition_frames import (
     split_frame,
 )
 
-LEAD_FRAMES = 5  # 83 ms: with two RTN steps a frame, the context is read by the lead's end
-STEPS_PER_FRAME = 2  # RTN steps per frame: more than one, so generation runs ahead of playback
+# 167 ms: with one RTN step a frame, the context's CONTEXT_FRAMES - 1 steps and the first
+# frame's, and one more so that the predicted target is made a frame before it is shown (a
+# blend over two frames, blend_window). Each frame of the lead is one the RTN reads.
+LEAD_FRAMES = CONTEXT_FRAMES
+STEPS_PER_FRAME = 1  # RTN steps per frame: one, so a transition's frame costs one step more
 
 
 def blend_window(transition_frames: int) -> int:
@@ -92,7 +99,8 @@ class TransitionPlayer:
         self.lead_left = np.zeros(n, dtype=int)  # lead steps still to come
         self.length = np.zeros(n, dtype=int)  # P: the transition's frames
         self.window = np.ones(n, dtype=int)  # target blend window (frames)
-        self.steps_done = np.zeros(n, dtype=int)  # RTN steps run (context, then frames)
+        self.steps_done = np.zeros(n, dtype=int)  # RTN steps run (context, then frames), -1
+        # before the hidden state's initialisation
         self.shown = np.zeros(n, dtype=int)  # frames shown so far
         self.target_frame = np.zeros((n, FRAME_SIZE), dtype=np.float32)
         self.target_xz_m = np.zeros((n, 2))
@@ -125,39 +133,29 @@ class TransitionPlayer:
         self, rows, state: DogState, target_frame, target_xz_m, target_yaw_rad, frames, action
     ) -> None:
         """A transition of `frames` frames for `rows` (checked by the caller), replacing any
-        they had; the context frames already known are read now, with the hidden state."""
-        known = CONTEXT_FRAMES - LEAD_FRAMES
+        they had. Nothing is generated yet: the context is the lead's frames, each read in
+        the step that makes it (so asking costs no RTN step)."""
         self.active[rows] = True
         self.lead_left[rows] = LEAD_FRAMES
         self.length[rows] = frames
         self.window[rows] = blend_window(frames)
-        self.steps_done[rows] = 0
+        self.steps_done[rows] = -1  # the hidden state's initialisation comes first
         self.shown[rows] = 0
         self.target_frame[rows] = target_frame
         self.target_xz_m[rows] = target_xz_m
         self.target_yaw_rad[rows] = target_yaw_rad
         self.target_action[rows] = action
-        self.context_frames[rows, :known] = state.frame_history[rows, -known:]
-        self.context_placements[rows, :known] = self._placements_of_history(state, rows, known)
-        self.context_known[rows] = known
-        h, c = self.model.init(self.context_frames[rows, 0])
-        if self.h is None:
-            self.h = np.zeros((len(self.active), h.shape[1]), dtype=np.float32)
-            self.c = np.zeros_like(self.h)
-        self.h[rows], self.c[rows] = h, c
+        self.context_known[rows] = 0
 
-    def _placements_of_history(self, state: DogState, rows, frames: int) -> np.ndarray:
-        """(n, frames, 4) placements of the rows' last `frames` roots relative to their
-        targets."""
-        n = len(rows)
-        xz = state.history.positions_xz_m[rows, -frames:].reshape(-1, 2)
-        yaw = yaw_from_direction(state.history.directions_xz[rows, -frames:]).reshape(-1)
+    def _newest_placements(self, state: DogState, rows) -> np.ndarray:
+        """(n, 4) placements of the rows' roots now relative to their targets."""
+        yaw = yaw_from_direction(state.history.directions_xz[rows, -1])
         return placement(
-            xz,
+            state.history.positions_xz_m[rows, -1],
             yaw,
-            np.repeat(self.target_xz_m[rows], frames, axis=0),
-            np.repeat(self.target_yaw_rad[rows], frames, axis=0),
-        ).reshape(n, frames, PLACEMENT_SIZE)
+            self.target_xz_m[rows],
+            self.target_yaw_rad[rows],
+        )
 
     def step(self, state: DogState, desired_future) -> None:
         """After the motion network's step: leading dogs' newest frame joins their context,
@@ -168,9 +166,7 @@ class TransitionPlayer:
         if leading.size:
             slot = self.context_known[leading]
             self.context_frames[leading, slot] = state.frame_history[leading, -1]
-            self.context_placements[leading, slot] = self._placements_of_history(state, leading, 1)[
-                :, 0
-            ]
+            self.context_placements[leading, slot] = self._newest_placements(state, leading)
             self.context_known[leading] += 1
             self.lead_left[leading] -= 1
             starting = leading[self.lead_left[leading] == 0]
@@ -189,14 +185,18 @@ class TransitionPlayer:
 
     def _generate_step(self) -> None:
         """One RTN step for every dog whose next step has its input: a context frame (known
-        once the lead has reached it) or the frame it generated last."""
+        once the lead has reached it) or the frame it generated last. A dog's first step
+        initialises the hidden state from its first context frame before it."""
         c = CONTEXT_FRAMES
         done = self.steps_done
         total = c + self.length  # c - 1 context steps, then P + 1 frames
-        ready = self.active & (done < total) & (np.minimum(done, c - 1) < self.context_known)
+        ready = self.active & (done < total) & (np.clip(done, 0, c - 1) < self.context_known)
         rows = np.flatnonzero(ready)
         if not rows.size:
             return
+        fresh = rows[done[rows] < 0]
+        if fresh.size:
+            self._initialise(fresh)
         j = done[rows]
         k = j - (c - 1)  # >= 0: generates frame k + 1 (k = P: the target)
         from_context = (k <= 0)[:, None]
@@ -222,6 +222,15 @@ class TransitionPlayer:
         self.raw_placements[rows[made], k[made]] = place[made]
         self.steps_done[rows] += 1
 
+    def _initialise(self, rows: np.ndarray) -> None:
+        """The RTN's hidden state of `rows` from their first context frame."""
+        h, c = self.model.init(self.context_frames[rows, 0])
+        if self.h is None:
+            self.h = np.zeros((len(self.active), h.shape[1]), dtype=np.float32)
+            self.c = np.zeros_like(self.h)
+        self.h[rows], self.c[rows] = h, c
+        self.steps_done[rows] = 0
+
     def _show_next(self, rows: np.ndarray, state: DogState, desired_future) -> None:
         """Sets the rows' state to their next transition frame."""
         k = self.shown[rows] + 1  # 1..P + 1
@@ -231,19 +240,20 @@ class TransitionPlayer:
         blended = weights > 0
         if np.any(generated < k) or np.any(blended & (generated < count)):
             raise RuntimeError("transition generation fell behind its playback")
-        frame, place = self.raw_frames[rows, k - 1], self.raw_placements[rows, k - 1]
-        # Outside the blend window the predicted target is not needed (and not yet made).
-        last = np.where(blended[:, None], self.raw_frames[rows, count - 1], frame)
-        last_place = np.where(blended[:, None], self.raw_placements[rows, count - 1], place)
-        frame, place = blend_frames(
-            frame[:, None],
-            place[:, None],
-            weights[:, None],
-            last,
-            last_place,
-            self.target_frame[rows],
-        )
-        frame, place = frame[:, 0], place[:, 0].astype(np.float64)
+        frame = self.raw_frames[rows, k - 1].astype(np.float64)
+        place = self.raw_placements[rows, k - 1].astype(np.float64)
+        if blended.any():  # only the window's frames need the blend (and the target exists)
+            last = np.where(blended[:, None], self.raw_frames[rows, count - 1], frame)
+            last_place = np.where(blended[:, None], self.raw_placements[rows, count - 1], place)
+            frame, place = blend_frames(
+                frame[:, None],
+                place[:, None],
+                weights[:, None],
+                last,
+                last_place,
+                self.target_frame[rows],
+            )
+            frame, place = frame[:, 0], place[:, 0]
         xz, yaw = placement_to_world(place, self.target_xz_m[rows], self.target_yaw_rad[rows])
         parts = split_frame(frame, self.parents)
         before_xz, before_yaw = self.previous_xz_m[rows], self.previous_yaw_rad[rows]

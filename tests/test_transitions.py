@@ -215,7 +215,8 @@ def test_a_streamed_transition_is_the_one_generated_at_once(tiny_rtn):
     """Generated step by step over the frames that play it, in calls shared with another
     dog's transition at another stage, a transition is the one TransitionModel.generate makes
     at once from the same context, with the same target blend; no frame runs more than
-    STEPS_PER_FRAME RTN steps, and asking for one runs none."""
+    STEPS_PER_FRAME RTN steps (and the hidden state's initialisation once per transition),
+    and asking for one runs nothing of the RTN."""
     from canis.runtime.poses import keyframe_pose
     from canis.runtime.root import yaw_from_direction
     from canis.runtime.transition_frames import frame_vector, split_frame
@@ -237,10 +238,10 @@ def test_a_streamed_transition_is_the_one_generated_at_once(tiny_rtn):
             if frame == at:
                 calls.clear()
                 started[dog] = c.transition_to(target, frames, characters=[dog])
-                assert calls == ["init"]
+                assert calls == []
         calls.clear()
         c.step(trot)
-        assert calls.count("step") <= STEPS_PER_FRAME
+        assert calls.count("step") <= STEPS_PER_FRAME and calls.count("init") <= 1
         for dog, (_, _, at) in asked.items():
             if frame - at == LEAD_FRAMES - 1:  # the lead's last frame: the context is complete
                 h = c.state.history
@@ -266,7 +267,7 @@ def test_a_streamed_transition_is_the_one_generated_at_once(tiny_rtn):
         made, made_places = c.transition_model.generate(
             frames_10[None], places[None], target_frame, frames
         )
-        assert blend_window(frames) < frames + 1  # the window streaming allows
+        assert 1 < blend_window(frames) < frames + 1  # the window streaming allows
         made, made_places = target_blend(made, made_places, target_frame, blend_window(frames))
         xz, yaw = placement_to_world(
             made_places[0].astype(np.float64),
