@@ -17,12 +17,14 @@ A dog's transition of P frames, asked for between two steps, runs in three parts
 Each step runs at most STEPS_PER_FRAME (one) RTN step, one call for every dog that needs one
 (rows of different transitions share it), so a frame costs about one RTN step whether one dog
 or many are in a transition; asking for a transition runs none. One step a frame keeps pace
-with playback: the lead is as long as the context (its last step generates the first frame),
-and the generator stays LEAD_FRAMES - CONTEXT_FRAMES + 1 frames ahead of what is shown. The
-RTN's target blend needs the predicted target, the last step: it is spread over the frames
-shown from that step on (the paper's blend duration d, eq. 16; see blend_window), not over
-the whole transition as when a transition is generated at once (the shipped RTN's predicted
-target is within 0.4 cm of the true one, so a short blend moves little).
+with playback and cannot get further ahead: a context step cannot run before its frame is
+made, so the lead is the context (its last step generates the first frame), and each step of
+playback generates the frame after the one it shows. The RTN's target blend needs the
+predicted target, the last step: it is spread over the frames shown from that step on, the
+last two (the paper's blend duration d, eq. 16; see blend_window), not over the whole
+transition as when a transition is generated at once; the shipped RTN's predicted target's
+joints were within 0.34 cm of the keyframe's (45-frame transitions to each posture from a
+stand, walk, trot and canter), which is what the blend moves them by.
 TransitionModel.generate with target_blend(window=blend_window(P)) generates the same
 transition at once (tests/test_transitions.py checks it).
 """
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from canis.runtime.dog_state import DogState
-from canis.runtime.features import ACTIONS, FPS, LocalPose
+from canis.runtime.features import ACTIONS, FPS
 from canis.runtime.root import (
     from_root_xz,
     to_root_xz,
@@ -273,27 +275,30 @@ class TransitionPlayer:
         start = self.start_actions[rows]
         actions = start + (target - start) * (k / count)[:, None]
 
-        dogs = state.rows(rows)
-        dogs.root_xz_m[:] = xz
-        dogs.root_yaw_rad[:] = yaw
-        dogs.root_velocity_xz_mps[:] = root_velocity
-        dogs.pose = LocalPose(parts.positions_m, parts.forwards, parts.ups, velocities)
-        dogs.action_weights[:] = actions
-        dogs.commanded_actions[:] = actions
-        h = dogs.history
-        h.positions_xz_m[:, -1] = xz
-        h.directions_xz[:, -1] = yaw_direction_xz(yaw)
-        h.velocities_xz_mps[:, -1] = root_velocity
-        h.speeds_mps[:, -1] = np.linalg.norm(root_velocity, axis=1)
-        h.actions[:, -1] = actions
+        # The fields a transition frame sets, written into the rows in place: taking the rows
+        # and putting them back (DogState.rows/put_rows) copied every array of the state, a
+        # fifth of this method's time, every frame of playback.
+        state.root_xz_m[rows] = xz
+        state.root_yaw_rad[rows] = yaw
+        state.root_velocity_xz_mps[rows] = root_velocity
+        pose = state.pose
+        pose.positions_m[rows], pose.forwards[rows] = parts.positions_m, parts.forwards
+        pose.ups[rows], pose.velocities_mps[rows] = parts.ups, velocities
+        state.action_weights[rows] = actions
+        state.commanded_actions[rows] = actions
+        h = state.history
+        h.positions_xz_m[rows, -1] = xz
+        h.directions_xz[rows, -1] = yaw_direction_xz(yaw)
+        h.velocities_xz_mps[rows, -1] = root_velocity
+        h.speeds_mps[rows, -1] = np.linalg.norm(root_velocity, axis=1)
+        h.actions[rows, -1] = actions
         # The network's own future for these rows is from a motion they did not make: hand the
         # desired one back instead, so the next blend is the command alone.
         if desired_future is not None:
-            future = dogs.predicted_future
+            future = state.predicted_future
             for name in ("positions_xz_m", "directions_xz", "velocities_xz_mps"):
-                getattr(future, name)[:] = getattr(desired_future, name)[rows]
-        dogs.frame_history[:, -1] = shown_frame  # what the next transition reads
-        state.put_rows(rows, dogs)
+                getattr(future, name)[rows] = getattr(desired_future, name)[rows]
+        state.frame_history[rows, -1] = shown_frame  # what the next transition reads
 
         self.previous_xz_m[rows], self.previous_yaw_rad[rows] = xz, yaw
         self.previous_positions_m[rows] = parts.positions_m
