@@ -62,6 +62,7 @@ from canis.runtime.transition_frames import (
 # blend over two frames, blend_window). Each frame of the lead is one the RTN reads.
 LEAD_FRAMES = CONTEXT_FRAMES
 STEPS_PER_FRAME = 1  # RTN steps per frame: one, so a transition's frame costs one step more
+ACTION_ONE_HOT = np.eye(len(ACTIONS))  # built once: np.eye each frame cost more than its use
 
 
 def blend_window(transition_frames: int) -> int:
@@ -192,7 +193,9 @@ class TransitionPlayer:
         c = CONTEXT_FRAMES
         done = self.steps_done
         total = c + self.length  # c - 1 context steps, then P + 1 frames
-        ready = self.active & (done < total) & (np.clip(done, 0, c - 1) < self.context_known)
+        # The context frame the next step reads (the first one for the initialisation, at -1).
+        reads = np.minimum(np.maximum(done, 0), c - 1)
+        ready = self.active & (done < total) & (reads < self.context_known)
         rows = np.flatnonzero(ready)
         if not rows.size:
             return
@@ -238,13 +241,14 @@ class TransitionPlayer:
         k = self.shown[rows] + 1  # 1..P + 1
         count = self.length[rows] + 1
         generated = self.steps_done[rows] - (CONTEXT_FRAMES - 1)
-        weights = blend_weights(k, count, self.window[rows])
-        blended = weights > 0
-        if np.any(generated < k) or np.any(blended & (generated < count)):
+        window = self.window[rows]
+        blended = count - k < window  # where blend_weights > 0: the target blend's frames
+        if (generated < k).any() or (blended & (generated < count)).any():
             raise RuntimeError("transition generation fell behind its playback")
         frame = self.raw_frames[rows, k - 1].astype(np.float64)
         place = self.raw_placements[rows, k - 1].astype(np.float64)
         if blended.any():  # only the window's frames need the blend (and the target exists)
+            weights = blend_weights(k, count, window)
             last = np.where(blended[:, None], self.raw_frames[rows, count - 1], frame)
             last_place = np.where(blended[:, None], self.raw_placements[rows, count - 1], place)
             frame, place = blend_frames(
@@ -271,7 +275,7 @@ class TransitionPlayer:
         )
         shown_frame = frame.astype(np.float32)  # with the root motion of the blended path
         shown_frame[:, 0:2], shown_frame[:, 2] = local_velocity[:, 1], yaw_rate[:, 1]
-        target = np.eye(len(ACTIONS))[self.target_action[rows]]
+        target = ACTION_ONE_HOT[self.target_action[rows]]
         start = self.start_actions[rows]
         actions = start + (target - start) * (k / count)[:, None]
 
