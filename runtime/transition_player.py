@@ -269,6 +269,12 @@ class TransitionPlayer:
         world = from_root_xz(moved[..., [0, 2]], before_xz, before_yaw)
         moved[..., [0, 2]] = to_root_xz(world, xz, yaw)
         velocities = (parts.positions_m - moved) * FPS
+        # The last frame is the target keyframe itself (the blend's weight is 1 there), a pose
+        # at rest, and the motion network reads it so at the hand-back: with the last step's
+        # joint velocities (up to ~2 m/s where the root still slides into a lie asked straight
+        # from a trot), MANN's lie diverged 10-15 frames later (75-83 cm in a frame) for half
+        # the trot's phases (docs/EVALUATION.md, postures asked while moving).
+        velocities[k == count] = 0.0
         root_velocity = (xz - before_xz) * FPS
         local_velocity, yaw_rate = root_motion(
             np.stack([before_xz, xz], axis=1), np.stack([before_yaw, yaw], axis=1)
