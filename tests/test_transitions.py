@@ -519,3 +519,11 @@ def test_postures_asked_while_moving_stop_first_then_start(tiny_rtn):
     postures.request("sit", 20, characters=[1])
     postures.cancel([1])
     assert not postures.waiting().any()
+
+
+def test_the_posture_phase_sweep_refuses_no_phases(capsys):
+    from canis.training.posture_phase_sweep import main
+
+    with pytest.raises(SystemExit):
+        main(["--phases", "0"])
+    assert "--phases must be at least 1, got 0" in capsys.readouterr().err
