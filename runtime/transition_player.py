@@ -1,12 +1,12 @@
 """Plays RTN transitions inside the controller (Controller.transition_to), generating each one
-step by step over the frames that play it, so that no frame pays for a whole transition
-(docs/ARCHITECTURE.md: the worst frame stays near the median).
+step by step over the frames that play it, one RTN step a frame, so that no frame pays for a
+whole transition, nor for more than one step of it (issue 15: the worst frame near the median).
 
 A dog's transition of P frames, asked for between two steps, runs in three parts:
 - the lead, LEAD_FRAMES steps: the motion network keeps the dog going as it was commanded
   when the transition was asked for (the new command is held back), while the RTN reads its
-  context: the last CONTEXT_FRAMES frames up to the end of the lead, each one as it happens.
-  The RTN needs those ten steps before its first frame, and no frame can afford ten;
+  context: the last CONTEXT_FRAMES frames up to the end of the lead, each one in the step it
+  happens (the RTN's hidden state is initialised from the first of them, in the first step);
 - playback, P + 1 steps: each step shows the next generated frame: the dog's rows of the
   state are taken, given that frame's root, pose, trajectory history, action and context
   frame, and put back;
@@ -14,13 +14,19 @@ A dog's transition of P frames, asked for between two steps, runs in three parts
   the one it reads, the history holds the path just walked, the action weights have reached
   the target's action), with the controller's decaying display offset for what differs.
 
-Each step runs at most STEPS_PER_FRAME RTN steps, each one call for every dog that needs one
-(rows of different transitions share it), so a frame costs about as much whether one dog or
-many are in a transition, and the generator runs ahead of playback. The RTN's target blend
-needs the predicted target, the last step: it is spread over the frames shown after that step
-(the paper's blend duration d, eq. 16; see blend_window), not over the whole transition as
-when a transition is generated at once. TransitionModel.generate with target_blend(window=
-blend_window(P)) generates the same transition at once (tests/test_transitions.py checks it).
+Each step runs at most STEPS_PER_FRAME (one) RTN step, one call for every dog that needs one
+(rows of different transitions share it), so a frame costs about one RTN step whether one dog
+or many are in a transition; asking for a transition runs none. One step a frame keeps pace
+with playback and cannot get further ahead: a context step cannot run before its frame is
+made, so the lead is the context (its last step generates the first frame), and each step of
+playback generates the frame after the one it shows. The RTN's target blend needs the
+predicted target, the last step: it is spread over the frames shown from that step on, the
+last two (the paper's blend duration d, eq. 16; see blend_window), not over the whole
+transition as when a transition is generated at once; the shipped RTN's predicted target's
+joints were within 0.34 cm of the keyframe's (45-frame transitions to each posture from a
+stand, walk, trot and canter), which is what the blend moves them by.
+TransitionModel.generate with target_blend(window=blend_window(P)) generates the same
+transition at once (tests/test_transitions.py checks it).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from canis.runtime.dog_state import DogState
-from canis.runtime.features import ACTIONS, FPS, LocalPose
+from canis.runtime.features import ACTIONS, FPS
 from canis.runtime.root import (
     from_root_xz,
     to_root_xz,
@@ -51,8 +57,12 @@ from canis.runtime.transition_frames import (
     split_frame,
 )
 
-LEAD_FRAMES = 5  # 83 ms: with two RTN steps a frame, the context is read by the lead's end
-STEPS_PER_FRAME = 2  # RTN steps per frame: more than one, so generation runs ahead of playback
+# 167 ms: with one RTN step a frame, the context's CONTEXT_FRAMES - 1 steps and the first
+# frame's, and one more so that the predicted target is made a frame before it is shown (a
+# blend over two frames, blend_window). Each frame of the lead is one the RTN reads.
+LEAD_FRAMES = CONTEXT_FRAMES
+STEPS_PER_FRAME = 1  # RTN steps per frame: one, so a transition's frame costs one step more
+ACTION_ONE_HOT = np.eye(len(ACTIONS))  # built once: np.eye each frame cost more than its use
 
 
 def blend_window(transition_frames: int) -> int:
@@ -92,7 +102,8 @@ class TransitionPlayer:
         self.lead_left = np.zeros(n, dtype=int)  # lead steps still to come
         self.length = np.zeros(n, dtype=int)  # P: the transition's frames
         self.window = np.ones(n, dtype=int)  # target blend window (frames)
-        self.steps_done = np.zeros(n, dtype=int)  # RTN steps run (context, then frames)
+        self.steps_done = np.zeros(n, dtype=int)  # RTN steps run (context, then frames), -1
+        # before the hidden state's initialisation
         self.shown = np.zeros(n, dtype=int)  # frames shown so far
         self.target_frame = np.zeros((n, FRAME_SIZE), dtype=np.float32)
         self.target_xz_m = np.zeros((n, 2))
@@ -125,39 +136,29 @@ class TransitionPlayer:
         self, rows, state: DogState, target_frame, target_xz_m, target_yaw_rad, frames, action
     ) -> None:
         """A transition of `frames` frames for `rows` (checked by the caller), replacing any
-        they had; the context frames already known are read now, with the hidden state."""
-        known = CONTEXT_FRAMES - LEAD_FRAMES
+        they had. Nothing is generated yet: the context is the lead's frames, each read in
+        the step that makes it (so asking costs no RTN step)."""
         self.active[rows] = True
         self.lead_left[rows] = LEAD_FRAMES
         self.length[rows] = frames
         self.window[rows] = blend_window(frames)
-        self.steps_done[rows] = 0
+        self.steps_done[rows] = -1  # the hidden state's initialisation comes first
         self.shown[rows] = 0
         self.target_frame[rows] = target_frame
         self.target_xz_m[rows] = target_xz_m
         self.target_yaw_rad[rows] = target_yaw_rad
         self.target_action[rows] = action
-        self.context_frames[rows, :known] = state.frame_history[rows, -known:]
-        self.context_placements[rows, :known] = self._placements_of_history(state, rows, known)
-        self.context_known[rows] = known
-        h, c = self.model.init(self.context_frames[rows, 0])
-        if self.h is None:
-            self.h = np.zeros((len(self.active), h.shape[1]), dtype=np.float32)
-            self.c = np.zeros_like(self.h)
-        self.h[rows], self.c[rows] = h, c
+        self.context_known[rows] = 0
 
-    def _placements_of_history(self, state: DogState, rows, frames: int) -> np.ndarray:
-        """(n, frames, 4) placements of the rows' last `frames` roots relative to their
-        targets."""
-        n = len(rows)
-        xz = state.history.positions_xz_m[rows, -frames:].reshape(-1, 2)
-        yaw = yaw_from_direction(state.history.directions_xz[rows, -frames:]).reshape(-1)
+    def _newest_placements(self, state: DogState, rows) -> np.ndarray:
+        """(n, 4) placements of the rows' roots now relative to their targets."""
+        yaw = yaw_from_direction(state.history.directions_xz[rows, -1])
         return placement(
-            xz,
+            state.history.positions_xz_m[rows, -1],
             yaw,
-            np.repeat(self.target_xz_m[rows], frames, axis=0),
-            np.repeat(self.target_yaw_rad[rows], frames, axis=0),
-        ).reshape(n, frames, PLACEMENT_SIZE)
+            self.target_xz_m[rows],
+            self.target_yaw_rad[rows],
+        )
 
     def step(self, state: DogState, desired_future) -> None:
         """After the motion network's step: leading dogs' newest frame joins their context,
@@ -168,9 +169,7 @@ class TransitionPlayer:
         if leading.size:
             slot = self.context_known[leading]
             self.context_frames[leading, slot] = state.frame_history[leading, -1]
-            self.context_placements[leading, slot] = self._placements_of_history(state, leading, 1)[
-                :, 0
-            ]
+            self.context_placements[leading, slot] = self._newest_placements(state, leading)
             self.context_known[leading] += 1
             self.lead_left[leading] -= 1
             starting = leading[self.lead_left[leading] == 0]
@@ -189,14 +188,20 @@ class TransitionPlayer:
 
     def _generate_step(self) -> None:
         """One RTN step for every dog whose next step has its input: a context frame (known
-        once the lead has reached it) or the frame it generated last."""
+        once the lead has reached it) or the frame it generated last. A dog's first step
+        initialises the hidden state from its first context frame before it."""
         c = CONTEXT_FRAMES
         done = self.steps_done
         total = c + self.length  # c - 1 context steps, then P + 1 frames
-        ready = self.active & (done < total) & (np.minimum(done, c - 1) < self.context_known)
+        # The context frame the next step reads (the first one for the initialisation, at -1).
+        reads = np.minimum(np.maximum(done, 0), c - 1)
+        ready = self.active & (done < total) & (reads < self.context_known)
         rows = np.flatnonzero(ready)
         if not rows.size:
             return
+        fresh = rows[done[rows] < 0]
+        if fresh.size:
+            self._initialise(fresh)
         j = done[rows]
         k = j - (c - 1)  # >= 0: generates frame k + 1 (k = P: the target)
         from_context = (k <= 0)[:, None]
@@ -222,28 +227,39 @@ class TransitionPlayer:
         self.raw_placements[rows[made], k[made]] = place[made]
         self.steps_done[rows] += 1
 
+    def _initialise(self, rows: np.ndarray) -> None:
+        """The RTN's hidden state of `rows` from their first context frame."""
+        h, c = self.model.init(self.context_frames[rows, 0])
+        if self.h is None:
+            self.h = np.zeros((len(self.active), h.shape[1]), dtype=np.float32)
+            self.c = np.zeros_like(self.h)
+        self.h[rows], self.c[rows] = h, c
+        self.steps_done[rows] = 0
+
     def _show_next(self, rows: np.ndarray, state: DogState, desired_future) -> None:
         """Sets the rows' state to their next transition frame."""
         k = self.shown[rows] + 1  # 1..P + 1
         count = self.length[rows] + 1
         generated = self.steps_done[rows] - (CONTEXT_FRAMES - 1)
-        weights = blend_weights(k, count, self.window[rows])
-        blended = weights > 0
-        if np.any(generated < k) or np.any(blended & (generated < count)):
+        window = self.window[rows]
+        blended = count - k < window  # where blend_weights > 0: the target blend's frames
+        if (generated < k).any() or (blended & (generated < count)).any():
             raise RuntimeError("transition generation fell behind its playback")
-        frame, place = self.raw_frames[rows, k - 1], self.raw_placements[rows, k - 1]
-        # Outside the blend window the predicted target is not needed (and not yet made).
-        last = np.where(blended[:, None], self.raw_frames[rows, count - 1], frame)
-        last_place = np.where(blended[:, None], self.raw_placements[rows, count - 1], place)
-        frame, place = blend_frames(
-            frame[:, None],
-            place[:, None],
-            weights[:, None],
-            last,
-            last_place,
-            self.target_frame[rows],
-        )
-        frame, place = frame[:, 0], place[:, 0].astype(np.float64)
+        frame = self.raw_frames[rows, k - 1].astype(np.float64)
+        place = self.raw_placements[rows, k - 1].astype(np.float64)
+        if blended.any():  # only the window's frames need the blend (and the target exists)
+            weights = blend_weights(k, count, window)
+            last = np.where(blended[:, None], self.raw_frames[rows, count - 1], frame)
+            last_place = np.where(blended[:, None], self.raw_placements[rows, count - 1], place)
+            frame, place = blend_frames(
+                frame[:, None],
+                place[:, None],
+                weights[:, None],
+                last,
+                last_place,
+                self.target_frame[rows],
+            )
+            frame, place = frame[:, 0], place[:, 0]
         xz, yaw = placement_to_world(place, self.target_xz_m[rows], self.target_yaw_rad[rows])
         parts = split_frame(frame, self.parents)
         before_xz, before_yaw = self.previous_xz_m[rows], self.previous_yaw_rad[rows]
@@ -253,37 +269,46 @@ class TransitionPlayer:
         world = from_root_xz(moved[..., [0, 2]], before_xz, before_yaw)
         moved[..., [0, 2]] = to_root_xz(world, xz, yaw)
         velocities = (parts.positions_m - moved) * FPS
+        # The last frame is the target keyframe itself (the blend's weight is 1 there), a pose
+        # at rest, and the motion network reads it so at the hand-back: with the last step's
+        # joint velocities (up to ~2 m/s where the root still slides into a lie asked straight
+        # from a trot), MANN's lie diverged 10-15 frames later (75-83 cm in a frame) for half
+        # the trot's phases (docs/EVALUATION.md, postures asked while moving).
+        velocities[k == count] = 0.0
         root_velocity = (xz - before_xz) * FPS
         local_velocity, yaw_rate = root_motion(
             np.stack([before_xz, xz], axis=1), np.stack([before_yaw, yaw], axis=1)
         )
         shown_frame = frame.astype(np.float32)  # with the root motion of the blended path
         shown_frame[:, 0:2], shown_frame[:, 2] = local_velocity[:, 1], yaw_rate[:, 1]
-        target = np.eye(len(ACTIONS))[self.target_action[rows]]
+        target = ACTION_ONE_HOT[self.target_action[rows]]
         start = self.start_actions[rows]
         actions = start + (target - start) * (k / count)[:, None]
 
-        dogs = state.rows(rows)
-        dogs.root_xz_m[:] = xz
-        dogs.root_yaw_rad[:] = yaw
-        dogs.root_velocity_xz_mps[:] = root_velocity
-        dogs.pose = LocalPose(parts.positions_m, parts.forwards, parts.ups, velocities)
-        dogs.action_weights[:] = actions
-        dogs.commanded_actions[:] = actions
-        h = dogs.history
-        h.positions_xz_m[:, -1] = xz
-        h.directions_xz[:, -1] = yaw_direction_xz(yaw)
-        h.velocities_xz_mps[:, -1] = root_velocity
-        h.speeds_mps[:, -1] = np.linalg.norm(root_velocity, axis=1)
-        h.actions[:, -1] = actions
+        # The fields a transition frame sets, written into the rows in place: taking the rows
+        # and putting them back (DogState.rows/put_rows) copied every array of the state, a
+        # fifth of this method's time, every frame of playback.
+        state.root_xz_m[rows] = xz
+        state.root_yaw_rad[rows] = yaw
+        state.root_velocity_xz_mps[rows] = root_velocity
+        pose = state.pose
+        pose.positions_m[rows], pose.forwards[rows] = parts.positions_m, parts.forwards
+        pose.ups[rows], pose.velocities_mps[rows] = parts.ups, velocities
+        state.action_weights[rows] = actions
+        state.commanded_actions[rows] = actions
+        h = state.history
+        h.positions_xz_m[rows, -1] = xz
+        h.directions_xz[rows, -1] = yaw_direction_xz(yaw)
+        h.velocities_xz_mps[rows, -1] = root_velocity
+        h.speeds_mps[rows, -1] = np.linalg.norm(root_velocity, axis=1)
+        h.actions[rows, -1] = actions
         # The network's own future for these rows is from a motion they did not make: hand the
         # desired one back instead, so the next blend is the command alone.
         if desired_future is not None:
-            future = dogs.predicted_future
+            future = state.predicted_future
             for name in ("positions_xz_m", "directions_xz", "velocities_xz_mps"):
-                getattr(future, name)[:] = getattr(desired_future, name)[rows]
-        dogs.frame_history[:, -1] = shown_frame  # what the next transition reads
-        state.put_rows(rows, dogs)
+                getattr(future, name)[rows] = getattr(desired_future, name)[rows]
+        state.frame_history[rows, -1] = shown_frame  # what the next transition reads
 
         self.previous_xz_m[rows], self.previous_yaw_rad[rows] = xz, yaw
         self.previous_positions_m[rows] = parts.positions_m

@@ -32,10 +32,25 @@ def target_keyframe(
     return keyframe, action_index(action)
 
 
+# Target frames already made, by the keyframe's content (the library's are asked for again and
+# again): its FK was a third of what asking for a transition cost. An entry holds its
+# skeleton, so the skeleton's id is not reused while it is here.
+_TARGET_FRAMES: dict[tuple, tuple[Skeleton, np.ndarray]] = {}
+_TARGET_FRAMES_KEPT = 32
+
+
 def target_frame(skeleton: Skeleton, keyframe: Keyframe, n: int) -> np.ndarray:
     """(n, FRAME_SIZE) the keyframe as the transition network's target frame, at rest."""
-    frame = frame_vector(np.zeros((1, 2)), np.zeros(1), keyframe_pose(skeleton, keyframe))
-    return np.repeat(frame, n, axis=0)
+    rotations = np.asarray(keyframe.local_rotations)
+    key = (id(skeleton), float(keyframe.hips_height_m), rotations.dtype.str, rotations.tobytes())
+    made = _TARGET_FRAMES.get(key)
+    if made is None or made[0] is not skeleton:
+        pose = keyframe_pose(skeleton, keyframe)
+        made = (skeleton, frame_vector(np.zeros((1, 2)), np.zeros(1), pose))
+        if len(_TARGET_FRAMES) >= _TARGET_FRAMES_KEPT:
+            _TARGET_FRAMES.clear()
+        _TARGET_FRAMES[key] = made
+    return np.repeat(made[1], n, axis=0)
 
 
 def target_placement(

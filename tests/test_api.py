@@ -12,6 +12,7 @@ from canis.runtime.controller import Controller
 from canis.runtime.inference import MotionModel
 from canis.runtime.trajectory import ControlState
 from canis.runtime.transition import TransitionModel
+from canis.runtime.transition_player import LEAD_FRAMES
 
 
 @pytest.fixture(scope="module")
@@ -186,15 +187,16 @@ def test_a_restored_snapshot_continues_bit_for_bit(model, tiny_rtn):
     unbroken = Controller(model, count=2, transition_model=TransitionModel(tiny_rtn))
     run(unbroken, 30)
     unbroken.transition_to("sit", 20, characters=[1])
-    run(unbroken, 8, 30)
+    into = LEAD_FRAMES + 5  # saved in the transition's playback, its generation under way
+    run(unbroken, into, 30)
     saved = pickle.loads(pickle.dumps(unbroken.get_state()))
     copy.deepcopy(saved)
-    run(unbroken, 40, 38)
+    run(unbroken, 40, 30 + into)
 
     restored = Controller(model, count=2, transition_model=TransitionModel(tiny_rtn))
     run(restored, 5)  # somewhere else entirely
     restored.set_state(saved)
-    run(restored, 40, 38)
+    run(restored, 40, 30 + into)
     assert restored.frame == unbroken.frame
     assert np.array_equal(restored.display_positions, unbroken.display_positions)
     assert np.array_equal(restored.state.root_xz_m, unbroken.state.root_xz_m)

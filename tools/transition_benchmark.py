@@ -1,7 +1,10 @@
 """Timings of the transition network for `canis bench`: one generation step, the hidden-state
 initialiser, a whole transition generated at once (context and every frame, one dog: what the
 offline tools do, and what the controller did before it streamed them), and the per-frame cost
-inside the controller, which generates a transition over the frames that play it."""
+inside the controller, which generates a transition over the frames that play it, beside the
+frames without one.
+
+`python -m canis.tools.transition_benchmark` prints the in-controller tables alone."""
 
 from __future__ import annotations
 
@@ -59,12 +62,19 @@ def benchmark_transitions(step_path: Path, motion_model_path: Path, seconds_per_
     }
 
 
+PLAIN_FRAMES = 20  # frames without a transition after each hand-back, timed beside them
+KINDS = ("ask", "transition", "plain")
+STATS = ("p50", "p99", "max")
+
+
 def streamed_cost(
-    model: TransitionModel, motion_model_path: Path, dogs: int, length: int = 45
+    model: TransitionModel, motion_model_path: Path, dogs: int, length: int = 45, cycles: int = 3
 ) -> dict:
-    """The controller's 'transition' stage and the whole step in every frame of a transition
-    (the request, the lead, playback), `dogs` dogs asked together, over several transitions;
-    the request is made in the frame it is timed with, as `canis run` does."""
+    """The controller's 'transition' stage and the whole step (wall and thread CPU time) of
+    every frame of a transition, `dogs` dogs asked together, over `cycles` x 4 transitions,
+    by kind: the frame that asks (the request is made in the frame it is timed with, as
+    `canis run` does), the other frames of the transition (lead and playback), and the
+    PLAIN_FRAMES frames without one after each hand-back, timed in the same loop."""
     from canis.runtime.controller import Controller
     from canis.runtime.features import ACTIONS
     from canis.runtime.inference import MotionModel
@@ -75,29 +85,33 @@ def streamed_cost(
         MotionModel(motion_model_path, device="cpu"), count=dogs, transition_model=model
     )
     idle = ControlState(np.zeros((dogs, 2)), np.zeros(dogs), np.full(dogs, ACTIONS.index("idle")))
-    first, stage, whole = [], [], []
-    for target in ("sit", "stand", "lie", "beg") * 3:
+    for _ in range(PLAIN_FRAMES):  # the first frames of a controller pay for its warm-up
+        controller.step(idle)
+    stage = {"ask": [], "transition": []}
+    wall = {kind: [] for kind in KINDS}
+    cpu = {kind: [] for kind in KINDS}
+    for target in ("sit", "stand", "lie", "beg") * cycles:
         controller.profiler = profiler = Profiler()
         profiler.begin_frame()  # the request is timed with the frame that makes it
         started = controller.transition_to(target, length)
-        for frame in range(started.frames):
+        for frame in range(started.frames + PLAIN_FRAMES):
             if frame:
                 profiler.begin_frame()
             controller.step(idle)
             profiler.end_frame()
             record = profiler.ring[-1]
-            (first if frame == 0 else stage).append(record.stages.get("transition", 0.0))
-            whole.append(record.wall_ms)
-    return {
-        "dogs": dogs,
-        "frames": length,
-        "frames_with_lead": started.frames,
-        "first_frame_p50_ms": float(np.median(first)),
-        "first_frame_max_ms": float(np.max(first)),
-        **{f"stage_{k}": v for k, v in percentiles_ms(stage, ("p50", "p99")).items()},
-        "stage_max_ms": float(np.max(first + stage)),
-        **{f"step_{k}": v for k, v in percentiles_ms(whole, ("p50", "p99", "max")).items()},
-    }
+            kind = KINDS[0 if frame == 0 else 1 if frame < started.frames else 2]
+            if kind in stage:
+                stage[kind].append(record.stages.get("transition", 0.0))
+            wall[kind].append(record.wall_ms)
+            cpu[kind].append(record.cpu_ms)
+    report = {"dogs": dogs, "frames": length, "frames_with_lead": started.frames}
+    report |= {f"ask_stage_{k}": v for k, v in percentiles_ms(stage["ask"], STATS).items()}
+    report |= {f"stage_{k}": v for k, v in percentiles_ms(stage["transition"], STATS).items()}
+    for kind in KINDS:
+        report |= {f"{kind}_wall_{k}": v for k, v in percentiles_ms(wall[kind], STATS).items()}
+        report |= {f"{kind}_cpu_{k}": v for k, v in percentiles_ms(cpu[kind], STATS).items()}
+    return report
 
 
 def markdown(report: dict) -> str:
@@ -128,23 +142,52 @@ def markdown(report: dict) -> str:
         f"| {w['frames']} | {w['steps']} | {w['p50_ms']:.2f} | {w['p99_ms']:.2f} |"
         for w in report["generate_one_dog"]
     ]
-    lines += [
-        "",
-        "Inside the controller a transition is generated over the frames that play it "
-        "(runtime/transition_player.py): at most two RTN steps a frame, each one call for "
-        "every dog that needs one, after a lead in which the motion network keeps the dogs "
-        f"going while the RTN reads their context. {report['streamed'][0]['frames']}-frame "
-        "transitions, asked for in the frame that is timed with them (ms):",
-        "",
-        "| dogs | frame that asks: transition stage p50 / max | other frames: stage p50 / p99 "
-        "| worst stage | whole step p50 / p99 / max |",
-        "|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {r['dogs']} | {r['first_frame_p50_ms']:.3f} / {r['first_frame_max_ms']:.3f} "
-        f"| {r['stage_p50_ms']:.3f} / {r['stage_p99_ms']:.3f} | {r['stage_max_ms']:.3f} "
-        f"| {r['step_p50_ms']:.3f} / {r['step_p99_ms']:.3f} / {r['step_max_ms']:.3f} |"
-        for r in report["streamed"]
-    ]
+    lines += streamed_lines(report["streamed"])
     lines.append("")
     return "\n".join(lines)
+
+
+def streamed_lines(streamed: list[dict]) -> list[str]:
+    """The in-controller tables of streamed_cost's reports (one per dog count)."""
+    lines = [
+        "",
+        "Inside the controller a transition is generated over the frames that play it "
+        "(runtime/transition_player.py): one RTN step a frame, one call for every dog that "
+        "needs one, after a lead in which the motion network keeps the dogs going while the RTN "
+        f"reads their context. {streamed[0]['frames']}-frame transitions asked for in the frame "
+        "timed with them, and the frames without a transition after each, in one loop. The "
+        "transition stage (ms): the frame that asks p50 / max, the others p50 / p99:",
+        "",
+        "| dogs | frame that asks | other transition frames |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {r['dogs']} | {r['ask_stage_p50_ms']:.3f} / {r['ask_stage_max_ms']:.3f} "
+        f"| {r['stage_p50_ms']:.3f} / {r['stage_p99_ms']:.3f} |"
+        for r in streamed
+    ]
+    lines += [
+        "",
+        "The whole step, p50 / p99 / max (ms), wall and the thread's CPU time:",
+        "",
+        "| dogs | frames | wall | CPU |",
+        "|---|---|---|---|",
+    ]
+    names = {"ask": "that ask", "transition": "of a transition", "plain": "without one"}
+    for r in streamed:
+        for kind in KINDS:
+            cells = [
+                " / ".join(f"{r[f'{kind}_{clock}_{k}_ms']:.3f}" for k in STATS)
+                for clock in ("wall", "cpu")
+            ]
+            lines.append(f"| {r['dogs']} | {names[kind]} | {cells[0]} | {cells[1]} |")
+    return lines
+
+
+if __name__ == "__main__":
+    from canis.runtime.assets import shipped_model_path
+    from canis.runtime.transition import shipped_transition_model_path
+
+    rtn = TransitionModel(shipped_transition_model_path(), device="cpu", threads=1)
+    rows = [streamed_cost(rtn, shipped_model_path(), dogs) for dogs in (1, 4)]
+    print("\n".join(streamed_lines(rows)))

@@ -370,6 +370,9 @@ def handback_worst(handback: dict) -> dict:
 
 
 WORST_LINE = "Worst after the hand-back: {cm:.2f} cm/frame ({start} -> {target})."
+STOPPED_FIRST_LINE = (
+    "Worst stopping first: {cm:.2f} cm/frame ({ground}, {start} -> {target}, in the {where})."
+)
 
 
 def handback_markdown(results: dict, command: str) -> str:
@@ -397,8 +400,8 @@ def handback_markdown(results: dict, command: str) -> str:
     lines += [
         "",
         WORST_LINE.format(cm=worst["after_cm_per_frame"], **worst)
-        + " tests/test_demo.py reads this line: no frame of a posture asked in the demo may "
-        "move a joint further.",
+        + " tests/test_demo.py reads this line and the postures' worst stopping first (below): "
+        "no frame of a posture asked in the demo may move a joint further than the larger.",
         "",
     ]
     if "postures" in results:
@@ -429,7 +432,15 @@ def handback_markdown(results: dict, command: str) -> str:
                 f"| {r['stopping_cm_per_frame']:.2f} | {r['stopped_first_cm_per_frame']:.2f} "
                 f"| {r['stopped_first_where']} |"
             )
-        lines += [""]
+        worst = max(p["runs"], key=lambda r: r["stopped_first_cm_per_frame"])
+        line = STOPPED_FIRST_LINE.format(
+            cm=worst["stopped_first_cm_per_frame"], where=worst["stopped_first_where"], **worst
+        )
+        lines += [
+            "",
+            line + " tests/test_demo.py reads it with the hand-back's worst (above).",
+            "",
+        ]
     return "\n".join(lines)
 
 

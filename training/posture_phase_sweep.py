@@ -1,0 +1,87 @@
+"""How much the "at once" cells of the postures table (docs/EVALUATION.md, `canis evaluate
+transitions --handback-only`) depend on the gait's phase at the request: the same run as
+postures_report's at-once way (the demo's setup, Controller.transition_to straight from the
+gait), asked 0..N-1 frames after its 3 s of gait. One phase is what the table samples; a
+cell that moves by tens of cm between neighbouring phases is the network's, not the
+schedule's.
+
+    python -m canis.training.posture_phase_sweep [--phases 8] [--ground flat]
+
+prints, for each gait and posture, the largest per-frame joint displacement (cm) of the shown
+pose at each phase, with the step relative to the hand-back where it happened (negative:
+before it)."""
+
+from __future__ import annotations
+
+import argparse
+
+from canis.training.evaluate_transitions import (
+    AFTER_SECONDS,
+    GAIT_SECONDS,
+    POSTURE_FRAMES,
+    POSTURE_STARTS,
+    _held,
+    _still_or_moving,
+    joint_steps_cm,
+)
+
+
+def sweep(ground: str, phases: int) -> list[tuple[str, str, list[tuple[float, int]]]]:
+    from canis.runtime.assets import shipped_model_path
+    from canis.runtime.controller import Controller
+    from canis.runtime.features import FPS
+    from canis.runtime.inference import MotionModel
+    from canis.runtime.poses import KEYFRAME_ACTIONS
+    from canis.runtime.speed_calibration import load_speed_calibration
+    from canis.runtime.terrain import load_terrain
+    from canis.runtime.transition import TransitionModel
+
+    path = shipped_model_path()
+    motion, model = MotionModel(path, device="cpu"), TransitionModel(None)
+    calibration = load_speed_calibration(path)
+    terrain = None if ground == "flat" else load_terrain(ground)
+    rows = []
+    for start, speed in POSTURE_STARTS.items():
+        if not speed:
+            continue  # from standing the phase does not matter
+        for target in KEYFRAME_ACTIONS:
+            worst = []
+            for extra in range(phases):
+                c = Controller(
+                    motion,
+                    terrain=terrain,
+                    transition_model=model,
+                    foot_lock=True,
+                    speed_calibration=calibration,
+                )
+                for _ in range(GAIT_SECONDS * FPS + extra):
+                    c.step(_still_or_moving(speed))
+                positions = [c.display_pose()[0][0].copy()]
+                started = c.transition_to(target, POSTURE_FRAMES)
+                hold = _held(target, started.final_yaw_rad)
+                for _ in range(started.frames + AFTER_SECONDS * FPS):
+                    c.step(hold)
+                    positions.append(c.display_pose()[0][0].copy())
+                moves = joint_steps_cm(positions)
+                at = int(moves.argmax())
+                worst.append((float(moves.max()), at + 1 - started.frames))
+            rows.append((start, target, worst))
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--phases", type=int, default=8, help="frames of delay tried (0..N-1)")
+    parser.add_argument("--ground", default="flat", help="flat or a terrain name (hills)")
+    args = parser.parse_args(argv)
+    if args.phases < 1:
+        parser.error(f"--phases must be at least 1, got {args.phases}")
+    for start, target, worst in sweep(args.ground, args.phases):
+        cells = " ".join(f"{cm:.1f}@{at:+d}" for cm, at in worst)
+        largest = max(cm for cm, _ in worst)
+        print(f"{args.ground} {start} -> {target}: worst {largest:.1f} cm; by phase {cells}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
