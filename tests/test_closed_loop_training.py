@@ -181,6 +181,16 @@ def test_finetune_starts_from_an_exported_model(tiny_dataset, started, tmp_path)
     out = tmp_path / "run"
     assert finetune(tiny_dataset, model, out) == 0
     assert (out / "start.safetensors").is_file() and (out / "last.safetensors").is_file()
+    # The fine-tuned network exports with its card, which says how it was fine-tuned.
+    from canis.cli import main
+
+    tuned = tmp_path / "tuned.onnx"
+    export = ["export", str(out / "last.safetensors"), "--out", str(tuned)]
+    assert main([*export, "--dataset", str(tiny_dataset), "--card", "--card-seconds", "1"]) == 0
+    card = tuned.with_suffix(".md").read_text()
+    assert f"from `{model}`, 2 epochs of 2 steps, batch 4 stretches" in card
+    assert "## Fine-tuning log" in card and f"canis finetune --start {model} " in card
+    assert tuned.with_suffix(".closed_loop.json").is_file()
 
     graph = onnx.load(str(model))
     mean = next(i for i in graph.graph.initializer if i.name == "x_mean")
