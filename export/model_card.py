@@ -144,7 +144,7 @@ def write_card(
         ),
         *(_fine_tuning_lines(config, rows) if fine_tuned else []),
         "- **Final loss** (MSE on standardised outputs"
-        + (", after fine-tuning" if fine_tuned else "")
+        + (", after fine-tuning; train adds the weighted contact term" if fine_tuned else "")
         + f"): train {float(config['last']['train_loss']):.4f}, validation "
         f"{float(config['last']['validation_loss']):.4f} (best validation "
         f"{config['best_validation_loss']:.4f}" + (" before fine-tuning)." if fine_tuned else ")."),
