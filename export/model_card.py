@@ -114,7 +114,8 @@ def write_card(
     train = config["train"]["config"]
     rows = _log_rows(checkpoint_path.parent)
     checkpoint_name = checkpoint_path.name
-    throughput = [float(r["samples_per_s"]) for r in rows]
+    fine_tuned = "closed_loop" in config  # `canis finetune`: its log.csv is the fine-tuning's
+    throughput = [float(r["samples_per_s"]) for r in rows if "samples_per_s" in r]
     name = {"mann": f"MANN-{config.get('experts')}", "pfnn": "PFNN", "vnn": "Vanilla NN"}[
         config["kind"]
     ]
@@ -141,16 +142,20 @@ def write_card(
             if throughput
             else "throughput not logged."
         ),
-        "- **Final loss** (MSE on standardised outputs): train "
-        f"{config['last']['train_loss']:.4f}, validation "
-        f"{config['last']['validation_loss']:.4f} (best validation "
-        f"{config['best_validation_loss']:.4f}).",
+        *(_fine_tuning_lines(config, rows) if fine_tuned else []),
+        "- **Final loss** (MSE on standardised outputs"
+        + (", after fine-tuning; train adds the weighted contact term" if fine_tuned else "")
+        + f"): train {float(config['last']['train_loss']):.4f}, validation "
+        f"{float(config['last']['validation_loss']):.4f} (best validation "
+        f"{config['best_validation_loss']:.4f}" + (" before fine-tuning)." if fine_tuned else ")."),
         f"- **Precision**: {_precision_line(export_report)}",
         f"- **Export**: {export_report['bytes'] / 1e6:.1f} MB ONNX; ONNX Runtime vs PyTorch max "
         "abs error (fp32) "
         + ", ".join(f"{k} {v:.1e}" for k, v in export_report["parity_max_abs_error"].items())
         + ".",
-        f"- **Reproduce**: `./run canis train --model {config['kind']}"
+        _fine_tuning_reproduce(config, model_path, checkpoint_name)
+        if fine_tuned
+        else f"- **Reproduce**: `./run canis train --model {config['kind']}"
         + (f" --experts {config['experts']}" if config["kind"] == "mann" else "")
         + f" --schedule {train['schedule']} --epochs {train['epochs']} --out runs/NAME` then "
         f"`./run canis export runs/NAME/{checkpoint_name} --out {model_path.name} "
@@ -159,19 +164,73 @@ def write_card(
         "",
         *closed_loop_section(closed_loop),
     ]
-    lines += [
-        "",
-        "## Training log",
-        "",
-        "| epoch | train loss | validation loss | lr |",
-        "|---|---|---|---|",
-    ]
-    lines += [
-        f"| {r['epoch']} | {float(r['train_loss']):.4f} | {float(r['validation_loss']):.4f}"
-        f" | {float(r['lr']):.2e} |"
-        for r in rows
-    ]
+    if fine_tuned:
+        lines += ["", "## Fine-tuning log", "", *_fine_tuning_log(rows)]
+    else:
+        lines += [
+            "",
+            "## Training log",
+            "",
+            "| epoch | train loss | validation loss | lr |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['epoch']} | {float(r['train_loss']):.4f} | {float(r['validation_loss']):.4f}"
+            f" | {float(r['lr']):.2e} |"
+            for r in rows
+        ]
     card = model_path.with_suffix(".md")
     card.write_text("\n".join(lines) + "\n")
     model_path.with_suffix(".closed_loop.json").write_text(json.dumps(closed_loop, indent=1))
     return card
+
+
+def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
+    """What `canis finetune` did after the training above (training/closed_loop_training.py)."""
+    loop = config["closed_loop"]
+    speed = [float(r["frames_per_s"]) for r in rows if "frames_per_s" in r]
+    return [
+        f"- **Fine-tuning** (`canis finetune`, issue 17): from `{_fine_tuning_start(config)}`, "
+        f"{config['closed_loop_epoch']} epochs of {loop['steps_per_epoch']} steps, batch "
+        f"{loop['batch_size']} stretches, AdamW lr {loop['lr']}; stretches of "
+        f"{loop['ground_truth_frames']} mocap inputs then up to {loop['own_frames']} rebuilt "
+        f"from the network's own outputs (curriculum over {loop['curriculum_epochs']} epochs; "
+        "0: one-step), contact weight "
+        f"{loop['contact_weight']}"
+        + (f"; {min(speed):.0f}-{max(speed):.0f} frames/s." if speed else "."),
+    ]
+
+
+def _fine_tuning_start(config: dict) -> str:
+    """The model fine-tuning began from: the shipped ONNX when it was converted (the
+    converted checkpoint in the run folder is an intermediate)."""
+    return config.get("from_onnx") or config["closed_loop_start"]
+
+
+def _fine_tuning_log(rows: list[dict]) -> list[str]:
+    lines = [
+        "| epoch | own frames | train loss | contact term | validation loss | closed-loop "
+        "validation loss |",
+        "|---|---|---|---|---|---|",
+    ]
+    return lines + [
+        f"| {r['epoch']} | {r['own_frames']} | {float(r['train_loss']):.4f} | "
+        f"{float(r['contact_term']):.4f} | {float(r['validation_loss']):.4f} | "
+        f"{float(r['validation_closed_loop_loss']):.4f} |"
+        for r in rows
+    ]
+
+
+def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str) -> str:
+    loop = config["closed_loop"]
+    start = _fine_tuning_start(config)
+    return (
+        f"- **Reproduce**: `./run canis dataset build` then `./run canis finetune --start {start} "
+        f"--out runs/NAME --epochs {config['closed_loop_epoch']} --steps-per-epoch "
+        f"{loop['steps_per_epoch']} --batch-size {loop['batch_size']} --lr {loop['lr']} "
+        f"--seed {loop['seed']} --ground-truth-frames {loop['ground_truth_frames']} "
+        f"--own-frames {loop['own_frames']} --curriculum-epochs {loop['curriculum_epochs']} "
+        f"--contact-weight {loop['contact_weight']}` then `./run canis export "
+        f"runs/NAME/{checkpoint_name} --out {model_path.name} --dataset data/dog_dataset.npz "
+        "--card`."
+    )

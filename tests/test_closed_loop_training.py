@@ -181,6 +181,16 @@ def test_finetune_starts_from_an_exported_model(tiny_dataset, started, tmp_path)
     out = tmp_path / "run"
     assert finetune(tiny_dataset, model, out) == 0
     assert (out / "start.safetensors").is_file() and (out / "last.safetensors").is_file()
+    # The fine-tuned network exports with its card, which says how it was fine-tuned.
+    from canis.cli import main
+
+    tuned = tmp_path / "tuned.onnx"
+    export = ["export", str(out / "last.safetensors"), "--out", str(tuned)]
+    assert main([*export, "--dataset", str(tiny_dataset), "--card", "--card-seconds", "1"]) == 0
+    card = tuned.with_suffix(".md").read_text()
+    assert f"from `{model}`, 2 epochs of 2 steps, batch 4 stretches" in card
+    assert "## Fine-tuning log" in card and f"canis finetune --start {model} " in card
+    assert tuned.with_suffix(".closed_loop.json").is_file()
 
     graph = onnx.load(str(model))
     mean = next(i for i in graph.graph.initializer if i.name == "x_mean")
@@ -195,3 +205,24 @@ def test_finetune_starts_from_an_exported_model(tiny_dataset, started, tmp_path)
     with pytest.raises(ValueError, match=r"int8.onnx: is int8; start fine-tuning from the fp32"):
         checkpoint_from_onnx(tmp_path / "int8.onnx", tiny_dataset, tmp_path / "y.safetensors")
     assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_measure_repeats_the_logged_validation(tiny_dataset, started, tmp_path, capsys):
+    """`--measure` trains nothing and reads a checkpoint's two validation losses as the run's
+    own log does, so one-step runs can be compared on the closed-loop stretch."""
+    import json
+
+    out = tmp_path / "run"
+    assert finetune(tiny_dataset, started, out) == 0
+    log = (out / "log.csv").read_text().splitlines()
+    last = dict(zip(log[0].split(","), log[-1].split(","), strict=True))
+    capsys.readouterr()
+    checkpoint = out / "last.safetensors"
+    measured = tmp_path / "measured"
+    assert finetune(tiny_dataset, checkpoint, measured, "--measure") == 0
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert figures["own_frames"] == 3 and figures["checkpoint"] == str(checkpoint)
+    for key in ("validation_loss", "validation_closed_loop_loss"):
+        assert figures[key] == pytest.approx(float(last[key]), rel=1e-5), key
+    assert not measured.exists()  # nothing trained, nothing written
+    assert len(log) == len((out / "log.csv").read_text().splitlines())

@@ -47,6 +47,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--resume", action="store_true", help="continue the run in --out from its checkpoint"
     )
+    finetune.add_argument(
+        "--measure",
+        action="store_true",
+        help="train nothing: print --start's validation and closed-loop validation losses "
+        "(over --ground-truth-frames + --own-frames stretches) as JSON",
+    )
     finetune.set_defaults(handler=run_finetune)
 
 
@@ -66,6 +72,8 @@ def run_finetune(args) -> int:
             checkpoint_from_onnx(start, args.dataset, converted)
             print(f"{start}: weights taken into {converted}")
         start = converted
+    if args.measure:
+        return _measure(start, args)
     settings = FineTuneSettings(
         start=str(start),
         dataset=str(args.dataset),
@@ -80,4 +88,15 @@ def run_finetune(args) -> int:
     )
     fine_tune(settings, loop, args.out, resume=args.resume)
     print(f"done: {args.out} (last.safetensors, log.csv)")
+    return 0
+
+
+def _measure(checkpoint: Path, args) -> int:
+    import json
+
+    from canis.training.closed_loop_training import ClosedLoopConfig, measure
+
+    loop = ClosedLoopConfig(args.ground_truth_frames, args.own_frames, args.curriculum_epochs, 0.0)
+    figures = measure(checkpoint, str(args.dataset), loop)
+    print(json.dumps({"checkpoint": str(checkpoint)} | figures))
     return 0

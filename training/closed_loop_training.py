@@ -182,6 +182,55 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         )
 
 
+def closed_loop_validation(
+    model, predict, val_split, standard: Standardiser, loop: ClosedLoopConfig, stretches: int
+) -> float:
+    """The MSE over `stretches` fixed held-out stretches (the same rows for every model, so
+    runs compare): ground-truth frames, then `loop.own_frames` rebuilt from the network's own
+    outputs; no contact term. With own_frames 0 it is a one-step loss."""
+    model.eval()
+    with torch.no_grad():
+        fixed = np.random.default_rng(12345)
+        val_starts = stretch_starts(val_split.after, loop.ground_truth_frames + loop.own_frames)
+        picked = fixed.choice(val_starts, stretches)
+        closed, _ = stretch_loss(
+            predict, val_split, picked, standard, loop.ground_truth_frames, loop.own_frames, 0
+        )
+    return closed.item()
+
+
+def measure(checkpoint_path, dataset: str, loop: ClosedLoopConfig, stretches: int = 256) -> dict:
+    """A checkpoint's one-step validation loss and closed-loop validation loss (under `loop`'s
+    stretch), as `fine_tune` logs them, without training: the ablation's common yardstick,
+    since a one-step run's own log measures its closed-loop column with no own frames."""
+    from canis.training.checkpoint import load_checkpoint, restore_model
+    from canis.training.models import create_model
+    from canis.training.train import TrainingData, _check_same_dataset, _predict, validation_loss
+
+    checkpoint = load_checkpoint(checkpoint_path)
+    kind = checkpoint.config["kind"]
+    data = TrainingData(dataset, kind, torch.device("cpu"))
+    _check_same_dataset(checkpoint, data, SimpleNamespace(dataset=dataset), checkpoint_path)
+    model = create_model(
+        kind, checkpoint.config.get("experts") or 8, checkpoint.config.get("hidden")
+    )
+    restore_model(checkpoint, model, checkpoint_path)
+    standard = Standardiser(data.normalisation, OUTPUT.size)
+    val_split = StretchData(dataset, data, validation=True)
+
+    def predict(x, phase):
+        return _predict(model, kind, x, phase)
+
+    closed = closed_loop_validation(model, predict, val_split, standard, loop, stretches)
+    return {
+        "validation_loss": validation_loss(model, kind, data),
+        "validation_closed_loop_loss": closed,
+        "ground_truth_frames": loop.ground_truth_frames,
+        "own_frames": loop.own_frames,
+        "stretches": stretches,
+    }
+
+
 @dataclass
 class FineTuneSettings:
     start: str  # a `canis train` checkpoint (.safetensors) to start from
@@ -275,21 +324,16 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             optimizer.step()
             loss_sum, contact_sum = loss_sum + loss.item(), contact_sum + contact
         seconds = time.perf_counter() - started
-        model.eval()
-        with torch.no_grad():
-            fixed = np.random.default_rng(12345)
-            val_starts = stretch_starts(val_split.after, loop.ground_truth_frames + loop.own_frames)
-            picked = fixed.choice(val_starts, settings.validation_stretches)
-            closed, _ = stretch_loss(
-                predict, val_split, picked, standard, loop.ground_truth_frames, loop.own_frames, 0
-            )
+        closed = closed_loop_validation(
+            model, predict, val_split, standard, loop, settings.validation_stretches
+        )
         row = {
             "epoch": epoch + 1,
             "own_frames": own,
             "train_loss": loss_sum / settings.steps_per_epoch,
             "contact_term": contact_sum / settings.steps_per_epoch,
             "validation_loss": validation_loss(model, kind, data),
-            "validation_closed_loop_loss": closed.item(),
+            "validation_closed_loop_loss": closed,
             "seconds": round(seconds, 2),
             "frames_per_s": round(
                 settings.steps_per_epoch * settings.batch_size * length / seconds, 1
