@@ -163,6 +163,20 @@ HANDBACK_FRAMES = 30
 WATCH_FRAMES = 3
 
 
+def posture_controller(motion, terrain, transition_model, calibration):
+    """One dog set up as the demo drives it (foot lock, the model's speed curve), for the
+    postures-asked-while-moving measurements."""
+    from canis.runtime.controller import Controller
+
+    return Controller(
+        motion,
+        terrain=terrain,
+        transition_model=transition_model,
+        foot_lock=True,
+        speed_calibration=calibration,
+    )
+
+
 def _still_or_moving(speed_mps: float):
     """The control of a dog moving straight ahead (+z) at `speed_mps`, or standing."""
     from canis.runtime.actions import action_index
@@ -253,7 +267,6 @@ def postures_report(model: TransitionModel, motion_model_path: Path) -> dict:
     largest per-frame joint displacement (its last second), the largest while stopping, and the
     largest from the transition's request to AFTER_SECONDS after the hand-back, with the part
     where it happened."""
-    from canis.runtime.controller import Controller
     from canis.runtime.features import FPS
     from canis.runtime.inference import MotionModel
     from canis.runtime.poses import KEYFRAME_ACTIONS
@@ -271,13 +284,7 @@ def postures_report(model: TransitionModel, motion_model_path: Path) -> dict:
             for target in KEYFRAME_ACTIONS:
                 row = {"ground": ground, "start": start, "target": target}
                 for way in ("at_once", "stopped_first"):
-                    c = Controller(
-                        motion,
-                        terrain=terrain,
-                        transition_model=model,
-                        foot_lock=True,
-                        speed_calibration=calibration,
-                    )
+                    c = posture_controller(motion, terrain, model, calibration)
                     positions = []
                     for _ in range(GAIT_SECONDS * FPS):
                         c.step(_still_or_moving(speed))

@@ -23,12 +23,12 @@ from canis.training.evaluate_transitions import (
     _held,
     _still_or_moving,
     joint_steps_cm,
+    posture_controller,
 )
 
 
 def sweep(ground: str, phases: int) -> list[tuple[str, str, list[tuple[float, int]]]]:
     from canis.runtime.assets import shipped_model_path
-    from canis.runtime.controller import Controller
     from canis.runtime.features import FPS
     from canis.runtime.inference import MotionModel
     from canis.runtime.poses import KEYFRAME_ACTIONS
@@ -47,13 +47,7 @@ def sweep(ground: str, phases: int) -> list[tuple[str, str, list[tuple[float, in
         for target in KEYFRAME_ACTIONS:
             worst = []
             for extra in range(phases):
-                c = Controller(
-                    motion,
-                    terrain=terrain,
-                    transition_model=model,
-                    foot_lock=True,
-                    speed_calibration=calibration,
-                )
+                c = posture_controller(motion, terrain, model, calibration)
                 for _ in range(GAIT_SECONDS * FPS + extra):
                     c.step(_still_or_moving(speed))
                 positions = [c.display_pose()[0][0].copy()]
