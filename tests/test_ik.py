@@ -56,22 +56,64 @@ def test_contact_estimate():
     assert estimate_contacts(heights, velocities).tolist() == [[True, False, False, True]]
 
 
+@pytest.mark.parametrize("pose", ["lie", "sit"])
 @pytest.mark.parametrize("terrain", ["flat", "hills", "slope"])
-def test_a_paw_the_pose_sinks_below_the_ground_is_lifted_onto_it(dog, terrain):
-    """The network's own lie sinks a front paw up to 24 cm below flat ground (issue 20's
-    penetration tail): a lying dog 10 cm too low keeps its front paws on or above the ground
-    (hind paws are not lifted yet: native/src/ik.cpp says why)."""
+def test_a_paw_the_pose_sinks_below_the_ground_is_lifted_onto_it(dog, terrain, pose):
+    """The network's own lie sinks a front paw up to 24 cm below flat ground, and its lies,
+    sits, stands and strides sink a hind paw up to 13 cm (issue 20's penetration tail): a
+    dog 10 cm too low keeps all four paws on or above the ground."""
     from canis.runtime.ik import FLAT_GROUND
 
-    lie = load_keyframes()["lie"]
-    local = lie.local_rotations[None].astype(np.float32).copy()
-    hips = np.array([[1.3, lie.hips_height_m - 0.10, 0.7]])
+    keyframe = load_keyframes()[pose]
+    local = keyframe.local_rotations[None].astype(np.float32).copy()
+    hips = np.array([[1.3, keyframe.hips_height_m - 0.10, 0.7]])
     heightmap = FLAT_GROUND if terrain == "flat" else procedural(terrain)
     sunk, _ = forward_kinematics(dog, local, hips)  # the network's pose, on its flat ground
-    front = dog.group("paws")[:2]
-    assert sunk[0, front, 1].min() < -0.05  # really sunk
+    paws = dog.group("paws")
+    assert sunk[0, paws[:2], 1].min() < -0.05 and sunk[0, paws[2:], 1].min() < -0.05
     ik = FullBodyIk(dog, 1)
     local2, hips2, _ = ik.solve(local, hips, np.zeros(1), np.array([[0, 0, 1.0]]), heightmap, 0)
     positions, _ = forward_kinematics(dog, local2, hips2)
-    paws = positions[0, front]
-    assert (paws[:, 1] - heightmap.sample(paws[:, [0, 2]])[0]).min() > -0.01
+    above = positions[0, paws, 1] - heightmap.sample(positions[0, paws][:, [0, 2]])[0]
+    assert above.min() > -0.01, above
+
+
+def hind_legs(dog):
+    from canis.runtime.skeleton import DOG_LEG_GROUPS
+
+    return [dog.group(leg) for leg in DOG_LEG_GROUPS[2:]]
+
+
+@pytest.mark.parametrize("pose", ["sit", "lie", "stand", "beg"])
+def test_a_hind_leg_is_lifted_in_closed_form_without_a_pop(dog, pose):
+    """A lifted hind leg keeps the hock-paw bone's world rotation and bends at the hip and
+    knee only (native/src/two_bone.h; CCD turns the hock bone too, and folded a lifted hind
+    leg the other way between frames: a 7.9 cm pop, sit to stand). Lowered 1 mm a step,
+    the paw stays on the ground and no joint of the leg moves more than 6 mm a step; a leg
+    whose paw is on or above the ground is left as it was."""
+    from canis.runtime.ik import FLAT_GROUND
+
+    keyframe = load_keyframes()[pose]
+    local = keyframe.local_rotations[None].astype(np.float32).copy()
+    leg = np.concatenate(hind_legs(dog))
+    previous, worst_step_m = None, 0.0
+    for drop_m in np.arange(-0.02, 0.12, 0.001):
+        hips = np.array([[0.0, keyframe.hips_height_m - drop_m, 0.0]])
+        before, before_rotations = forward_kinematics(dog, local, hips)
+        ik = FullBodyIk(dog, 1)
+        local2, hips2, _ = ik.solve(
+            local, hips, np.zeros(1), np.array([[0, 0, 1.0]]), FLAT_GROUND, 0
+        )
+        after, after_rotations = forward_kinematics(dog, local2, hips2)
+        for chain in hind_legs(dog):
+            hock, paw = chain[-2], chain[-1]
+            assert after[0, paw, 1] > -0.002
+            if before[0, paw, 1] < -0.005:
+                same = np.abs(np.sum(before_rotations[0, hock] * after_rotations[0, hock]))
+                assert same > 1 - 1e-5, (drop_m, same)
+            elif before[0, paw, 1] >= 0:
+                assert np.abs(after[0, chain] - before[0, chain]).max() < 1e-4, drop_m
+        if previous is not None:
+            worst_step_m = max(worst_step_m, np.linalg.norm(after[0, leg] - previous, axis=1).max())
+        previous = after[0, leg]
+    assert worst_step_m < 0.006

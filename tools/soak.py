@@ -73,7 +73,7 @@ def verdicts(summary: dict) -> list[tuple[bool, str]]:
         (
             depth["worst"] <= LIMITS["penetration_worst_cm"],
             f"worst paw penetration: {depth['worst']:.2f} cm "
-            f"(needs <= {LIMITS['penetration_worst_cm']} cm)",
+            f"(needs <= {LIMITS['penetration_worst_cm']} cm){where(depth.get('worst_at'))}",
         ),
         (
             summary["memory_growth_mb"] <= LIMITS["memory_growth_mb"],
@@ -81,6 +81,29 @@ def verdicts(summary: dict) -> list[tuple[bool, str]]:
             f"(needs <= {LIMITS['memory_growth_mb']} MB)",
         ),
     ]
+
+
+def worst_paw_frame(controller: Controller, frame: int, dog: int, paw: int, terrain: str):
+    """Where the deepest paw so far was: to trace it (docs/RELIABILITY.md)."""
+    shown = controller.state.action_weights[dog].argmax()
+    return {
+        "time_s": round(frame * DT_S, 3),
+        "dog": dog,
+        "paw": controller.skeleton.joint_names[controller.skeleton.group("paws")[paw]],
+        "terrain": terrain,
+        "action_shown": ACTIONS[shown],
+        "in_transition": bool(controller.in_transition()[dog]),
+    }
+
+
+def where(worst_at: dict | None) -> str:
+    if not worst_at:
+        return ""
+    state = "in a transition" if worst_at["in_transition"] else f"shown {worst_at['action_shown']}"
+    return (
+        f"; {worst_at['paw']} of dog {worst_at['dog']} at {worst_at['time_s']:.1f} s on "
+        f"{worst_at['terrain']}, {state}"
+    )
 
 
 def rss_mb() -> float:
@@ -127,7 +150,7 @@ def soak(
     since = np.zeros(characters)
     velocity, facing = np.zeros((characters, 2)), np.zeros(characters)
     turn, action = np.zeros(characters), np.zeros(characters, dtype=int)
-    worst_bone, worst_penetration = 0.0, 0.0
+    worst_bone, worst_penetration, worst_paw = 0.0, 0.0, None
     speed_errors = Histogram(bin_width=0.01, maximum=20.0)  # m/s
     penetration = Histogram(bin_width=0.001, maximum=1.0)  # m, paw-frames below the ground
     non_finite_poses, terrains_seen = 0, []
@@ -182,7 +205,10 @@ def soak(
         )
         depth = np.maximum(ground - positions[:, paws, 1], 0.0)
         penetration.add_many(depth.reshape(-1))
-        worst_penetration = max(worst_penetration, float(depth.max()))
+        if depth.max() > worst_penetration:
+            worst_penetration = float(depth.max())
+            dog, paw = np.unravel_index(int(depth.argmax()), depth.shape)
+            worst_paw = worst_paw_frame(controller, frame, int(dog), int(paw), name)
         steady = (action == ACTIONS.index("move")) & (t - since >= SETTLE_S)
         if steady.any():
             actual = np.linalg.norm(controller.root_velocity_xz_mps[steady], axis=1)
@@ -212,6 +238,7 @@ def soak(
             "worst": worst_penetration * 100,
             "mean": depth_stats["mean"] * 100,
             "p99": depth_stats["p99"] * 100,
+            "worst_at": worst_paw,
         },
         "speed_error_mps": {"mean": speed_stats["mean"], "p95": speed_stats["p95"]},
         "memory_growth_mb": (rss_mb() - memory_start) if memory_start else 0.0,

@@ -8,6 +8,7 @@
 #include "pose.h"
 #include "quat.h"
 #include "terrain.h"
+#include "two_bone.h"
 
 extern "C" int canis_fullbody_ik(
     int32_t n_characters, int32_t n_joints, const int32_t* parents, const float* offsets,
@@ -79,23 +80,29 @@ extern "C" int canis_fullbody_ik(
                                       rotations.data(), 0);
 
         // Each paw keeps its height above the flat ground, now above the terrain, short of
-        // the leg's full reach; CCD bends the leg there. A front paw the network put below its
-        // flat ground (its own lie and sit sink one up to 24 cm, measured) is lifted onto it
-        // first. Hind paws are not: folding the hind leg to lift its paw flipped the hock
-        // 7.9 cm in one frame from sit to stand (tests/test_demo.py), and lifting the hips
-        // instead flipped a front wrist 7.0 cm into a lie. Legs are disjoint subtrees, so one
-        // leg's solve leaves the others' transforms current.
+        // the leg's full reach. A paw the network's rotations put below its flat ground (its
+        // own lie and sit sink a front paw up to 24 cm, a hind paw 13 cm, measured) is lifted
+        // onto it first. CCD bends a front leg there; a hind leg (hip, knee, hock) is solved
+        // in closed form keeping its knee's bend plane and the hock-paw bone's rotation: CCD
+        // folded a lifted hind leg the other way from one frame to the next (the hock flipped
+        // 7.9 cm in one frame from sit to stand, tests/test_demo.py). Legs are disjoint
+        // subtrees, so one leg's solve leaves the others' transforms current.
         for (int32_t k = 0; k < leg_count; ++k) {
             Vec3 goal = paws[k];
-            float sunk = k < front_legs ? std::max(ground - paws[k].y, 0.0f) : 0.0f;
+            float sunk = std::max(ground - paws[k].y, 0.0f);
             goal.y = paws[k].y + w * (under[k] + sunk);
             Vec3 start = canis::load3(positions.data() + 3 * legs[k].joints.front());
             Vec3 reach = goal - start;
             float distance = canis::length(reach), limit = max_reach * leg_lengths[k];
             if (distance > limit) goal = start + reach * (limit / distance);
             goals[k] = goal;
-            canis::ccd_one(legs[k], parents, offsets, local, positions.data(), rotations.data(),
-                           leg_joint_weights + leg_starts[k], goal, iterations, tolerance);
+            if (k >= front_legs && canis::is_three_bone_leg(legs[k]))
+                canis::two_bone_one(legs[k], parents, offsets, local, positions.data(),
+                                    rotations.data(), goal, f);
+            else
+                canis::ccd_one(legs[k], parents, offsets, local, positions.data(),
+                               rotations.data(), leg_joint_weights + leg_starts[k], goal,
+                               iterations, tolerance);
             if (targets) canis::store3(targets + 3 * (static_cast<size_t>(n) * leg_count + k),
                                        goal);
         }
