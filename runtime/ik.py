@@ -4,7 +4,8 @@
 
 1. The hips rise with the terrain under the hind paws and the body pitches by the difference
    between the heights under the front and the hind paws, so legs are not outstretched up or
-   down a slope.
+   down a slope. The pitch is about the torso's own direction (hind legs' first joints to
+   the front legs'), not the root's facing: a lying dog's root can turn while its body stays.
 2. Each paw keeps the height above the ground that the network gave it, now above the terrain
    under it: paws in stance land on the terrain, swinging paws keep their lift. A paw the
    network's rotations put below its flat ground (its lie and sit sink a front paw up to
@@ -87,8 +88,8 @@ class FullBodyIk:
     ):
         """Fits poses to the terrain: (local rotations (N, J, 4), hips (N, 3), paw targets
         (N, 4, 3)) from the network's flat-ground local rotations and hips; ground_y_m (N,)
-        is the height of that flat ground, facing (N, 3) the root's horizontal facing. The
-        inputs are not modified."""
+        is the height of that flat ground, facing (N, 3) the root's horizontal facing (it
+        only breaks the tie of an upright torso). The inputs are not modified."""
         self.update_weight(dt_s)
         local = np.array(local_rotations, dtype=np.float32, order="C")
         hips = np.array(hips_m, dtype=np.float32, order="C")

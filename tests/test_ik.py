@@ -78,6 +78,34 @@ def test_a_paw_the_pose_sinks_below_the_ground_is_lifted_onto_it(dog, terrain, p
     assert above.min() > -0.01, above
 
 
+def test_a_lying_dog_pitches_with_its_body_whichever_way_its_root_faces(dog):
+    """A lying dog's root can face anywhere (turned on the spot while the body stays): the
+    IK pitched the body about the root's facing, which tipped the chest of a dog lying up a
+    hill 28 cm into it and left a front paw 14 cm under (the soak). Here the body faces +z up
+    a 30% rise: the fitted pose is the same whichever way the root faces, with every paw on
+    or above the ground and the chest above it."""
+    from canis.runtime.terrain import Heightmap
+
+    lie = load_keyframes()["lie"]
+    local = lie.local_rotations[None].astype(np.float32).copy()
+    hips = np.array([[0.0, lie.hips_height_m, 0.0]])
+    z_m = np.arange(-20, 21) * 0.1
+    rise = Heightmap(
+        np.repeat(0.3 * z_m[:, None], 41, axis=1).astype(np.float32), 0.1, (-2.0, -2.0)
+    )
+    paws, neck = dog.group("paws"), dog.joint_names.index("Neck")
+    fitted = []
+    for root_yaw in (0.0, np.pi / 2, np.pi, -np.pi / 2):
+        facing = np.array([[np.sin(root_yaw), 0.0, np.cos(root_yaw)]])
+        local2, hips2, _ = FullBodyIk(dog, 1).solve(local, hips, np.zeros(1), facing, rise, 0)
+        positions = forward_kinematics(dog, local2, hips2)[0][0]
+        above = positions[paws, 1] - rise.sample(positions[paws][:, [0, 2]])[0]
+        assert above.min() > -0.01, (root_yaw, above)
+        assert positions[neck, 1] > rise.sample(positions[None, neck, [0, 2]])[0][0], root_yaw
+        fitted.append(positions)
+    assert np.abs(np.array(fitted) - fitted[0]).max() < 0.01
+
+
 def hind_legs(dog):
     from canis.runtime.skeleton import DOG_LEG_GROUPS
 

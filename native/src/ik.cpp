@@ -64,8 +64,24 @@ extern "C" int canis_fullbody_ik(
         hind_height /= leg_count - front_legs;
 
         // The hips follow the ground under the hind paws; the body pitches nose-up by the
-        // slope between hind and front paws, measured along the facing.
-        Vec3 f = canis::load3(facing + 3 * n);
+        // slope between hind and front paws, measured along the body: the horizontal line
+        // from the hind legs' first joints to the front legs'. The root's facing only breaks
+        // a tie (a torso held upright): a lying dog's root can face anywhere (turned on the
+        // spot while the body stays), and pitching about the root's facing tipped such a
+        // dog's chest 28 cm into a rise (the soak's worst paws, 12-14 cm under the hills).
+        Vec3 shoulders{0, 0, 0}, hip_joints{0, 0, 0};
+        for (int32_t k = 0; k < leg_count; ++k) {
+            Vec3 root = canis::load3(positions.data() + 3 * legs[k].joints.front());
+            if (k < front_legs) shoulders = shoulders + root;
+            else hip_joints = hip_joints + root;
+        }
+        Vec3 torso = shoulders * (1.0f / front_legs) -
+                     hip_joints * (1.0f / (leg_count - front_legs)) +
+                     canis::load3(facing + 3 * n) * 0.02f;
+        torso.y = 0.0f;
+        float torso_length = canis::length(torso);
+        Vec3 f = torso_length > 1e-6f ? torso * (1.0f / torso_length)
+                                      : canis::load3(facing + 3 * n);
         float along = std::max(canis::dot(front - hind, f), 0.2f);
         float pitch = std::atan2(front_height - hind_height, along);
         Vec3 lateral = canis::cross(f, Vec3{0.0f, 1.0f, 0.0f});
