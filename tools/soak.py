@@ -22,6 +22,7 @@ from canis.runtime.machine import describe_machine, model_used
 from canis.runtime.poses import KEYFRAME_ACTIONS
 from canis.runtime.profiler import Histogram, Profiler
 from canis.runtime.root import yaw_direction_xz
+from canis.runtime.speed_calibration import load_speed_calibration
 from canis.runtime.terrain import PROCEDURAL, procedural
 from canis.runtime.trajectory import ControlState
 from canis.runtime.transition import TransitionModel, shipped_transition_model_path
@@ -34,6 +35,10 @@ ACTION_WEIGHTS = {"move": 0.55, "idle": 0.15, "sit": 0.08, "beg": 0.07, "lie": 0
 # With a transition model, this share of new commands is instead a transition to a random
 # keyframe of random length, from whatever the dog was doing.
 TRANSITION_SHARE = 0.12
+# The speed tracking the dogs run with: the Controller's default, an integral cruise control
+# that settles over a minute; the demo's, with the model's own speed curve (within 10% about
+# 3 s after a change); or none, the network's own speed.
+SPEED_TRACKING = ("integral", "calibrated", "off")
 
 
 # What a soak must hold to pass (`canis soak` prints each with what was measured and exits 1
@@ -124,8 +129,20 @@ def soak(
     seed: int = 0,
     progress=None,
     transition_model_path: Path | None | bool = None,
+    speed_tracking: str = "integral",
 ) -> dict:
-    """`transition_model_path` None: the shipped RTN when present; False: no transitions."""
+    """`transition_model_path` None: the shipped RTN when present; False: no transitions.
+    `speed_tracking` (SPEED_TRACKING): the Controller's default integral cruise control, the
+    demo's (with the model's speed calibration), or none."""
+    if speed_tracking not in SPEED_TRACKING:
+        raise ValueError(
+            f"speed_tracking must be one of {', '.join(SPEED_TRACKING)}, got {speed_tracking!r}"
+        )
+    calibration = None
+    if speed_tracking == "calibrated":
+        calibration = load_speed_calibration(model_path)
+        if calibration is None:
+            raise ValueError(f"{model_path}: has no speed calibration beside it")
     rng = np.random.default_rng(seed)
     model = MotionModel(model_path)
     profiler = Profiler()
@@ -135,7 +152,12 @@ def soak(
     ):
         transitions = TransitionModel(transition_model_path or None)
     controller = Controller(
-        model, count=characters, profiler=profiler, transition_model=transitions
+        model,
+        count=characters,
+        profiler=profiler,
+        transition_model=transitions,
+        speed_tracking=speed_tracking != "off",
+        speed_calibration=calibration,
     )
     keyframe_names = list(controller.keyframes)
     transition_count = 0
@@ -152,6 +174,7 @@ def soak(
     turn, action = np.zeros(characters), np.zeros(characters, dtype=int)
     worst_bone, worst_penetration, worst_paw = 0.0, 0.0, None
     speed_errors = Histogram(bin_width=0.01, maximum=20.0)  # m/s
+    speed_signed_sum = 0.0  # m/s, over the same dog-frames: faster than asked is positive
     penetration = Histogram(bin_width=0.001, maximum=1.0)  # m, paw-frames below the ground
     non_finite_poses, terrains_seen = 0, []
     memory_start = None
@@ -213,6 +236,7 @@ def soak(
         if steady.any():
             actual = np.linalg.norm(controller.root_velocity_xz_mps[steady], axis=1)
             speed_errors.add_many(np.abs(actual - speed_now[steady]))
+            speed_signed_sum += float(np.sum(actual - speed_now[steady]))
         if memory_start is None and frame >= warm_up_frames:
             memory_start = rss_mb()
         if progress is not None and frame % 600 == 0:
@@ -240,7 +264,12 @@ def soak(
             "p99": depth_stats["p99"] * 100,
             "worst_at": worst_paw,
         },
-        "speed_error_mps": {"mean": speed_stats["mean"], "p95": speed_stats["p95"]},
+        "speed_tracking": speed_tracking,
+        "speed_error_mps": {
+            "mean": speed_stats["mean"],
+            "p95": speed_stats["p95"],
+            "signed_mean": speed_signed_sum / max(len(speed_errors), 1),
+        },
         "memory_growth_mb": (rss_mb() - memory_start) if memory_start else 0.0,
         "frame_ms": {"p50": stats["p50_ms"], "p99": stats["p99_ms"], "max": stats["max_ms"]},
         "frame_time": profiler.summary(),
