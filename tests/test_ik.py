@@ -106,6 +106,33 @@ def test_a_lying_dog_pitches_with_its_body_whichever_way_its_root_faces(dog):
     assert np.abs(np.array(fitted) - fitted[0]).max() < 0.01
 
 
+@pytest.mark.parametrize("terrain", ["flat", "hills"])
+def test_a_chest_the_pose_sinks_is_pitched_back_onto_the_ground(dog, terrain):
+    """The network's lie sometimes dives nose first (shoulders 24 cm and head 43 cm under a
+    hill in the hour's soak): no bend of the front legs then reaches the ground, and a front
+    paw stayed 5.9 cm under. A lie pitched 45 degrees nose-down ends with its shoulders and
+    every paw on or above the ground."""
+    from canis.runtime.ik import FLAT_GROUND
+
+    lie = load_keyframes()["lie"]
+    local = lie.local_rotations[None].astype(np.float32).copy()
+    nose_down = np.array([[np.cos(np.pi / 8), np.sin(np.pi / 8), 0.0, 0.0]])  # about +x
+    local[:, 0] = quat_multiply(nose_down, local[:, 0])
+    hips = np.array([[1.3, lie.hips_height_m, 0.7]])
+    heightmap = FLAT_GROUND if terrain == "flat" else procedural(terrain)
+    shoulders = [dog.group(leg)[0] for leg in ("front_left_leg", "front_right_leg")]
+    sunk, _ = forward_kinematics(dog, local, hips)
+    assert sunk[0, shoulders, 1].max() < -0.1  # the chest really is under the ground
+    local2, hips2, _ = FullBodyIk(dog, 1).solve(
+        local, hips, np.zeros(1), np.array([[0, 0, 1.0]]), heightmap, 0
+    )
+    positions = forward_kinematics(dog, local2, hips2)[0][0]
+    ground = lambda joints: heightmap.sample(positions[joints][:, [0, 2]])[0]  # noqa: E731
+    paws = dog.group("paws")
+    assert (positions[paws, 1] - ground(paws)).min() > -0.01
+    assert (positions[shoulders, 1] - ground(shoulders)).mean() > -0.01
+
+
 def hind_legs(dog):
     from canis.runtime.skeleton import DOG_LEG_GROUPS
 

@@ -10,6 +10,9 @@
 #include "terrain.h"
 #include "two_bone.h"
 
+// The most the body pitches nose-up to bring a chest the pose sank back onto the ground.
+constexpr float kMaxChestPitch = 1.0471976f;  // 60 degrees
+
 extern "C" int canis_fullbody_ik(
     int32_t n_characters, int32_t n_joints, const int32_t* parents, const float* offsets,
     float* local_rotations, float* hips, const float* ground_y, const float* facing,
@@ -94,6 +97,36 @@ extern "C" int canis_fullbody_ik(
         }
         canis::forward_kinematics_one(n_joints, parents, offsets, local, hip, positions.data(),
                                       rotations.data(), 0);
+
+        // A chest the pose puts under the ground leaves the front legs short of it however
+        // they bend (the network's lie sometimes dives nose first: shoulders 24 cm and head
+        // 43 cm under a hill, a front paw 5.9 cm under, in the hour's soak). The body pitches
+        // further nose-up about the hips until the shoulders' midpoint is on the ground, by
+        // at most MAX_CHEST_PITCH; a chest above the ground costs one terrain sample.
+        if (lateral_length > 1e-6f) {
+            Vec3 chest{0, 0, 0};
+            for (int32_t k = 0; k < front_legs; ++k)
+                chest = chest + canis::load3(positions.data() + 3 * legs[k].joints.front());
+            chest = chest * (1.0f / front_legs);
+            float deficit = canis::terrain_height(heights, rows, cols, cell_size, origin_x,
+                                                  origin_z, chest.x, chest.z, nullptr) -
+                            chest.y;
+            if (deficit > 0.0f) {
+                Vec3 from_hips = chest - canis::load3(hip);
+                float up = from_hips.y, ahead = canis::dot(from_hips, f);
+                float radius = std::sqrt(up * up + ahead * ahead);
+                float lift = radius > 1e-6f ? std::asin(std::clamp((up + deficit) / radius,
+                                                                   -1.0f, 1.0f)) -
+                                                  std::atan2(up, ahead)
+                                            : 0.0f;
+                lift = std::clamp(lift, 0.0f, kMaxChestPitch);
+                canis::Quat turn =
+                    canis::from_axis_angle(lateral * (1.0f / lateral_length), w * lift);
+                canis::store4(local, canis::normalized(turn * canis::load4(local)));
+                canis::forward_kinematics_one(n_joints, parents, offsets, local, hip,
+                                              positions.data(), rotations.data(), 0);
+            }
+        }
 
         // Each paw keeps its height above the flat ground, now above the terrain, short of
         // the leg's full reach. A paw the network's rotations put below its flat ground (its
