@@ -106,17 +106,20 @@ def test_a_lying_dog_pitches_with_its_body_whichever_way_its_root_faces(dog):
     assert np.abs(np.array(fitted) - fitted[0]).max() < 0.01
 
 
+@pytest.mark.parametrize("dive_deg", [45, 90])
 @pytest.mark.parametrize("terrain", ["flat", "hills"])
-def test_a_chest_the_pose_sinks_is_pitched_back_onto_the_ground(dog, terrain):
+def test_a_chest_the_pose_sinks_is_pitched_back_onto_the_ground(dog, terrain, dive_deg):
     """The network's lie sometimes dives nose first (shoulders 24 cm and head 43 cm under a
-    hill in the hour's soak): no bend of the front legs then reaches the ground, and a front
-    paw stayed 5.9 cm under. A lie pitched 45 degrees nose-down ends with its shoulders and
-    every paw on or above the ground."""
+    hill in the hour's soak, or standing on its head): no bend of the front legs then reaches
+    the ground, and a front paw stayed 5.9 cm under (5.8 cm once pitched back by up to 60
+    degrees). A lie pitched 45 or 90 degrees nose-down ends with its shoulders and every paw
+    on or above the ground."""
     from canis.runtime.ik import FLAT_GROUND
 
     lie = load_keyframes()["lie"]
     local = lie.local_rotations[None].astype(np.float32).copy()
-    nose_down = np.array([[np.cos(np.pi / 8), np.sin(np.pi / 8), 0.0, 0.0]])  # about +x
+    half = np.radians(dive_deg) / 2
+    nose_down = np.array([[np.cos(half), np.sin(half), 0.0, 0.0]])  # about +x
     local[:, 0] = quat_multiply(nose_down, local[:, 0])
     hips = np.array([[1.3, lie.hips_height_m, 0.7]])
     heightmap = FLAT_GROUND if terrain == "flat" else procedural(terrain)

@@ -125,6 +125,22 @@ extern "C" int canis_fullbody_ik(
                 canis::store4(local, canis::normalized(turn * canis::load4(local)));
                 canis::forward_kinematics_one(n_joints, parents, offsets, local, hip,
                                               positions.data(), rotations.data(), 0);
+                // A pose standing on its head (shoulders straight under the hips: the hour's
+                // soak had one, a front paw 5.8 cm under the hill) is still sunk after the
+                // pitch: the whole body rises by what is left.
+                Vec3 pitched{0, 0, 0};
+                for (int32_t k = 0; k < front_legs; ++k)
+                    pitched =
+                        pitched + canis::load3(positions.data() + 3 * legs[k].joints.front());
+                pitched = pitched * (1.0f / front_legs);
+                float left = canis::terrain_height(heights, rows, cols, cell_size, origin_x,
+                                                   origin_z, pitched.x, pitched.z, nullptr) -
+                             pitched.y;
+                if (left > 0.0f) {
+                    hip[1] += w * left;
+                    canis::forward_kinematics_one(n_joints, parents, offsets, local, hip,
+                                                  positions.data(), rotations.data(), 0);
+                }
             }
         }
 
