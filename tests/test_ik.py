@@ -175,3 +175,29 @@ def test_a_hind_leg_is_lifted_in_closed_form_without_a_pop(dog, pose):
             worst_step_m = max(worst_step_m, np.linalg.norm(after[0, leg] - previous, axis=1).max())
         previous = after[0, leg]
     assert worst_step_m < 0.006
+
+
+def test_a_front_leg_at_its_reach_over_a_step_edge_lifts_the_body(dog):
+    """The hour's soak's worst paw after the other fixes (5.56 cm): a nose-diving lie over a
+    10 cm step's edge (the network's pose of that frame, tests/fixtures/dived_lie_step_edge.npz,
+    seed-0 soak at 2502.3 s). The front paw's goal was the ground under where the network put
+    it, the leg stopped at its reach 4.5 cm short, and where the paw ended the upper step is
+    higher. The body now rises by the deepest front paw's depth (beyond 5 mm), and the hind
+    paws still reach their goals."""
+    from pathlib import Path
+
+    frame = np.load(Path(__file__).parent / "fixtures" / "dived_lie_step_edge.npz")
+    steps = procedural("steps")
+    local2, hips2, targets = FullBodyIk(dog, 1).solve(
+        frame["local_rotations"][None],
+        frame["hips_m"][None],
+        np.zeros(1),
+        frame["facing"][None],
+        steps,
+        0,
+    )
+    positions = forward_kinematics(dog, local2, hips2)[0][0]
+    paws = positions[dog.group("paws")]
+    depth = steps.sample(paws[:, [0, 2]])[0] - paws[:, 1]
+    assert depth[:2].max() < 0.006, depth
+    assert np.linalg.norm(paws[2:] - targets[0, 2:], axis=1).max() < 0.01

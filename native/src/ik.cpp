@@ -12,6 +12,8 @@
 
 // The most the body pitches nose-up to bring a chest the pose sank back onto the ground.
 constexpr float kMaxChestPitch = 1.0471976f;  // 60 degrees
+// How deep a front paw may end under the ground before the body rises for it.
+constexpr float kFrontPawSlack = 0.005f;
 
 extern "C" int canis_fullbody_ik(
     int32_t n_characters, int32_t n_joints, const int32_t* parents, const float* offsets,
@@ -170,6 +172,37 @@ extern "C" int canis_fullbody_ik(
                                iterations, tolerance);
             if (targets) canis::store3(targets + 3 * (static_cast<size_t>(n) * leg_count + k),
                                        goal);
+        }
+
+        // A front leg at its reach can still end under the ground (a dived lie over a step's
+        // edge: its goal was the ground under where the network put the paw, 4.5 cm out of
+        // reach, and the upper step 6 cm higher where the paw ended: 5.56 cm under in the
+        // hour's soak). The body rises by the deepest front paw's depth beyond a 5 mm slack
+        // (a continuous amount; CCD's own residual is within it) and the hind legs are solved
+        // again to their goals.
+        float front_depth = 0.0f;
+        for (int32_t k = 0; k < front_legs; ++k) {
+            Vec3 paw = canis::load3(positions.data() + 3 * legs[k].joints.back());
+            // The ground as the weight blends it in: easing the IK out lowers it with the paws.
+            float floor = ground + w * (canis::terrain_height(heights, rows, cols, cell_size,
+                                                              origin_x, origin_z, paw.x, paw.z,
+                                                              nullptr) -
+                                        ground);
+            front_depth = std::max(front_depth, floor - paw.y - kFrontPawSlack);
+        }
+        if (front_depth > 0.0f) {
+            hip[1] += front_depth;
+            canis::forward_kinematics_one(n_joints, parents, offsets, local, hip,
+                                          positions.data(), rotations.data(), 0);
+            for (int32_t k = front_legs; k < leg_count; ++k) {
+                if (canis::is_three_bone_leg(legs[k]))
+                    canis::two_bone_one(legs[k], parents, offsets, local, positions.data(),
+                                        rotations.data(), goals[k], f);
+                else
+                    canis::ccd_one(legs[k], parents, offsets, local, positions.data(),
+                                   rotations.data(), leg_joint_weights + leg_starts[k],
+                                   goals[k], iterations, tolerance);
+            }
         }
     }
     return CANIS_OK;
