@@ -6,6 +6,8 @@
    between the heights under the front and the hind paws, so legs are not outstretched up or
    down a slope. The pitch is about the torso's own direction (hind legs' first joints to
    the front legs'), not the root's facing: a lying dog's root can turn while its body stays.
+   A chest the pose sinks under the ground (the network's lie sometimes dives nose first) is
+   pitched further nose-up, by at most 60 degrees, and what is left of it lifts the body.
 2. Each paw keeps the height above the ground that the network gave it, now above the terrain
    under it: paws in stance land on the terrain, swinging paws keep their lift. A paw the
    network's rotations put below its flat ground (its lie and sit sink a front paw up to
@@ -16,7 +18,9 @@
    (the shoulder joint moves least); each hind leg (hip, knee, hock) is solved in closed form,
    its knee kept in the plane it bends in and its hock-paw bone's rotation kept, so it cannot
    fold the other way between frames as CCD did (native/src/two_bone.h).
-4. Everything is scaled by a blend weight that eases in and out when IK is switched.
+4. A front paw still under the ground after its leg's solve (a leg at its reach over a
+   step's edge) lifts the body by its depth beyond 5 mm, and the hind legs are solved again.
+5. Everything is scaled by a blend weight that eases in and out when IK is switched.
 """
 
 from __future__ import annotations
