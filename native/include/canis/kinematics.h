@@ -86,8 +86,9 @@ int canis_rotations_from_directions(int32_t n_characters, int32_t n_joints,
  * joints to the front legs'), each paw keeps its height above the flat ground at ground_y
  * now above the terrain (a paw below that flat ground is lifted onto it), targets stop at
  * max_reach of each leg's length, CCD bends each front leg and a closed-form solve each
- * three-bone hind leg (its hock-paw bone's rotation kept). weights (0..1) scale the whole
- * correction per character.
+ * three-bone hind leg (its hock-paw bone's rotation kept). A chest under the ground pitches
+ * the body nose-up (then lifts it), and a front paw still under the ground lifts the body.
+ * weights (0..1) scale the whole correction per character.
  *   local_rotations [N][J][4], hips [N][3]       in/out (hips place the root joint)
  *   ground_y [N], facing [N][3] (horizontal unit: breaks the tie of an upright torso),
  *   weights [N]
