@@ -4,16 +4,23 @@
 
 1. The hips rise with the terrain under the hind paws and the body pitches by the difference
    between the heights under the front and the hind paws, so legs are not outstretched up or
-   down a slope.
+   down a slope. The pitch is about the torso's own direction (hind legs' first joints to
+   the front legs'), not the root's facing: a lying dog's root can turn while its body stays.
+   A chest the pose sinks under the ground (the network's lie sometimes dives nose first) is
+   pitched further nose-up, by at most 60 degrees, and what is left of it lifts the body.
 2. Each paw keeps the height above the ground that the network gave it, now above the terrain
-   under it: paws in stance land on the terrain, swinging paws keep their lift. A front paw
-   the network put below its flat ground (its lie and sit sink one up to 24 cm) is lifted
-   onto the ground; hind paws are not yet (native/src/ik.cpp says why). On flat ground the
-   controller runs the IK only on frames whose shown pose has such a front paw
-   (`paws_below_ground`), so the usual flat frame still costs nothing here.
-3. Targets are clamped short of the leg's full reach, and CCD bends each leg to its target
-   (the shoulder or hip joint moves least).
-4. Everything is scaled by a blend weight that eases in and out when IK is switched.
+   under it: paws in stance land on the terrain, swinging paws keep their lift. A paw the
+   network's rotations put below its flat ground (its lie and sit sink a front paw up to
+   24 cm; hind paws sink up to 13 cm in sits, lies, stands and strides) is lifted onto the
+   ground. On flat ground the controller runs the IK only on frames whose shown pose has such
+   a paw (`paws_below_ground`), so the usual flat frame still costs nothing here.
+3. Targets are clamped short of the leg's full reach. CCD bends each front leg to its target
+   (the shoulder joint moves least); each hind leg (hip, knee, hock) is solved in closed form,
+   its knee kept in the plane it bends in and its hock-paw bone's rotation kept, so it cannot
+   fold the other way between frames as CCD did (native/src/two_bone.h).
+4. A front paw still under the ground after its leg's solve (a leg at its reach over a
+   step's edge) lifts the body by its depth beyond 5 mm, and the hind legs are solved again.
+5. Everything is scaled by a blend weight that eases in and out when IK is switched.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from canis.runtime.terrain import Heightmap
 ITERATIONS = 12
 TOLERANCE_M = 0.002
 MAX_REACH = 0.97  # of the leg's length: a fully straight leg cannot bend back smoothly
-LEG_JOINT_WEIGHTS = (0.3, 1.0, 1.0, 1.0)  # shoulder/hip first: it moves least
+LEG_JOINT_WEIGHTS = (0.3, 1.0, 1.0, 1.0)  # shoulder/hip first: it moves least (CCD legs)
 BLEND_HALF_LIFE_S = 0.15
 FRONT_LEGS = 2  # DOG_LEG_GROUPS lists the front legs first
 # A paw is in contact when the network holds it this low and this slow (its flat-ground
@@ -45,8 +52,8 @@ BELOW_GROUND_M = 0.005
 
 
 def paws_below_ground(paw_heights_m: np.ndarray) -> bool:
-    """Whether any front paw (world heights (N, 4) on flat ground at y = 0) is under it."""
-    return bool((paw_heights_m[:, :FRONT_LEGS] < -BELOW_GROUND_M).any())
+    """Whether any paw (world heights (N, 4) on flat ground at y = 0) is under it."""
+    return bool((paw_heights_m < -BELOW_GROUND_M).any())
 
 
 def estimate_contacts(paw_heights_m: np.ndarray, paw_velocities_mps: np.ndarray) -> np.ndarray:
@@ -86,8 +93,8 @@ class FullBodyIk:
     ):
         """Fits poses to the terrain: (local rotations (N, J, 4), hips (N, 3), paw targets
         (N, 4, 3)) from the network's flat-ground local rotations and hips; ground_y_m (N,)
-        is the height of that flat ground, facing (N, 3) the root's horizontal facing. The
-        inputs are not modified."""
+        is the height of that flat ground, facing (N, 3) the root's horizontal facing (it
+        only breaks the tie of an upright torso). The inputs are not modified."""
         self.update_weight(dt_s)
         local = np.array(local_rotations, dtype=np.float32, order="C")
         hips = np.array(hips_m, dtype=np.float32, order="C")

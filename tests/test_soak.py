@@ -18,6 +18,18 @@ def test_one_simulated_minute_holds_up(tiny_model, tiny_rtn):
     assert report["max_bone_length_error"] < 1e-3  # 0.1%
     assert report["memory_growth_mb"] < 5.0
     assert report["frame_ms"]["p99"] > 0
+    worst_at = report["paw_penetration_cm"]["worst_at"]  # where to trace the deepest paw
+    assert worst_at["paw"].endswith("Site") and worst_at["terrain"] in {"flat", "hills"}
+    assert report["speed_tracking"] == "integral"
+    signed = report["speed_error_mps"]["signed_mean"]  # the bias inside the mean error
+    assert abs(signed) <= report["speed_error_mps"]["mean"] + 1e-9
+
+
+def test_soak_speed_tracking_is_named_and_needs_a_calibration(tiny_model):
+    with pytest.raises(ValueError, match="speed_tracking must be one of integral, calibrated"):
+        soak(tiny_model, 1.0, speed_tracking="pid")
+    with pytest.raises(ValueError, match="has no speed calibration beside it"):
+        soak(tiny_model, 1.0, speed_tracking="calibrated")
 
 
 def summary(worst_cm=1.0, non_finite_poses=0):
@@ -30,7 +42,7 @@ def summary(worst_cm=1.0, non_finite_poses=0):
         "non_finite_poses": non_finite_poses,
         "max_bone_length_error": 2e-4,
         "paw_penetration_cm": {"worst": worst_cm, "mean": 0.1, "p99": 0.8},
-        "speed_error_mps": {"mean": 0.4, "p95": 1.1},
+        "speed_error_mps": {"mean": 0.4, "p95": 1.1, "signed_mean": 0.2},
         "memory_growth_mb": 0.3,
         "frame_ms": {"p50": 1.0, "p99": 2.0},
     }

@@ -75,6 +75,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="RTN _step.onnx whose transitions join the soak (default: the shipped one)",
     )
     soak.add_argument("--no-transitions", action="store_true", help="soak the motion network alone")
+    soak.add_argument(
+        "--speed-tracking",
+        choices=("integral", "calibrated", "off"),  # tools/soak.py SPEED_TRACKING
+        default="integral",
+        help="the Controller's default integral cruise control, the demo's (with the model's "
+        "speed calibration), or none (default: integral)",
+    )
     soak.set_defaults(handler=run_soak)
 
     mesh = commands.add_parser(
@@ -168,6 +175,7 @@ def run_soak(args) -> int:
         seed=args.seed,
         progress=progress,
         transition_model_path=False if args.no_transitions else args.transition_model,
+        speed_tracking=args.speed_tracking,
     )
     if on_terminal:
         print()
@@ -184,8 +192,9 @@ def run_soak(args) -> int:
         print(f"{'PASS' if passed else 'FAIL'} {text}")
     speed, frame_ms = summary["speed_error_mps"], summary["frame_ms"]
     print(
-        f"not judged: speed error while moving steadily mean {speed['mean']:.2f} m/s, p95 "
-        f"{speed['p95']:.2f} m/s; frame time p50 {frame_ms['p50']:.2f} ms, p99 "
+        f"not judged: speed error while moving steadily ({args.speed_tracking} speed tracking)"
+        f" mean {speed['mean']:.2f} m/s ({speed['signed_mean']:+.2f} m/s signed: + is faster "
+        f"than asked), p95 {speed['p95']:.2f} m/s; frame time p50 {frame_ms['p50']:.2f} ms, p99 "
         f"{frame_ms['p99']:.2f} ms"
     )
     verdict = "PASS" if not failed else f"FAIL, {len(failed)} of {len(judged)} checks"

@@ -8,6 +8,12 @@
 #include "pose.h"
 #include "quat.h"
 #include "terrain.h"
+#include "two_bone.h"
+
+// The most the body pitches nose-up to bring a chest the pose sank back onto the ground.
+constexpr float kMaxChestPitch = 1.0471976f;  // 60 degrees
+// How deep a front paw may end under the ground before the body rises for it.
+constexpr float kFrontPawSlack = 0.005f;
 
 extern "C" int canis_fullbody_ik(
     int32_t n_characters, int32_t n_joints, const int32_t* parents, const float* offsets,
@@ -63,8 +69,24 @@ extern "C" int canis_fullbody_ik(
         hind_height /= leg_count - front_legs;
 
         // The hips follow the ground under the hind paws; the body pitches nose-up by the
-        // slope between hind and front paws, measured along the facing.
-        Vec3 f = canis::load3(facing + 3 * n);
+        // slope between hind and front paws, measured along the body: the horizontal line
+        // from the hind legs' first joints to the front legs'. The root's facing only breaks
+        // a tie (a torso held upright): a lying dog's root can face anywhere (turned on the
+        // spot while the body stays), and pitching about the root's facing tipped such a
+        // dog's chest 28 cm into a rise (the soak's worst paws, 12-14 cm under the hills).
+        Vec3 shoulders{0, 0, 0}, hip_joints{0, 0, 0};
+        for (int32_t k = 0; k < leg_count; ++k) {
+            Vec3 root = canis::load3(positions.data() + 3 * legs[k].joints.front());
+            if (k < front_legs) shoulders = shoulders + root;
+            else hip_joints = hip_joints + root;
+        }
+        Vec3 torso = shoulders * (1.0f / front_legs) -
+                     hip_joints * (1.0f / (leg_count - front_legs)) +
+                     canis::load3(facing + 3 * n) * 0.02f;
+        torso.y = 0.0f;
+        float torso_length = canis::length(torso);
+        Vec3 f = torso_length > 1e-6f ? torso * (1.0f / torso_length)
+                                      : canis::load3(facing + 3 * n);
         float along = std::max(canis::dot(front - hind, f), 0.2f);
         float pitch = std::atan2(front_height - hind_height, along);
         Vec3 lateral = canis::cross(f, Vec3{0.0f, 1.0f, 0.0f});
@@ -78,26 +100,109 @@ extern "C" int canis_fullbody_ik(
         canis::forward_kinematics_one(n_joints, parents, offsets, local, hip, positions.data(),
                                       rotations.data(), 0);
 
+        // A chest the pose puts under the ground leaves the front legs short of it however
+        // they bend (the network's lie sometimes dives nose first: shoulders 24 cm and head
+        // 43 cm under a hill, a front paw 5.9 cm under, in the hour's soak). The body pitches
+        // further nose-up about the hips until the shoulders' midpoint is on the ground, by
+        // at most MAX_CHEST_PITCH; a chest above the ground costs one terrain sample.
+        if (lateral_length > 1e-6f) {
+            Vec3 chest{0, 0, 0};
+            for (int32_t k = 0; k < front_legs; ++k)
+                chest = chest + canis::load3(positions.data() + 3 * legs[k].joints.front());
+            chest = chest * (1.0f / front_legs);
+            float deficit = canis::terrain_height(heights, rows, cols, cell_size, origin_x,
+                                                  origin_z, chest.x, chest.z, nullptr) -
+                            chest.y;
+            if (deficit > 0.0f) {
+                Vec3 from_hips = chest - canis::load3(hip);
+                float up = from_hips.y, ahead = canis::dot(from_hips, f);
+                float radius = std::sqrt(up * up + ahead * ahead);
+                float lift = radius > 1e-6f ? std::asin(std::clamp((up + deficit) / radius,
+                                                                   -1.0f, 1.0f)) -
+                                                  std::atan2(up, ahead)
+                                            : 0.0f;
+                lift = std::clamp(lift, 0.0f, kMaxChestPitch);
+                canis::Quat turn =
+                    canis::from_axis_angle(lateral * (1.0f / lateral_length), w * lift);
+                canis::store4(local, canis::normalized(turn * canis::load4(local)));
+                canis::forward_kinematics_one(n_joints, parents, offsets, local, hip,
+                                              positions.data(), rotations.data(), 0);
+                // A pose standing on its head (shoulders straight under the hips: the hour's
+                // soak had one, a front paw 5.8 cm under the hill) is still sunk after the
+                // pitch: the whole body rises by what is left.
+                Vec3 pitched{0, 0, 0};
+                for (int32_t k = 0; k < front_legs; ++k)
+                    pitched =
+                        pitched + canis::load3(positions.data() + 3 * legs[k].joints.front());
+                pitched = pitched * (1.0f / front_legs);
+                float left = canis::terrain_height(heights, rows, cols, cell_size, origin_x,
+                                                   origin_z, pitched.x, pitched.z, nullptr) -
+                             pitched.y;
+                if (left > 0.0f) {
+                    hip[1] += w * left;
+                    canis::forward_kinematics_one(n_joints, parents, offsets, local, hip,
+                                                  positions.data(), rotations.data(), 0);
+                }
+            }
+        }
+
         // Each paw keeps its height above the flat ground, now above the terrain, short of
-        // the leg's full reach; CCD bends the leg there. A front paw the network put below its
-        // flat ground (its own lie and sit sink one up to 24 cm, measured) is lifted onto it
-        // first. Hind paws are not: folding the hind leg to lift its paw flipped the hock
-        // 7.9 cm in one frame from sit to stand (tests/test_demo.py), and lifting the hips
-        // instead flipped a front wrist 7.0 cm into a lie. Legs are disjoint subtrees, so one
-        // leg's solve leaves the others' transforms current.
+        // the leg's full reach. A paw the network's rotations put below its flat ground (its
+        // own lie and sit sink a front paw up to 24 cm, a hind paw 13 cm, measured) is lifted
+        // onto it first. CCD bends a front leg there; a hind leg (hip, knee, hock) is solved
+        // in closed form keeping its knee's bend plane and the hock-paw bone's rotation: CCD
+        // folded a lifted hind leg the other way from one frame to the next (the hock flipped
+        // 7.9 cm in one frame from sit to stand, tests/test_demo.py). Legs are disjoint
+        // subtrees, so one leg's solve leaves the others' transforms current.
         for (int32_t k = 0; k < leg_count; ++k) {
             Vec3 goal = paws[k];
-            float sunk = k < front_legs ? std::max(ground - paws[k].y, 0.0f) : 0.0f;
+            float sunk = std::max(ground - paws[k].y, 0.0f);
             goal.y = paws[k].y + w * (under[k] + sunk);
             Vec3 start = canis::load3(positions.data() + 3 * legs[k].joints.front());
             Vec3 reach = goal - start;
             float distance = canis::length(reach), limit = max_reach * leg_lengths[k];
             if (distance > limit) goal = start + reach * (limit / distance);
             goals[k] = goal;
-            canis::ccd_one(legs[k], parents, offsets, local, positions.data(), rotations.data(),
-                           leg_joint_weights + leg_starts[k], goal, iterations, tolerance);
+            if (k >= front_legs && canis::is_three_bone_leg(legs[k]))
+                canis::two_bone_one(legs[k], parents, offsets, local, positions.data(),
+                                    rotations.data(), goal, f);
+            else
+                canis::ccd_one(legs[k], parents, offsets, local, positions.data(),
+                               rotations.data(), leg_joint_weights + leg_starts[k], goal,
+                               iterations, tolerance);
             if (targets) canis::store3(targets + 3 * (static_cast<size_t>(n) * leg_count + k),
                                        goal);
+        }
+
+        // A front leg at its reach can still end under the ground (a dived lie over a step's
+        // edge: its goal was the ground under where the network put the paw, 4.5 cm out of
+        // reach, and the upper step 6 cm higher where the paw ended: 5.56 cm under in the
+        // hour's soak). The body rises by the deepest front paw's depth beyond a 5 mm slack
+        // (a continuous amount; CCD's own residual is within it) and the hind legs are solved
+        // again to their goals.
+        float front_depth = 0.0f;
+        for (int32_t k = 0; k < front_legs; ++k) {
+            Vec3 paw = canis::load3(positions.data() + 3 * legs[k].joints.back());
+            // The ground as the weight blends it in: easing the IK out lowers it with the paws.
+            float floor = ground + w * (canis::terrain_height(heights, rows, cols, cell_size,
+                                                              origin_x, origin_z, paw.x, paw.z,
+                                                              nullptr) -
+                                        ground);
+            front_depth = std::max(front_depth, floor - paw.y - kFrontPawSlack);
+        }
+        if (front_depth > 0.0f) {
+            hip[1] += front_depth;
+            canis::forward_kinematics_one(n_joints, parents, offsets, local, hip,
+                                          positions.data(), rotations.data(), 0);
+            for (int32_t k = front_legs; k < leg_count; ++k) {
+                if (canis::is_three_bone_leg(legs[k]))
+                    canis::two_bone_one(legs[k], parents, offsets, local, positions.data(),
+                                        rotations.data(), goals[k], f);
+                else
+                    canis::ccd_one(legs[k], parents, offsets, local, positions.data(),
+                                   rotations.data(), leg_joint_weights + leg_starts[k],
+                                   goals[k], iterations, tolerance);
+            }
         }
     }
     return CANIS_OK;

@@ -82,11 +82,16 @@ int canis_rotations_from_directions(int32_t n_characters, int32_t n_joints,
 /*
  * Full-body IK onto a heightmap for n_characters characters (runtime/ik.py explains the
  * method): the hips rise with the terrain under the hind paws, the body pitches nose-up by
- * the height difference between the front and hind paws, each paw keeps its height above the
- * flat ground at ground_y now above the terrain, targets stop at max_reach of each leg's
- * length, and CCD bends each leg. weights (0..1) scale the whole correction per character.
+ * the height difference between the front and hind paws along the torso (hind legs' first
+ * joints to the front legs'), each paw keeps its height above the flat ground at ground_y
+ * now above the terrain (a paw below that flat ground is lifted onto it), targets stop at
+ * max_reach of each leg's length, CCD bends each front leg and a closed-form solve each
+ * three-bone hind leg (its hock-paw bone's rotation kept). A chest under the ground pitches
+ * the body nose-up (then lifts it), and a front paw still under the ground lifts the body.
+ * weights (0..1) scale the whole correction per character.
  *   local_rotations [N][J][4], hips [N][3]       in/out (hips place the root joint)
- *   ground_y [N], facing [N][3] (horizontal unit), weights [N]
+ *   ground_y [N], facing [N][3] (horizontal unit: breaks the tie of an upright torso),
+ *   weights [N]
  *   legs: chain k is leg_joints[leg_starts[k] .. leg_starts[k+1]), from its first joint to
  *     the paw; the first front_legs chains are front legs; leg_joint_weights has the same
  *     layout (CCD weights; a chain's last entry is unused); leg_lengths [leg_count]

@@ -1,0 +1,101 @@
+#include "two_bone.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "pose.h"
+
+namespace canis {
+
+namespace {
+
+float angle_between(Vec3 a, Vec3 b) {
+    return std::atan2(length(cross(a, b)), dot(a, b));
+}
+
+Vec3 unit_or_zero(Vec3 v) {
+    float n = length(v);
+    return n > 1e-12f ? v * (1.0f / n) : Vec3{0, 0, 0};
+}
+
+// The shortest rotation turning direction `from` onto `to` (identity when either is
+// degenerate or they are opposite: no leg solve here turns a bone half a turn).
+Quat arc(Vec3 from, Vec3 to) {
+    Vec3 axis = cross(from, to);
+    float sin_length = length(axis);
+    if (sin_length < 1e-12f || length(from) < 1e-9f || length(to) < 1e-9f) return {1, 0, 0, 0};
+    return from_axis_angle(axis * (1.0f / sin_length), angle_between(from, to));
+}
+
+}  // namespace
+
+bool is_three_bone_leg(const Chain& chain) {
+    return chain.joints.size() == 4 && chain.path.size() == 4;
+}
+
+void two_bone_one(const Chain& chain, const int32_t* parents, const float* offsets,
+                  float* local, float* positions, float* rotations, Vec3 target, Vec3 forward) {
+    const int32_t hip = chain.joints[0], knee = chain.joints[1], hock = chain.joints[2],
+                  paw = chain.joints[3];
+    const Vec3 a = load3(positions + 3 * hip), b = load3(positions + 3 * knee),
+               c = load3(positions + 3 * hock), d = load3(positions + 3 * paw);
+    const Quat hip_rotation = load4(rotations + 4 * hip),
+               knee_rotation = load4(rotations + 4 * knee),
+               hock_rotation = load4(rotations + 4 * hock);
+    const float thigh = length(b - a), shank = length(c - b);
+    const Vec3 hock_goal = target - (d - c);
+    const Vec3 reach = c - a, goal_reach = hock_goal - a;
+    const float reach_length = length(reach);
+    if (thigh < 1e-6f || shank < 1e-6f || reach_length < 1e-6f) return;
+    // Reachable hip-hock distances, a hair inside the limits where the bend angle's
+    // derivative blows up.
+    const float margin = 1e-3f * (thigh + shank);
+    const float lo = std::fabs(thigh - shank) + margin, hi = thigh + shank - margin;
+    const float wanted = std::clamp(length(goal_reach), lo, hi);
+
+    // The bend plane: the one the knee bends in, off the hip-hock line. Only a leg held
+    // nearly straight (knee within 5% of the thigh's length of the line) leans it toward
+    // `forward`, fading in as the leg straightens, so a straight leg bends its knee forward
+    // and the plane never switches between the two.
+    const Vec3 along = reach * (1.0f / reach_length);
+    const Vec3 knee_out = (b - a) - along * dot(b - a, along);
+    const Vec3 forward_out = forward - along * dot(forward, along);
+    const float straight = std::max(0.0f, 1.0f - length(knee_out) / (0.05f * thigh));
+    const Vec3 axis =
+        unit_or_zero(cross(reach, knee_out + forward_out * (0.05f * thigh * straight * straight)));
+    if (length(axis) == 0.0f) return;
+
+    // Where the knee and hock go before the swing: the hock on the hip-hock line at `wanted`,
+    // the knee on the bend plane's knee side, at the hip angle the triangle's sides give.
+    const Vec3 side = unit_or_zero(cross(axis, along));
+    const float hip_angle = std::acos(std::clamp(
+        (thigh * thigh + wanted * wanted - shank * shank) / (2.0f * thigh * wanted), -1.0f, 1.0f));
+    const Vec3 knee_goal =
+        a + (along * std::cos(hip_angle) + side * std::sin(hip_angle)) * thigh;
+    const Vec3 hock_on_line = a + along * wanted;
+    // Shortest arcs: the thigh onto its place, then the shank (as the thigh's turn left it)
+    // onto its own, then the whole leg about the hip from the hip-hock line onto the goal.
+    const Quat open_hip = arc(b - a, knee_goal - a);
+    const Quat open_knee = arc(rotate(open_hip, c - b), hock_on_line - knee_goal);
+    const Quat swing = arc(reach, goal_reach);
+
+    const Quat new_hip = normalized(swing * open_hip * hip_rotation);
+    const Quat new_knee = normalized(swing * open_knee * open_hip * knee_rotation);
+    const int32_t hip_parent = parents[hip];
+    const Quat parent_rotation =
+        hip_parent < 0 ? Quat{1, 0, 0, 0} : load4(rotations + 4 * hip_parent);
+    store4(local + 4 * hip, normalized(conjugate(parent_rotation) * new_hip));
+    store4(local + 4 * knee, normalized(conjugate(new_hip) * new_knee));
+    store4(local + 4 * hock, normalized(conjugate(new_knee) * hock_rotation));
+
+    // Keep the leg's global transforms current (the hip's own position does not move).
+    store4(rotations + 4 * hip, new_hip);
+    for (int32_t j : {knee, hock, paw}) {
+        const int32_t p = parents[j];
+        const Quat parent = load4(rotations + 4 * p);
+        store3(positions + 3 * j, load3(positions + 3 * p) + rotate(parent, load3(offsets + 3 * j)));
+        store4(rotations + 4 * j, parent * load4(local + 4 * j));
+    }
+}
+
+}  // namespace canis
