@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -233,7 +234,11 @@ def main(argv=None) -> int:
             game.update(1.0 / FPS)
         game.render_to(args.offscreen)
         print(f"wrote {args.offscreen}")
-        return 0
+        # Out at once, past the interpreter's teardown: there Panda3D's headless EGL pipe
+        # aborted the process (exit 134, with Mesa's llvmpipe) after the picture was written,
+        # with or without ShowBase.destroy() first.
+        sys.stdout.flush()
+        os._exit(0)
     DogGame().run()
     return 0
 
