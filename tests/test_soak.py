@@ -20,13 +20,13 @@ def test_one_simulated_minute_holds_up(tiny_model, tiny_rtn):
     assert report["frame_ms"]["p99"] > 0
     worst_at = report["paw_penetration_cm"]["worst_at"]  # where to trace the deepest paw
     assert worst_at["paw"].endswith("Site") and worst_at["terrain"] in {"flat", "hills"}
-    assert report["speed_tracking"] == "integral"
+    assert report["speed_tracking"] == "default"
     signed = report["speed_error_mps"]["signed_mean"]  # the bias inside the mean error
     assert abs(signed) <= report["speed_error_mps"]["mean"] + 1e-9
 
 
 def test_soak_speed_tracking_is_named_and_needs_a_calibration(tiny_model):
-    with pytest.raises(ValueError, match="speed_tracking must be one of integral, calibrated"):
+    with pytest.raises(ValueError, match="speed_tracking must be one of default, calibrated"):
         soak(tiny_model, 1.0, speed_tracking="pid")
     with pytest.raises(ValueError, match="has no speed calibration beside it"):
         soak(tiny_model, 1.0, speed_tracking="calibrated")

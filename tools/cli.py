@@ -77,10 +77,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     soak.add_argument("--no-transitions", action="store_true", help="soak the motion network alone")
     soak.add_argument(
         "--speed-tracking",
-        choices=("integral", "calibrated", "off"),  # tools/soak.py SPEED_TRACKING
-        default="integral",
-        help="the Controller's default integral cruise control, the demo's (with the model's "
-        "speed calibration), or none (default: integral)",
+        choices=("default", "calibrated", "off"),  # tools/soak.py SPEED_TRACKING
+        default="default",
+        help="the Controller's default cruise control, the demo's (with the model's "
+        "speed calibration), or none (default: default)",
     )
     soak.set_defaults(handler=run_soak)
 
