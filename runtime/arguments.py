@@ -49,19 +49,10 @@ def checked(
     return array
 
 
-def per_dog(
-    values,
-    shape: tuple,
-    name: str,
-    caller: str,
-    broadcast: bool = False,
-    dtype=np.float64,
-    finite: bool = True,
-) -> np.ndarray:
-    """`checked` for an array with a row per dog: shape[0] is the number of dogs, which the
-    message names."""
-    expected = f" for {shape[0]} dog(s)"
-    return checked(values, shape, name, caller, broadcast, dtype, finite, expected)
+def per_dog(values, shape: tuple, name: str, caller: str, **options) -> np.ndarray:
+    """`checked` (with its `options`: broadcast, dtype, finite) for an array with a row per
+    dog: shape[0] is the number of dogs, which the message names."""
+    return checked(values, shape, name, caller, expected=f" for {shape[0]} dog(s)", **options)
 
 
 def finite_number(value, where: str, low: float = -np.inf, high: float = np.inf) -> float:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 from canis.runtime.dog_state import DogState
-from canis.runtime.features import ACTIONS, FPS
+from canis.runtime.features import ACTION_ONE_HOT, ACTIONS, FPS
+from canis.runtime.root import norm_xz
 from canis.runtime.smoothing import damp, damp_angle_rad
 from canis.runtime.speed_calibration import SpeedCalibration
 from canis.runtime.trajectory import (
@@ -55,8 +56,6 @@ SPEED_TRACKING_RESPONSIVE_RATE = 0.4
 SPEED_TRACKING_RESPONSIVE_PROPORTIONAL = 2.0
 SPEED_TRACKING_RESPONSIVE_HALF_LIFE_S = 0.25
 SPEED_TRACKING_RESPONSIVE_RANGE = (0.25, 2.5)
-# Built once (np.eye per frame costs more than the math it feeds).
-ACTION_ONE_HOT = np.eye(len(ACTIONS))
 MOVE = ACTIONS.index("move")
 
 
@@ -64,9 +63,8 @@ def measured_speed_mps(s: DogState) -> np.ndarray:
     """(N,) each dog's mean root speed over the last SPEED_TRACKING_WINDOW_FRAMES frames (the
     path's length over its time, so a dog on a curve is not read slow)."""
     velocities = s.history.velocities_xz_mps[:, -SPEED_TRACKING_WINDOW_FRAMES:]
-    # hypot and add.reduce, not linalg.norm and mean: a fifth of the cost, every step.
-    speeds = np.hypot(velocities[..., 0], velocities[..., 1])
-    return np.add.reduce(speeds, axis=1) / SPEED_TRACKING_WINDOW_FRAMES
+    # norm_xz and add.reduce, not linalg.norm and mean: a fifth of the cost, every step.
+    return np.add.reduce(norm_xz(velocities), axis=1) / SPEED_TRACKING_WINDOW_FRAMES
 
 
 def _clip(values: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
@@ -84,7 +82,7 @@ def track_speed(
     asked speed is first mapped through it (a feed-forward) and a faster-reacting PI
     (responsive_scale) corrects the rest. Updates s.measured_speed_mps and s.speed_gain (the
     integral); returns the control with the scaled velocity."""
-    asked = np.hypot(control.velocity_mps[:, 0], control.velocity_mps[:, 1])
+    asked = norm_xz(control.velocity_mps)
     moving = (asked > SPEED_TRACKING_MIN_MPS) & (control.action == MOVE)
     history = s.asked_speed_history_mps
     history[:, :-1] = history[:, 1:]
@@ -122,7 +120,7 @@ def responsive_scale(
     """With the network's speed curve (the demo's tracking, kept as tests/test_speed_calibration
     checks it): the feed-forward times the integral gain times (1 + P x relative error) on
     the speed smoothed with a short half-life, within SPEED_TRACKING_RESPONSIVE_RANGE."""
-    speed = np.linalg.norm(s.root_velocity_xz_mps, axis=1)
+    speed = norm_xz(s.root_velocity_xz_mps)
     s.measured_speed_mps = damp(
         s.measured_speed_mps, speed, DT_S, SPEED_TRACKING_RESPONSIVE_HALF_LIFE_S
     )

@@ -8,6 +8,7 @@ from canis.runtime.arguments import per_dog
 from canis.runtime.command import SPEED_TRACKING_WINDOW_FRAMES
 from canis.runtime.dog_state import DisplayOffset, DogState
 from canis.runtime.features import (
+    ACTION_ONE_HOT,
     ACTIONS,
     FUTURE_OFFSETS_FRAMES,
     TRAJECTORY_OFFSETS_FRAMES,
@@ -55,7 +56,7 @@ def still_state(
     still = keyframe_pose(skeleton, keyframes[start_pose])  # in its root frame
     tile = lambda a: np.repeat(a, n, axis=0)  # noqa: E731
     pose = LocalPose(*(tile(a) for a in vars(still).values()))
-    idle = np.repeat(np.eye(len(ACTIONS))[ACTIONS.index("idle")][None], n, axis=0)
+    idle = np.repeat(ACTION_ONE_HOT[ACTIONS.index("idle")][None], n, axis=0)
     facing = yaw_direction_xz(yaw)
 
     def standing(frames: int) -> GroundTrajectory:

@@ -32,6 +32,8 @@ from canis.runtime.skeleton import DOG_GROUPS, DOG_JOINT_NAMES
 CONTRACT_VERSION = 1
 FPS = 60
 ACTIONS = ("idle", "move", "jump", "sit", "stand", "lie")
+# Row i is action i's one-hot vector; built once (np.eye per frame costs more than its use).
+ACTION_ONE_HOT = np.eye(len(ACTIONS))
 TRAJECTORY_OFFSETS_FRAMES = tuple(range(-50, 61, 10))
 CURRENT_SAMPLE = TRAJECTORY_OFFSETS_FRAMES.index(0)
 FUTURE_OFFSETS_FRAMES = TRAJECTORY_OFFSETS_FRAMES[CURRENT_SAMPLE + 1 :]

@@ -62,18 +62,24 @@ class Histogram:
     @property
     def counts(self) -> np.ndarray:
         """Values per bin (the pending ones binned first)."""
+        self._flush()
+        return self._counts
+
+    def _flush(self) -> None:
         if self._pending:
             values, self._pending = np.array(self._pending, dtype=np.float64), []
-            indices = np.clip((values / self.bin_width).astype(np.int64), 0, len(self._counts) - 1)
-            np.add.at(self._counts, indices, 1)
-        return self._counts
+            self._bin(values)
+
+    def _bin(self, values: np.ndarray) -> None:
+        indices = np.clip((values / self.bin_width).astype(np.int64), 0, len(self._counts) - 1)
+        np.add.at(self._counts, indices, 1)
 
     def add(self, value: float) -> None:
         if not -math.inf < value < math.inf:  # refused, as binning it at once refused it
             raise ValueError(f"Histogram.add: the value must be finite, got {value}")
         self._pending.append(value)
         if len(self._pending) >= self.PENDING:
-            self.counts  # noqa: B018 (bins the pending values)
+            self._flush()
         self.total += value
         if not value <= self.max:  # also replaces the initial NaN
             self.max = value
@@ -82,8 +88,7 @@ class Histogram:
         values = np.asarray(values)
         if not values.size:
             return
-        indices = np.clip((values / self.bin_width).astype(np.int64), 0, len(self._counts) - 1)
-        np.add.at(self._counts, indices, 1)
+        self._bin(values)
         self.total += float(np.sum(values))
         self.max = float(np.nanmax([self.max, values.max()]))
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from canis.runtime.dog_state import DogState
-from canis.runtime.features import ACTIONS, FPS
+from canis.runtime.features import ACTION_ONE_HOT, ACTIONS, FPS
 from canis.runtime.root import (
     from_root_xz,
     to_root_xz,
@@ -62,7 +62,6 @@ from canis.runtime.transition_frames import (
 # blend over two frames, blend_window). Each frame of the lead is one the RTN reads.
 LEAD_FRAMES = CONTEXT_FRAMES
 STEPS_PER_FRAME = 1  # RTN steps per frame: one, so a transition's frame costs one step more
-ACTION_ONE_HOT = np.eye(len(ACTIONS))  # built once: np.eye each frame cost more than its use
 
 
 def blend_window(transition_frames: int) -> int:
