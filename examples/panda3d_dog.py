@@ -93,7 +93,14 @@ class DogGame:
             "",
             f"win-size {size[0]} {size[1]}\nwindow-title canis: Panda3D dog\n"
             "audio-library-name null\nsync-video false\n"
-            + ("window-type offscreen\nframebuffer-multisample 0\n" if offscreen else ""),
+            # Off-screen through EGL (p3headlessgl), never X: with no DISPLAY set Panda3D's X
+            # pipe still opens ":0.0", and an X server there that is not ours (a test's Xvfb)
+            # broke the render (blank white, or an X fatal error).
+            + (
+                "load-display p3headlessgl\nwindow-type offscreen\nframebuffer-multisample 0\n"
+                if offscreen
+                else ""
+            ),
         )
         import gltf
         from direct.actor.Actor import Actor

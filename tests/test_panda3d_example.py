@@ -29,10 +29,11 @@ def game():
 
 def test_one_offscreen_frame_shows_the_dog(tmp_path):
     """The example as a user runs it, `examples/panda3d_dog.py --offscreen out.png` (90 frames
-    trotting, then the picture), in a process of its own: inside a pytest-xdist worker that had
-    run other GL tests, Panda3D's offscreen buffer sometimes read back blank white (seen in the
-    full suite only, never alone), which said nothing about the example. Run so, the example
-    also showed that it aborted at exit (134) after writing the picture: it must exit 0."""
+    trotting, then the picture), in a process of its own. In the full suite this picture came
+    back blank white, or the example died of an X fatal error: with no DISPLAY set, Panda3D's
+    X pipe opened ":0.0", where test_demo_x11's Xvfb (a worker beside) was running. The
+    example now renders off-screen through EGL only (p3headlessgl). Run so, the example also
+    showed that it aborted at exit (134) after writing the picture: it must exit 0."""
     frame = tmp_path / "frame.png"
     done = subprocess.run(
         [sys.executable, str(EXAMPLE), "--offscreen", str(frame)],
