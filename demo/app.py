@@ -68,12 +68,13 @@ class DemoApp:
         transition_model: Path | None = None,
         out_dir: Path = DEFAULT_OUT_DIR,
         status_file: Path | None = None,
+        transition_worker: bool = False,
     ):
         """`transition_model`: an RTN _step.onnx for X and the posture keys (None: the
         shipped one when it is there; without one, X says so on the HUD and the posture keys
         ask the motion network for the action). `out_dir`: screenshots and recordings,
         created when the first is written. `status_file`: one JSON line per simulated frame
-        (demo/status.py)."""
+        (demo/status.py). `transition_worker`: Controller(transition_worker=True)."""
         import pyglet
 
         if headless:
@@ -87,6 +88,8 @@ class DemoApp:
         self.model_paths = dict(models)
         self.models = {name: MotionModel(path) for name, path in models.items()}
         self.transition_model = self._open_transition_model(transition_model)
+        self.transition_worker = transition_worker
+        self.controller: Controller | None = None
         self.keyframe_names = list(load_keyframes())
         self.keyframe_index = -1
         self.out_dir = Path(out_dir)
@@ -150,6 +153,8 @@ class DemoApp:
 
     def _new_controller(self) -> None:
         name = self.model_name
+        if self.controller is not None:
+            self.controller.close()  # its transition worker's thread, if any
         self.controller = Controller(
             self.models[name],
             terrain=self.heightmap,
@@ -157,6 +162,7 @@ class DemoApp:
             transition_model=self.transition_model,
             foot_lock=True,
             speed_calibration=load_speed_calibration(self.model_paths[name]),
+            transition_worker=self.transition_worker,
         )
         self.postures = PostureRequests(self.controller)
         self.scene.skeleton = self.controller.skeleton

@@ -46,6 +46,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="orbit camera yaw in degrees (0: from behind along +z)",
     )
     demo.add_argument(
+        "--transition-worker",
+        action="store_true",
+        help="run the transition network's steps on a thread of their own, between frames "
+        "(the motion is the same; see docs/BENCHMARKS.md for when it pays)",
+    )
+    demo.add_argument(
         "--check",
         action="store_true",
         help="no window: drive the model (--model, default the shipped MANN-8) headless, "
@@ -153,6 +159,7 @@ def _open_window(args):
             height=height,
             out_dir=args.out,
             status_file=args.status_file,
+            transition_worker=args.transition_worker,
         )
     except Exception as error:
         # By name: importing pyglet.window or pyglet.gl to name the classes opens the

@@ -108,13 +108,17 @@ class Controller:
         foot_lock: bool = False,
         speed_calibration: SpeedCalibration | None = None,
         max_dogs: int | None = None,
+        transition_worker: bool = False,
     ):
         """`terrain` None is flat ground at y = 0 (no IK needed); the profiler times each
         stage of every step (its owner closes frames with profiler.end_frame());
         `transition_model` enables transition_to; `foot_lock` pins planted paws where they
         landed (runtime/foot_lock.py); `speed_calibration` (the model's own speed curve,
         runtime/speed_calibration.py) makes the speed tracking reach the asked speed within
-        seconds of a change rather than settling over a minute."""
+        seconds of a change rather than settling over a minute. `transition_worker` runs the
+        transition network's steps on a thread of their own between steps (on a spare core
+        a frame of a transition then costs about what a frame without one does; the motion
+        is the same: runtime/transition_player.py); `close()` stops it."""
         if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
             raise ValueError(
                 f"Controller: count must be a whole number of dogs >= 1, got {count!r}"
@@ -132,6 +136,8 @@ class Controller:
         self.model = model
         self.max_dogs = max_dogs  # add() refuses to go past it (a game's memory limit)
         self.transition_model = transition_model
+        self.transition_worker = bool(transition_worker)
+        self.transitions: TransitionPlayer | None = None
         self.count = count
         self.tau = tau
         self.terrain = terrain
@@ -162,6 +168,7 @@ class Controller:
             fresh = self._fresh_state(len(rows), root_xz_m, yaw_rad, start_pose, "reset")
             self.state.put_rows(rows, fresh)
             if self.transitions is not None:
+                self.transitions.settle()
                 self.transitions.active[rows] = False
             self._update_display_pose(0.0)
             self._settle_display()
@@ -170,8 +177,15 @@ class Controller:
         self._has_prediction = False
         self.path_future_xz_m = None
         self.desired_future: GroundTrajectory | None = None
+        if self.transitions is not None:
+            self.transitions.close()
         self.transitions = (
-            TransitionPlayer(self.transition_model, self.count, self.skeleton.parents)
+            TransitionPlayer(
+                self.transition_model,
+                self.count,
+                self.skeleton.parents,
+                worker=self.transition_worker,
+            )
             if self.transition_model is not None
             else None
         )
@@ -238,6 +252,7 @@ class Controller:
         change(self.ik, IK_ROWS, FullBodyIk(self.skeleton, max(added, 0)))
         change(self.foot_lock, FOOT_LOCK_ROWS, FootLock(self.skeleton, max(added, 0)))
         if self.transitions is not None:
+            self.transitions.settle()
             fresh = TransitionPlayer(self.transition_model, max(added, 0), self.skeleton.parents)
             change(self.transitions, transition_rows(self.transitions), fresh)
         for name in ("path_future_xz_m", "desired_future"):
@@ -257,12 +272,22 @@ class Controller:
 
     def get_state(self) -> dict:
         """A plain, picklable snapshot of every dog (runtime/snapshot.py)."""
+        if self.transitions is not None:
+            self.transitions.settle()
         return snapshot.capture(self)
 
     def set_state(self, state: dict) -> None:
         """Restores a get_state() snapshot exactly; refuses one from another model layout or
         dog count, or a corrupted one, with the controller unchanged."""
+        if self.transitions is not None:
+            self.transitions.settle()
         snapshot.restore(self, state)
+
+    def close(self) -> None:
+        """Stops the transition worker's thread, if any (the controller still works after,
+        running transitions in its own thread)."""
+        if self.transitions is not None:
+            self.transitions.close()
 
     # The readouts an embedder uses (docs/EMBEDDING.md); the state itself is self.state.
     @property
@@ -366,7 +391,10 @@ class Controller:
             if "phase" in self._buffers.inputs:
                 self._buffers.inputs["phase"][:, 0] = s.phase_rad
         with stage("inference"):
-            outputs = self.model.run_bound(self._buffers)
+            if self._motion_network_idle():
+                outputs = self._buffers.outputs  # last step's, read by no one this step
+            else:
+                outputs = self.model.run_bound(self._buffers)
         with stage("decode"):
             # The dogs handed back last frame, as they were shown (for the display offsets).
             handed_back = s.handback_pending.copy()
@@ -380,7 +408,9 @@ class Controller:
                 s.phase_rad = (s.phase_rad + outputs["phase_delta"][:, 0]) % (2 * np.pi)
             if kept is not None:
                 self._keep_last_good_state(bad, kept)
-        if self.transitions is not None and self.transitions.active.any():
+        if self.transitions is not None and (
+            self.transitions.active.any() or self.transitions.pending
+        ):
             with stage("transition"):
                 self.transitions.step(s, self.desired_future)
                 finished = s.handback_pending & ~handed_back  # handed back in this step
@@ -398,6 +428,17 @@ class Controller:
         self.frame += 1
         self.profiler.end_step(self.count, self.root_velocity_xz_mps, self.expert_weights)
         return x
+
+    def _motion_network_idle(self) -> bool:
+        """Whether every dog plays a transition frame this step: the transition then sets
+        each one's root, pose, history and action (TransitionPlayer._show_next), so nothing
+        reads the motion network's output, and its inference (the largest stage of a plain
+        frame) is skipped; the rest of the step runs as usual on the last output. With some
+        dogs not playing it runs for all (the bound batch is every dog). The readouts made
+        from the output keep their last values meanwhile: the expert weights, and PFNN's
+        phase goes on at its last rate."""
+        t = self.transitions
+        return t is not None and bool(t.playing.all())
 
     def _decoded(self, y: np.ndarray):
         """decode_output of y in float64, its views over buffers reused every frame (building

@@ -76,6 +76,8 @@ class TransitionModel:
             self.init_path, self.init_session, "rtn_init", INIT_INPUTS, INIT_OUTPUTS
         )
         self.precision = declared_precision(self.metadata)
+        # The LSTM's width, from the step's hidden-state input (N, H).
+        self.hidden_units = int(self.step_session.get_inputs()[STEP_INPUTS.index("h")].shape[1])
 
     def init(self, first_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The hidden state (h, c), (N, H) each, from the first context frames (N, D)."""

@@ -27,11 +27,25 @@ joints were within 0.34 cm of the keyframe's (45-frame transitions to each postu
 stand, walk, trot and canter), which is what the blend moves them by.
 TransitionModel.generate with target_blend(window=blend_window(P)) generates the same
 transition at once (tests/test_transitions.py checks it).
+
+With a worker (Controller(transition_worker=True)) the same steps run on a thread of their
+own, from the end of one controller step to the start of the next: the frame's own thread
+then pays for no RTN step, only for copying the step's inputs and storing its outputs. The
+worker is a frame behind the in-step order through the lead (a context frame is made in the
+frame whose step reads it) and catches up at the lead's end with two steps, so every frame is
+shown with what it would have been shown with in the step (tests/test_transition_worker.py).
+Whether it pays depends on a core being free while the frame's thread works (see
+docs/BENCHMARKS.md); without one, the two threads take turns.
+
+A frame in which every dog plays a transition frame runs no motion-network inference
+(Controller._motion_network_idle): playback sets everything the output would have set.
 """
 
 from __future__ import annotations
 
 import math
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,6 +76,10 @@ from canis.runtime.transition_frames import (
 # blend over two frames, blend_window). Each frame of the lead is one the RTN reads.
 LEAD_FRAMES = CONTEXT_FRAMES
 STEPS_PER_FRAME = 1  # RTN steps per frame: one, so a transition's frame costs one step more
+# With a worker, a dog's generated frames may run this far past the last one shown: the frame
+# the next step shows and the one after it, which is what the step would have generated
+# before showing (so the worker's frames, blend and hand-back are the in-step ones).
+WORKER_AHEAD_FRAMES = 2
 
 
 def blend_window(transition_frames: int) -> int:
@@ -73,6 +91,43 @@ def blend_window(transition_frames: int) -> int:
     steps = CONTEXT_FRAMES - 1 + count
     first = max(1, math.ceil(steps / STEPS_PER_FRAME) - LEAD_FRAMES)
     return count - first + 1
+
+
+@dataclass
+class StepCall:
+    """One call of the RTN for the rows that step together: copies of their inputs, so
+    running it (run_step_call) reads nothing of the player's."""
+
+    rows: np.ndarray  # (n,) the dogs
+    fresh: np.ndarray  # (n,) bool: the hidden state is initialised from first_frames first
+    first_frames: np.ndarray  # (fresh rows, D)
+    frames: np.ndarray  # (n, D) what each step reads
+    placements: np.ndarray  # (n, 4)
+    targets: np.ndarray  # (n, D)
+    to_arrival: np.ndarray  # (n,) frames
+    h: np.ndarray  # (n, H)
+    c: np.ndarray
+    k: np.ndarray  # (n,) the step makes frame k + 1 of the transition (k < 0: context step)
+    then: np.ndarray | None = None  # indices into rows that step again on the frame made
+
+
+def run_step_call(model: TransitionModel, call: StepCall) -> list[tuple]:
+    """(rows, k, frame, placement, h, c) for the call's step and its `then` steps."""
+    h, c = call.h, call.c
+    if call.fresh.any():
+        h, c = h.copy(), c.copy()
+        h[call.fresh], c[call.fresh] = model.init(call.first_frames)
+    frame, place, h, c = model.step(
+        call.frames, call.placements, call.targets, call.to_arrival, h, c
+    )
+    results = [(call.rows, call.k, frame, place, h, c)]
+    if call.then is not None and call.then.size:
+        t = call.then
+        frame, place, h, c = model.step(
+            frame[t], place[t], call.targets[t], call.to_arrival[t] - 1, h[t], c[t]
+        )
+        results.append((call.rows[t], call.k[t] + 1, frame, place, h, c))
+    return results
 
 
 @dataclass
@@ -88,14 +143,55 @@ class TransitionStart:
 
 class TransitionPlayer:
     """Every dog's transition, as arrays with a leading N: a dog's transition is its rows
-    alone, so asking for one for some dogs leaves the others' untouched."""
+    alone, so asking for one for some dogs leaves the others' untouched.
 
-    def __init__(self, model: TransitionModel, count: int, parents: np.ndarray):
+    `worker`: the RTN steps run on a thread of their own between the controller's steps
+    (submitted at the end of one, waited for in the next), so that on a machine with a
+    spare core a frame of a transition costs about what a frame without one does. Each dog's
+    steps, their inputs and their order are the in-step ones: one dog's transition is the
+    same bit for bit (rows of several dogs may share a call differently, which ONNX Runtime
+    may round differently). The worker reads the player's arrays and writes only the
+    generation's (GENERATED); every other method waits for it first (settle)."""
+
+    GENERATED = ("h", "c", "raw_frames", "raw_placements", "steps_done")
+
+    def __init__(
+        self, model: TransitionModel, count: int, parents: np.ndarray, worker: bool = False
+    ):
         self.model = model
         self.parents = parents
+        self._executor = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="canis-rtn") if worker else None
+        )
+        self._pending: Future | None = None
+        self.worker_cpu_ms = 0.0  # the worker's thread CPU for the last frame's steps
         self.reset(count)
 
+    @property
+    def worker(self) -> bool:
+        return self._executor is not None
+
+    @property
+    def pending(self) -> bool:
+        """Whether the worker has steps under way (or done and not yet settled)."""
+        return self._pending is not None
+
+    def settle(self) -> None:
+        """Waits for the worker's steps, if any are under way (re-raising what failed)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            call, results, self.worker_cpu_ms = pending.result()
+            self._store(call, results)
+
+    def close(self) -> None:
+        """Stops the worker thread (a closed player runs its steps in the caller's)."""
+        self.settle()
+        if self._executor is not None:
+            self._executor.shutdown()
+            self._executor = None
+
     def reset(self, count: int) -> None:
+        self.settle()
         n, c, most = count, CONTEXT_FRAMES, MAX_TRANSITION_FRAMES + 1
         self.active = np.zeros(n, dtype=bool)  # asked for and not yet handed back
         self.lead_left = np.zeros(n, dtype=int)  # lead steps still to come
@@ -137,6 +233,7 @@ class TransitionPlayer:
         """A transition of `frames` frames for `rows` (checked by the caller), replacing any
         they had. Nothing is generated yet: the context is the lead's frames, each read in
         the step that makes it (so asking costs no RTN step)."""
+        self.settle()
         self.active[rows] = True
         self.lead_left[rows] = LEAD_FRAMES
         self.length[rows] = frames
@@ -162,7 +259,10 @@ class TransitionPlayer:
     def step(self, state: DogState, desired_future) -> None:
         """After the motion network's step: leading dogs' newest frame joins their context,
         the generator runs, and playing dogs are set to their next frame. Dogs handed back
-        are marked in state.handback_pending."""
+        are marked in state.handback_pending. With a worker, the steps submitted at the
+        end of the last call are waited for first, and this call's are submitted at its end
+        (after the frame is shown: they read it)."""
+        self.settle()
         playing = np.flatnonzero(self.playing)  # a lead ending now plays from the next step
         leading = np.flatnonzero(self.leading)
         if leading.size:
@@ -180,60 +280,94 @@ class TransitionPlayer:
                 )
                 self.previous_positions_m[starting] = last.positions_m
                 self.start_actions[starting] = state.action_weights[starting]
-        for _ in range(STEPS_PER_FRAME):
-            self._generate_step()
+        if not self.worker:
+            for _ in range(STEPS_PER_FRAME):
+                self._generate_step()
         if playing.size:
             self._show_next(playing, state, desired_future)
+        if self.worker:
+            call = self._prepare(ahead=WORKER_AHEAD_FRAMES)
+            if call is not None:
+                self._pending = self._executor.submit(self._worker_steps, call)
+
+    def _worker_steps(self, call: StepCall) -> tuple[StepCall, list, float]:
+        """Runs `call` on the worker's thread; returns what _store writes and its thread CPU
+        time (ms). Only ONNX Runtime's calls and a little indexing happen here (the inputs
+        were made in the controller's thread), so the two threads seldom wait for the GIL."""
+        started = time.thread_time()
+        results = run_step_call(self.model, call)
+        return call, results, (time.thread_time() - started) * 1e3
 
     def _generate_step(self) -> None:
-        """One RTN step for every dog whose next step has its input: a context frame (known
-        once the lead has reached it) or the frame it generated last. A dog's first step
-        initialises the hidden state from its first context frame before it."""
+        """One RTN step in the caller's thread (see _prepare)."""
+        call = self._prepare()
+        if call is not None:
+            self._store(call, run_step_call(self.model, call))
+
+    def _prepare(self, ahead: int | None = None) -> StepCall | None:
+        """The next RTN step of every dog whose next step has its input: a context frame
+        (known once the lead has reached it) or the frame it generated last. With `ahead`
+        (the worker), a step may generate at most `ahead` frames past the last one shown,
+        and a dog whose following step is then allowed too takes it in the same call, on the
+        frame just made (`then`). A dog's first step initialises the hidden state from its
+        first context frame before it."""
         c = CONTEXT_FRAMES
         done = self.steps_done
         total = c + self.length  # c - 1 context steps, then P + 1 frames
         # The context frame the next step reads (the first one for the initialisation, at -1).
         reads = np.minimum(np.maximum(done, 0), c - 1)
         ready = self.active & (done < total) & (reads < self.context_known)
+        if ahead is not None:  # the step makes frame k + 1, k = done - (c - 1)
+            ready &= done - c + 2 <= self.shown + ahead
         rows = np.flatnonzero(ready)
         if not rows.size:
-            return
-        fresh = rows[done[rows] < 0]
-        if fresh.size:
-            self._initialise(fresh)
-        j = done[rows]
+            return None
+        if self.h is None:
+            units = self.model.hidden_units
+            self.h = np.zeros((len(self.active), units), dtype=np.float32)
+            self.c = np.zeros_like(self.h)
+        fresh = done[rows] < 0
+        j = np.maximum(done[rows], 0)
         k = j - (c - 1)  # >= 0: generates frame k + 1 (k = P: the target)
         from_context = (k <= 0)[:, None]
         context_index = np.minimum(j, c - 1)
         generated_index = np.maximum(k - 1, 0)
-        frames = np.where(
-            from_context,
-            self.context_frames[rows, context_index],
-            self.raw_frames[rows, generated_index],
+        then = None
+        if ahead is not None:
+            again = (k >= 0) & (j + 1 < total[rows]) & (k + 2 <= self.shown[rows] + ahead)
+            then = np.flatnonzero(again)
+        return StepCall(
+            rows=rows,
+            fresh=fresh,
+            first_frames=self.context_frames[rows[fresh], 0],
+            frames=np.where(
+                from_context,
+                self.context_frames[rows, context_index],
+                self.raw_frames[rows, generated_index],
+            ),
+            placements=np.where(
+                from_context,
+                self.context_placements[rows, context_index],
+                self.raw_placements[rows, generated_index],
+            ),
+            targets=self.target_frame[rows],
+            to_arrival=c + self.length[rows] - j,
+            h=self.h[rows],
+            c=self.c[rows],
+            k=k,
+            then=then,
         )
-        placements = np.where(
-            from_context,
-            self.context_placements[rows, context_index],
-            self.raw_placements[rows, generated_index],
-        )
-        to_arrival = c + self.length[rows] - j
-        frame, place, h, hc = self.model.step(
-            frames, placements, self.target_frame[rows], to_arrival, self.h[rows], self.c[rows]
-        )
-        self.h[rows], self.c[rows] = h, hc
-        made = k >= 0
-        self.raw_frames[rows[made], k[made]] = frame[made]
-        self.raw_placements[rows[made], k[made]] = place[made]
-        self.steps_done[rows] += 1
 
-    def _initialise(self, rows: np.ndarray) -> None:
-        """The RTN's hidden state of `rows` from their first context frame."""
-        h, c = self.model.init(self.context_frames[rows, 0])
-        if self.h is None:
-            self.h = np.zeros((len(self.active), h.shape[1]), dtype=np.float32)
-            self.c = np.zeros_like(self.h)
-        self.h[rows], self.c[rows] = h, c
-        self.steps_done[rows] = 0
+    def _store(self, call: StepCall, results: list) -> None:
+        """Writes a call's results: the rows' hidden states, the frames they made, and one
+        more step done for each step taken."""
+        self.steps_done[call.rows[call.fresh]] = 0
+        for rows, k, frame, place, h, c in results:
+            self.h[rows], self.c[rows] = h, c
+            made = k >= 0
+            self.raw_frames[rows[made], k[made]] = frame[made]
+            self.raw_placements[rows[made], k[made]] = place[made]
+            self.steps_done[rows] += 1
 
     def _show_next(self, rows: np.ndarray, state: DogState, desired_future) -> None:
         """Sets the rows' state to their next transition frame."""

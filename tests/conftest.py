@@ -49,6 +49,7 @@ TORCH_FREE_MODULES = {
     "test_terrain",
     "test_trace_readers",
     "test_trajectory",
+    "test_transition_worker",
 }
 
 

@@ -70,6 +70,18 @@ def test_streamed_transition_cost_is_measured_per_frame(tiny_model, tiny_rtn):
         assert 0 < cost[f"{kind}_wall_p50_ms"] <= cost[f"{kind}_wall_max_ms"]
         assert 0 < cost[f"{kind}_cpu_p50_ms"] <= cost[f"{kind}_cpu_max_ms"]
     assert cost["transition_wall_p50_ms"] >= cost["stage_p50_ms"]  # the step holds the stage
+    assert cost["transition_worker_cpu_max_ms"] == 0  # no worker: no steps on its thread
+
+
+def test_the_transition_worker_s_cost_is_measured(tiny_model, tiny_rtn):
+    from canis.runtime.transition import TransitionModel
+    from canis.tools.transition_benchmark import streamed_cost, streamed_lines
+
+    rtn = TransitionModel(tiny_rtn)
+    cost = streamed_cost(rtn, tiny_model, dogs=1, length=5, cycles=1, worker=True)
+    assert cost["worker"] and 0 < cost["transition_worker_cpu_p50_ms"]
+    table = "\n".join(streamed_lines([cost]))
+    assert "| worker thread | 1 | of a transition |" in table
 
 
 def test_the_viewer_section_alone_is_replaced():

@@ -59,6 +59,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="pin planted paws where they land (runtime/foot_lock.py)",
     )
+    run.add_argument(
+        "--transition-worker",
+        action="store_true",
+        help="run the transition network's steps on a thread of their own between frames "
+        "(Controller(transition_worker=True); the motion is the same)",
+    )
     run.set_defaults(handler=run_headless)
 
     soak = commands.add_parser(
@@ -228,6 +234,7 @@ def run_headless(args) -> int:
         record=args.record,
         transition_model_path=args.transition_model,
         foot_lock=args.foot_lock,
+        transition_worker=args.transition_worker,
         export=args.export,
         characters=args.characters,
         threads=args.threads,

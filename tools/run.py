@@ -279,6 +279,7 @@ def run(
     record=None,
     transition_model_path=None,
     foot_lock: bool = False,
+    transition_worker: bool = False,
     export=None,
     characters: int = 1,
     threads: int = 1,
@@ -294,7 +295,8 @@ def run(
     for the displayed motion (tools/motion_export.py), checked before the run, written after.
     `start_xz_m`/`start_yaw_rad`: where a script's dog starts (default the origin, facing
     +z); `speed_calibration`: the speed tracking uses the model's own speed curve
-    (runtime/speed_calibration.py), as the demo does."""
+    (runtime/speed_calibration.py), as the demo does. `transition_worker`: the transition
+    network's steps run on a thread of their own (Controller(transition_worker=True))."""
     if (script is None) == (path is None):
         raise ValueError("give exactly one of a script or a path")
     if not (isinstance(characters, int) and characters >= 1):
@@ -327,6 +329,7 @@ def run(
         transition_model=transitions,
         foot_lock=foot_lock,
         speed_calibration=load_speed_calibration(model_path) if speed_calibration else None,
+        transition_worker=transition_worker,
     )
     if script and (start_xz_m is not None or start_yaw_rad is not None):
         controller.reset(
@@ -362,6 +365,7 @@ def run(
         if record is not None or export is not None:
             recorded["positions"].append(positions[0])
             recorded["rotations"].append(rotations[0])
+    controller.close()
     paw_positions, contacts = np.array(paw_positions), np.array(contacts)
     ground = (
         heightmap.sample(paw_positions[..., [0, 2]])[0]
@@ -383,6 +387,7 @@ def run(
         "device": model.device,
         "terrain": terrain,
         "foot_lock": foot_lock,
+        "transition_worker": transition_worker,
         "seconds": seconds,
         "frames": frames,
         "machine": describe_machine(**used),

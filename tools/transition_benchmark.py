@@ -58,7 +58,11 @@ def benchmark_transitions(step_path: Path, motion_model_path: Path, seconds_per_
         "step": steps,
         "initialiser": initialiser,
         "generate_one_dog": whole,
-        "streamed": [streamed_cost(model, motion_model_path, dogs) for dogs in (1, 4)],
+        "streamed": [
+            streamed_cost(model, motion_model_path, dogs, worker=worker)
+            for worker in (False, True)
+            for dogs in (1, 4)
+        ],
     }
 
 
@@ -68,13 +72,20 @@ STATS = ("p50", "p99", "max")
 
 
 def streamed_cost(
-    model: TransitionModel, motion_model_path: Path, dogs: int, length: int = 45, cycles: int = 3
+    model: TransitionModel,
+    motion_model_path: Path,
+    dogs: int,
+    length: int = 45,
+    cycles: int = 3,
+    worker: bool = False,
 ) -> dict:
     """The controller's 'transition' stage and the whole step (wall and thread CPU time) of
     every frame of a transition, `dogs` dogs asked together, over `cycles` x 4 transitions,
     by kind: the frame that asks (the request is made in the frame it is timed with, as
     `canis run` does), the other frames of the transition (lead and playback), and the
-    PLAIN_FRAMES frames without one after each hand-back, timed in the same loop."""
+    PLAIN_FRAMES frames without one after each hand-back, timed in the same loop. `worker`:
+    the RTN steps run on the transition worker's thread (Controller(transition_worker=True));
+    its CPU time, not in the step's thread CPU, is given per frame of a transition."""
     from canis.runtime.controller import Controller
     from canis.runtime.features import ACTIONS
     from canis.runtime.inference import MotionModel
@@ -82,7 +93,10 @@ def streamed_cost(
     from canis.runtime.trajectory import ControlState
 
     controller = Controller(
-        MotionModel(motion_model_path, device="cpu"), count=dogs, transition_model=model
+        MotionModel(motion_model_path, device="cpu"),
+        count=dogs,
+        transition_model=model,
+        transition_worker=worker,
     )
     idle = ControlState(np.zeros((dogs, 2)), np.zeros(dogs), np.full(dogs, ACTIONS.index("idle")))
     for _ in range(PLAIN_FRAMES):  # the first frames of a controller pay for its warm-up
@@ -90,6 +104,7 @@ def streamed_cost(
     stage = {"ask": [], "transition": []}
     wall = {kind: [] for kind in KINDS}
     cpu = {kind: [] for kind in KINDS}
+    worker_cpu = {"ask": [], "transition": []}
     for target in ("sit", "stand", "lie", "beg") * cycles:
         controller.profiler = profiler = Profiler()
         profiler.begin_frame()  # the request is timed with the frame that makes it
@@ -105,7 +120,14 @@ def streamed_cost(
                 stage[kind].append(record.stages.get("transition", 0.0))
             wall[kind].append(record.wall_ms)
             cpu[kind].append(record.cpu_ms)
+            if kind in worker_cpu:  # the worker's steps settled in this frame
+                worker_cpu[kind].append(controller.transitions.worker_cpu_ms)
+            controller.transitions.worker_cpu_ms = 0.0
+    controller.close()
     report = {"dogs": dogs, "frames": length, "frames_with_lead": started.frames}
+    report["worker"] = worker
+    for kind, values in worker_cpu.items():
+        report |= {f"{kind}_worker_cpu_{k}": v for k, v in percentiles_ms(values, STATS).items()}
     report |= {f"ask_stage_{k}": v for k, v in percentiles_ms(stage["ask"], STATS).items()}
     report |= {f"stage_{k}": v for k, v in percentiles_ms(stage["transition"], STATS).items()}
     for kind in KINDS:
@@ -158,20 +180,21 @@ def streamed_lines(streamed: list[dict]) -> list[str]:
         "timed with them, and the frames without a transition after each, in one loop. The "
         "transition stage (ms): the frame that asks p50 / max, the others p50 / p99:",
         "",
-        "| dogs | frame that asks | other transition frames |",
-        "|---|---|---|",
+        "| RTN steps | dogs | frame that asks | other transition frames |",
+        "|---|---|---|---|",
     ]
     lines += [
-        f"| {r['dogs']} | {r['ask_stage_p50_ms']:.3f} / {r['ask_stage_max_ms']:.3f} "
-        f"| {r['stage_p50_ms']:.3f} / {r['stage_p99_ms']:.3f} |"
+        f"| {_where(r)} | {r['dogs']} | {r['ask_stage_p50_ms']:.3f} / "
+        f"{r['ask_stage_max_ms']:.3f} | {r['stage_p50_ms']:.3f} / {r['stage_p99_ms']:.3f} |"
         for r in streamed
     ]
     lines += [
         "",
-        "The whole step, p50 / p99 / max (ms), wall and the thread's CPU time:",
+        "The whole step, p50 / p99 / max (ms), wall and the thread's CPU time (with the "
+        "worker, its thread's CPU time per frame of a transition is given beside):",
         "",
-        "| dogs | frames | wall | CPU |",
-        "|---|---|---|---|",
+        "| RTN steps | dogs | frames | wall | CPU | worker CPU |",
+        "|---|---|---|---|---|---|",
     ]
     names = {"ask": "that ask", "transition": "of a transition", "plain": "without one"}
     for r in streamed:
@@ -180,8 +203,20 @@ def streamed_lines(streamed: list[dict]) -> list[str]:
                 " / ".join(f"{r[f'{kind}_{clock}_{k}_ms']:.3f}" for k in STATS)
                 for clock in ("wall", "cpu")
             ]
-            lines.append(f"| {r['dogs']} | {names[kind]} | {cells[0]} | {cells[1]} |")
+            worker = (
+                " / ".join(f"{r[f'{kind}_worker_cpu_{k}_ms']:.3f}" for k in STATS)
+                if r.get("worker") and kind != "plain"
+                else ""
+            )
+            lines.append(
+                f"| {_where(r)} | {r['dogs']} | {names[kind]} | {cells[0]} | {cells[1]} "
+                f"| {worker} |"
+            )
     return lines
+
+
+def _where(report: dict) -> str:
+    return "worker thread" if report.get("worker") else "in the step"
 
 
 if __name__ == "__main__":
@@ -189,5 +224,9 @@ if __name__ == "__main__":
     from canis.runtime.transition import shipped_transition_model_path
 
     rtn = TransitionModel(shipped_transition_model_path(), device="cpu", threads=1)
-    rows = [streamed_cost(rtn, shipped_model_path(), dogs) for dogs in (1, 4)]
+    rows = [
+        streamed_cost(rtn, shipped_model_path(), dogs, worker=worker)
+        for worker in (False, True)
+        for dogs in (1, 4)
+    ]
     print("\n".join(streamed_lines(rows)))

@@ -1,0 +1,132 @@
+"""The transition worker (Controller(transition_worker=True)): the RTN's steps on a thread of
+their own between the controller's steps play the same transitions as the in-step ones, bit
+for bit, through restarts, resets, snapshots and resizes; and a frame in which every dog plays
+a transition frame runs no motion-network inference (issue 15 item 2)."""
+
+import numpy as np
+import pytest
+from canis.runtime.assets import shipped_model_path
+from canis.runtime.controller import Controller
+from canis.runtime.features import ACTIONS
+from canis.runtime.inference import MotionModel
+from canis.runtime.trajectory import ControlState
+from canis.runtime.transition import TransitionModel
+from canis.runtime.transition_player import LEAD_FRAMES
+
+
+def controller(tiny_rtn, count: int, worker: bool) -> Controller:
+    return Controller(
+        MotionModel(shipped_model_path()),
+        count=count,
+        transition_model=TransitionModel(tiny_rtn),
+        transition_worker=worker,
+    )
+
+
+def moving(count: int) -> ControlState:
+    velocity = np.column_stack([np.linspace(0.0, 0.4, count), np.linspace(1.2, 0.8, count)])
+    return ControlState(velocity, np.zeros(count), np.full(count, ACTIONS.index("move")))
+
+
+def scripted_run(tiny_rtn, worker: bool) -> list[np.ndarray]:
+    """Three dogs: transitions for all and for some, one replaced while it plays, a dog reset
+    in its lead, a snapshot taken mid-transition and restored, and a dog added and removed,
+    each at a frame where the worker has steps under way."""
+    c = controller(tiny_rtn, 3, worker)
+    shown = []
+    snapshot = None
+    for frame in range(150):
+        if frame == 20:
+            c.transition_to("sit", 30)
+        if frame == 25:
+            c.transition_to("lie", 12, characters=[0])
+        if frame == 38:  # dog 0 is playing its lie: replaced
+            c.transition_to("beg", 20, characters=[0])
+        if frame == 60:
+            c.transition_to("stand", 25, characters=[1, 2])
+        if frame == 63:
+            c.reset(root_xz_m=[[2.0, 1.0]], yaw_rad=[0.3], characters=[2])
+        if frame == 75:
+            snapshot = c.get_state()
+        if frame == 80:
+            c.set_state(snapshot)  # back five frames, mid-transition
+        if frame == 95:
+            c.add(1, root_xz_m=[[-1.0, 0.0]])
+            c.transition_to("lie", 20)
+        if frame == 110:
+            c.remove([1])
+        c.step(moving(c.count))
+        shown.append(c.display_pose()[0].copy())
+    c.close()
+    return shown
+
+
+def test_the_worker_plays_the_same_transitions(tiny_rtn):
+    in_step, worker = scripted_run(tiny_rtn, False), scripted_run(tiny_rtn, True)
+    assert len(in_step) == len(worker)
+    for frame, (a, b) in enumerate(zip(in_step, worker, strict=True)):
+        assert np.array_equal(a, b), f"frame {frame} differs"
+
+
+def test_the_worker_thread_runs_the_steps_and_stops(tiny_rtn):
+    import threading
+
+    c = controller(tiny_rtn, 1, True)
+    threads = []
+    step = c.transition_model.step
+    c.transition_model.step = lambda *a: threads.append(threading.get_ident()) or step(*a)
+    c.transition_to("sit", 10)
+    for _ in range(LEAD_FRAMES + 11):
+        c.step(moving(1))
+    assert not c.in_transition().any()
+    assert threads and threading.get_ident() not in threads
+    c.close()
+    assert not any(t.name.startswith("canis-rtn") for t in threading.enumerate())
+    c.transition_to("lie", 10)  # closed: the steps run in the caller's thread
+    for _ in range(LEAD_FRAMES + 11):
+        c.step(moving(1))
+    assert not c.in_transition().any() and threads[-1] == threading.get_ident()
+
+
+def test_a_failing_worker_step_surfaces_in_the_next_step(tiny_rtn):
+    c = controller(tiny_rtn, 1, True)
+
+    def broken(*args):
+        raise RuntimeError("RTN step failed")
+
+    c.transition_model.step = broken
+    c.transition_to("sit", 10)
+    c.step(moving(1))  # submits the first step
+    with pytest.raises(RuntimeError, match="RTN step failed"):
+        c.step(moving(1))
+    c.close()
+
+
+@pytest.mark.parametrize("worker", [False, True])
+def test_no_motion_inference_while_every_dog_plays(tiny_rtn, worker):
+    """The motion network's output is read by nothing in a frame where every dog plays a
+    transition frame: it is not run, and the dogs move as when it was."""
+    runs = []
+    for skip in (True, False):
+        c = controller(tiny_rtn, 2, worker)
+        if not skip:
+            c._motion_network_idle = lambda: False
+        calls = []
+        run_bound = c.model.run_bound
+        c.model.run_bound = lambda b, c=c, calls=calls, run=run_bound: (
+            calls.append(c.frame) or run(b)
+        )
+        for _ in range(30):
+            c.step(moving(2))
+        started = c.transition_to("sit", 20)
+        poses = []
+        for _ in range(started.frames + 10):
+            c.step(moving(2))
+            poses.append(c.display_pose()[0].copy())
+        c.close()
+        runs.append((poses, calls))
+    (skipped, skipped_calls), (ran, ran_calls) = runs
+    playback = started.frames - LEAD_FRAMES
+    assert len(ran_calls) - len(skipped_calls) == playback
+    for a, b in zip(skipped, ran, strict=True):
+        np.testing.assert_array_equal(a, b)
