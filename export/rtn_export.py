@@ -3,7 +3,8 @@
 `<name>_init.onnx` (the learned hidden-state initialiser). The check runs whole transitions
 through ONNX Runtime (runtime/transition.py, the code the game uses) and through PyTorch and
 fails when any generated frame differs by MAX_ROLLOUT_ERROR or more: errors compound over a
-recurrent rollout, so a one-step check would not be enough.
+recurrent rollout, so a one-step check would not be enough. A model trained with target noise
+gets the step input `target_noise` (runtime/transition.py), checked with noise on as well.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from canis.runtime.skeleton import DOG_JOINT_NAMES
 from canis.runtime.transition import (
     INIT_INPUTS,
     INIT_OUTPUTS,
+    NOISE_INPUT,
     STEP_INPUTS,
     STEP_OUTPUTS,
     TransitionModel,
@@ -50,6 +52,13 @@ class StepGraph(nn.Module):
         return self.model.step(frame, placement, target, frames_to_arrival, h, c)
 
 
+class NoisyStepGraph(StepGraph):
+    """The step of a model trained with target noise: the noise is its last input."""
+
+    def forward(self, frame, placement, target, frames_to_arrival, h, c, target_noise):
+        return self.model.step(frame, placement, target, frames_to_arrival, h, c, target_noise)
+
+
 class InitGraph(nn.Module):
     def __init__(self, model: Rtn):
         super().__init__()
@@ -70,6 +79,7 @@ def metadata(kind: str, config: dict, model: Rtn) -> dict[str, str]:
         "canis.joint_names": json.dumps(list(DOG_JOINT_NAMES)),
         "canis.parameter_bytes": str(parameter_bytes(model)),
         "canis.residual": model.residual,
+        "canis.target_noise_sigma": str(model.noise_sigma),
         "canis.licence": LICENCE,
         "canis.training_schedule": json.dumps(train | {"steps_completed": config["step"]}),
         "canis.training_result": json.dumps(
@@ -120,7 +130,9 @@ def export_rtn(checkpoint_path: Path, out_step: Path, dataset_path: Path | None 
         )
     train_config = checkpoint.config["train"]["config"]
     model = empty_rtn(
-        train_config.get("residual", "previous"), train_config.get("units", LSTM_UNITS)
+        train_config.get("residual", "previous"),
+        train_config.get("units", LSTM_UNITS),
+        train_config.get("target_noise", 0.0),
     )
     restore_model(checkpoint, model, checkpoint_path)
     model.eval()
@@ -139,11 +151,12 @@ def export_rtn(checkpoint_path: Path, out_step: Path, dataset_path: Path | None 
         torch.zeros(n, model.units),
     )
     config = checkpoint.config
+    noisy = model.noise_sigma > 0
     write_graph(
-        StepGraph(model),
-        step_example,
+        NoisyStepGraph(model) if noisy else StepGraph(model),
+        step_example + ((torch.zeros(n, model.noise_width),) if noisy else ()),
         partial[out_step],
-        STEP_INPUTS,
+        STEP_INPUTS + [NOISE_INPUT] if noisy else STEP_INPUTS,
         STEP_OUTPUTS,
         metadata("rtn_step", config, model),
     )
@@ -167,10 +180,15 @@ def export_rtn(checkpoint_path: Path, out_step: Path, dataset_path: Path | None 
 
 
 def rollout_parity(model: Rtn, step_path: Path, dataset_path: Path | None) -> dict[str, float]:
-    """Max abs difference between PyTorch and ONNX Runtime over whole transitions."""
+    """Max abs difference between PyTorch and ONNX Runtime over whole transitions (and, for
+    a model trained with target noise, over the same ones sampled with variation 1)."""
     runtime_model = TransitionModel(step_path)
     report = {}
-    for name, (length, context, placements, target) in parity_windows(model, dataset_path).items():
+    sets = [(name, window, 0.0) for name, window in parity_windows(model, dataset_path).items()]
+    if model.noise_sigma > 0:
+        sets += [(name + "_noise", window, 1.0) for name, window, _ in sets]
+    for name, (length, context, placements, target), variation in sets:
+        noise = runtime_model.target_noise(len(target), variation, np.random.default_rng(0))
         with torch.no_grad():
             expected = rollout(
                 model,
@@ -178,8 +196,11 @@ def rollout_parity(model: Rtn, step_path: Path, dataset_path: Path | None) -> di
                 torch.as_tensor(placements, dtype=torch.float32),
                 torch.as_tensor(target, dtype=torch.float32),
                 length,
+                target_noise=torch.as_tensor(noise) if model.noise_sigma > 0 else None,
             )
-        got = runtime_model.generate(context, placements, target, length)
+        got = runtime_model.generate(
+            context, placements, target, length, variation, np.random.default_rng(0)
+        )
         error = max(float(np.abs(g - e.numpy()).max()) for g, e in zip(got, expected, strict=True))
         report[name] = error
         if not error < MAX_ROLLOUT_ERROR:

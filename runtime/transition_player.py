@@ -27,6 +27,9 @@ joints were within 0.34 cm of the keyframe's (45-frame transitions to each postu
 stand, walk, trot and canter), which is what the blend moves them by.
 TransitionModel.generate with target_blend(window=blend_window(P)) generates the same
 transition at once (tests/test_transitions.py checks it).
+
+A transition asked for with a variation carries its dog's target noise (drawn once, when it is
+asked for) into every step of it, context included, as TransitionModel.generate does.
 """
 
 from __future__ import annotations
@@ -108,6 +111,8 @@ class TransitionPlayer:
         self.target_xz_m = np.zeros((n, 2))
         self.target_yaw_rad = np.zeros(n)
         self.target_action = np.zeros(n, dtype=int)
+        # Each dog's transition's target noise (runtime/transition.py), zeros without variation.
+        self.target_noise = np.zeros((n, self.model.noise_width), dtype=np.float32)
         self.start_actions = np.zeros((n, len(ACTIONS)))
         self.context_frames = np.zeros((n, c, FRAME_SIZE), dtype=np.float32)
         self.context_placements = np.zeros((n, c, PLACEMENT_SIZE), dtype=np.float32)
@@ -132,11 +137,21 @@ class TransitionPlayer:
         return self.active & (self.lead_left == 0)
 
     def start(
-        self, rows, state: DogState, target_frame, target_xz_m, target_yaw_rad, frames, action
+        self,
+        rows,
+        state: DogState,
+        target_frame,
+        target_xz_m,
+        target_yaw_rad,
+        frames,
+        action,
+        target_noise=None,
     ) -> None:
         """A transition of `frames` frames for `rows` (checked by the caller), replacing any
-        they had. Nothing is generated yet: the context is the lead's frames, each read in
-        the step that makes it (so asking costs no RTN step)."""
+        they had, with each row's `target_noise` (n, W) (default: none). Nothing is generated
+        yet: the context is the lead's frames, each read in the step that makes it (so asking
+        costs no RTN step)."""
+        self.target_noise[rows] = 0.0 if target_noise is None else target_noise
         self.active[rows] = True
         self.lead_left[rows] = LEAD_FRAMES
         self.length[rows] = frames
@@ -218,7 +233,13 @@ class TransitionPlayer:
         )
         to_arrival = c + self.length[rows] - j
         frame, place, h, hc = self.model.step(
-            frames, placements, self.target_frame[rows], to_arrival, self.h[rows], self.c[rows]
+            frames,
+            placements,
+            self.target_frame[rows],
+            to_arrival,
+            self.h[rows],
+            self.c[rows],
+            self.target_noise[rows] if self.model.noise_width else None,
         )
         self.h[rows], self.c[rows] = h, hc
         made = k >= 0
