@@ -218,6 +218,23 @@ def _stage_note(train: dict) -> str:
     source = train.get("init_from")
     if not source:
         return ""
+    if source.endswith(".onnx"):  # an exported RTN (training/train_rtn.py: start_weights)
+        try:
+            import onnx
+
+            meta = {
+                p.key: p.value for p in onnx.load(source, load_external_data=False).metadata_props
+            }
+            done = json.loads(meta.get("canis.training_schedule", "{}")).get("steps_completed")
+        except Exception:  # onnx raises DecodeError, OSError, ... for an unreadable file
+            return f" Initialised from the exported RTN `{source}` (no longer readable here)."
+        return (
+            f" Initialised from the weights of the exported RTN `{source}` (exported "
+            f"{meta.get('canis.exported', '?')}, {done} steps of its own schedule, given by its "
+            "card; an RTN shipped before is in the history: `git log -- "
+            "assets/models/rtn_step.onnx`, then `git show COMMIT:assets/models/rtn_step.onnx` and "
+            "its `rtn_init.onnx`)."
+        )
     try:
         first = load_checkpoint(source, layout=transition_layout_hash()).config
     except (OSError, ValueError):
@@ -265,8 +282,16 @@ def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command:
         f"{train['final_lr_fraction']:.0%} of it, teacher forcing p = "
         f"{train['teacher_probability']}, FK loss weight {train.get('fk_weight', 0)}, residual "
         f"`{train.get('residual', 'previous')}`, transition length drawn per batch from 5 to 60 "
-        "frames, 10 context frames; the paper trains 200 epochs at batch 32 (no CUDA GPU was "
-        "available here)." + _stage_note(train),
+        "frames, 10 context frames"
+        + (
+            f", RMI's scheduled target noise sigma {train['target_noise']} (one draw per window "
+            "on the target and offset codes, full from 30 frames before the target, none in the "
+            "last 5; `variation` 1 at runtime)"
+            if train.get("target_noise")
+            else ""
+        )
+        + "; the paper trains 200 epochs at batch 32 (no CUDA GPU was available here)."
+        + _stage_note(train),
         f"- **Hardware**: {config['machine']}; {hours:.2f} h of training.",
         f"- **Size**: {report['parameter_bytes'] / 1e6:.2f} MB of float32 parameters; files "
         + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in report["bytes"].items())
@@ -278,10 +303,13 @@ def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command:
         f"--lr {train['lr']} --teacher-forcing {train['teacher_probability']} --seed "
         f"{train['seed']} --fk-weight {train.get('fk_weight', 0)} --residual "
         f"{train.get('residual', 'previous')}"
+        + (f" --target-noise {train['target_noise']}" if train.get("target_noise") else "")
         + (f" --init-from {train['init_from']}" if train.get("init_from") else "")
         + f"` (add `--resume` after an interruption), then `{command}`.",
         "- **Evaluation**: docs/EVALUATION.md (L2P, L2Q, NPSS against interpolation and zero "
-        "velocity on the held-out clips).",
+        "velocity on the held-out clips"
+        + ("; diversity and L2P of sampled transitions" if train.get("target_noise") else "")
+        + ").",
         "",
         "## Training log",
         "",

@@ -115,7 +115,7 @@ def evaluate_variation(
     return {
         "levels": results,
         "setup": {
-            "model": str(model.step_path),
+            "model": str(model_path) if model_path else "assets/models/rtn_step.onnx (shipped)",
             "target_noise_sigma": model.metadata.get("canis.target_noise_sigma", "0"),
             "samples": samples,
             "window_stride_frames": stride,
