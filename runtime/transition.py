@@ -99,7 +99,7 @@ class TransitionModel:
 
     def target_noise(self, count: int, variation, rng=None, caller="variation") -> np.ndarray:
         """(count, W) target noise for `count` transitions: variation x N(0, 1) from `rng`
-        (a numpy Generator; needed when variation > 0), zeros for variation 0. `variation` must
+        (a numpy Generator; default a fresh one), zeros for variation 0. `variation` must
         be a finite number >= 0, and above 0 only for a model trained with target noise."""
         variation = finite_number(variation, caller, low=0.0)
         if variation > 0 and not self.noise_width:
@@ -110,6 +110,7 @@ class TransitionModel:
             )
         noise = np.zeros((count, self.noise_width), dtype=np.float32)
         if variation > 0:
+            rng = rng if rng is not None else np.random.default_rng()
             noise[:] = variation * rng.standard_normal((count, self.noise_width))
         return noise
 
