@@ -3,7 +3,8 @@
 `<name>_init.onnx` (the learned hidden-state initialiser). The check runs whole transitions
 through ONNX Runtime (runtime/transition.py, the code the game uses) and through PyTorch and
 fails when any generated frame differs by MAX_ROLLOUT_ERROR or more: errors compound over a
-recurrent rollout, so a one-step check would not be enough.
+recurrent rollout, so a one-step check would not be enough. A model trained with target noise
+gets the step input `target_noise` (runtime/transition.py), checked with noise on as well.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from canis.runtime.skeleton import DOG_JOINT_NAMES
 from canis.runtime.transition import (
     INIT_INPUTS,
     INIT_OUTPUTS,
+    NOISE_INPUT,
     STEP_INPUTS,
     STEP_OUTPUTS,
     TransitionModel,
@@ -50,6 +52,13 @@ class StepGraph(nn.Module):
         return self.model.step(frame, placement, target, frames_to_arrival, h, c)
 
 
+class NoisyStepGraph(StepGraph):
+    """The step of a model trained with target noise: the noise is its last input."""
+
+    def forward(self, frame, placement, target, frames_to_arrival, h, c, target_noise):
+        return self.model.step(frame, placement, target, frames_to_arrival, h, c, target_noise)
+
+
 class InitGraph(nn.Module):
     def __init__(self, model: Rtn):
         super().__init__()
@@ -70,6 +79,7 @@ def metadata(kind: str, config: dict, model: Rtn) -> dict[str, str]:
         "canis.joint_names": json.dumps(list(DOG_JOINT_NAMES)),
         "canis.parameter_bytes": str(parameter_bytes(model)),
         "canis.residual": model.residual,
+        "canis.target_noise_sigma": str(model.noise_sigma),
         "canis.licence": LICENCE,
         "canis.training_schedule": json.dumps(train | {"steps_completed": config["step"]}),
         "canis.training_result": json.dumps(
@@ -120,7 +130,9 @@ def export_rtn(checkpoint_path: Path, out_step: Path, dataset_path: Path | None 
         )
     train_config = checkpoint.config["train"]["config"]
     model = empty_rtn(
-        train_config.get("residual", "previous"), train_config.get("units", LSTM_UNITS)
+        train_config.get("residual", "previous"),
+        train_config.get("units", LSTM_UNITS),
+        train_config.get("target_noise", 0.0),
     )
     restore_model(checkpoint, model, checkpoint_path)
     model.eval()
@@ -139,11 +151,12 @@ def export_rtn(checkpoint_path: Path, out_step: Path, dataset_path: Path | None 
         torch.zeros(n, model.units),
     )
     config = checkpoint.config
+    noisy = model.noise_sigma > 0
     write_graph(
-        StepGraph(model),
-        step_example,
+        NoisyStepGraph(model) if noisy else StepGraph(model),
+        step_example + ((torch.zeros(n, model.noise_width),) if noisy else ()),
         partial[out_step],
-        STEP_INPUTS,
+        STEP_INPUTS + [NOISE_INPUT] if noisy else STEP_INPUTS,
         STEP_OUTPUTS,
         metadata("rtn_step", config, model),
     )
@@ -167,10 +180,15 @@ def export_rtn(checkpoint_path: Path, out_step: Path, dataset_path: Path | None 
 
 
 def rollout_parity(model: Rtn, step_path: Path, dataset_path: Path | None) -> dict[str, float]:
-    """Max abs difference between PyTorch and ONNX Runtime over whole transitions."""
+    """Max abs difference between PyTorch and ONNX Runtime over whole transitions (and, for
+    a model trained with target noise, over the same ones sampled with variation 1)."""
     runtime_model = TransitionModel(step_path)
     report = {}
-    for name, (length, context, placements, target) in parity_windows(model, dataset_path).items():
+    sets = [(name, window, 0.0) for name, window in parity_windows(model, dataset_path).items()]
+    if model.noise_sigma > 0:
+        sets += [(name + "_noise", window, 1.0) for name, window, _ in sets]
+    for name, (length, context, placements, target), variation in sets:
+        noise = runtime_model.target_noise(len(target), variation, np.random.default_rng(0))
         with torch.no_grad():
             expected = rollout(
                 model,
@@ -178,8 +196,11 @@ def rollout_parity(model: Rtn, step_path: Path, dataset_path: Path | None) -> di
                 torch.as_tensor(placements, dtype=torch.float32),
                 torch.as_tensor(target, dtype=torch.float32),
                 length,
+                target_noise=torch.as_tensor(noise) if model.noise_sigma > 0 else None,
             )
-        got = runtime_model.generate(context, placements, target, length)
+        got = runtime_model.generate(
+            context, placements, target, length, variation, np.random.default_rng(0)
+        )
         error = max(float(np.abs(g - e.numpy()).max()) for g, e in zip(got, expected, strict=True))
         report[name] = error
         if not error < MAX_ROLLOUT_ERROR:
@@ -197,6 +218,23 @@ def _stage_note(train: dict) -> str:
     source = train.get("init_from")
     if not source:
         return ""
+    if source.endswith(".onnx"):  # an exported RTN (training/train_rtn.py: start_weights)
+        try:
+            import onnx
+
+            meta = {
+                p.key: p.value for p in onnx.load(source, load_external_data=False).metadata_props
+            }
+            done = json.loads(meta.get("canis.training_schedule", "{}")).get("steps_completed")
+        except Exception:  # onnx raises DecodeError, OSError, ... for an unreadable file
+            return f" Initialised from the exported RTN `{source}` (no longer readable here)."
+        return (
+            f" Initialised from the weights of the exported RTN `{source}` (exported "
+            f"{meta.get('canis.exported', '?')}, {done} steps of its own schedule, given by its "
+            "card; an RTN shipped before is in the history: `git log -- "
+            "assets/models/rtn_step.onnx`, then `git show COMMIT:assets/models/rtn_step.onnx` and "
+            "its `rtn_init.onnx`)."
+        )
     try:
         first = load_checkpoint(source, layout=transition_layout_hash()).config
     except (OSError, ValueError):
@@ -244,8 +282,16 @@ def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command:
         f"{train['final_lr_fraction']:.0%} of it, teacher forcing p = "
         f"{train['teacher_probability']}, FK loss weight {train.get('fk_weight', 0)}, residual "
         f"`{train.get('residual', 'previous')}`, transition length drawn per batch from 5 to 60 "
-        "frames, 10 context frames; the paper trains 200 epochs at batch 32 (no CUDA GPU was "
-        "available here)." + _stage_note(train),
+        "frames, 10 context frames"
+        + (
+            f", RMI's scheduled target noise sigma {train['target_noise']} (one draw per window "
+            "on the target and offset codes, full from 30 frames before the target, none in the "
+            "last 5; `variation` 1 at runtime)"
+            if train.get("target_noise")
+            else ""
+        )
+        + "; the paper trains 200 epochs at batch 32 (no CUDA GPU was available here)."
+        + _stage_note(train),
         f"- **Hardware**: {config['machine']}; {hours:.2f} h of training.",
         f"- **Size**: {report['parameter_bytes'] / 1e6:.2f} MB of float32 parameters; files "
         + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in report["bytes"].items())
@@ -257,10 +303,13 @@ def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command:
         f"--lr {train['lr']} --teacher-forcing {train['teacher_probability']} --seed "
         f"{train['seed']} --fk-weight {train.get('fk_weight', 0)} --residual "
         f"{train.get('residual', 'previous')}"
+        + (f" --target-noise {train['target_noise']}" if train.get("target_noise") else "")
         + (f" --init-from {train['init_from']}" if train.get("init_from") else "")
         + f"` (add `--resume` after an interruption), then `{command}`.",
         "- **Evaluation**: docs/EVALUATION.md (L2P, L2Q, NPSS against interpolation and zero "
-        "velocity on the held-out clips).",
+        "velocity on the held-out clips"
+        + ("; diversity and L2P of sampled transitions" if train.get("target_noise") else "")
+        + ").",
         "",
         "## Training log",
         "",

@@ -67,6 +67,18 @@ def finite_number(value, where: str, low: float = -np.inf, high: float = np.inf)
     return number
 
 
+def random_generator(seed, where: str) -> np.random.Generator:
+    """A numpy Generator from `seed`: None (fresh entropy), a whole number >= 0, or a
+    Generator (used as it is); else a one-line ValueError starting with `where`."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is not None and (
+        isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0
+    ):
+        raise ValueError(f"{where} must be None or a whole number >= 0, got {seed!r}")
+    return np.random.default_rng(seed)
+
+
 def _shape_of(values) -> str:
     try:
         return str(np.shape(values))

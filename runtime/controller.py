@@ -20,7 +20,7 @@ import logging
 import numpy as np
 from canis.runtime import readouts, snapshot
 from canis.runtime.actions import Action
-from canis.runtime.arguments import checked, finite_number
+from canis.runtime.arguments import checked, finite_number, random_generator
 from canis.runtime.command import measured_speed_mps, smooth_command, track_speed
 from canis.runtime.display import decay_offsets, shown_pose, start_handback_offsets
 from canis.runtime.dog_rows import (
@@ -109,6 +109,7 @@ class Controller:
         speed_calibration: SpeedCalibration | None = None,
         max_dogs: int | None = None,
         transition_worker: bool = False,
+        seed: int | None = None,
     ):
         """`terrain` None is flat ground at y = 0 (no IK needed); the profiler times each
         stage of every step (its owner closes frames with profiler.end_frame());
@@ -118,7 +119,9 @@ class Controller:
         seconds of a change rather than settling over a minute. `transition_worker` runs the
         transition network's steps on a thread of their own between steps (on a spare core
         a frame of a transition then costs about what a frame without one does; the motion
-        is the same: runtime/transition_player.py); `close()` stops it."""
+        is the same: runtime/transition_player.py); `close()` stops it. `seed` seeds the
+        generator that transition_to(variation=...) draws from (None: fresh entropy), so a
+        game can reproduce a take."""
         if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
             raise ValueError(
                 f"Controller: count must be a whole number of dogs >= 1, got {count!r}"
@@ -133,6 +136,7 @@ class Controller:
                 f"got {max_dogs!r}"
             )
         tau = finite_number(tau, "Controller: tau", low=0.0, high=1.0)
+        self.rng = random_generator(seed, "Controller: seed")
         self.model = model
         self.max_dogs = max_dogs  # add() refuses to go past it (a game's memory limit)
         self.transition_model = transition_model
@@ -528,6 +532,8 @@ class Controller:
         at_xz_m=None,
         yaw_rad=None,
         action: str | None = None,
+        variation: float = 0.0,
+        seed: int | None = None,
     ) -> TransitionStart:
         """Hands `characters` (default all) to the transition network, which takes them from
         their last CONTEXT_FRAMES frames to `target` (a keyframe name or a Keyframe, e.g. a
@@ -537,9 +543,14 @@ class Controller:
         (runtime/transition_player.py: the transition is generated over the frames that play
         it). The target stands at `at_xz_m` (N, 2) facing `yaw_rad`, by default where the
         character would stop if it went on through the lead, then slowed evenly over the
-        transition. Returns where each of them will stand when handed back, and when."""
+        transition. `variation` > 0 samples a different transition to the same target for
+        each dog and request (RMI's target noise, x its training level: 1 is as trained; needs
+        a model trained with it), drawn from the controller's generator or, with `seed`, from
+        one seeded for this request; 0 (the default) is the deterministic transition.
+        Returns where each of them will stand when handed back, and when."""
         if self.transition_model is None:
             raise RuntimeError("transition_to needs Controller(transition_model=...)")
+        rng = self.rng if seed is None else random_generator(seed, "transition_to: seed")
         if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)):
             raise ValueError(f"transition_to: frames must be a whole number, got {frames!r}")
         keyframe, action_label = target_keyframe(self.keyframes, target, action)
@@ -558,10 +569,15 @@ class Controller:
             check_transition_request(
                 s.frame_history[rows], np.zeros((n, CONTEXT_FRAMES, 4)), target, frames
             )
+            noise = self.transition_model.target_noise(
+                n, variation, rng, "transition_to: variation"
+            )
             # A dog taken from a transition that is playing goes to the motion network for the
             # new one's lead: the display eases over the difference, as at a hand-back.
             s.handback_pending[rows] |= self.transitions.playing[rows]
-            self.transitions.start(rows, s, target, target_xz, target_yaw, frames, action_label)
+            self.transitions.start(
+                rows, s, target, target_xz, target_yaw, frames, action_label, noise
+            )
         self.profiler.instant(
             "transition start", to=keyframe.name, frames=frames, dogs=rows.tolist()
         )

@@ -3,6 +3,12 @@ hidden-state initialiser (`rtn_init.onnx`: first context frame -> h, c) and one 
 step (`rtn_step.onnx`: frame, placement, target, frames to arrival, h, c -> next frame, next
 placement, h, c). `generate` loops the step over the context and the transition; `target_blend`
 is the RTN paper's post-process that makes the last frame the target exactly.
+
+A model trained with RMI's scheduled target noise (`canis train-rtn --target-noise`) has one
+more step input, `target_noise` (N, W): one vector per transition, in units of the noise it was
+trained with, which the graph scales by the schedule (training/rtn.py). `variation` v draws it
+as v x N(0, 1) once per transition and dog; v = 0 feeds zeros, the deterministic transition.
+Models without that input (the RTNs before it) still load, and refuse a variation above 0.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from canis.runtime.arguments import finite_number
 from canis.runtime.assets import SHIPPED_TRANSITION_MODEL, asset_path
 from canis.runtime.inference import ModelError, check_model_file, common_problems, open_session
 from canis.runtime.precision import declared_precision
@@ -23,6 +30,7 @@ from canis.runtime.transition_frames import (
 )
 
 STEP_INPUTS = ["frame", "placement", "target", "frames_to_arrival", "h", "c"]
+NOISE_INPUT = "target_noise"  # the step's last input, in models trained with target noise
 STEP_OUTPUTS = ["next_frame", "next_placement", "next_h", "next_c"]
 INIT_INPUTS = ["first_frame"]
 INIT_OUTPUTS = ["h", "c"]
@@ -69,8 +77,16 @@ class TransitionModel:
             check_model_file(path, "transition model")
         self.step_session, self.device = open_session(self.step_path, device, threads)
         self.init_session, _ = open_session(self.init_path, device, threads)
+        inputs = self.step_session.get_inputs()
+        noisy = inputs and inputs[-1].name == NOISE_INPUT
+        # W, the noise's width (0: a model trained without target noise).
+        self.noise_width = int(inputs[-1].shape[1]) if noisy else 0
         self.metadata = check_transition_metadata(
-            self.step_path, self.step_session, "rtn_step", STEP_INPUTS, STEP_OUTPUTS
+            self.step_path,
+            self.step_session,
+            "rtn_step",
+            STEP_INPUTS + [NOISE_INPUT] if noisy else STEP_INPUTS,
+            STEP_OUTPUTS,
         )
         check_transition_metadata(
             self.init_path, self.init_session, "rtn_init", INIT_INPUTS, INIT_OUTPUTS
@@ -83,11 +99,31 @@ class TransitionModel:
         """The hidden state (h, c), (N, H) each, from the first context frames (N, D)."""
         return self.init_session.run(INIT_OUTPUTS, {"first_frame": _f32(first_frames)})
 
-    def step(self, frames, placements, targets, frames_to_arrival, h, c) -> list[np.ndarray]:
+    def target_noise(self, count: int, variation, rng=None, caller="variation") -> np.ndarray:
+        """(count, W) target noise for `count` transitions: variation x N(0, 1) from `rng`
+        (a numpy Generator; default a fresh one), zeros for variation 0. `variation` must
+        be a finite number >= 0, and above 0 only for a model trained with target noise."""
+        variation = finite_number(variation, caller, low=0.0)
+        if variation > 0 and not self.noise_width:
+            raise ValueError(
+                f"{caller} {variation:g} needs a transition model trained with target noise; "
+                f"{self.step_path} has no {NOISE_INPUT!r} input (train one with "
+                "`canis train-rtn --target-noise`)"
+            )
+        noise = np.zeros((count, self.noise_width), dtype=np.float32)
+        if variation > 0:
+            rng = rng if rng is not None else np.random.default_rng()
+            noise[:] = variation * rng.standard_normal((count, self.noise_width))
+        return noise
+
+    def step(
+        self, frames, placements, targets, frames_to_arrival, h, c, target_noise=None
+    ) -> list[np.ndarray]:
         """One generation step for every row: (next frame, next placement, h, c). Each row
         carries its own frame (N, D), placement (N, 4), target (N, D), frames to arrival
         (N,) and hidden state, so rows of different transitions share one call (a single
-        frames-to-arrival or target is used for every row)."""
+        frames-to-arrival or target is used for every row). `target_noise` (N, W), for a
+        model trained with it (default zeros), is each row's transition's noise."""
         n = len(frames)
         tta = np.broadcast_to(
             np.asarray(frames_to_arrival, dtype=np.float32).reshape(-1, 1), (n, 1)
@@ -95,6 +131,12 @@ class TransitionModel:
         targets = np.broadcast_to(targets, (n, FRAME_SIZE))
         values = (frames, placements, targets, tta, h, c)
         feeds = {name: _f32(v) for name, v in zip(STEP_INPUTS, values, strict=True)}
+        if self.noise_width:
+            if target_noise is None:
+                target_noise = np.zeros((n, self.noise_width), dtype=np.float32)
+            feeds[NOISE_INPUT] = _f32(target_noise)
+        elif target_noise is not None and np.any(target_noise):
+            raise ValueError(f"{self.step_path}: has no {NOISE_INPUT!r} input (no target noise)")
         return self.step_session.run(STEP_OUTPUTS, feeds)
 
     def generate(
@@ -103,10 +145,14 @@ class TransitionModel:
         context_placements: np.ndarray,
         target_frame: np.ndarray,
         transition_frames: int,
+        variation: float = 0.0,
+        rng: np.random.Generator | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Frames (N, P + 1, D) and placements (N, P + 1, 4) of a P-frame transition and the
         predicted target, after context frames (N, C, D) / placements (N, C, 4) placed
         relative to the target (N, D), generated at once. Not yet blended: see target_blend.
+        `variation` > 0 samples each row's transition with its own target noise drawn from
+        `rng` (default: a fresh generator); 0 is the deterministic transition.
         The controller streams the same steps over the frames that play them
         (runtime/transition_player.py); this is the reference it is tested against, and what
         the offline tools use."""
@@ -114,11 +160,18 @@ class TransitionModel:
         check_transition_request(
             context_frames, context_placements, target_frame, transition_frames
         )
+        noise = self.target_noise(n, variation, rng or np.random.default_rng())
         h, c = self.init(context_frames[:, 0])
         arrival = CONTEXT_FRAMES + transition_frames  # the target's index after the context
         for i in range(CONTEXT_FRAMES - 1):
             _, _, h, c = self.step(
-                context_frames[:, i], context_placements[:, i], target_frame, arrival - i, h, c
+                context_frames[:, i],
+                context_placements[:, i],
+                target_frame,
+                arrival - i,
+                h,
+                c,
+                noise,
             )
         frame, placement = context_frames[:, -1], context_placements[:, -1]
         frames = np.empty((n, transition_frames + 1, FRAME_SIZE), dtype=np.float32)
@@ -126,7 +179,7 @@ class TransitionModel:
         for k in range(transition_frames + 1):
             index = CONTEXT_FRAMES - 1 + k
             frame, placement, h, c = self.step(
-                frame, placement, target_frame, arrival - index, h, c
+                frame, placement, target_frame, arrival - index, h, c, noise
             )
             frames[:, k], placements[:, k] = frame, placement
         return frames, placements

@@ -39,6 +39,9 @@ docs/BENCHMARKS.md); without one, the two threads take turns.
 
 A frame in which every dog plays a transition frame runs no motion-network inference
 (Controller._motion_network_idle): playback sets everything the output would have set.
+
+A transition asked for with a variation carries its dog's target noise (drawn once, when it is
+asked for) into every step of it, context included, as TransitionModel.generate does.
 """
 
 from __future__ import annotations
@@ -104,6 +107,7 @@ class StepCall:
     frames: np.ndarray  # (n, D) what each step reads
     placements: np.ndarray  # (n, 4)
     targets: np.ndarray  # (n, D)
+    target_noise: np.ndarray | None  # (n, W) each dog's transition's, None: a model without
     to_arrival: np.ndarray  # (n,) frames
     h: np.ndarray  # (n, H)
     c: np.ndarray
@@ -117,14 +121,21 @@ def run_step_call(model: TransitionModel, call: StepCall) -> list[tuple]:
     if call.fresh.any():
         h, c = h.copy(), c.copy()
         h[call.fresh], c[call.fresh] = model.init(call.first_frames)
+    noise = call.target_noise
     frame, place, h, c = model.step(
-        call.frames, call.placements, call.targets, call.to_arrival, h, c
+        call.frames, call.placements, call.targets, call.to_arrival, h, c, noise
     )
     results = [(call.rows, call.k, frame, place, h, c)]
     if call.then is not None and call.then.size:
         t = call.then
         frame, place, h, c = model.step(
-            frame[t], place[t], call.targets[t], call.to_arrival[t] - 1, h[t], c[t]
+            frame[t],
+            place[t],
+            call.targets[t],
+            call.to_arrival[t] - 1,
+            h[t],
+            c[t],
+            None if noise is None else noise[t],
         )
         results.append((call.rows[t], call.k[t] + 1, frame, place, h, c))
     return results
@@ -204,6 +215,8 @@ class TransitionPlayer:
         self.target_xz_m = np.zeros((n, 2))
         self.target_yaw_rad = np.zeros(n)
         self.target_action = np.zeros(n, dtype=int)
+        # Each dog's transition's target noise (runtime/transition.py), zeros without variation.
+        self.target_noise = np.zeros((n, self.model.noise_width), dtype=np.float32)
         self.start_actions = np.zeros((n, len(ACTIONS)))
         self.context_frames = np.zeros((n, c, FRAME_SIZE), dtype=np.float32)
         self.context_placements = np.zeros((n, c, PLACEMENT_SIZE), dtype=np.float32)
@@ -228,12 +241,22 @@ class TransitionPlayer:
         return self.active & (self.lead_left == 0)
 
     def start(
-        self, rows, state: DogState, target_frame, target_xz_m, target_yaw_rad, frames, action
+        self,
+        rows,
+        state: DogState,
+        target_frame,
+        target_xz_m,
+        target_yaw_rad,
+        frames,
+        action,
+        target_noise=None,
     ) -> None:
         """A transition of `frames` frames for `rows` (checked by the caller), replacing any
-        they had. Nothing is generated yet: the context is the lead's frames, each read in
-        the step that makes it (so asking costs no RTN step)."""
+        they had, with each row's `target_noise` (n, W) (default: none). Nothing is generated
+        yet: the context is the lead's frames, each read in the step that makes it (so asking
+        costs no RTN step)."""
         self.settle()
+        self.target_noise[rows] = 0.0 if target_noise is None else target_noise
         self.active[rows] = True
         self.lead_left[rows] = LEAD_FRAMES
         self.length[rows] = frames
@@ -351,6 +374,7 @@ class TransitionPlayer:
                 self.raw_placements[rows, generated_index],
             ),
             targets=self.target_frame[rows],
+            target_noise=self.target_noise[rows] if self.model.noise_width else None,
             to_arrival=c + self.length[rows] - j,
             h=self.h[rows],
             c=self.c[rows],

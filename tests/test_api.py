@@ -400,6 +400,15 @@ BAD_CALLS = {
         lambda c: c.transition_to("sit", frames=30.5),
         r"^transition_to: frames must be a whole number, got 30.5$",
     ),
+    "transition variation -1": (
+        lambda c: c.transition_to("sit", variation=-1),
+        r"^transition_to: variation must be a finite number within \[0, inf\], got -1$",
+    ),
+    "transition variation on a model without target noise": (
+        lambda c: c.transition_to("sit", variation=0.5),
+        r"^transition_to: variation 0.5 needs a transition model trained with target noise; "
+        r".*tiny_rtn_step.onnx has no 'target_noise' input",
+    ),
     "display alpha NaN": (
         lambda c: c.display_pose(alpha=NAN),
         r"^display_pose: alpha must be a finite number, got nan$",

@@ -3,6 +3,8 @@ their own between the controller's steps play the same transitions as the in-ste
 for bit, through restarts, resets, snapshots and resizes; and a frame in which every dog plays
 a transition frame runs no motion-network inference (issue 15 item 2)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from canis.runtime.assets import shipped_model_path
@@ -13,6 +15,8 @@ from canis.runtime.trajectory import ControlState
 from canis.runtime.transition import TransitionModel
 from canis.runtime.transition_player import LEAD_FRAMES
 
+NOISY_RTN = Path(__file__).resolve().parent / "fixtures" / "tiny_rtn_noise_step.onnx"
+
 
 def controller(tiny_rtn, count: int, worker: bool) -> Controller:
     return Controller(
@@ -20,6 +24,7 @@ def controller(tiny_rtn, count: int, worker: bool) -> Controller:
         count=count,
         transition_model=TransitionModel(tiny_rtn),
         transition_worker=worker,
+        seed=3,
     )
 
 
@@ -28,7 +33,7 @@ def moving(count: int) -> ControlState:
     return ControlState(velocity, np.zeros(count), np.full(count, ACTIONS.index("move")))
 
 
-def scripted_run(tiny_rtn, worker: bool) -> list[np.ndarray]:
+def scripted_run(tiny_rtn, worker: bool, variation: float = 0.0) -> list[np.ndarray]:
     """Three dogs: transitions for all and for some, one replaced while it plays, a dog reset
     in its lead, a snapshot taken mid-transition and restored, and a dog added and removed,
     each at a frame where the worker has steps under way."""
@@ -37,9 +42,9 @@ def scripted_run(tiny_rtn, worker: bool) -> list[np.ndarray]:
     snapshot = None
     for frame in range(150):
         if frame == 20:
-            c.transition_to("sit", 30)
+            c.transition_to("sit", 30, variation=variation)
         if frame == 25:
-            c.transition_to("lie", 12, characters=[0])
+            c.transition_to("lie", 12, characters=[0], variation=variation)
         if frame == 38:  # dog 0 is playing its lie: replaced
             c.transition_to("beg", 20, characters=[0])
         if frame == 60:
@@ -61,8 +66,12 @@ def scripted_run(tiny_rtn, worker: bool) -> list[np.ndarray]:
     return shown
 
 
-def test_the_worker_plays_the_same_transitions(tiny_rtn):
-    in_step, worker = scripted_run(tiny_rtn, False), scripted_run(tiny_rtn, True)
+@pytest.mark.parametrize("variation", [0.0, 1.0])
+def test_the_worker_plays_the_same_transitions(tiny_rtn, variation):
+    """With a variation, each dog's target noise goes with its steps to the worker."""
+    model = tiny_rtn if variation == 0 else NOISY_RTN
+    in_step = scripted_run(model, False, variation)
+    worker = scripted_run(model, True, variation)
     assert len(in_step) == len(worker)
     for frame, (a, b) in enumerate(zip(in_step, worker, strict=True)):
         assert np.array_equal(a, b), f"frame {frame} differs"

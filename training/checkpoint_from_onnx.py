@@ -88,3 +88,53 @@ def checkpoint_from_onnx(onnx_path: str | Path, dataset_path: str | Path, out: s
     optimizer = torch.optim.AdamW(network.parameters())  # no state: a fresh start
     save_checkpoint(out, network, optimizer, data.normalisation, config)
     return config
+
+
+def rtn_weights_from_onnx(step_path: str | Path, model) -> dict[str, torch.Tensor]:
+    """The state dict of an exported RTN (`<name>_step.onnx` and its `_init` beside it) for
+    `model` (training/rtn.py's Rtn, its residual and size those of the graphs), to fine-tune
+    the shipped network (e.g. with target noise) without its checkpoint, which is not shipped.
+
+    export/rtn_export.py writes the weights as `model.<name>` initializers, except the LSTM's
+    hidden-gate matrix, which the exporter folds into a MatMul as its transpose under a
+    generated name: it is the one other initializer of shape (units, 4 units)."""
+    step_path = Path(step_path)
+    init_path = step_path.with_name(step_path.name.replace("_step", "_init"))
+    if "_step" not in step_path.name:
+        raise ValueError(f"{step_path}: not an RTN step graph (name it <name>_step.onnx)")
+    weights, meta = _read(step_path)
+    init_weights, init_meta = _read(init_path)
+    for path, m, kind in ((step_path, meta, "rtn_step"), (init_path, init_meta, "rtn_init")):
+        if m.get("canis.kind") != kind:
+            raise ValueError(f"{path}: not an RTN graph (canis.kind {m.get('canis.kind')!r})")
+        if m.get("canis.precision", "fp32") != "fp32":
+            raise ValueError(f"{path}: is {m['canis.precision']}; start from the fp32 model")
+    if meta.get("canis.residual") != model.residual:
+        raise ValueError(
+            f"{step_path}: residual {meta.get('canis.residual')!r}, not the model's "
+            f"{model.residual!r}"
+        )
+    tensors = {
+        k[len(WEIGHT_PREFIX) :]: torch.as_tensor(v.copy())
+        for source in (weights, init_weights)
+        for k, v in source.items()
+        if k.startswith(WEIGHT_PREFIX)
+    }
+    units = model.units
+    hidden = [
+        v
+        for k, v in weights.items()
+        if not k.startswith(WEIGHT_PREFIX) and v.shape == (units, 4 * units)
+    ]
+    if len(hidden) != 1:
+        raise ValueError(
+            f"{step_path}: expected one ({units}, {4 * units}) hidden-gate matrix, found "
+            f"{len(hidden)}"
+        )
+    tensors["lstm.hidden_gates.weight"] = torch.as_tensor(hidden[0].T.copy())
+    expected = model.state_dict()
+    problems = sorted(set(expected) ^ set(tensors))
+    problems += [k for k in expected if k in tensors and expected[k].shape != tensors[k].shape]
+    if problems:
+        raise ValueError(f"{step_path}: its weights do not fit this RTN: {problems[:6]}")
+    return tensors

@@ -51,6 +51,31 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     transitions_eval.set_defaults(handler=run_evaluate_transitions)
 
+    variation_eval = evaluate_commands.add_parser(
+        "variation",
+        help="sampled RTN transitions (target noise): diversity and L2P per variation level",
+    )
+    variation_eval.add_argument("--model", type=Path, help="an _step.onnx (default: shipped)")
+    variation_eval.add_argument("--dataset", type=Path, default=Path("data/dog_transitions.npz"))
+    variation_eval.add_argument(
+        "--levels", default="0,0.5,1", help="comma-separated variations (default: %(default)s)"
+    )
+    variation_eval.add_argument(
+        "--samples", type=int, default=4, help="samples of each request (default: 4)"
+    )
+    variation_eval.add_argument(
+        "--stride", type=int, default=40, help="frames between window starts (default: 40)"
+    )
+    variation_eval.add_argument("--json", type=Path, help="write the figures here")
+    variation_eval.add_argument(
+        "--doc",
+        type=Path,
+        default=Path("docs/EVALUATION.md"),
+        help="evaluation document whose variation section is rewritten (default: %(default)s; "
+        "'-' for none)",
+    )
+    variation_eval.set_defaults(handler=run_evaluate_variation)
+
     controllers_eval = evaluate_commands.add_parser(
         "controllers",
         help="the MANN paper's tables: skating, stiffness, paths, expert ablation, gaits",
@@ -137,6 +162,31 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "%(default)s; '-' prints it only)",
     )
     speed_eval.set_defaults(handler=run_evaluate_speed)
+
+
+def run_evaluate_variation(args) -> int:
+    from canis.runtime.arguments import finite_number
+    from canis.runtime.machine import describe_machine
+    from canis.training.evaluate_variation import evaluate_variation, write
+
+    try:
+        levels = [finite_number(float(v), "--levels", low=0.0) for v in args.levels.split(",")]
+    except ValueError as error:
+        raise ValueError(f"--levels: comma-separated numbers >= 0, got {args.levels!r}") from error
+    if args.samples < 2 or args.stride < 1:
+        raise ValueError("--samples must be >= 2 and --stride >= 1")
+    results = evaluate_variation(args.model, args.dataset, levels, args.samples, args.stride)
+    command = "./run canis evaluate variation" + (f" --model {args.model}" if args.model else "")
+    command += f" --levels {args.levels} --samples {args.samples} --stride {args.stride}"
+    m = describe_machine()
+    doc = None if str(args.doc) == "-" else args.doc
+    write(results, args.json, doc, command, f"{m['cpu']}, {m['logical_cores']} threads")
+    for level, row in results["levels"].items():
+        for key in ("l2p", "diversity_cm", "landing_cm"):
+            values = " ".join(f"{n}:{v:.3f}" for n, v in row[key].items())
+            print(f"variation {level:4s} {key:12s} {values}")
+    print(f"wrote {', '.join(str(p) for p in (args.json, doc) if p)}")
+    return 0
 
 
 def run_evaluate_transitions(args) -> int:

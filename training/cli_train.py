@@ -59,7 +59,19 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--fk-weight", type=float, default=0.5, help="weight of the forward-kinematics term"
     )
     train_rtn.add_argument(
-        "--init-from", type=Path, help="start from this checkpoint's weights (fine-tuning)"
+        "--init-from",
+        type=Path,
+        help="start from this checkpoint's or exported _step.onnx's weights (fine-tuning)",
+    )
+    train_rtn.add_argument(
+        "--target-noise",
+        type=float,
+        default=0.0,
+        help="sigma of RMI's scheduled target noise (the paper's 0.5; 0: none); the model then "
+        "samples varied transitions (Controller.transition_to(variation=...))",
+    )
+    train_rtn.add_argument(
+        "--threads", type=int, help="torch CPU threads (default: torch's own choice)"
     )
     train_rtn.add_argument(
         "--stop-after", type=int, help="end after this step's checkpoint (resume later)"
@@ -111,9 +123,16 @@ def run_train_rtn(args) -> int:
         residual=args.residual,
         fk_weight=args.fk_weight,
         init_from=str(args.init_from or ""),
+        target_noise=args.target_noise,
         seed=args.seed,
         dataset=str(args.dataset),
     )
+    if args.threads is not None:
+        import torch
+
+        if args.threads < 1:
+            raise ValueError(f"--threads must be a whole number >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
     train_rtn(config, args.out, resume=args.resume, stop_after=args.stop_after)
     print(f"done: {args.out} (last.safetensors, best.safetensors, log.csv)")
     return 0

@@ -14,6 +14,15 @@ relative to the target, the target frame, the frames left to the target, and the
 it returns the next frame, the next placement and the new state. Standardisation, the offsets
 to the target, the time-to-arrival embedding and the root integration are all inside `step`,
 so the exported ONNX graph is the whole per-frame computation and the runtime only loops it.
+
+Scheduled target noise (RMI section 3.4): a vector z, drawn once per transition, is added to
+the concatenated target and offset codes, scaled by `target_noise_scale` of the frames left:
+full from NOISE_FULL_FRAMES before the target, fading linearly to zero at NOISE_FREE_FRAMES,
+none after, so the network sees a distorted target far from it and the true one near it.
+Trained with it, the same request gives different transitions for different z that still land
+on the target. `step` takes z in units of the trained standard deviation (`noise_sigma`), so
+the runtime's `variation` 1 is the training noise and 0 (zeros) the deterministic transition;
+the schedule and the sigma live in the step (and so in the exported graph) alone.
 """
 
 from __future__ import annotations
@@ -48,6 +57,10 @@ RESIDUALS = ("interpolation", "previous")
 # The interpolation residual's root correction, per unit of decoder output.
 ROOT_CORRECTION_M = 0.05
 YAW_CORRECTION_RAD = 0.05
+# RMI's target-noise schedule (its eq. 4): lambda = 1 at tta >= 30, (tta - 5) / 25 between,
+# 0 under 5 frames to arrival.
+NOISE_FREE_FRAMES = 5.0
+NOISE_FULL_FRAMES = 30.0
 
 
 def mlp(sizes: list[int], last_activation: bool) -> nn.Sequential:
@@ -66,6 +79,13 @@ def tta_embedding(frames_to_arrival: torch.Tensor, width: int) -> torch.Tensor:
     exponents = torch.arange(0, width, 2, dtype=tta.dtype, device=tta.device) / width
     angles = tta / torch.pow(TTA_BASIS, exponents)
     return torch.stack([torch.sin(angles), torch.cos(angles)], dim=-1).reshape(-1, width)
+
+
+def target_noise_scale(frames_to_arrival: torch.Tensor) -> torch.Tensor:
+    """RMI's lambda_target (N, 1) of (N, 1) frames to arrival: 1 from NOISE_FULL_FRAMES on,
+    falling linearly to 0 at NOISE_FREE_FRAMES, 0 closer to the target."""
+    fade = (frames_to_arrival - NOISE_FREE_FRAMES) / (NOISE_FULL_FRAMES - NOISE_FREE_FRAMES)
+    return torch.clamp(fade, min=0.0, max=1.0)
 
 
 def rotate_xz(x: torch.Tensor, z: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor):
@@ -196,10 +216,16 @@ class Rtn(nn.Module):
         offset_std,
         residual="interpolation",
         units: int = LSTM_UNITS,
+        noise_sigma: float = 0.0,
     ):
         """`units`: the LSTM's size; every other width keeps its ratio to it (the paper's
-        at 512). Smaller networks are for test fixtures."""
+        at 512). Smaller networks are for test fixtures. `noise_sigma`: the standard deviation
+        of the scheduled target noise it is trained with (0: none, as the networks before it;
+        its step then takes no noise)."""
         super().__init__()
+        if not (math.isfinite(noise_sigma) and noise_sigma >= 0):
+            raise ValueError(f"noise_sigma must be a finite number >= 0, got {noise_sigma!r}")
+        self.noise_sigma = float(noise_sigma)
         if residual not in RESIDUALS:
             raise ValueError(f"unknown residual {residual!r}; choose {', '.join(RESIDUALS)}")
         self.residual = residual
@@ -232,16 +258,31 @@ class Rtn(nn.Module):
         h, c = self.initialiser(self.standardise(first_frames)).chunk(2, dim=1)
         return h, c
 
-    def step(self, frames, placements, targets, frames_to_arrival, h, c):
+    @property
+    def noise_width(self) -> int:
+        """The target noise's size: the target and offset codes together."""
+        return 2 * self.future_code
+
+    def step(self, frames, placements, targets, frames_to_arrival, h, c, target_noise=None):
+        """`target_noise` (N, noise_width), in units of noise_sigma, or None (no noise)."""
         offsets = (offsets_to_target(frames, placements, targets) - self.offset_mean) / (
             self.offset_std
         )
         standard = self.standardise(frames)
+        future = torch.cat(
+            [
+                self.target_encoder(self.standardise(targets))
+                + tta_embedding(frames_to_arrival, self.future_code),
+                self.offset_encoder(offsets) + tta_embedding(frames_to_arrival, self.future_code),
+            ],
+            dim=1,
+        )
+        if target_noise is not None:
+            scale = target_noise_scale(frames_to_arrival) * self.noise_sigma
+            future = future + target_noise * scale
         encoded = [
             self.frame_encoder(standard) + tta_embedding(frames_to_arrival, self.frame_code),
-            self.target_encoder(self.standardise(targets))
-            + tta_embedding(frames_to_arrival, self.future_code),
-            self.offset_encoder(offsets) + tta_embedding(frames_to_arrival, self.future_code),
+            future,
         ]
         h, c = self.lstm(torch.cat(encoded, dim=1), h, c)
         correction = self.decoder(h)
@@ -261,7 +302,9 @@ class Rtn(nn.Module):
         return torch.cat([motion, pose[:, 3:]], dim=1), next_placements, h, c
 
 
-def empty_rtn(residual: str = "interpolation", units: int = LSTM_UNITS) -> Rtn:
+def empty_rtn(
+    residual: str = "interpolation", units: int = LSTM_UNITS, noise_sigma: float = 0.0
+) -> Rtn:
     """An RTN with placeholder statistics, to load a checkpoint into."""
     return Rtn(
         torch.zeros(FRAME_SIZE),
@@ -270,6 +313,7 @@ def empty_rtn(residual: str = "interpolation", units: int = LSTM_UNITS) -> Rtn:
         torch.ones(OFFSET_SIZE),
         residual,
         units,
+        noise_sigma,
     )
 
 
@@ -286,24 +330,32 @@ def rollout(
     truth: tuple[torch.Tensor, torch.Tensor] | None = None,
     teacher_probability: float = 0.0,
     generator: torch.Generator | None = None,
+    target_noise: torch.Tensor | None = None,
 ):
     """Generates transition_frames frames and the predicted target frame after the context
     (B, CONTEXT_FRAMES, D) / (B, CONTEXT_FRAMES, 4): (B, P + 1, D) frames and placements.
 
     With `truth` (frames, placements of the P + 1 frames) each sample's next input is the
-    true frame with `teacher_probability` (the RTN's fixed teacher forcing), else its own."""
+    true frame with `teacher_probability` (the RTN's fixed teacher forcing), else its own.
+    `target_noise` (B, noise_width): each sample's one z, for every step of its sequence."""
     h, c = model.initial_state(context[:, 0])
     arrival = float(CONTEXT_FRAMES + transition_frames)  # target index in the window
     ones = context.new_ones(context.shape[0], 1)
     for i in range(CONTEXT_FRAMES - 1):
         _, _, h, c = model.step(
-            context[:, i], context_placements[:, i], target, ones * (arrival - i), h, c
+            context[:, i],
+            context_placements[:, i],
+            target,
+            ones * (arrival - i),
+            h,
+            c,
+            target_noise,
         )
     frame, placement = context[:, -1], context_placements[:, -1]
     frames, placements = [], []
     for k in range(transition_frames + 1):
         tta = ones * (arrival - (CONTEXT_FRAMES - 1) - k)
-        frame, placement, h, c = model.step(frame, placement, target, tta, h, c)
+        frame, placement, h, c = model.step(frame, placement, target, tta, h, c, target_noise)
         frames.append(frame)
         placements.append(placement)
         if truth is not None and teacher_probability > 0 and k < transition_frames:

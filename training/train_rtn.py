@@ -12,6 +12,11 @@ moves every joint), and fk_weight x MSE of the positions forward kinematics make
 axes (RMI's FK term: the runtime shows the pose FK makes of the rotations, so the rotations
 must place the joints, not only the position channels).
 
+With `target_noise` (sigma > 0) each window's rollout gets one z ~ N(0, sigma) on its target
+and offset codes, scaled by RMI's schedule (training/rtn.py); validation runs without it, as the
+paper evaluates. `init_from` may be a checkpoint or an exported `_step.onnx` (with its `_init`
+beside it): the shipped RTN fine-tuned with the noise on.
+
 Resume is exact: each step's windows and teacher-forcing draws come from generators seeded by
 (seed, step), and the learning rate is a function of the step.
 """
@@ -72,7 +77,8 @@ class RtnTrainConfig:
     residual: str = "interpolation"  # or "previous", the paper's (training/rtn.py)
     units: int = LSTM_UNITS  # the LSTM's size; the other widths scale with it
     fk_weight: float = 0.5
-    init_from: str = ""  # a checkpoint whose weights start the run (fine-tuning)
+    init_from: str = ""  # a checkpoint or _step.onnx whose weights start the run (fine-tuning)
+    target_noise: float = 0.0  # sigma of RMI's scheduled target noise; 0: none
     seed: int = 0
     eval_every: int = 250
     validation_windows: int = VALIDATION_WINDOWS  # per length; measuring only, like eval_every
@@ -83,6 +89,8 @@ class RtnTrainConfig:
         identity = {k: v for k, v in asdict(self).items() if k not in measuring}
         if identity["units"] == LSTM_UNITS:  # as runs written before the size was a setting
             del identity["units"]
+        if identity["target_noise"] == 0.0:  # as runs written before the noise was a setting
+            del identity["target_noise"]
         return identity
 
 
@@ -196,10 +204,28 @@ def validate(model: Rtn, data, picked: dict[int, np.ndarray], fk_weight=0.0, ske
     return report
 
 
-def create_rtn(data: TransitionData, seed: int, residual: str, units: int = LSTM_UNITS) -> Rtn:
+def create_rtn(
+    data: TransitionData,
+    seed: int,
+    residual: str,
+    units: int = LSTM_UNITS,
+    noise_sigma: float = 0.0,
+) -> Rtn:
     offset_mean, offset_std = offset_statistics(data, seed)
     torch.manual_seed(seed)
-    return Rtn(data["frame_mean"], data["frame_std"], offset_mean, offset_std, residual, units)
+    return Rtn(
+        data["frame_mean"], data["frame_std"], offset_mean, offset_std, residual, units, noise_sigma
+    )
+
+
+def start_weights(model: Rtn, source: str) -> None:
+    """Loads the weights that start a fine-tuning run: a checkpoint, or an exported RTN."""
+    if source.endswith(".onnx"):
+        from canis.training.checkpoint_from_onnx import rtn_weights_from_onnx
+
+        model.load_state_dict(rtn_weights_from_onnx(source, model))
+        return
+    restore_model(load_checkpoint(source, layout=transition_layout_hash()), model, source)
 
 
 def skeleton_tensors():
@@ -230,15 +256,15 @@ def train_rtn(
                 f"{run_dir / LAST}: was trained with {saved['train']['identity']}, "
                 f"not {config.identity()}; resume with the same settings"
             )
-        model = empty_rtn(config.residual, config.units)
+        model = empty_rtn(config.residual, config.units, config.target_noise)
         restore_model(checkpoint, model, run_dir / LAST)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, amsgrad=True)
         restore_optimizer(checkpoint, model, optimizer)
         first_step, best = saved["step"], saved["best_validation_loss"]
     else:
-        model = create_rtn(data, config.seed, config.residual, config.units)
+        model = create_rtn(data, config.seed, config.residual, config.units, config.target_noise)
         if config.init_from:
-            restore_model(load_checkpoint(config.init_from, layout=layout), model, config.init_from)
+            start_weights(model, config.init_from)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, amsgrad=True)
         first_step, best = 0, math.inf
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -262,6 +288,9 @@ def train_rtn(
         starts = rng.choice(starts_by_length[length], size=config.batch_size)
         context, context_placements, target, truth = windows(data, starts, length)
         generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
+        noise = None
+        if config.target_noise > 0:  # one z per window (RMI: per sequence)
+            noise = torch.randn(len(starts), model.noise_width, generator=generator)
         predicted = rollout(
             model,
             context,
@@ -271,6 +300,7 @@ def train_rtn(
             truth,
             config.teacher_probability,
             generator,
+            noise,
         )
         terms = losses(model, predicted, truth, config.fk_weight, skeleton)
         for group in optimizer.param_groups:
