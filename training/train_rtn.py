@@ -42,6 +42,7 @@ from canis.training.checkpoint import (
     restore_optimizer,
     save_checkpoint,
 )
+from canis.training.precision import autocast, fused_optimiser
 from canis.training.rtn import (
     LSTM_UNITS,
     Rtn,
@@ -51,6 +52,7 @@ from canis.training.rtn import (
     rollout,
     to_target_frame,
 )
+from canis.training.train import identity_difference
 from canis.training.transition_data import TransitionData
 from canis.training.transition_data import load as load_transitions
 
@@ -73,6 +75,7 @@ class RtnTrainConfig:
     units: int = LSTM_UNITS  # the LSTM's size; the other widths scale with it
     fk_weight: float = 0.5
     init_from: str = ""  # a checkpoint whose weights start the run (fine-tuning)
+    precision: str = "fp32"  # "bf16": autocast matmuls (training/precision.py); never "auto"
     seed: int = 0
     eval_every: int = 250
     validation_windows: int = VALIDATION_WINDOWS  # per length; measuring only, like eval_every
@@ -83,6 +86,8 @@ class RtnTrainConfig:
         identity = {k: v for k, v in asdict(self).items() if k not in measuring}
         if identity["units"] == LSTM_UNITS:  # as runs written before the size was a setting
             del identity["units"]
+        if identity["precision"] == "fp32":  # as runs written before the precision was one
+            del identity["precision"]
         return identity
 
 
@@ -219,6 +224,9 @@ def train_rtn(
     that step as a kill would (after its checkpoint), for resuming later."""
     from tqdm import tqdm
 
+    if config.precision not in ("bf16", "fp32"):
+        raise ValueError(f"precision {config.precision!r}: resolve it first (bf16 or fp32)")
+    cpu = torch.device("cpu")
     data = load_transitions(config.dataset)
     run_dir = Path(run_dir)
     layout = transition_layout_hash()
@@ -227,19 +235,24 @@ def train_rtn(
         saved = checkpoint.config
         if saved["train"]["identity"] != config.identity():
             raise ValueError(
-                f"{run_dir / LAST}: was trained with {saved['train']['identity']}, "
-                f"not {config.identity()}; resume with the same settings"
+                f"{run_dir / LAST}: was trained with other settings: "
+                f"{identity_difference(saved['train']['identity'], config.identity())}; "
+                "resume with the same settings"
             )
         model = empty_rtn(config.residual, config.units)
         restore_model(checkpoint, model, run_dir / LAST)
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, amsgrad=True)
+        optimizer = torch.optim.Adam(
+            model.parameters(), lr=config.lr, amsgrad=True, fused=fused_optimiser(cpu)
+        )
         restore_optimizer(checkpoint, model, optimizer)
         first_step, best = saved["step"], saved["best_validation_loss"]
     else:
         model = create_rtn(data, config.seed, config.residual, config.units)
         if config.init_from:
             restore_model(load_checkpoint(config.init_from, layout=layout), model, config.init_from)
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, amsgrad=True)
+        optimizer = torch.optim.Adam(
+            model.parameters(), lr=config.lr, amsgrad=True, fused=fused_optimiser(cpu)
+        )
         first_step, best = 0, math.inf
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "log.csv").unlink(missing_ok=True)
@@ -262,16 +275,18 @@ def train_rtn(
         starts = rng.choice(starts_by_length[length], size=config.batch_size)
         context, context_placements, target, truth = windows(data, starts, length)
         generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
-        predicted = rollout(
-            model,
-            context,
-            context_placements,
-            target,
-            length,
-            truth,
-            config.teacher_probability,
-            generator,
-        )
+        with autocast(config.precision, cpu):
+            predicted = rollout(
+                model,
+                context,
+                context_placements,
+                target,
+                length,
+                truth,
+                config.teacher_probability,
+                generator,
+            )
+        predicted = tuple(p.float() for p in predicted)
         terms = losses(model, predicted, truth, config.fk_weight, skeleton)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, step)
