@@ -43,7 +43,7 @@ class BlendedLinear(nn.Module):
         per_set = (x @ self.weight).view(-1, self.sets, self.outputs) + self.bias
         # The blend as a batched (1, sets) x (sets, outputs) matmul: one kernel forward and
         # backward, where a broadcast multiply and a sum made (B, sets, outputs) temporaries
-        # (about 1.3x faster training steps, docs/EVALUATION.md "Training speed on the CPU").
+        # (a few percent per training step; docs/EVALUATION.md "Training speed on the CPU").
         return torch.bmm(blend.unsqueeze(1), per_set).squeeze(1)
 
     def forward_blending_weights(self, x: torch.Tensor, blend: torch.Tensor) -> torch.Tensor:

@@ -73,4 +73,4 @@ def describe_cpu() -> str:
         )
         if present
     ]
-    return f"{name} ({', '.join(flags) or 'no AVX-512/bf16'}), {torch.get_num_threads()} threads"
+    return f"{name} ({', '.join(flags) or 'no AVX-512/bf16'})"

@@ -149,12 +149,17 @@ def _warm(step: Callable, limit_s: float) -> float:
     return time.perf_counter() - started
 
 
-def bf16_error(kind: str, batch: int) -> tuple[float, float]:
+def bf16_error(kind: str, batch: int, trained_steps: int = 10) -> tuple[float, float]:
     """(relative loss error, relative gradient error) of bf16 autocast against fp32 on one
-    batch from the same weights (dropout off, so the two see the same function)."""
+    batch from the same weights, after `trained_steps` fp32 steps (the untrained RTN's decoder
+    outputs zeros, the same in both precisions), with dropout off so both see one function."""
+    fp32 = make_step(kind, batch, Variant("fp32"))
+    bf16 = make_step(kind, batch, Variant("bf16", precision="bf16"))
+    for _ in range(trained_steps):
+        fp32.run()
+    bf16.model.load_state_dict(fp32.model.state_dict())
     results = []
-    for precision in ("fp32", "bf16"):
-        step = make_step(kind, batch, Variant(precision, precision=precision))
+    for step in (fp32, bf16):
         step.model.eval()
         step.optimizer.step = lambda: None  # the gradient is measured, not applied
         loss = step.run().item()
@@ -175,6 +180,9 @@ def variants_for(threads: int, compile_too: bool) -> list[Variant]:
             Variant(f"fused AdamW, {count} th", count, True, "fp32", "sum"),
             Variant(f"fused AdamW + bmm blend, {count} th", count, True, "fp32", "bmm"),
             Variant(f"fused + bmm + bf16 autocast, {count} th", count, True, "bf16", "bmm"),
+            Variant(
+                f"fused + bf16 autocast (broadcast blend), {count} th", count, True, "bf16", "sum"
+            ),
         ]
     if compile_too:
         chosen.append(Variant("fused + bmm + torch.compile, 1 th", 1, True, "fp32", "bmm", True))
@@ -212,6 +220,7 @@ def main(argv=None) -> None:
     )
     args = parser.parse_args(argv)
     print(f"{args.kind} batch {args.batch}, torch {torch.__version__}, {describe_cpu()}")
+    torch.set_num_threads(args.threads)
     if args.profile:
         for precision in ("fp32", "bf16"):
             print(f"-- {precision} --")
