@@ -41,10 +41,7 @@ class BlendedLinear(nn.Module):
 
     def forward(self, x: torch.Tensor, blend: torch.Tensor) -> torch.Tensor:
         per_set = (x @ self.weight).view(-1, self.sets, self.outputs) + self.bias
-        # The blend as a batched (1, sets) x (sets, outputs) matmul: one kernel forward and
-        # backward, where a broadcast multiply and a sum made (B, sets, outputs) temporaries
-        # (a few percent per training step; docs/EVALUATION.md "Training speed on the CPU").
-        return torch.bmm(blend.unsqueeze(1), per_set).squeeze(1)
+        return (blend.unsqueeze(-1) * per_set).sum(dim=1)
 
     def forward_blending_weights(self, x: torch.Tensor, blend: torch.Tensor) -> torch.Tensor:
         """The same function the slow way: one blended weight matrix per sample."""
