@@ -153,9 +153,10 @@ def test_resume_refuses_another_precision_by_name(tiny_dataset, tmp_path):
     other.precision = "bf16"
     with pytest.raises(ValueError, match=r"other settings: precision 'fp32' \(now 'bf16'\)"):
         train(other, tmp_path, resume=True, progress=False)
-    with pytest.raises(ValueError, match="precision 'auto': resolve it first"):
-        other.precision = "auto"
-        train(other, tmp_path / "new", progress=False)
+    # "auto" (the CLI's default) continues the run's own precision, whatever the machine has.
+    other.precision = "auto"
+    assert len(train(other, tmp_path, resume=True, progress=False)) == 2
+    assert "precision" not in load_checkpoint(tmp_path / LAST).config["train"]["identity"]
 
 
 def test_bf16_training_is_close_to_fp32(tiny_dataset, tmp_path):
@@ -201,6 +202,21 @@ def test_auto_precision_follows_the_cpu(monkeypatch):
     assert precision.resolve_precision("fp32", cpu) == "fp32"
     with pytest.raises(ValueError, match="--precision 'half': choose one of auto, bf16, fp32"):
         precision.resolve_precision("half", cpu)
+    # A resumed run keeps its own under auto; an explicit choice is passed on (and checked).
+    assert precision.precision_for_run("auto", cpu, {"precision": "bf16"}) == "bf16"
+    assert precision.precision_for_run("auto", cpu, {}) == "fp32"  # written before the setting
+    assert precision.precision_for_run("auto", cpu, None) == "bf16"  # a new run: the hardware
+    assert precision.precision_for_run("fp32", cpu, {"precision": "bf16"}) == "fp32"
+
+
+def test_cli_refuses_bad_speed_options(tiny_dataset, tmp_path, capsys):
+    from canis.cli import main
+
+    base = ["train", "--dataset", str(tiny_dataset), "--out", str(tmp_path)]
+    assert main([*base, "--threads", "0"]) == 2
+    assert "--threads 0: must be at least 1" in capsys.readouterr().err
+    assert main([*base, "--steps-per-epoch", "0"]) == 2
+    assert "--steps-per-epoch 0: must be at least 1" in capsys.readouterr().err
 
 
 def test_fused_adamw_is_the_for_loop_update():

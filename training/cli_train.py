@@ -91,7 +91,8 @@ def add_speed_options(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="bf16: autocast matmuls to bfloat16 (faster where the CPU has AVX512-BF16/AMX or "
         "on a GPU; results differ beyond float noise, and a resume must use the same); auto "
-        "(default): bf16 where the hardware has it natively, else fp32",
+        "(default): a resumed run's own, else bf16 where the hardware has it natively, "
+        "else fp32",
     )
     parser.add_argument(
         "--threads",
@@ -102,24 +103,23 @@ def add_speed_options(parser: argparse.ArgumentParser) -> None:
 
 
 def apply_speed_options(args) -> str:
-    """Sets the thread count; returns the resolved precision (bf16 or fp32)."""
+    """Sets the thread count; returns --precision ("auto" is resolved by the training: a
+    resumed run's own, else by the hardware; training/precision.py)."""
     import torch
-    from canis.training.precision import resolve_precision
 
     if args.threads is not None:
         if args.threads < 1:
             raise ValueError(f"--threads {args.threads}: must be at least 1")
         torch.set_num_threads(args.threads)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    precision = resolve_precision(args.precision, device)
-    print(f"precision {precision} ({args.precision}), {torch.get_num_threads()} threads")
-    return precision
+    return args.precision
 
 
 def run_train(args) -> int:
     from canis.training.train import TrainConfig, train
 
     precision = apply_speed_options(args)
+    if args.steps_per_epoch is not None and args.steps_per_epoch < 1:
+        raise ValueError(f"--steps-per-epoch {args.steps_per_epoch}: must be at least 1")
     config = TrainConfig.from_schedule(
         args.schedule,
         kind=args.model,

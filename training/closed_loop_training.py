@@ -18,7 +18,7 @@ tests/test_closed_loop_training.py checks next_input against Controller.step's o
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -242,7 +242,7 @@ class FineTuneSettings:
     lr: float = 1e-5
     seed: int = 0
     validation_stretches: int = 256
-    precision: str = "fp32"  # "bf16": autocast matmuls in training (training/precision.py)
+    precision: str = "fp32"  # "bf16": autocast matmuls in training; "auto": precision_for_run
 
 
 def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resume=False):
@@ -258,7 +258,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         save_checkpoint,
     )
     from canis.training.models import create_model
-    from canis.training.precision import autocast, fused_optimiser
+    from canis.training.precision import autocast, fused_optimiser, precision_for_run
     from canis.training.train import (
         LAST,
         WEIGHT_DECAY,
@@ -273,6 +273,10 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
     source = run_dir / LAST if resume else Path(settings.start)
     checkpoint = load_checkpoint(source)
     saved = checkpoint.config
+    cpu = torch.device("cpu")
+    resumed = saved.get("closed_loop") if resume else None
+    settings = replace(settings, precision=precision_for_run(settings.precision, cpu, resumed))
+    print(f"precision {settings.precision}, {torch.get_num_threads()} threads", flush=True)
     identity = loop.identity() | {
         k: v for k, v in asdict(settings).items() if k not in ("epochs", "dataset")
     }
@@ -283,7 +287,6 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
     _check_same_dataset(checkpoint, data, SimpleNamespace(dataset=settings.dataset), source)
     model = create_model(kind, saved.get("experts") or 8, saved.get("hidden"))
     restore_model(checkpoint, model, source)
-    cpu = torch.device("cpu")
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=settings.lr, weight_decay=WEIGHT_DECAY, fused=fused_optimiser(cpu)
     )

@@ -40,6 +40,15 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     return precision
 
 
+def precision_for_run(precision: str, device: torch.device, resumed: dict | None) -> str:
+    """The precision a run trains in: "bf16" or "fp32" as given; "auto" continues a resumed
+    run's (`resumed`: its checkpoint's identity; absent precision means fp32), so a run
+    started on another machine resumes unchanged, else picks by the hardware."""
+    if precision == "auto" and resumed is not None:
+        return resumed.get("precision", "fp32")
+    return resolve_precision(precision, device)
+
+
 def autocast(precision: str, device: torch.device):
     """The context a training forward pass runs in ("fp32": none)."""
     if precision == "bf16":

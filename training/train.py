@@ -14,7 +14,7 @@ import math
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +27,7 @@ from canis.training.checkpoint import (
 )
 from canis.training.dataset import load as load_dataset
 from canis.training.models import create_model
-from canis.training.precision import autocast, fused_optimiser
+from canis.training.precision import autocast, fused_optimiser, precision_for_run
 from canis.training.schedules import SCHEDULES
 from canis.training.schedules import cycle_ends as schedule_cycle_ends
 from torch import nn
@@ -51,7 +51,7 @@ class TrainConfig:
     seed: int = 0
     oversample: bool = True
     steps_per_epoch: int | None = None  # None: one pass over the training rows per epoch
-    precision: str = "fp32"  # "bf16": autocast matmuls (training/precision.py); never "auto"
+    precision: str = "fp32"  # "bf16": autocast matmuls; "auto": see precision_for_run
     dataset: str = ""
 
     @classmethod
@@ -192,22 +192,24 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
 
     rank, world = _distributed()
     device = _device(rank)
+    run_dir = Path(run_dir)
+    checkpoint = load_checkpoint(run_dir / LAST) if resume else None
+    resumed = checkpoint.config["train"]["identity"] if checkpoint else None
+    config = replace(config, precision=precision_for_run(config.precision, device, resumed))
+    if rank == 0 and progress:
+        print(f"precision {config.precision}, {torch.get_num_threads()} threads", flush=True)
     data = TrainingData(config.dataset, config.kind, device)
     torch.manual_seed(config.seed)  # the initial weights are part of what the seed fixes
     model = create_model(config.kind, config.experts, config.hidden).to(device)
-    if config.precision not in ("bf16", "fp32"):
-        raise ValueError(f"precision {config.precision!r}: resolve it first (bf16 or fp32)")
     optimizer = torch.optim.AdamW(
         model.parameters(),
         lr=config.lr,
         weight_decay=config.weight_decay,
         fused=fused_optimiser(device),
     )
-    run_dir = Path(run_dir)
     log_path = run_dir / "log.csv"
     first_epoch, best = 0, math.inf
     if resume:
-        checkpoint = load_checkpoint(run_dir / LAST)
         saved = checkpoint.config
         if saved["train"]["identity"] != config.identity():
             raise ValueError(

@@ -22,7 +22,7 @@ import csv
 import math
 import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +42,7 @@ from canis.training.checkpoint import (
     restore_optimizer,
     save_checkpoint,
 )
-from canis.training.precision import autocast, fused_optimiser
+from canis.training.precision import autocast, fused_optimiser, precision_for_run
 from canis.training.rtn import (
     LSTM_UNITS,
     Rtn,
@@ -75,7 +75,7 @@ class RtnTrainConfig:
     units: int = LSTM_UNITS  # the LSTM's size; the other widths scale with it
     fk_weight: float = 0.5
     init_from: str = ""  # a checkpoint whose weights start the run (fine-tuning)
-    precision: str = "fp32"  # "bf16": autocast matmuls (training/precision.py); never "auto"
+    precision: str = "fp32"  # "bf16": autocast matmuls; "auto": see precision_for_run
     seed: int = 0
     eval_every: int = 250
     validation_windows: int = VALIDATION_WINDOWS  # per length; measuring only, like eval_every
@@ -224,14 +224,16 @@ def train_rtn(
     that step as a kill would (after its checkpoint), for resuming later."""
     from tqdm import tqdm
 
-    if config.precision not in ("bf16", "fp32"):
-        raise ValueError(f"precision {config.precision!r}: resolve it first (bf16 or fp32)")
     cpu = torch.device("cpu")
     data = load_transitions(config.dataset)
     run_dir = Path(run_dir)
     layout = transition_layout_hash()
+    checkpoint = load_checkpoint(run_dir / LAST, layout=layout) if resume else None
+    resumed = checkpoint.config["train"]["identity"] if checkpoint else None
+    config = replace(config, precision=precision_for_run(config.precision, cpu, resumed))
+    if progress:
+        print(f"precision {config.precision}, {torch.get_num_threads()} threads", flush=True)
     if resume:
-        checkpoint = load_checkpoint(run_dir / LAST, layout=layout)
         saved = checkpoint.config
         if saved["train"]["identity"] != config.identity():
             raise ValueError(
