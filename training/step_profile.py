@@ -175,10 +175,10 @@ def bf16_error(kind: str, batch: int, trained_steps: int = 10) -> tuple[float, f
     return abs(loss16 - loss32) / loss32, ((g16 - g32).norm() / g32.norm()).item()
 
 
-def variants_for(threads: int, compile_too: bool) -> list[Variant]:
+def variants_for(threads: int, compile_too: bool, one_thread_too: bool = True) -> list[Variant]:
     """Each change against the one before, at `threads` threads and at 1 (a loaded machine)."""
     chosen = []
-    for count in dict.fromkeys((threads, 1)):
+    for count in dict.fromkeys((threads, 1) if one_thread_too else (threads,)):
         chosen += [
             Variant(f"before: AdamW for-loop, {count} th", count, fused=False),
             Variant(f"fused AdamW, {count} th", count),
@@ -217,6 +217,11 @@ def main(argv=None) -> None:
         help="also time torch.compile, giving its compilation this long (0: skip it)",
     )
     parser.add_argument(
+        "--only-threads",
+        action="store_true",
+        help="time only at --threads (no 1-thread variants, so the process never switches)",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="print torch.profiler's operator table of --rounds steps before and after",
@@ -233,7 +238,7 @@ def main(argv=None) -> None:
             print(f"-- {variant.name} --")
             print(profile_table(args.kind, args.batch, variant, args.rounds))
         return
-    variants = variants_for(args.threads, args.compile_limit_s > 0)
+    variants = variants_for(args.threads, args.compile_limit_s > 0, not args.only_threads)
     if args.kind in ("vnn", "rtn"):  # no blended layers
         variants = [v for v in variants if v.blend == "sum"]
     steps, threads = {}, {}
