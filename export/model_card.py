@@ -157,7 +157,8 @@ def write_card(
         if fine_tuned
         else f"- **Reproduce**: `./run canis train --model {config['kind']}"
         + (f" --experts {config['experts']}" if config["kind"] == "mann" else "")
-        + f" --schedule {train['schedule']} --epochs {train['epochs']} --out runs/NAME` then "
+        + f" --schedule {train['schedule']} --epochs {train['epochs']} --precision "
+        f"{train.get('precision', 'fp32')} --out runs/NAME` then "
         f"`./run canis export runs/NAME/{checkpoint_name} --out {model_path.name} "
         "--dataset data/dog_dataset.npz --card`.",
         *([f"- **Note**: {note}"] if note else []),
@@ -230,7 +231,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         f"{loop['steps_per_epoch']} --batch-size {loop['batch_size']} --lr {loop['lr']} "
         f"--seed {loop['seed']} --ground-truth-frames {loop['ground_truth_frames']} "
         f"--own-frames {loop['own_frames']} --curriculum-epochs {loop['curriculum_epochs']} "
-        f"--contact-weight {loop['contact_weight']}` then `./run canis export "
+        f"--contact-weight {loop['contact_weight']} --precision "
+        f"{loop.get('precision', 'fp32')}` then `./run canis export "
         f"runs/NAME/{checkpoint_name} --out {model_path.name} --dataset data/dog_dataset.npz "
         "--card`."
     )

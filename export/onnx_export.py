@@ -137,7 +137,7 @@ def metadata(config: dict) -> dict[str, str]:
                     "seed",
                 )
             }
-            | {"epochs_completed": config["epoch"]}
+            | {"epochs_completed": config["epoch"], "precision": train.get("precision", "fp32")}
         ),
         "canis.training_result": json.dumps(
             {

@@ -302,7 +302,7 @@ def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command:
         f"{checkpoint_path.parent} --steps {train['steps']} --batch-size {train['batch_size']} "
         f"--lr {train['lr']} --teacher-forcing {train['teacher_probability']} --seed "
         f"{train['seed']} --fk-weight {train.get('fk_weight', 0)} --residual "
-        f"{train.get('residual', 'previous')}"
+        f"{train.get('residual', 'previous')} --precision {train.get('precision', 'fp32')}"
         + (f" --target-noise {train['target_noise']}" if train.get("target_noise") else "")
         + (f" --init-from {train['init_from']}" if train.get("init_from") else "")
         + f"` (add `--resume` after an interruption), then `{command}`.",

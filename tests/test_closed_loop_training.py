@@ -226,3 +226,12 @@ def test_measure_repeats_the_logged_validation(tiny_dataset, started, tmp_path, 
         assert figures[key] == pytest.approx(float(last[key]), rel=1e-5), key
     assert not measured.exists()  # nothing trained, nothing written
     assert len(log) == len((out / "log.csv").read_text().splitlines())
+
+
+def test_resume_refuses_another_precision_by_name():
+    """A fine-tuning checkpoint of one precision resumed in another: refused, named; one
+    written before precision was a setting reads as fp32."""
+    saved = {"closed_loop": {"own_frames": 8, "lr": 1e-5}}
+    closed_loop.check_resumable("x", saved, {"own_frames": 8, "lr": 1e-5, "precision": "fp32"})
+    with pytest.raises(ValueError, match=r"x: .* precision 'fp32' \(now 'bf16'\)"):
+        closed_loop.check_resumable("x", saved, {"own_frames": 8, "lr": 1e-5, "precision": "bf16"})

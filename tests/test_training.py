@@ -142,3 +142,98 @@ def test_a_crash_while_saving_keeps_the_last_good_checkpoint(tiny_dataset, tmp_p
         train(config(tiny_dataset, epochs=2), tmp_path, resume=True, progress=False)
     assert (tmp_path / LAST).read_bytes() == before
     assert load_checkpoint(tmp_path / LAST).config["epoch"] == 1
+
+
+def test_resume_refuses_another_precision_by_name(tiny_dataset, tmp_path):
+    """Issue 17's bad input: a checkpoint trained in another precision, given to --resume, is
+    refused naming the difference (a run written before precision was a setting reads as
+    fp32)."""
+    train(config(tiny_dataset, epochs=1), tmp_path, progress=False)
+    other = config(tiny_dataset, epochs=2)
+    other.precision = "bf16"
+    with pytest.raises(ValueError, match=r"other settings: precision 'fp32' \(now 'bf16'\)"):
+        train(other, tmp_path, resume=True, progress=False)
+    # "auto" (the CLI's default) continues the run's own precision, whatever the machine has.
+    other.precision = "auto"
+    assert len(train(other, tmp_path, resume=True, progress=False)) == 2
+    assert "precision" not in load_checkpoint(tmp_path / LAST).config["train"]["identity"]
+
+
+def test_bf16_training_is_close_to_fp32(tiny_dataset, tmp_path):
+    """bf16 autocast trains the same run to losses close to fp32's (not equal: bf16 keeps 8
+    bits of mantissa in the matmuls), and records its precision for the resume check."""
+    fp32 = train(config(tiny_dataset, epochs=2), tmp_path / "fp32", progress=False)
+    bf16_config = config(tiny_dataset, epochs=2)
+    bf16_config.precision = "bf16"
+    bf16 = train(bf16_config, tmp_path / "bf16", progress=False)
+    for a, b in zip(fp32, bf16, strict=True):
+        assert np.isfinite(b["train_loss"]) and np.isfinite(b["validation_loss"])
+        assert b["train_loss"] == pytest.approx(a["train_loss"], rel=0.05)
+        assert b["validation_loss"] == pytest.approx(a["validation_loss"], rel=0.05)
+    saved = load_checkpoint(tmp_path / "bf16" / LAST).config["train"]
+    assert (
+        saved["identity"]["precision"] == "bf16"
+        and "precision" not in load_checkpoint(tmp_path / "fp32" / LAST).config["train"]["identity"]
+    )
+    # Resumed in bf16, it continues (the same precision).
+    bf16_config.epochs = 3
+    assert len(train(bf16_config, tmp_path / "bf16", resume=True, progress=False)) == 3
+
+
+@pytest.mark.parametrize("kind", ["mann", "pfnn"])
+def test_bf16_step_loss_and_gradient_near_fp32(kind):
+    """At the real shapes (MANN-8 / PFNN, 480 -> 512 -> 512 -> 363), one step's loss and
+    gradient under bf16 autocast against fp32 from the same weights."""
+    from canis.training.step_profile import bf16_error
+
+    loss_error, gradient_error = bf16_error(kind, 32)
+    assert loss_error < 1e-3 and gradient_error < 3e-2
+
+
+def test_auto_precision_follows_the_cpu(monkeypatch):
+    from canis.training import precision
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert precision.resolve_precision("auto", cpu) == "fp32"  # e.g. AMD Zen 1: emulated
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    assert precision.resolve_precision("auto", cpu) == "bf16"
+    assert precision.resolve_precision("fp32", cpu) == "fp32"
+    with pytest.raises(ValueError, match="--precision 'half': choose one of auto, bf16, fp32"):
+        precision.resolve_precision("half", cpu)
+    # A resumed run keeps its own under auto; an explicit choice is passed on (and checked).
+    assert precision.precision_for_run("auto", cpu, {"precision": "bf16"}) == "bf16"
+    assert precision.precision_for_run("auto", cpu, {}) == "fp32"  # written before the setting
+    assert precision.precision_for_run("auto", cpu, None) == "bf16"  # a new run: the hardware
+    assert precision.precision_for_run("fp32", cpu, {"precision": "bf16"}) == "fp32"
+
+
+def test_cli_refuses_bad_speed_options(tiny_dataset, tmp_path, capsys):
+    from canis.cli import main
+
+    base = ["train", "--dataset", str(tiny_dataset), "--out", str(tmp_path)]
+    assert main([*base, "--threads", "0"]) == 2
+    assert "--threads 0: must be at least 1" in capsys.readouterr().err
+    assert main([*base, "--steps-per-epoch", "0"]) == 2
+    assert "--steps-per-epoch 0: must be at least 1" in capsys.readouterr().err
+
+
+def test_fused_adamw_is_the_for_loop_update():
+    """The fused optimiser train.py uses is the same AdamW to float rounding."""
+    torch.manual_seed(0)
+    models = [create_model("mann", 4, hidden=16) for _ in range(2)]
+    models[1].load_state_dict(models[0].state_dict())
+    optimizers = [
+        torch.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=2.5e-3, fused=f)
+        for m, f in zip(models, (None, True), strict=True)
+    ]
+    x = torch.randn(8, 480)
+    for _ in range(3):
+        for model, optimizer in zip(models, optimizers, strict=True):
+            optimizer.zero_grad()
+            model.eval()
+            model(x)[0].pow(2).mean().backward()
+            optimizer.step()
+    for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)

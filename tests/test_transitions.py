@@ -142,6 +142,25 @@ def test_training_resumes_exactly(tiny_transitions, tmp_path):
         )
 
 
+def test_bf16_training_runs_and_resume_refuses_another_precision(tiny_transitions, tmp_path):
+    """bf16 autocast trains the RTN to finite losses near fp32's, and a checkpoint of one
+    precision given to --resume with the other is refused naming the difference."""
+    from dataclasses import replace
+
+    config = tiny_rtn_config(tiny_transitions, steps=2, eval_every=1, units=32)
+    train_rtn(config, tmp_path / "fp32", progress=False)
+    train_rtn(replace(config, precision="bf16"), tmp_path / "bf16", progress=False)
+    rows = [
+        (tmp_path / name / "log.csv").read_text().splitlines()[-1].split(",")
+        for name in ("fp32", "bf16")
+    ]
+    fp32_loss, bf16_loss = (float(row[2]) for row in rows)  # validation_loss
+    assert np.isfinite(bf16_loss) and bf16_loss == pytest.approx(fp32_loss, rel=0.05)
+    longer = replace(config, steps=3, precision="bf16")
+    with pytest.raises(ValueError, match=r"other settings: precision 'fp32' \(now 'bf16'\)"):
+        train_rtn(longer, tmp_path / "fp32", resume=True, progress=False)
+
+
 def test_export_matches_the_torch_rollout(tiny_transitions, tmp_path):
     from canis.export.rtn_export import export_rtn
     from canis.training.train_rtn import LAST

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from canis.training.cli_train import add_speed_options, apply_speed_options
+
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune = commands.add_parser(
@@ -53,6 +55,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="train nothing: print --start's validation and closed-loop validation losses "
         "(over --ground-truth-frames + --own-frames stretches) as JSON",
     )
+    add_speed_options(finetune)
     finetune.set_defaults(handler=run_finetune)
 
 
@@ -74,6 +77,7 @@ def run_finetune(args) -> int:
         start = converted
     if args.measure:
         return _measure(start, args)
+    precision = apply_speed_options(args)
     settings = FineTuneSettings(
         start=str(start),
         dataset=str(args.dataset),
@@ -82,6 +86,7 @@ def run_finetune(args) -> int:
         batch_size=args.batch_size,
         lr=args.lr,
         seed=args.seed,
+        precision=precision,
     )
     loop = ClosedLoopConfig(
         args.ground_truth_frames, args.own_frames, args.curriculum_epochs, args.contact_weight

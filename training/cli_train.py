@@ -24,6 +24,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--epochs", type=int, help="override the schedule's epoch count")
     train.add_argument("--batch-size", type=int, help="override the schedule's batch size")
     train.add_argument("--lr", type=float, help="override the schedule's peak learning rate")
+    train.add_argument(
+        "--steps-per-epoch",
+        type=int,
+        help="batches per epoch (default: one pass over the training rows); for short runs",
+    )
     train.add_argument("--seed", type=int, default=0)
     train.add_argument(
         "--no-oversample",
@@ -33,6 +38,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     train.add_argument(
         "--resume", action="store_true", help="continue the run in --out from its last checkpoint"
     )
+    add_speed_options(train)
     train.set_defaults(handler=run_train)
 
     train_rtn = commands.add_parser(
@@ -71,11 +77,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "samples varied transitions (Controller.transition_to(variation=...))",
     )
     train_rtn.add_argument(
-        "--threads", type=int, help="torch CPU threads (default: torch's own choice)"
-    )
-    train_rtn.add_argument(
         "--stop-after", type=int, help="end after this step's checkpoint (resume later)"
     )
+    add_speed_options(train_rtn)
     train_rtn.set_defaults(handler=run_train_rtn)
 
     upsample = commands.add_parser(
@@ -88,9 +92,43 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     upsample.set_defaults(handler=run_upsample)
 
 
+def add_speed_options(parser: argparse.ArgumentParser) -> None:
+    """--precision and --threads, shared by the training commands (training/precision.py)."""
+    parser.add_argument(
+        "--precision",
+        choices=("auto", "bf16", "fp32"),
+        default="auto",
+        help="bf16: autocast matmuls to bfloat16 (faster where the CPU has AVX512-BF16/AMX or "
+        "on a GPU; results differ beyond float noise, and a resume must use the same); auto "
+        "(default): a resumed run's own, else bf16 where the hardware has it natively, "
+        "else fp32",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="torch CPU threads (default: torch's, one per core); 1 is faster on a machine "
+        "whose cores other work keeps busy",
+    )
+
+
+def apply_speed_options(args) -> str:
+    """Sets the thread count; returns --precision ("auto" is resolved by the training: a
+    resumed run's own, else by the hardware; training/precision.py)."""
+    import torch
+
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads {args.threads}: must be at least 1")
+        torch.set_num_threads(args.threads)
+    return args.precision
+
+
 def run_train(args) -> int:
     from canis.training.train import TrainConfig, train
 
+    precision = apply_speed_options(args)
+    if args.steps_per_epoch is not None and args.steps_per_epoch < 1:
+        raise ValueError(f"--steps-per-epoch {args.steps_per_epoch}: must be at least 1")
     config = TrainConfig.from_schedule(
         args.schedule,
         kind=args.model,
@@ -100,6 +138,8 @@ def run_train(args) -> int:
         lr=args.lr,
         seed=args.seed,
         oversample=not args.no_oversample,
+        steps_per_epoch=args.steps_per_epoch,
+        precision=precision,
         dataset=str(args.dataset),
     )
     if not args.dataset.exists():
@@ -115,6 +155,7 @@ def run_train(args) -> int:
 def run_train_rtn(args) -> int:
     from canis.training.train_rtn import RtnTrainConfig, train_rtn
 
+    precision = apply_speed_options(args)
     config = RtnTrainConfig(
         steps=args.steps,
         batch_size=args.batch_size,
@@ -124,15 +165,10 @@ def run_train_rtn(args) -> int:
         fk_weight=args.fk_weight,
         init_from=str(args.init_from or ""),
         target_noise=args.target_noise,
+        precision=precision,
         seed=args.seed,
         dataset=str(args.dataset),
     )
-    if args.threads is not None:
-        import torch
-
-        if args.threads < 1:
-            raise ValueError(f"--threads must be a whole number >= 1, got {args.threads}")
-        torch.set_num_threads(args.threads)
     train_rtn(config, args.out, resume=args.resume, stop_after=args.stop_after)
     print(f"done: {args.out} (last.safetensors, best.safetensors, log.csv)")
     return 0

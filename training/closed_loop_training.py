@@ -18,7 +18,7 @@ tests/test_closed_loop_training.py checks next_input against Controller.step's o
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -167,6 +167,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
             f"{path}: is not a closed-loop fine-tuning checkpoint (no closed_loop settings); "
             "give it as --start of a new run instead of resuming it"
         )
+    previous = {"precision": "fp32"} | previous  # as runs written before it was a setting
     differ = [
         f"{key} {previous.get(key)!r} (now {value!r})"
         for key, value in identity.items()
@@ -241,6 +242,7 @@ class FineTuneSettings:
     lr: float = 1e-5
     seed: int = 0
     validation_stretches: int = 256
+    precision: str = "fp32"  # "bf16": autocast matmuls in training; "auto": precision_for_run
 
 
 def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resume=False):
@@ -256,6 +258,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         save_checkpoint,
     )
     from canis.training.models import create_model
+    from canis.training.precision import autocast, fused_optimiser, precision_for_run
     from canis.training.train import (
         LAST,
         WEIGHT_DECAY,
@@ -270,6 +273,10 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
     source = run_dir / LAST if resume else Path(settings.start)
     checkpoint = load_checkpoint(source)
     saved = checkpoint.config
+    cpu = torch.device("cpu")
+    resumed = saved.get("closed_loop") if resume else None
+    settings = replace(settings, precision=precision_for_run(settings.precision, cpu, resumed))
+    print(f"precision {settings.precision}, {torch.get_num_threads()} threads", flush=True)
     identity = loop.identity() | {
         k: v for k, v in asdict(settings).items() if k not in ("epochs", "dataset")
     }
@@ -280,7 +287,9 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
     _check_same_dataset(checkpoint, data, SimpleNamespace(dataset=settings.dataset), source)
     model = create_model(kind, saved.get("experts") or 8, saved.get("hidden"))
     restore_model(checkpoint, model, source)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=WEIGHT_DECAY)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=settings.lr, weight_decay=WEIGHT_DECAY, fused=fused_optimiser(cpu)
+    )
     if resume:
         restore_optimizer(checkpoint, model, optimizer)
     first_epoch = saved["closed_loop_epoch"] if resume else 0
@@ -297,8 +306,12 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         )
     rows = []
 
-    def predict(x, phase):
+    def predict(x, phase):  # validation: fp32, as the exported model runs
         return _predict(model, kind, x, phase)
+
+    def predict_training(x, phase):
+        with autocast(settings.precision, cpu):
+            return _predict(model, kind, x, phase).float()
 
     for epoch in range(first_epoch, settings.epochs):
         own = loop.own_frames_at(epoch)
@@ -311,7 +324,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         for _ in range(settings.steps_per_epoch):
             batch = generator.choice(starts, settings.batch_size)
             loss, contact = stretch_loss(
-                predict,
+                predict_training,
                 train_split,
                 batch,
                 standard,

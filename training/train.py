@@ -14,7 +14,7 @@ import math
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,7 @@ from canis.training.checkpoint import (
 )
 from canis.training.dataset import load as load_dataset
 from canis.training.models import create_model
+from canis.training.precision import autocast, fused_optimiser, precision_for_run
 from canis.training.schedules import SCHEDULES
 from canis.training.schedules import cycle_ends as schedule_cycle_ends
 from torch import nn
@@ -50,6 +51,7 @@ class TrainConfig:
     seed: int = 0
     oversample: bool = True
     steps_per_epoch: int | None = None  # None: one pass over the training rows per epoch
+    precision: str = "fp32"  # "bf16": autocast matmuls; "auto": see precision_for_run
     dataset: str = ""
 
     @classmethod
@@ -64,6 +66,8 @@ class TrainConfig:
         identity = {k: v for k, v in asdict(self).items() if k not in ("epochs", "dataset")}
         if identity["hidden"] is None:  # as runs written before the size was a setting
             del identity["hidden"]
+        if identity["precision"] == "fp32":  # as runs written before the precision was one
+            del identity["precision"]
         return identity
 
 
@@ -140,6 +144,19 @@ def input_range(x_train: np.ndarray) -> dict[str, np.ndarray]:
     return {"x_min": x_train.min(axis=0), "x_max": x_train.max(axis=0)}
 
 
+def identity_difference(saved: dict, wanted: dict) -> str:
+    """The settings in which a checkpoint's identity and a run's differ, named, for the
+    resume refusal (issue 17's bad input); a setting absent from either reads as its
+    default (e.g. precision fp32, hidden: the paper's)."""
+    defaults = {"precision": "fp32", "hidden": None}
+    keys = sorted(set(saved) | set(wanted))
+    return ", ".join(
+        f"{key} {saved.get(key, defaults.get(key))!r} (now {wanted.get(key, defaults.get(key))!r})"
+        for key in keys
+        if saved.get(key, defaults.get(key)) != wanted.get(key, defaults.get(key))
+    )
+
+
 def _predict(model: nn.Module, kind: str, x: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:
     if kind == "pfnn":
         return model(x, phase)
@@ -175,22 +192,30 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
 
     rank, world = _distributed()
     device = _device(rank)
+    run_dir = Path(run_dir)
+    checkpoint = load_checkpoint(run_dir / LAST) if resume else None
+    resumed = checkpoint.config["train"]["identity"] if checkpoint else None
+    config = replace(config, precision=precision_for_run(config.precision, device, resumed))
+    if rank == 0 and progress:
+        print(f"precision {config.precision}, {torch.get_num_threads()} threads", flush=True)
     data = TrainingData(config.dataset, config.kind, device)
     torch.manual_seed(config.seed)  # the initial weights are part of what the seed fixes
     model = create_model(config.kind, config.experts, config.hidden).to(device)
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=config.lr, weight_decay=config.weight_decay
+        model.parameters(),
+        lr=config.lr,
+        weight_decay=config.weight_decay,
+        fused=fused_optimiser(device),
     )
-    run_dir = Path(run_dir)
     log_path = run_dir / "log.csv"
     first_epoch, best = 0, math.inf
     if resume:
-        checkpoint = load_checkpoint(run_dir / LAST)
         saved = checkpoint.config
         if saved["train"]["identity"] != config.identity():
             raise ValueError(
-                f"{run_dir / LAST}: was trained with {saved['train']['identity']}, "
-                f"not {config.identity()}; resume with the same settings"
+                f"{run_dir / LAST}: was trained with other settings: "
+                f"{identity_difference(saved['train']['identity'], config.identity())}; "
+                "resume with the same settings"
             )
         _check_same_dataset(checkpoint, data, config, run_dir / LAST)
         restore_model(checkpoint, model, run_dir / LAST)
@@ -228,10 +253,11 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
             for group in optimizer.param_groups:
                 group["lr"] = lr
             batch = indices[step * config.batch_size : (step + 1) * config.batch_size].to(device)
-            prediction = _predict(
-                trainable, config.kind, data.x_train[batch], data.phase_train[batch]
-            )
-            loss = nn.functional.mse_loss(prediction, data.y_train[batch])
+            with autocast(config.precision, device):
+                prediction = _predict(
+                    trainable, config.kind, data.x_train[batch], data.phase_train[batch]
+                )
+            loss = nn.functional.mse_loss(prediction.float(), data.y_train[batch])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

@@ -27,7 +27,7 @@ import csv
 import math
 import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +47,7 @@ from canis.training.checkpoint import (
     restore_optimizer,
     save_checkpoint,
 )
+from canis.training.precision import autocast, fused_optimiser, precision_for_run
 from canis.training.rtn import (
     LSTM_UNITS,
     Rtn,
@@ -56,6 +57,7 @@ from canis.training.rtn import (
     rollout,
     to_target_frame,
 )
+from canis.training.train import identity_difference
 from canis.training.transition_data import TransitionData
 from canis.training.transition_data import load as load_transitions
 
@@ -79,6 +81,7 @@ class RtnTrainConfig:
     fk_weight: float = 0.5
     init_from: str = ""  # a checkpoint or _step.onnx whose weights start the run (fine-tuning)
     target_noise: float = 0.0  # sigma of RMI's scheduled target noise; 0: none
+    precision: str = "fp32"  # "bf16": autocast matmuls; "auto": see precision_for_run
     seed: int = 0
     eval_every: int = 250
     validation_windows: int = VALIDATION_WINDOWS  # per length; measuring only, like eval_every
@@ -91,6 +94,8 @@ class RtnTrainConfig:
             del identity["units"]
         if identity["target_noise"] == 0.0:  # as runs written before the noise was a setting
             del identity["target_noise"]
+        if identity["precision"] == "fp32":  # as runs written before the precision was one
+            del identity["precision"]
         return identity
 
 
@@ -245,27 +250,37 @@ def train_rtn(
     that step as a kill would (after its checkpoint), for resuming later."""
     from tqdm import tqdm
 
+    cpu = torch.device("cpu")
     data = load_transitions(config.dataset)
     run_dir = Path(run_dir)
     layout = transition_layout_hash()
+    checkpoint = load_checkpoint(run_dir / LAST, layout=layout) if resume else None
+    resumed = checkpoint.config["train"]["identity"] if checkpoint else None
+    config = replace(config, precision=precision_for_run(config.precision, cpu, resumed))
+    if progress:
+        print(f"precision {config.precision}, {torch.get_num_threads()} threads", flush=True)
     if resume:
-        checkpoint = load_checkpoint(run_dir / LAST, layout=layout)
         saved = checkpoint.config
         if saved["train"]["identity"] != config.identity():
             raise ValueError(
-                f"{run_dir / LAST}: was trained with {saved['train']['identity']}, "
-                f"not {config.identity()}; resume with the same settings"
+                f"{run_dir / LAST}: was trained with other settings: "
+                f"{identity_difference(saved['train']['identity'], config.identity())}; "
+                "resume with the same settings"
             )
         model = empty_rtn(config.residual, config.units, config.target_noise)
         restore_model(checkpoint, model, run_dir / LAST)
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, amsgrad=True)
+        optimizer = torch.optim.Adam(
+            model.parameters(), lr=config.lr, amsgrad=True, fused=fused_optimiser(cpu)
+        )
         restore_optimizer(checkpoint, model, optimizer)
         first_step, best = saved["step"], saved["best_validation_loss"]
     else:
         model = create_rtn(data, config.seed, config.residual, config.units, config.target_noise)
         if config.init_from:
             start_weights(model, config.init_from)
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, amsgrad=True)
+        optimizer = torch.optim.Adam(
+            model.parameters(), lr=config.lr, amsgrad=True, fused=fused_optimiser(cpu)
+        )
         first_step, best = 0, math.inf
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "log.csv").unlink(missing_ok=True)
@@ -291,17 +306,19 @@ def train_rtn(
         noise = None
         if config.target_noise > 0:  # one z per window (RMI: per sequence)
             noise = torch.randn(len(starts), model.noise_width, generator=generator)
-        predicted = rollout(
-            model,
-            context,
-            context_placements,
-            target,
-            length,
-            truth,
-            config.teacher_probability,
-            generator,
-            noise,
-        )
+        with autocast(config.precision, cpu):
+            predicted = rollout(
+                model,
+                context,
+                context_placements,
+                target,
+                length,
+                truth,
+                config.teacher_probability,
+                generator,
+                noise,
+            )
+        predicted = tuple(p.float() for p in predicted)
         terms = losses(model, predicted, truth, config.fk_weight, skeleton)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, step)
