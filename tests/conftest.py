@@ -53,10 +53,10 @@ TORCH_FREE_MODULES = {
 
 
 # The test files that take longest, longest first (`./run test -n 0 --durations=0`, summed
-# per file, on the 2-core Xeon; tests/README or docs/RELIABILITY.md "Test suite time"). `./run
-# test` hands whole files to its two workers in collection order (--dist loadfile
-# --no-loadscope-reorder; xdist would otherwise hand out files with the most tests first,
-# which put the wheel build and the X11 demo, two tests each, last): longest first, no
+# per file, on the 2-core Xeon; docs/RELIABILITY.md "The test suite's time"). `./run test`
+# hands whole files to its two workers in collection order (--dist loadfile
+# --no-loadscope-reorder; xdist would otherwise hand out the files with the most tests first,
+# which put the wheel build and the X11 demo, three and two tests, last): longest first, no
 # worker is left alone at the end on a long file while the other has finished.
 LONGEST_FILES_FIRST = (
     "test_demo_x11.py",  # 30 s, half of it waiting on the demo's real-time frames
