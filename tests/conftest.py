@@ -53,6 +53,35 @@ TORCH_FREE_MODULES = {
 }
 
 
+# The test files that take longest, longest first (`./run test -n 0 --durations=0`, summed
+# per file, on the 2-core Xeon; docs/RELIABILITY.md "The test suite's time"). `./run test`
+# hands whole files to its two workers in collection order (--dist loadfile
+# --no-loadscope-reorder; xdist would otherwise hand out the files with the most tests first,
+# which put the wheel build and the X11 demo, three and two tests, last): longest first, no
+# worker is left alone at the end on a long file while the other has finished.
+LONGEST_FILES_FIRST = (
+    "test_demo_x11.py",  # 30 s, half of it waiting on the demo's real-time frames
+    "test_distributed.py",
+    "test_evaluate_controllers.py",
+    "test_transitions.py",
+    "test_demo.py",
+    "test_training.py",
+    "test_wheel.py",
+    "test_dataset.py",
+    "test_benchmark.py",
+    "test_closed_loop_training.py",
+    "test_body.py",
+    "test_cli.py",
+    "test_trace_readers.py",
+    "test_soak.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole
+
+
 @pytest.fixture(autouse=True)
 def _no_torch_in_runtime_tests(request, monkeypatch):
     if request.module.__name__.rsplit(".", 1)[-1] in TORCH_FREE_MODULES:

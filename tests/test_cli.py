@@ -61,7 +61,13 @@ def test_console_script_is_installed():
     assert "usage: canis" in result.stdout
 
 
-def test_demo_check_runs_the_kinematics_check(capsys):
+def test_demo_check_runs_the_kinematics_check(monkeypatch, capsys):
+    from canis.demo import cli as demo_cli
+
+    # 8 s drives instead of 20: the speed is measured after 3 s either way, and the shipped
+    # model's speed errors at 8 s (0.1-5% at the four speeds, measured; 0-2% at 20 s) sit well
+    # inside the 20% threshold. Every check and its verdict line are the same, in 2 s, not 5.
+    monkeypatch.setattr(demo_cli, "CHECK_DRIVE_S", 8.0)
     assert main(["demo", "--check"]) == 0
     out = capsys.readouterr().out
     assert "PASS MANN-8 (mann8.int8.onnx) asked for 1.9 m/s" in out and "residual" in out

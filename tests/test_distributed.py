@@ -39,8 +39,10 @@ def test_two_process_training_under_torchrun(tiny_dataset, tmp_path):
             "cpu",
             "--epochs",
             "2",
+            # 64, not 8: still several batches a rank each epoch (6 of them), so the ranks
+            # synchronise gradients many times in each of the two epochs, in 12 steps not 96.
             "--batch-size",
-            "8",
+            "64",
         ],
         capture_output=True,
         text=True,

@@ -128,7 +128,7 @@ def test_target_blend_ends_exactly_on_the_target(rng):
 def test_training_resumes_exactly(tiny_transitions, tmp_path):
     # Two steps, stopped after the first as a kill would: the same as four stopped after two
     # (each step's windows and teacher forcing are seeded by the step), in half the time.
-    config = tiny_rtn_config(tiny_transitions, steps=2, eval_every=1)
+    config = tiny_rtn_config(tiny_transitions, steps=2, eval_every=1, units=32)
     straight = train_rtn(config, tmp_path / "a", progress=False)
     train_rtn(config, tmp_path / "b", progress=False, stop_after=1)
     resumed = train_rtn(config, tmp_path / "b", resume=True, progress=False)
