@@ -8,6 +8,7 @@ frames without one.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -58,12 +59,22 @@ def benchmark_transitions(step_path: Path, motion_model_path: Path, seconds_per_
         "step": steps,
         "initialiser": initialiser,
         "generate_one_dog": whole,
-        "streamed": [
-            streamed_cost(model, motion_model_path, dogs, worker=worker)
-            for worker in (False, True)
-            for dogs in (1, 4)
-        ],
+        "streamed": streamed_cases(model, motion_model_path),
     }
+
+
+GAP_MS = 4.0  # a game's thread drawing between steps (a 60 Hz frame has 16.7 ms)
+
+
+def streamed_cases(model: TransitionModel, motion_model_path: Path) -> list[dict]:
+    """In the step and on the worker, 1 and 4 dogs, back to back; and both with a gap."""
+    return [
+        streamed_cost(model, motion_model_path, dogs, worker=worker, gap_ms=gap)
+        for gap in (0.0, GAP_MS)
+        for worker in (False, True)
+        for dogs in (1, 4)
+        if not (gap and dogs > 1)
+    ]
 
 
 PLAIN_FRAMES = 20  # frames without a transition after each hand-back, timed beside them
@@ -78,6 +89,7 @@ def streamed_cost(
     length: int = 45,
     cycles: int = 3,
     worker: bool = False,
+    gap_ms: float = 0.0,
 ) -> dict:
     """The controller's 'transition' stage and the whole step (wall and thread CPU time) of
     every frame of a transition, `dogs` dogs asked together, over `cycles` x 4 transitions,
@@ -85,7 +97,10 @@ def streamed_cost(
     `canis run` does), the other frames of the transition (lead and playback), and the
     PLAIN_FRAMES frames without one after each hand-back, timed in the same loop. `worker`:
     the RTN steps run on the transition worker's thread (Controller(transition_worker=True));
-    its CPU time, not in the step's thread CPU, is given per frame of a transition."""
+    its CPU time, not in the step's thread CPU, is given per frame of a transition. `gap_ms`:
+    the thread sleeps that long between steps, as a game's thread is busy elsewhere (drawing)
+    between two simulation steps; back to back (0) the worker has only the next step's own
+    stages before its result is waited for."""
     from canis.runtime.controller import Controller
     from canis.runtime.features import ACTIONS
     from canis.runtime.inference import MotionModel
@@ -114,6 +129,8 @@ def streamed_cost(
                 profiler.begin_frame()
             controller.step(idle)
             profiler.end_frame()
+            if gap_ms:
+                time.sleep(gap_ms / 1e3)
             record = profiler.ring[-1]
             kind = KINDS[0 if frame == 0 else 1 if frame < started.frames else 2]
             if kind in stage:
@@ -126,6 +143,7 @@ def streamed_cost(
     controller.close()
     report = {"dogs": dogs, "frames": length, "frames_with_lead": started.frames}
     report["worker"] = worker
+    report["gap_ms"] = gap_ms
     for kind, values in worker_cpu.items():
         report |= {f"{kind}_worker_cpu_{k}": v for k, v in percentiles_ms(values, STATS).items()}
     report |= {f"ask_stage_{k}": v for k, v in percentiles_ms(stage["ask"], STATS).items()}
@@ -216,7 +234,9 @@ def streamed_lines(streamed: list[dict]) -> list[str]:
 
 
 def _where(report: dict) -> str:
-    return "worker thread" if report.get("worker") else "in the step"
+    where = "worker thread" if report.get("worker") else "in the step"
+    gap = report.get("gap_ms", 0.0)
+    return f"{where}, {gap:g} ms between steps" if gap else where
 
 
 if __name__ == "__main__":
@@ -224,9 +244,5 @@ if __name__ == "__main__":
     from canis.runtime.transition import shipped_transition_model_path
 
     rtn = TransitionModel(shipped_transition_model_path(), device="cpu", threads=1)
-    rows = [
-        streamed_cost(rtn, shipped_model_path(), dogs, worker=worker)
-        for worker in (False, True)
-        for dogs in (1, 4)
-    ]
+    rows = streamed_cases(rtn, shipped_model_path())
     print("\n".join(streamed_lines(rows)))
