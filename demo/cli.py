@@ -87,7 +87,13 @@ def run_demo(args) -> int:
         from canis.demo.app import CAPTURE_FPS, DemoApp, capture
         from canis.tools.run import ScriptDriver, load_script
 
-        app = DemoApp(_models(args), terrain=args.terrain, headless=True, out_dir=args.out)
+        app = DemoApp(
+            _models(args),
+            terrain=args.terrain,
+            headless=True,
+            out_dir=args.out,
+            transition_worker=args.transition_worker,
+        )
         app.camera["yaw"] = math.radians(args.camera_yaw)
         written = capture(app, ScriptDriver(load_script(args.script)), args.seconds, args.out)
         print(f"wrote {len(written)} frames to {args.out}")
