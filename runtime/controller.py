@@ -420,6 +420,8 @@ class Controller:
                 finished = s.handback_pending & ~handed_back  # handed back in this step
                 if finished.any():
                     self.profiler.instant("hand-back", dogs=np.flatnonzero(finished).tolist())
+            if self.transitions.worker:  # its CPU is in no stage of this thread's
+                self.profiler.counter("transition worker", cpu_ms=self.transitions.worker_cpu_ms)
         if shown is not None:
             start_handback_offsets(s, self.transitions.playing, handed_back, shown)
             self.offsets_active = True

@@ -190,6 +190,7 @@ class TransitionPlayer:
     def settle(self) -> None:
         """Waits for the worker's steps, if any are under way (re-raising what failed)."""
         pending, self._pending = self._pending, None
+        self.worker_cpu_ms = 0.0
         if pending is not None:
             call, results, self.worker_cpu_ms = pending.result()
             self._store(call, results)

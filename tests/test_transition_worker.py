@@ -139,3 +139,29 @@ def test_no_motion_inference_while_every_dog_plays(tiny_rtn, worker):
     assert len(ran_calls) - len(skipped_calls) == playback
     for a, b in zip(skipped, ran, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_worker_s_cpu_is_a_counter_in_the_trace(tiny_rtn, tmp_path):
+    """Its CPU is in no stage of the frame's thread: the trace shows it as a counter track."""
+    import json
+
+    from canis.runtime.profiler import Profiler
+
+    profiler = Profiler(keep_trace=True)
+    c = Controller(
+        MotionModel(shipped_model_path()),
+        transition_model=TransitionModel(tiny_rtn),
+        transition_worker=True,
+        profiler=profiler,
+    )
+    started = c.transition_to("sit", 10)
+    for _ in range(started.frames + 2):
+        profiler.begin_frame()
+        c.step(moving(1))
+        profiler.end_frame()
+    c.close()
+    profiler.write_trace(tmp_path / "trace.json")
+    events = json.loads((tmp_path / "trace.json").read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    worker = [e["args"]["cpu_ms"] for e in events if e.get("name") == "transition worker"]
+    assert len(worker) >= started.frames - 1 and max(worker) > 0
