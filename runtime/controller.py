@@ -141,6 +141,9 @@ class Controller:
         self.max_dogs = max_dogs  # add() refuses to go past it (a game's memory limit)
         self.transition_model = transition_model
         self.transition_worker = bool(transition_worker)
+        # The worker's thread CPU (ms) for the steps that the last step waited for (and any
+        # waited for since the step before it): in no stage of the caller's thread.
+        self.transition_worker_cpu_ms = 0.0
         self.transitions: TransitionPlayer | None = None
         self.count = count
         self.tau = tau
@@ -422,6 +425,9 @@ class Controller:
                     self.profiler.instant("hand-back", dogs=np.flatnonzero(finished).tolist())
             if self.transitions.worker:  # its CPU is in no stage of this thread's
                 self.profiler.counter("transition worker", cpu_ms=self.transitions.worker_cpu_ms)
+        if self.transitions is not None:
+            self.transition_worker_cpu_ms = self.transitions.worker_cpu_ms
+            self.transitions.worker_cpu_ms = 0.0
         if shown is not None:
             start_handback_offsets(s, self.transitions.playing, handed_back, shown)
             self.offsets_active = True

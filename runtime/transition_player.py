@@ -175,7 +175,7 @@ class TransitionPlayer:
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="canis-rtn") if worker else None
         )
         self._pending: Future | None = None
-        self.worker_cpu_ms = 0.0  # the worker's thread CPU for the last frame's steps
+        self.worker_cpu_ms = 0.0  # the worker's thread CPU since its reader last zeroed it
         self.reset(count)
 
     @property
@@ -190,10 +190,10 @@ class TransitionPlayer:
     def settle(self) -> None:
         """Waits for the worker's steps, if any are under way (re-raising what failed)."""
         pending, self._pending = self._pending, None
-        self.worker_cpu_ms = 0.0
         if pending is not None:
-            call, results, self.worker_cpu_ms = pending.result()
+            call, results, cpu_ms = pending.result()
             self._store(call, results)
+            self.worker_cpu_ms += cpu_ms
 
     def close(self) -> None:
         """Stops the worker thread (a closed player runs its steps in the caller's)."""

@@ -138,8 +138,8 @@ def streamed_cost(
             wall[kind].append(record.wall_ms)
             cpu[kind].append(record.cpu_ms)
             if kind in worker_cpu:  # the worker's steps settled in this frame
-                worker_cpu[kind].append(controller.transitions.worker_cpu_ms)
-            controller.transitions.worker_cpu_ms = 0.0
+                worker_cpu[kind].append(controller.transition_worker_cpu_ms)
+            controller.transition_worker_cpu_ms = 0.0
     controller.close()
     report = {"dogs": dogs, "frames": length, "frames_with_lead": started.frames}
     report["worker"] = worker
