@@ -161,10 +161,9 @@ class TransitionPlayer:
     spare core a frame of a transition costs about what a frame without one does. Each dog's
     steps, their inputs and their order are the in-step ones: one dog's transition is the
     same bit for bit (rows of several dogs may share a call differently, which ONNX Runtime
-    may round differently). The worker reads the player's arrays and writes only the
-    generation's (GENERATED); every other method waits for it first (settle)."""
-
-    GENERATED = ("h", "c", "raw_frames", "raw_placements", "steps_done")
+    may round differently). The worker reads only its StepCall (copies made by this thread)
+    and writes nothing: its results are stored by this thread when it is waited for (settle),
+    which every method that changes a dog's transition does first."""
 
     def __init__(
         self, model: TransitionModel, count: int, parents: np.ndarray, worker: bool = False
