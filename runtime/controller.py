@@ -292,7 +292,8 @@ class Controller:
 
     def close(self) -> None:
         """Stops the transition worker's thread, if any (the controller still works after,
-        running transitions in its own thread)."""
+        running transitions in its own thread, a reset included)."""
+        self.transition_worker = False
         if self.transitions is not None:
             self.transitions.close()
 

@@ -316,7 +316,9 @@ class TransitionPlayer:
     def _worker_steps(self, call: StepCall) -> tuple[StepCall, list, float]:
         """Runs `call` on the worker's thread; returns what _store writes and its thread CPU
         time (ms). Only ONNX Runtime's calls and a little indexing happen here (the inputs
-        were made in the controller's thread), so the two threads seldom wait for the GIL."""
+        were made in the controller's thread); even so, its Python lines wait for the GIL
+        while the controller's thread runs Python (docs/BENCHMARKS.md: why back-to-back
+        steps gain nothing, and steps with a gap between them do)."""
         started = time.thread_time()
         results = run_step_call(self.model, call)
         return call, results, (time.thread_time() - started) * 1e3

@@ -90,6 +90,7 @@ def test_the_worker_thread_runs_the_steps_and_stops(tiny_rtn):
     assert not c.in_transition().any()
     assert threads and threading.get_ident() not in threads
     c.close()
+    c.reset()  # a closed controller stays without the worker
     assert not any(t.name.startswith("canis-rtn") for t in threading.enumerate())
     c.transition_to("lie", 10)  # closed: the steps run in the caller's thread
     for _ in range(LEAD_FRAMES + 11):

@@ -15,7 +15,6 @@ same update as the per-parameter loop, to float rounding, in one pass over the w
 from __future__ import annotations
 
 import contextlib
-import platform
 
 import torch
 
@@ -63,16 +62,11 @@ def fused_optimiser(device: torch.device) -> bool | None:
 
 
 def describe_cpu() -> str:
-    """The CPU and which bf16 instructions it has, for benchmark reports."""
-    name = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as file:
-            for line in file:
-                if line.startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    """The CPU (as runtime/machine.py names it) and which bf16 instructions torch finds on
+    it, for benchmark reports."""
+    from canis.runtime.machine import describe_machine
+
+    name = describe_machine()["cpu"]
     flags = [
         flag
         for flag, present in (
