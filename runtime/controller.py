@@ -18,7 +18,7 @@ import dataclasses
 import logging
 
 import numpy as np
-from canis.runtime import readouts, snapshot
+from canis.runtime import native_frame, readouts, snapshot
 from canis.runtime.actions import Action
 from canis.runtime.arguments import checked, finite_number, random_generator
 from canis.runtime.command import measured_speed_mps, smooth_command, track_speed
@@ -43,6 +43,7 @@ from canis.runtime.features import (
     input_views,
     joint_fields,
     write_input,
+    write_input_joints,
 )
 from canis.runtime.foot_lock import FootLock
 from canis.runtime.ik import FullBodyIk
@@ -110,6 +111,7 @@ class Controller:
         max_dogs: int | None = None,
         transition_worker: bool = False,
         seed: int | None = None,
+        native_frame: bool = True,
     ):
         """`terrain` None is flat ground at y = 0 (no IK needed); the profiler times each
         stage of every step (its owner closes frames with profiler.end_frame());
@@ -121,7 +123,10 @@ class Controller:
         a frame of a transition then costs about what a frame without one does; the motion
         is the same: runtime/transition_player.py); `close()` stops it. `seed` seeds the
         generator that transition_to(variation=...) draws from (None: fresh entropy), so a
-        game can reproduce a take."""
+        game can reproduce a take. `native_frame` runs the trajectory and root math of each
+        step in the native core (runtime/native_frame.py, one call a stage); False runs the
+        numpy code that defines it (the same motion to float64 rounding, several times the
+        CPU of those stages)."""
         if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
             raise ValueError(
                 f"Controller: count must be a whole number of dogs >= 1, got {count!r}"
@@ -150,6 +155,7 @@ class Controller:
         self.terrain = terrain
         self.speed_tracking = speed_tracking
         self.speed_calibration = speed_calibration
+        self.native_frame = bool(native_frame)
         self.profiler = profiler or Profiler()
         self.profiler.use_model(model_used(model), dogs=count)
         self.skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
@@ -382,6 +388,25 @@ class Controller:
             actions,
         )
 
+    def _native_trajectory(self, x: np.ndarray) -> np.ndarray:
+        """trajectory()'s samples written into x's trajectory rows by the native core
+        (runtime/native_frame.py); returns the current sample's desired speed (N,)."""
+        s = self.state
+        desired = native_frame.extrapolate(
+            s.root_xz_m,
+            s.root_velocity_xz_mps,
+            s.root_yaw_rad,
+            s.action_weights,
+            s.commanded_velocity_mps,
+            s.commanded_yaw_rad,
+            s.commanded_actions,
+        )
+        if self.path_future_xz_m is not None:
+            desired = along_path(desired, s.root_xz_m, self.path_future_xz_m)
+        self.desired_future = desired
+        native_frame.write_trajectory_rows(s, desired, self.predicted_future, self.tau, x)
+        return desired.speeds_mps[:, 0]
+
     def step(self, control: ControlState) -> np.ndarray:
         """Advances every character one frame; returns the network input x it used (a view
         of the bound input buffer: copy it to keep it)."""
@@ -392,10 +417,18 @@ class Controller:
             if self.speed_tracking:
                 control = track_speed(self.state, control, self.speed_calibration)
             self._smooth_command(control)
+        x = self._buffers.inputs["x"]
         with stage("trajectory"):
-            trajectory = self.trajectory()
+            if self.native_frame:  # x's trajectory rows are written here
+                speed_now = self._native_trajectory(x)
+            else:
+                trajectory = self.trajectory()
+                speed_now = trajectory.speeds_mps[:, PAST_SAMPLES.size]
         with stage("features"):
-            x = write_input(trajectory, s.pose, self._buffers.inputs["x"], self._x_views)
+            if self.native_frame:
+                write_input_joints(s.pose, self._x_views)
+            else:
+                write_input(trajectory, s.pose, x, self._x_views)
             if "phase" in self._buffers.inputs:
                 self._buffers.inputs["phase"][:, 0] = s.phase_rad
         with stage("inference"):
@@ -409,7 +442,7 @@ class Controller:
             shown = s.rows(handed_back) if handed_back.any() else None
             bad = non_finite_rows(outputs)
             kept = s.rows(bad) if bad is not None else None
-            self._apply(self._decoded(outputs["y"]), trajectory.speeds_mps)
+            self._apply(self._decoded(outputs["y"]), speed_now)
             if "expert_weights" in outputs:
                 s.expert_weights = outputs["expert_weights"].copy()  # readers may keep it
             if "phase_delta" in outputs:
@@ -488,7 +521,24 @@ class Controller:
             self.frame,
         )
 
-    def _apply(self, p, speeds_mps) -> None:
+    def _apply(self, p, speed_now_mps) -> None:
+        """The prediction `p` applied: the root moved, the next pose, the predicted future in
+        the world, the history pushed (with `speed_now_mps` (N,), the current sample's desired
+        speed)."""
+        s = self.state
+        if self.native_frame:
+            native_frame.advance_root(s, p, speed_now_mps, DT_S)
+        else:
+            self._apply_numpy(p, speed_now_mps)
+        self._has_prediction = True
+        if self.transition_model is not None:  # only transitions read it
+            s.frame_history[:, :-1] = s.frame_history[:, 1:]
+            s.frame_history[:, -1] = frame_vector(
+                p.root_velocity_mps, p.root_yaw_velocity_radps, s.pose
+            )
+
+    def _apply_numpy(self, p, speed_now_mps) -> None:
+        """_apply's numpy definition (native_frame.advance_root does the same natively)."""
         s = self.state
         step_local = p.root_velocity_mps * DT_S  # (N, 2) in the previous root's frame
         turn = p.root_yaw_velocity_radps * DT_S
@@ -511,14 +561,8 @@ class Controller:
             np.zeros((n, ahead)),
             np.zeros((n, ahead, len(ACTIONS))),
         )
-        self._has_prediction = True
         s.action_weights = s.commanded_actions.copy()
-        self._push_history(speeds_mps[:, PAST_SAMPLES.size])
-        if self.transition_model is not None:  # only transitions read it
-            s.frame_history[:, :-1] = s.frame_history[:, 1:]
-            s.frame_history[:, -1] = frame_vector(
-                p.root_velocity_mps, p.root_yaw_velocity_radps, s.pose
-            )
+        self._push_history(speed_now_mps)
 
     def _push_history(self, speed_now) -> None:
         s = self.state

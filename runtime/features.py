@@ -284,6 +284,12 @@ def write_input(
     return x
 
 
+def write_input_joints(pose: LocalPose, views: tuple[LocalTrajectory, LocalPose]) -> None:
+    """x's joint rows alone, through input_views(x) (the trajectory rows written by the
+    native core: runtime/native_frame.py)."""
+    _write_pose(views[1], pose)
+
+
 def write_joints(layout: Layout, features: np.ndarray, pose: LocalPose) -> None:
     _write_pose(_joint_views(layout, features), pose)
 

@@ -38,6 +38,7 @@ TORCH_FREE_MODULES = {
     "test_loop_profiler",
     "test_motion_export",
     "test_native_c_api",
+    "test_native_frame",
     "test_panda3d_example",
     "test_poses",
     "test_rotations",

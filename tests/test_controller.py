@@ -66,7 +66,8 @@ def test_closed_loop_drive_reports(model):
     assert report["finite"]
 
 
-def test_true_outputs_reproduce_the_clip(model, monkeypatch):
+@pytest.mark.parametrize("native_frame", [True, False])
+def test_true_outputs_reproduce_the_clip(model, monkeypatch, native_frame):
     """Feeding the controller a clip's true y moves its state exactly onto the clip's next
     frame, and the x it writes from that state is the dataset's x."""
     import canis.runtime.pose_update as pose_update_module
@@ -79,7 +80,7 @@ def test_true_outputs_reproduce_the_clip(model, monkeypatch):
     roots, rotations, _ = gait("walk", 0.6, 4.0)
     clip = process_clip(to_motion(roots, rotations, "walk"))
     x, y, frames = clip_pairs(clip)
-    controller = Controller(model)
+    controller = Controller(model, native_frame=native_frame)
     row = 40
     f = frames[row]
     controller.state.root_xz_m = clip.root_positions_m[[f]][:, [0, 2]].copy()
@@ -87,7 +88,7 @@ def test_true_outputs_reproduce_the_clip(model, monkeypatch):
     controller.state.pose = pose_to_root_frame(
         clip.root_positions_m[[f]], clip.root_rotations[[f]], clip.pose(np.array([f]))
     )
-    controller._apply(decode_output(y[[row]].astype(np.float64)), np.zeros((1, 12)))
+    controller._apply(decode_output(y[[row]].astype(np.float64)), np.zeros(1))
     assert np.allclose(controller.root_xz_m[0], clip.root_positions_m[f + 1, [0, 2]], atol=1e-5)
     assert controller.root_yaw_rad[0] == pytest.approx(
         yaw_from_direction(clip.facing[f + 1]), abs=1e-5

@@ -147,6 +147,141 @@ void terrain_sample(In<float> heights, float cell_size, float origin_x, float or
                                out_normals.data()));
 }
 
+
+// The per-frame root motion (native/src/root_motion.cpp), float64 like the runtime's state.
+void extrapolate_trajectory(In<double> root_xz, In<double> root_velocity_xz, In<double> root_yaw,
+                            In<double> action_weights, In<double> commanded_velocity_xz,
+                            In<double> commanded_yaw, In<double> commanded_actions,
+                            In<double> middle_weights, In<double> sample_weights, double step_s,
+                            Out<double> positions_xz, Out<double> directions_xz,
+                            Out<double> velocities_xz, Out<double> speeds, Out<double> actions) {
+    long characters = root_yaw.ndim() == 1 ? static_cast<long>(root_yaw.shape(0)) : -1;
+    long samples = sample_weights.ndim() == 1 ? static_cast<long>(sample_weights.shape(0)) : -1;
+    long count = action_weights.ndim() == 2 ? static_cast<long>(action_weights.shape(1)) : -1;
+    require_shape(root_yaw, "root_yaw", {characters});
+    require_shape(root_xz, "root_xz", {characters, 2});
+    require_shape(root_velocity_xz, "root_velocity_xz", {characters, 2});
+    require_shape(action_weights, "action_weights", {characters, count});
+    require_shape(commanded_velocity_xz, "commanded_velocity_xz", {characters, 2});
+    require_shape(commanded_yaw, "commanded_yaw", {characters});
+    require_shape(commanded_actions, "commanded_actions", {characters, count});
+    require_shape(middle_weights, "middle_weights", {samples});
+    require_shape(sample_weights, "sample_weights", {samples});
+    require_shape(positions_xz, "positions_xz", {characters, samples, 2});
+    require_shape(directions_xz, "directions_xz", {characters, samples, 2});
+    require_shape(velocities_xz, "velocities_xz", {characters, samples, 2});
+    require_shape(speeds, "speeds", {characters, samples});
+    require_shape(actions, "actions", {characters, samples, count});
+    check(canis_extrapolate_trajectory(
+        characters, samples, count, root_xz.data(), root_velocity_xz.data(), root_yaw.data(),
+        action_weights.data(), commanded_velocity_xz.data(), commanded_yaw.data(),
+        commanded_actions.data(), middle_weights.data(), sample_weights.data(), step_s,
+        positions_xz.data(), directions_xz.data(), velocities_xz.data(), speeds.data(),
+        actions.data()));
+}
+
+void trajectory_input(int past, int past_start, int past_step, In<double> history_positions_xz,
+                      In<double> history_directions_xz, In<double> history_velocities_xz,
+                      In<double> history_speeds, In<double> history_actions, In<double> root_xz,
+                      In<double> root_yaw, In<double> root_velocity_xz, In<double> action_weights,
+                      In<double> desired_positions_xz, In<double> desired_directions_xz,
+                      In<double> desired_velocities_xz, In<double> desired_speeds,
+                      In<double> desired_actions, In<double> predicted_positions_xz,
+                      In<double> predicted_directions_xz, In<double> predicted_velocities_xz,
+                      double tau, Out<float> x, In<int32_t> field_offsets, int row_stride) {
+    long characters = root_yaw.ndim() == 1 ? static_cast<long>(root_yaw.shape(0)) : -1;
+    long frames = history_speeds.ndim() == 2 ? static_cast<long>(history_speeds.shape(1)) : -1;
+    long future = desired_speeds.ndim() == 2 ? static_cast<long>(desired_speeds.shape(1)) : -1;
+    long count = action_weights.ndim() == 2 ? static_cast<long>(action_weights.shape(1)) : -1;
+    long width = x.ndim() == 2 ? static_cast<long>(x.shape(1)) : -1;
+    require_shape(root_yaw, "root_yaw", {characters});
+    require_shape(history_positions_xz, "history_positions_xz", {characters, frames, 2});
+    require_shape(history_directions_xz, "history_directions_xz", {characters, frames, 2});
+    require_shape(history_velocities_xz, "history_velocities_xz", {characters, frames, 2});
+    require_shape(history_speeds, "history_speeds", {characters, frames});
+    require_shape(history_actions, "history_actions", {characters, frames, count});
+    require_shape(root_xz, "root_xz", {characters, 2});
+    require_shape(root_velocity_xz, "root_velocity_xz", {characters, 2});
+    require_shape(action_weights, "action_weights", {characters, count});
+    require_shape(desired_positions_xz, "desired_positions_xz", {characters, future, 2});
+    require_shape(desired_directions_xz, "desired_directions_xz", {characters, future, 2});
+    require_shape(desired_velocities_xz, "desired_velocities_xz", {characters, future, 2});
+    require_shape(desired_speeds, "desired_speeds", {characters, future});
+    require_shape(desired_actions, "desired_actions", {characters, future, count});
+    require_shape(predicted_positions_xz, "predicted_positions_xz", {characters, future, 2});
+    require_shape(predicted_directions_xz, "predicted_directions_xz", {characters, future, 2});
+    require_shape(predicted_velocities_xz, "predicted_velocities_xz", {characters, future, 2});
+    require_shape(x, "x", {characters, width});
+    require_shape(field_offsets, "field_offsets", {5});
+    const int32_t* offsets = field_offsets.data();
+    for (int f = 0; f < 5; ++f) {
+        long size = f == 3 ? 1 : (f == 4 ? count : 2);
+        if (offsets[f] < 0 || offsets[f] + size > row_stride)
+            throw std::invalid_argument("field_offsets must place every field inside a row");
+    }
+    if (row_stride <= 0 || static_cast<long>(row_stride) * (past + 1 + future) > width)
+        throw std::invalid_argument("x is too narrow for the trajectory's rows");
+    check(canis_trajectory_input(
+        characters, past, future, frames, past_start, past_step, count,
+        history_positions_xz.data(), history_directions_xz.data(), history_velocities_xz.data(),
+        history_speeds.data(), history_actions.data(), root_xz.data(), root_yaw.data(),
+        root_velocity_xz.data(), action_weights.data(), desired_positions_xz.data(),
+        desired_directions_xz.data(), desired_velocities_xz.data(), desired_speeds.data(),
+        desired_actions.data(), predicted_positions_xz.data(), predicted_directions_xz.data(),
+        predicted_velocities_xz.data(), tau, x.data(), width, offsets, row_stride));
+}
+
+void advance_root(double dt_s, double joint_position_blend, In<double> root_velocity_local,
+                  In<double> yaw_velocity, In<double> joint_positions,
+                  In<double> joint_velocities, In<double> future_positions_local,
+                  In<double> future_directions_local, In<double> future_velocities_local,
+                  In<double> commanded_actions, In<double> speed_now,
+                  In<double> previous_positions, Out<double> root_xz, Out<double> root_yaw,
+                  Out<double> root_velocity_xz, Out<double> positions,
+                  Out<double> future_positions_xz, Out<double> future_directions_xz,
+                  Out<double> future_velocities_xz, Out<double> history_positions_xz,
+                  Out<double> history_directions_xz, Out<double> history_velocities_xz,
+                  Out<double> history_speeds, Out<double> history_actions) {
+    long characters = root_yaw.ndim() == 1 ? static_cast<long>(root_yaw.shape(0)) : -1;
+    long joints = joint_positions.ndim() == 3 ? static_cast<long>(joint_positions.shape(1)) : -1;
+    long future = future_positions_local.ndim() == 3
+                      ? static_cast<long>(future_positions_local.shape(1)) : -1;
+    long frames = history_speeds.ndim() == 2 ? static_cast<long>(history_speeds.shape(1)) : -1;
+    long count = commanded_actions.ndim() == 2 ? static_cast<long>(commanded_actions.shape(1))
+                                               : -1;
+    require_shape(root_yaw, "root_yaw", {characters});
+    require_shape(root_velocity_local, "root_velocity_local", {characters, 2});
+    require_shape(yaw_velocity, "yaw_velocity", {characters});
+    require_shape(joint_positions, "joint_positions", {characters, joints, 3});
+    require_shape(joint_velocities, "joint_velocities", {characters, joints, 3});
+    require_shape(future_positions_local, "future_positions_local", {characters, future, 2});
+    require_shape(future_directions_local, "future_directions_local", {characters, future, 2});
+    require_shape(future_velocities_local, "future_velocities_local", {characters, future, 2});
+    require_shape(commanded_actions, "commanded_actions", {characters, count});
+    require_shape(speed_now, "speed_now", {characters});
+    require_shape(previous_positions, "previous_positions", {characters, joints, 3});
+    require_shape(root_xz, "root_xz", {characters, 2});
+    require_shape(root_velocity_xz, "root_velocity_xz", {characters, 2});
+    require_shape(positions, "positions", {characters, joints, 3});
+    require_shape(future_positions_xz, "future_positions_xz", {characters, future, 2});
+    require_shape(future_directions_xz, "future_directions_xz", {characters, future, 2});
+    require_shape(future_velocities_xz, "future_velocities_xz", {characters, future, 2});
+    require_shape(history_positions_xz, "history_positions_xz", {characters, frames, 2});
+    require_shape(history_directions_xz, "history_directions_xz", {characters, frames, 2});
+    require_shape(history_velocities_xz, "history_velocities_xz", {characters, frames, 2});
+    require_shape(history_speeds, "history_speeds", {characters, frames});
+    require_shape(history_actions, "history_actions", {characters, frames, count});
+    check(canis_advance_root(
+        characters, joints, future, frames, count, dt_s, joint_position_blend,
+        root_velocity_local.data(), yaw_velocity.data(), joint_positions.data(),
+        joint_velocities.data(), future_positions_local.data(), future_directions_local.data(),
+        future_velocities_local.data(), commanded_actions.data(), speed_now.data(),
+        previous_positions.data(), root_xz.data(), root_yaw.data(), root_velocity_xz.data(),
+        positions.data(), future_positions_xz.data(), future_directions_xz.data(),
+        future_velocities_xz.data(), history_positions_xz.data(), history_directions_xz.data(),
+        history_velocities_xz.data(), history_speeds.data(), history_actions.data()));
+}
+
 }  // namespace
 
 NB_MODULE(_kinematics, m) {
@@ -174,4 +309,34 @@ NB_MODULE(_kinematics, m) {
     m.def("terrain_sample", &terrain_sample, "heights"_a.noconvert(), "cell_size"_a,
           "origin_x"_a, "origin_z"_a, "points_xz"_a.noconvert(), "out_heights"_a.noconvert(),
           "out_normals"_a.noconvert());
+    // The root motion's inputs may be converted (a contiguous float64 copy of an input is
+    // harmless, and cheaper made here than checked in Python); its outputs may not.
+    m.def("extrapolate_trajectory", &extrapolate_trajectory, "root_xz"_a,
+          "root_velocity_xz"_a, "root_yaw"_a,
+          "action_weights"_a, "commanded_velocity_xz"_a,
+          "commanded_yaw"_a, "commanded_actions"_a,
+          "middle_weights"_a, "sample_weights"_a, "step_s"_a,
+          "positions_xz"_a.noconvert(), "directions_xz"_a.noconvert(),
+          "velocities_xz"_a.noconvert(), "speeds"_a.noconvert(), "actions"_a.noconvert());
+    m.def("trajectory_input", &trajectory_input, "past"_a, "past_start"_a, "past_step"_a,
+          "history_positions_xz"_a, "history_directions_xz"_a,
+          "history_velocities_xz"_a, "history_speeds"_a,
+          "history_actions"_a, "root_xz"_a, "root_yaw"_a,
+          "root_velocity_xz"_a, "action_weights"_a,
+          "desired_positions_xz"_a, "desired_directions_xz"_a,
+          "desired_velocities_xz"_a, "desired_speeds"_a,
+          "desired_actions"_a, "predicted_positions_xz"_a,
+          "predicted_directions_xz"_a, "predicted_velocities_xz"_a,
+          "tau"_a, "x"_a.noconvert(), "field_offsets"_a, "row_stride"_a);
+    m.def("advance_root", &advance_root, "dt_s"_a, "joint_position_blend"_a,
+          "root_velocity_local"_a, "yaw_velocity"_a,
+          "joint_positions"_a, "joint_velocities"_a,
+          "future_positions_local"_a, "future_directions_local"_a,
+          "future_velocities_local"_a, "commanded_actions"_a,
+          "speed_now"_a, "previous_positions"_a, "root_xz"_a.noconvert(),
+          "root_yaw"_a.noconvert(), "root_velocity_xz"_a.noconvert(), "positions"_a.noconvert(),
+          "future_positions_xz"_a.noconvert(), "future_directions_xz"_a.noconvert(),
+          "future_velocities_xz"_a.noconvert(), "history_positions_xz"_a.noconvert(),
+          "history_directions_xz"_a.noconvert(), "history_velocities_xz"_a.noconvert(),
+          "history_speeds"_a.noconvert(), "history_actions"_a.noconvert());
 }

@@ -3,7 +3,8 @@
  * library the Python runtime uses.
  *
  * Conventions (shared with runtime/rotations.py):
- *   - float32 everywhere, arrays C-contiguous (row-major), no strides;
+ *   - float32 everywhere (but the root motion functions at the end: double), arrays
+ *     C-contiguous (row-major), no strides;
  *   - quaternions are (w, x, y, z), Hamilton product, active rotations of column vectors;
  *   - y is up; a heightmap's rows run along +z and its columns along +x;
  *   - joints are in topological order: parents[j] < j for every joint but the root,
@@ -118,6 +119,82 @@ int canis_fullbody_ik(int32_t n_characters, int32_t n_joints, const int32_t* par
 int canis_terrain_sample(const float* heights, int32_t rows, int32_t cols, float cell_size,
                          float origin_x, float origin_z, int32_t n_points, const float* points_xz,
                          float* out_heights, float* out_normals);
+
+/*
+ * The per-frame root motion on the ground plane, in DOUBLE precision (the runtime's state is
+ * float64): the future extrapolated toward a command, the trajectory samples a network input
+ * reads, and the root update a network output predicts. Ground-plane vectors are (x, z) pairs,
+ * yaw 0 faces +z; runtime/native_frame.py is the Python side and runtime/trajectory.py,
+ * runtime/pose_update.py and runtime/controller.py the definition these follow.
+ *
+ * canis_extrapolate_trajectory: runtime/trajectory.py extrapolate. Per character, `samples`
+ * future samples from the current root motion toward the commanded velocity, facing and action
+ * weights, weighted by sample_weights [samples] (and middle_weights [samples] for the velocity
+ * integrated over each step of step_s seconds).
+ *   root_xz, root_velocity_xz, commanded_velocity_xz [N][2]; root_yaw, commanded_yaw [N];
+ *   action_weights, commanded_actions [N][n_actions]
+ *   outputs: positions_xz, directions_xz, velocities_xz [N][samples][2], speeds [N][samples],
+ *   actions [N][samples][n_actions]
+ */
+int canis_extrapolate_trajectory(int32_t n_characters, int32_t samples, int32_t n_actions,
+                                 const double* root_xz, const double* root_velocity_xz,
+                                 const double* root_yaw, const double* action_weights,
+                                 const double* commanded_velocity_xz, const double* commanded_yaw,
+                                 const double* commanded_actions, const double* middle_weights,
+                                 const double* sample_weights, double step_s,
+                                 double* positions_xz, double* directions_xz,
+                                 double* velocities_xz, double* speeds, double* actions);
+
+/*
+ * canis_trajectory_input: the trajectory rows of a network input (Controller.trajectory, then
+ * features.write_input). Per character: `past` samples from the history [N][history_frames]
+ * (frames past_start + k * past_step), the current root, and `future` samples of the desired
+ * trajectory blended with the predicted one (tau * desired + (1 - tau) * predicted, directions
+ * renormalised; predicted_* may be NULL, or tau >= 1, for the desired alone), all turned into
+ * the root frame and written as float32 into x [N][x_stride]: sample k is the row at
+ * x + k * row_stride, its fields at field_offsets [5] = position, direction, velocity, speed,
+ * action (features.INPUT's layout, given by the caller so that it is defined once).
+ *   history_positions_xz, history_directions_xz, history_velocities_xz [N][H][2],
+ *   history_speeds [N][H], history_actions [N][H][n_actions];
+ *   desired_* and predicted_* [N][future][2], desired_speeds [N][future] (its first is the
+ *   current sample's speed), desired_actions [N][future][n_actions]
+ */
+int canis_trajectory_input(
+    int32_t n_characters, int32_t past, int32_t future, int32_t history_frames,
+    int32_t past_start, int32_t past_step, int32_t n_actions, const double* history_positions_xz,
+    const double* history_directions_xz, const double* history_velocities_xz,
+    const double* history_speeds, const double* history_actions, const double* root_xz,
+    const double* root_yaw, const double* root_velocity_xz, const double* action_weights,
+    const double* desired_positions_xz, const double* desired_directions_xz,
+    const double* desired_velocities_xz, const double* desired_speeds,
+    const double* desired_actions, const double* predicted_positions_xz,
+    const double* predicted_directions_xz, const double* predicted_velocities_xz, double tau,
+    float* x, int32_t x_stride, const int32_t* field_offsets, int32_t row_stride);
+
+/*
+ * canis_advance_root: a network output applied (Controller._apply and
+ * pose_update.next_local_pose). The root moves by root_velocity_local [N][2] (in its own frame)
+ * and turns by yaw_velocity [N] over dt_s; root_xz, root_yaw, root_velocity_xz are updated in
+ * place. positions [N][J][3] (output) is the next input's joint positions: previous_positions
+ * seen from the new root, advanced by joint_velocities, blended with joint_positions by
+ * joint_position_blend. The predicted future [N][future][2] goes into the world from the new
+ * root (outputs future_*_xz). The history arrays (as in canis_trajectory_input) shift by one
+ * frame and take the new root, its facing and velocity, speed_now [N] and commanded_actions.
+ */
+int canis_advance_root(int32_t n_characters, int32_t n_joints, int32_t future,
+                       int32_t history_frames, int32_t n_actions, double dt_s,
+                       double joint_position_blend, const double* root_velocity_local,
+                       const double* yaw_velocity, const double* joint_positions,
+                       const double* joint_velocities, const double* future_positions_local,
+                       const double* future_directions_local,
+                       const double* future_velocities_local, const double* commanded_actions,
+                       const double* speed_now, const double* previous_positions,
+                       double* root_xz, double* root_yaw, double* root_velocity_xz,
+                       double* positions, double* future_positions_xz,
+                       double* future_directions_xz, double* future_velocities_xz,
+                       double* history_positions_xz, double* history_directions_xz,
+                       double* history_velocities_xz, double* history_speeds,
+                       double* history_actions);
 
 #ifdef __cplusplus
 }
