@@ -18,6 +18,8 @@ from canis.runtime.machine import (
 )
 from canis.runtime.profiler import percentiles_ms
 from canis.runtime.root import yaw_direction_xz
+from canis.tools.native_frame_benchmark import benchmark_native_frame
+from canis.tools.native_frame_benchmark import markdown as native_frame_markdown
 
 BATCHES = (1, 8, 64, 256)
 THREADS = (1, 2)
@@ -83,6 +85,17 @@ def benchmark_inference(
     return rows
 
 
+def trotting_control(count: int):
+    """N dogs asked to trot at 1.9 m/s, facing evenly spread directions."""
+    from canis.runtime.features import ACTIONS
+    from canis.runtime.trajectory import ControlState
+
+    facing = np.linspace(0, 2 * np.pi, count, endpoint=False)
+    return ControlState(
+        1.9 * yaw_direction_xz(facing), facing, np.full(count, ACTIONS.index("move"))
+    )
+
+
 def benchmark_frames(
     model_path: Path,
     counts=BATCHES,
@@ -92,9 +105,7 @@ def benchmark_frames(
 ) -> list[dict]:
     """Whole controller frames (everything but drawing) for N dogs trotting on a terrain."""
     from canis.runtime.controller import Controller
-    from canis.runtime.features import ACTIONS
     from canis.runtime.terrain import procedural
-    from canis.runtime.trajectory import ControlState
 
     rows = []
     model = MotionModel(model_path, device="cpu", threads=1)
@@ -102,12 +113,7 @@ def benchmark_frames(
         controller = Controller(
             model, count=count, terrain=procedural(terrain), foot_lock=foot_lock
         )
-        facing = np.linspace(0, 2 * np.pi, count, endpoint=False)
-        control = ControlState(
-            1.9 * yaw_direction_xz(facing),
-            facing,
-            np.full(count, ACTIONS.index("move")),
-        )
+        control = trotting_control(count)
         steps = max(60, frames // max(1, count // 8))
         for _ in range(30):  # warm-up
             controller.step(control)
@@ -298,7 +304,10 @@ def markdown(report: dict) -> str:
             "|---|---|---|---|---|---|---|",
         ]
         lines += [_frame_row(row) for row in report["frames_foot_lock"]]
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    if report.get("native_frame"):
+        text += native_frame_markdown(report["native_frame"])
+    return text
 
 
 def _floor_section(report: dict) -> list[str]:
@@ -352,6 +361,7 @@ def run_benchmarks(
     default = frame_model or models[0]
     frames = benchmark_frames(default)
     locked = benchmark_frames(default, counts=(1, 64), foot_lock=True)
+    native = benchmark_native_frame(default)
     one = frames[0]["stages"]
     return {
         "machine": benchmark_machine(),
@@ -360,6 +370,7 @@ def run_benchmarks(
         "precisions": {Path(p).name: MotionModel(p, device="cpu").precision for p in models},
         "frames": frames,
         "frames_foot_lock": locked,
+        "native_frame": native,
         "sizes_mb": {Path(p).name: model_size_mb(p) for p in models},
         "memory_mb": {Path(p).name: session_memory_mb(p) for p in models},
         "frame_model": Path(default).name,
