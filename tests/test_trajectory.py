@@ -83,6 +83,35 @@ def test_control_validation():
     assert np.linalg.norm(fast.velocity_mps) == pytest.approx(6.0)
 
 
+def test_the_usual_controls_fast_check_gives_the_full_checks_values(rng):
+    """validated()'s few-call path for the usual per-frame control gives the same bits as the
+    full checks, and hands every other control to them."""
+    n = 64
+    usual = ControlState(
+        rng.uniform(-4.0, 4.0, (n, 2)), rng.uniform(-20, 20, n), rng.integers(0, 6, n)
+    )
+    fast, full = usual._validated_usual(n), usual._validated_checked(n)
+    for name in ("velocity_mps", "facing_yaw_rad", "action"):
+        got, want = getattr(fast, name), getattr(full, name)
+        assert got.dtype == want.dtype and np.array_equal(got, want), name
+        assert not np.shares_memory(got, getattr(usual, name)), "a copy, safe to act on"
+    others = {
+        "a NaN velocity": ControlState(np.array([[np.nan, 0.0]]), np.zeros(1), np.ones(1, int)),
+        "an infinite yaw": ControlState(np.zeros((1, 2)), np.array([np.inf]), np.ones(1, int)),
+        "past 4 m/s": ControlState(np.array([[0.0, 4.5]]), np.zeros(1), np.ones(1, int)),
+        "an action out of range": ControlState(np.zeros((1, 2)), np.zeros(1), np.array([6])),
+        "float32": ControlState(np.zeros((1, 2), np.float32), np.zeros(1), np.ones(1, int)),
+        "lists": ControlState([[0.0, 1.0]], [0.0], [1]),
+        "action names": ControlState(np.zeros((1, 2)), np.zeros(1), np.array(["move"])),
+        "another count": ControlState(np.zeros((2, 2)), np.zeros(2), np.ones(2, int)),
+    }
+    path = ControlState.single((0.0, 1.0), action="move")
+    path.future_xz_m = np.zeros((1, 6, 2))
+    others["a path"] = path
+    for why, control in others.items():
+        assert control._validated_usual(1) is None, why
+
+
 @pytest.mark.parametrize("speed_mps", [1.5e154, 1e200, 1.7e308])
 def test_speeds_whose_square_overflows_are_clamped_not_zeroed(speed_mps):
     """A script asking 1e200 m/s gave a standing dog: the norm overflowed to inf."""
