@@ -665,6 +665,7 @@ class Controller:
             self.foot_lock,
             self.terrain,
             dt_s,
+            native=self.native_frame,
         )
 
     def display_pose(self, alpha: float | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -5,9 +5,22 @@ fitted to the terrain by the full-body IK and held by the foot lock."""
 from __future__ import annotations
 
 import numpy as np
+from canis.runtime import _kinematics
 from canis.runtime.dog_state import DisplayOffset, DogState
 from canis.runtime.foot_lock import FootLock
-from canis.runtime.ik import FLAT_GROUND, FullBodyIk, estimate_contacts, paws_below_ground
+from canis.runtime.ik import (
+    BELOW_GROUND_M,
+    CONTACT_HEIGHT_M,
+    CONTACT_SPEED_MPS,
+    FLAT_GROUND,
+    FRONT_LEGS,
+    ITERATIONS,
+    MAX_REACH,
+    TOLERANCE_M,
+    FullBodyIk,
+    estimate_contacts,
+    paws_below_ground,
+)
 from canis.runtime.kinematics import forward_kinematics, rotations_from_directions
 from canis.runtime.root import from_root_xz, yaw_direction_xz
 from canis.runtime.skeleton import Skeleton
@@ -59,10 +72,14 @@ def shown_pose(
     foot_lock: FootLock,
     terrain: Heightmap | None,
     dt_s: float,
+    native: bool = False,
 ):
     """World joint positions (N, J, 3) and rotations (N, J, 4) of the dogs `s`, and their
     paw contacts (N, 4). `with_offsets` adds s.display_offset; `lockable` (N,) are the dogs
-    the foot lock may hold; `terrain` None is flat ground."""
+    the foot lock may hold; `terrain` None is flat ground. `native`: in one native call
+    (_shown_pose_native) when neither an offset nor the foot lock is in play."""
+    if native and not with_offsets and foot_lock.idle:
+        return _shown_pose_native(skeleton, paws, s, ik, terrain, dt_s)
     n = len(s.root_yaw_rad)
     pose, offset = s.pose, s.display_offset
     forwards, ups, hips_local = pose.forwards, pose.ups, pose.positions_m[:, :1]
@@ -88,3 +105,58 @@ def shown_pose(
         local, hips, _ = ik.solve(local, hips, np.zeros(n), facing, FLAT_GROUND, dt_s)
         positions, rotations = forward_kinematics(skeleton, local, hips)
     return positions, rotations, contacts
+
+
+def _shown_pose_native(
+    skeleton: Skeleton,
+    paws: np.ndarray,
+    s: DogState,
+    ik: FullBodyIk,
+    terrain: Heightmap | None,
+    dt_s: float,
+):
+    """shown_pose without offsets or the foot lock, as one native call (canis_display_pose:
+    the same rotations, placement, IK and FK, in sequence), with this module's and
+    runtime/ik.py's settings. The same pose to float32 rounding (tests/test_native_frame.py)."""
+    n, joints = s.pose.positions_m.shape[:2]
+    ground = FLAT_GROUND if terrain is None else terrain
+    weight = ik.next_weight(dt_s)
+    positions = np.empty((n, joints, 3), dtype=np.float32)
+    rotations = np.empty((n, joints, 4), dtype=np.float32)
+    contacts = np.empty((n, len(paws)), dtype=np.uint8)
+    solved = np.zeros(1, dtype=np.int32)
+    _kinematics.display_pose(
+        skeleton.parents,
+        skeleton.offsets_m,
+        s.pose.positions_m,
+        s.pose.forwards,
+        s.pose.ups,
+        s.pose.velocities_mps,
+        s.root_xz_m,
+        s.root_yaw_rad,
+        paws,
+        CONTACT_HEIGHT_M,
+        CONTACT_SPEED_MPS,
+        weight.astype(np.float32),
+        FRONT_LEGS,
+        ik.leg_starts,
+        ik.leg_joints,
+        ik.leg_joint_weights,
+        ik.leg_lengths_m,
+        MAX_REACH,
+        ITERATIONS,
+        TOLERANCE_M,
+        ground.heights_m,
+        float(ground.cell_size_m),
+        float(ground.origin_xz_m[0]),
+        float(ground.origin_xz_m[1]),
+        terrain is None,  # flat ground: the IK only where a paw is below it
+        BELOW_GROUND_M,
+        positions,
+        rotations,
+        contacts,
+        solved,
+    )
+    if solved[0]:  # ik.solve eases the weight only when it runs
+        ik.weight = weight
+    return positions, rotations, contacts.view(bool)

@@ -51,6 +51,11 @@ class FootLock:
         self.released = np.zeros((count, legs), dtype=bool)  # let go during this contact
         self.weight = np.zeros((count, legs))
 
+    @property
+    def idle(self) -> bool:
+        """Off and eased out: apply changes nothing."""
+        return not self.enabled and not self.weight.any()
+
     def apply(
         self,
         local_rotations: np.ndarray,
@@ -62,7 +67,7 @@ class FootLock:
         """Local rotations (N, J, 4) with planted paws pulled to their locks; `contacts`
         (N, 4) in DOG_LEG_GROUPS order. On a terrain a locked paw also takes the ground's
         height change between where the pose put it and its lock. The input is not modified."""
-        if not self.enabled and not self.weight.any():
+        if self.idle:
             return local_rotations  # off and eased out: costs nothing
         local = np.array(local_rotations, dtype=np.float32, order="C")
         positions, _ = forward_kinematics(self.skeleton, local, hips_m)

@@ -78,9 +78,13 @@ class FullBodyIk:
         self.enabled = True
         self.weight = np.ones(count)
 
-    def update_weight(self, dt_s: float) -> None:
+    def next_weight(self, dt_s: float) -> np.ndarray:
+        """The blend weight after dt_s more of easing toward on (or off)."""
         target = 1.0 if self.enabled else 0.0
-        self.weight = damp(self.weight, target, dt_s, BLEND_HALF_LIFE_S)
+        return damp(self.weight, target, dt_s, BLEND_HALF_LIFE_S)
+
+    def update_weight(self, dt_s: float) -> None:
+        self.weight = self.next_weight(dt_s)
 
     def solve(
         self,

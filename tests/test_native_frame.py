@@ -117,10 +117,14 @@ def test_advance_root_takes_a_history_that_is_not_contiguous(model, rng):
     assert_close(s.history.positions_xz_m, expected.history.positions_xz_m, "history")
 
 
-@pytest.mark.parametrize("terrain_name", ["flat", "hills"])
-def test_the_closed_loop_is_the_numpy_one(terrain_name):
-    numpy_run = record_step_trace.run_scenario(terrain_name, native_frame=False)
-    native_run = record_step_trace.run_scenario(terrain_name, native_frame=True)
+@pytest.mark.parametrize(
+    "terrain_name, foot_lock", [("flat", None), ("hills", None), ("hills", False)]
+)
+def test_the_closed_loop_is_the_numpy_one(terrain_name, foot_lock):
+    """The trace's scenario; on the hills without the foot lock the shown pose is the one
+    native call (display._shown_pose_native) except through the transitions' hand-backs."""
+    numpy_run = record_step_trace.run_scenario(terrain_name, False, foot_lock)
+    native_run = record_step_trace.run_scenario(terrain_name, True, foot_lock)
     for name, expected in numpy_run.items():
         # x and the shown pose are float32; the roots float64, summed over 240 frames
         atol = 1e-10 if name.endswith("roots") else 1e-6
@@ -150,3 +154,31 @@ def test_a_wrong_shape_is_named():
             zeros(n, 6, 2), zeros(n, 6, 2), zeros(n, 6, 2),
             0.5, np.zeros((n, INPUT.size), np.float32), np.array([0, 2, 4, 6, 9], np.int32), 13,
         )  # fmt: skip
+
+
+@pytest.mark.parametrize("ground", ["hills", "flat", "flat, a paw below it"])
+def test_the_shown_pose_in_one_call_is_shown_pose(model, ground):
+    from canis.runtime.display import shown_pose
+    from canis.runtime.terrain import procedural
+
+    controller = moving_controller(model)
+    s = controller.state
+    if ground.startswith("flat"):  # the hips high (no paw under), or low (paws pushed under)
+        s.pose.positions_m[:, 0, 1] += -0.25 if ground.endswith("below it") else 0.25
+    terrain = procedural("hills") if ground == "hills" else None
+    lockable = np.ones(controller.count, dtype=bool)
+    results = {}
+    for native in (False, True):
+        controller.ik.weight = np.full(controller.count, 0.5)  # easing in: the weight moves
+        args = (controller.paws, s, False, lockable, controller.ik, controller.foot_lock)
+        shown = shown_pose(controller.skeleton, *args, terrain, DT_S, native=native)
+        results[native] = shown + (controller.ik.weight.copy(),)
+    (positions, rotations, contacts, weight), expected = results[True], results[False]
+    assert_close(positions, expected[0], "positions", atol=2e-6)
+    assert_close(np.abs(rotations), np.abs(expected[1]), "rotations", atol=2e-6)
+    assert contacts.dtype == bool and np.array_equal(contacts, expected[2])
+    assert_close(weight, expected[3], "the IK's weight")
+    if ground == "flat":
+        assert weight[0] == 0.5, "no paw below flat ground: no IK, no easing"
+    else:
+        assert weight[0] > 0.5

@@ -282,6 +282,54 @@ void advance_root(double dt_s, double joint_position_blend, In<double> root_velo
         history_velocities_xz.data(), history_speeds.data(), history_actions.data()));
 }
 
+
+void display_pose(In<int32_t> parents, In<float> offsets, In<double> positions_root,
+                  In<double> forwards_root, In<double> ups_root, In<double> velocities_root,
+                  In<double> root_xz, In<double> root_yaw, In<int32_t> paws,
+                  double contact_height_m, double contact_speed_mps, In<float> ik_weights,
+                  int front_legs, In<int32_t> leg_starts, In<int32_t> leg_joints,
+                  In<float> leg_joint_weights, In<float> leg_lengths, float max_reach,
+                  int iterations, float tolerance, In<float> heights, float cell_size,
+                  float origin_x, float origin_z, bool only_below_ground, float below_ground_m,
+                  Out<float> positions, Out<float> rotations, Out<uint8_t> contacts,
+                  Out<int32_t> solved) {
+    long joints = static_cast<long>(parents.shape(0));
+    long characters = root_yaw.ndim() == 1 ? static_cast<long>(root_yaw.shape(0)) : -1;
+    long paw_count = static_cast<long>(paws.shape(0));
+    long legs = static_cast<long>(leg_lengths.shape(0));
+    long flat = static_cast<long>(leg_joints.shape(0));
+    require_shape(parents, "parents", {joints});
+    require_shape(offsets, "offsets", {joints, 3});
+    require_shape(positions_root, "positions_root", {characters, joints, 3});
+    require_shape(forwards_root, "forwards_root", {characters, joints, 3});
+    require_shape(ups_root, "ups_root", {characters, joints, 3});
+    require_shape(velocities_root, "velocities_root", {characters, joints, 3});
+    require_shape(root_xz, "root_xz", {characters, 2});
+    require_shape(root_yaw, "root_yaw", {characters});
+    require_shape(paws, "paws", {paw_count});
+    require_shape(ik_weights, "ik_weights", {characters});
+    require_shape(leg_starts, "leg_starts", {legs + 1});
+    require_shape(leg_joint_weights, "leg_joint_weights", {flat});
+    require_shape(heights, "heights", {-1, -1});
+    require_shape(positions, "positions", {characters, joints, 3});
+    require_shape(rotations, "rotations", {characters, joints, 4});
+    require_shape(contacts, "contacts", {characters, paw_count});
+    require_shape(solved, "solved", {1});
+    const int32_t* starts = leg_starts.data();
+    if (starts[0] != 0 || starts[legs] != flat)
+        throw std::invalid_argument("leg_starts must run from 0 to len(leg_joints)");
+    nb::gil_scoped_release release;
+    check(canis_display_pose(
+        characters, joints, parents.data(), offsets.data(), positions_root.data(),
+        forwards_root.data(), ups_root.data(), velocities_root.data(), root_xz.data(),
+        root_yaw.data(), paw_count, paws.data(), contact_height_m, contact_speed_mps,
+        ik_weights.data(), legs, front_legs, starts, leg_joints.data(), leg_joint_weights.data(),
+        leg_lengths.data(), max_reach, iterations, tolerance, heights.data(),
+        static_cast<int32_t>(heights.shape(0)), static_cast<int32_t>(heights.shape(1)),
+        cell_size, origin_x, origin_z, only_below_ground ? 1 : 0, below_ground_m,
+        positions.data(), rotations.data(), contacts.data(), solved.data()));
+}
+
 }  // namespace
 
 NB_MODULE(_kinematics, m) {
@@ -339,4 +387,13 @@ NB_MODULE(_kinematics, m) {
           "future_velocities_xz"_a.noconvert(), "history_positions_xz"_a.noconvert(),
           "history_directions_xz"_a.noconvert(), "history_velocities_xz"_a.noconvert(),
           "history_speeds"_a.noconvert(), "history_actions"_a.noconvert());
+    m.def("display_pose", &display_pose, "parents"_a.noconvert(), "offsets"_a.noconvert(),
+          "positions_root"_a, "forwards_root"_a, "ups_root"_a, "velocities_root"_a, "root_xz"_a,
+          "root_yaw"_a, "paws"_a, "contact_height_m"_a, "contact_speed_mps"_a,
+          "ik_weights"_a, "front_legs"_a, "leg_starts"_a.noconvert(),
+          "leg_joints"_a.noconvert(), "leg_joint_weights"_a.noconvert(),
+          "leg_lengths"_a.noconvert(), "max_reach"_a, "iterations"_a, "tolerance"_a,
+          "heights"_a.noconvert(), "cell_size"_a, "origin_x"_a, "origin_z"_a,
+          "only_below_ground"_a, "below_ground_m"_a, "positions"_a.noconvert(),
+          "rotations"_a.noconvert(), "contacts"_a.noconvert(), "solved"_a.noconvert());
 }

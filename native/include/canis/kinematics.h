@@ -196,6 +196,33 @@ int canis_advance_root(int32_t n_characters, int32_t n_joints, int32_t future,
                        double* history_velocities_xz, double* history_speeds,
                        double* history_actions);
 
+/*
+ * The pose shown for n_characters characters from the networks' root-frame pose (the runtime's
+ * per-frame display, runtime/display.py), in one call: canis_rotations_from_directions of
+ * forwards_root / ups_root [N][J][3] (double) with the root yaws root_yaw [N]; the hips (joint
+ * 0 of positions_root [N][J][3]) placed in the world from root_xz [N][2]; the facing; then
+ * canis_fullbody_ik (its arguments as there; the flat ground it lifts onto at y = 0) and
+ * canis_forward_kinematics into positions [N][J][3] and rotations [N][J][4]. With
+ * only_below_ground, the IK runs (for every character) only when the first FK puts a paw of
+ * any character more than below_ground_m under y = 0 (flat ground). contacts [N][paw_count]
+ * (output, 0/1): each paw (paws [paw_count], joint indices) lower than contact_height_m in the
+ * root frame and slower than contact_speed_mps on the ground plane (velocities_root).
+ * solved (output): whether the IK ran.
+ */
+int canis_display_pose(int32_t n_characters, int32_t n_joints, const int32_t* parents,
+                       const float* offsets, const double* positions_root,
+                       const double* forwards_root, const double* ups_root,
+                       const double* velocities_root, const double* root_xz,
+                       const double* root_yaw, int32_t paw_count, const int32_t* paws,
+                       double contact_height_m, double contact_speed_mps,
+                       const float* ik_weights, int32_t leg_count, int32_t front_legs,
+                       const int32_t* leg_starts, const int32_t* leg_joints,
+                       const float* leg_joint_weights, const float* leg_lengths, float max_reach,
+                       int32_t iterations, float tolerance, const float* heights, int32_t rows,
+                       int32_t cols, float cell_size, float origin_x, float origin_z,
+                       int32_t only_below_ground, float below_ground_m, float* positions,
+                       float* rotations, uint8_t* contacts, int32_t* solved);
+
 #ifdef __cplusplus
 }
 #endif
