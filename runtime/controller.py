@@ -123,10 +123,10 @@ class Controller:
         a frame of a transition then costs about what a frame without one does; the motion
         is the same: runtime/transition_player.py); `close()` stops it. `seed` seeds the
         generator that transition_to(variation=...) draws from (None: fresh entropy), so a
-        game can reproduce a take. `native_frame` runs the trajectory and root math of each
-        step in the native core (runtime/native_frame.py, one call a stage); False runs the
-        numpy code that defines it (the same motion to float64 rounding, several times the
-        CPU of those stages)."""
+        game can reproduce a take. `native_frame` runs the trajectory, root and display math
+        of each step in the native core (runtime/native_frame.py, one call a stage); False
+        runs the numpy code that defines it (the same motion to float64 rounding, several
+        times the CPU of those stages)."""
         if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
             raise ValueError(
                 f"Controller: count must be a whole number of dogs >= 1, got {count!r}"

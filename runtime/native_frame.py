@@ -1,4 +1,5 @@
-"""The per-frame trajectory and root math in the native core (native/src/root_motion.cpp).
+"""The per-frame trajectory and root math in the native core (native/src/root_motion.cpp;
+the shown pose's is runtime/display.py's _shown_pose_native, native/src/display_pose.cpp).
 
 runtime/trajectory.py's extrapolate and blend, Controller.trajectory's root-frame samples
 written into x, and Controller._apply's root update, next pose, predicted future and history
