@@ -103,3 +103,12 @@ def test_the_viewer_section_alone_is_replaced():
     last = replace_viewer_section("# B\n\n## The viewer (a)\n\nold\n", new)
     assert last == "# B\n\n## The viewer (640x360)\n\nnew\n"
     assert replace_viewer_section("# B\n", new) == "# B\n" + new
+
+
+def test_the_after_inference_probe_times_each_stand_in():
+    from canis.tools.after_inference_probe import probe
+
+    results = probe(frames=30)
+    assert list(results) == ["model", "streaming stand-in", "cache-resident stand-in"]
+    for samples in results.values():
+        assert all(len(values) == 30 and min(values) > 0 for values in samples.values())
