@@ -491,15 +491,24 @@ class Controller:
         nine views per frame cost more than the decode's math); _apply copies what it keeps.
         The joints' fields are copied out of y's interleaved rows into contiguous arrays
         (features.joint_fields): the pose update's arithmetic on them is then several times
-        cheaper for many dogs. The values are y's, exactly (float32 to float64 is exact)."""
+        cheaper for many dogs; so are the future's three fields, which the native root update
+        would otherwise copy out of y every frame. The values are y's, exactly (float32 to
+        float64 is exact)."""
         if self._y_read is not y:  # the bound buffer: the same array every frame
             self._y_read, self._y_joints = y, joint_fields(y)
+            p = decode_output(y)
+            self._y_future = (p.future_positions_m, p.future_directions, p.future_velocities_mps)
         if self._y64 is None or self._y64.shape != y.shape:
             self._y64 = np.empty(y.shape)
             self._joints64 = np.empty(self._y_joints.shape)
+            self._future64 = np.empty((3, *self._y_future[0].shape))
             positions, forwards, ups, velocities = self._joints64
+            future_positions, future_directions, future_velocities = self._future64
             self._prediction = dataclasses.replace(
                 decode_output(self._y64),
+                future_positions_m=future_positions,
+                future_directions=future_directions,
+                future_velocities_mps=future_velocities,
                 joint_positions_m=positions,
                 joint_forwards=forwards,
                 joint_ups=ups,
@@ -507,6 +516,8 @@ class Controller:
             )
         np.copyto(self._y64, y)
         np.copyto(self._joints64, self._y_joints)
+        for buffer, field in zip(self._future64, self._y_future, strict=True):
+            np.copyto(buffer, field)
         return self._prediction
 
     def _keep_last_good_state(self, rows: np.ndarray, kept: DogState) -> None:
