@@ -172,6 +172,7 @@ void extrapolate_trajectory(In<double> root_xz, In<double> root_velocity_xz, In<
     require_shape(velocities_xz, "velocities_xz", {characters, samples, 2});
     require_shape(speeds, "speeds", {characters, samples});
     require_shape(actions, "actions", {characters, samples, count});
+    nb::gil_scoped_release release;  // a transition worker's Python may run meanwhile
     check(canis_extrapolate_trajectory(
         characters, samples, count, root_xz.data(), root_velocity_xz.data(), root_yaw.data(),
         action_weights.data(), commanded_velocity_xz.data(), commanded_yaw.data(),
@@ -221,6 +222,7 @@ void trajectory_input(int past, int past_start, int past_step, In<double> histor
     }
     if (row_stride <= 0 || static_cast<long>(row_stride) * (past + 1 + future) > width)
         throw std::invalid_argument("x is too narrow for the trajectory's rows");
+    nb::gil_scoped_release release;  // a transition worker's Python may run meanwhile
     check(canis_trajectory_input(
         characters, past, future, frames, past_start, past_step, count,
         history_positions_xz.data(), history_directions_xz.data(), history_velocities_xz.data(),
@@ -271,6 +273,7 @@ void advance_root(double dt_s, double joint_position_blend, In<double> root_velo
     require_shape(history_velocities_xz, "history_velocities_xz", {characters, frames, 2});
     require_shape(history_speeds, "history_speeds", {characters, frames});
     require_shape(history_actions, "history_actions", {characters, frames, count});
+    nb::gil_scoped_release release;  // a transition worker's Python may run meanwhile
     check(canis_advance_root(
         characters, joints, future, frames, count, dt_s, joint_position_blend,
         root_velocity_local.data(), yaw_velocity.data(), joint_positions.data(),
