@@ -347,18 +347,7 @@ class Controller:
         """The 12 samples x sees, in the root frame: the past from history, now, and the
         blended future."""
         s = self.state
-        desired = extrapolate(
-            s.root_xz_m,
-            s.root_velocity_xz_mps,
-            s.root_yaw_rad,
-            s.action_weights,
-            s.commanded_velocity_mps,
-            s.commanded_yaw_rad,
-            s.commanded_actions,
-        )
-        if self.path_future_xz_m is not None:
-            desired = along_path(desired, s.root_xz_m, self.path_future_xz_m)
-        self.desired_future = desired
+        desired = self._desired_future(extrapolate)
         future = blend(desired, self.predicted_future, self.tau)
         h, yaw = s.history, s.root_yaw_rad
 
@@ -391,8 +380,16 @@ class Controller:
     def _native_trajectory(self, x: np.ndarray) -> np.ndarray:
         """trajectory()'s samples written into x's trajectory rows by the native core
         (runtime/native_frame.py); returns the current sample's desired speed (N,)."""
+        desired = self._desired_future(native_frame.extrapolate)
+        native_frame.write_trajectory_rows(self.state, desired, self.predicted_future, self.tau, x)
+        return desired.speeds_mps[:, 0]
+
+    def _desired_future(self, extrapolate_with) -> GroundTrajectory:
+        """The desired future (kept as desired_future): extrapolated toward the command by
+        `extrapolate_with` (trajectory.extrapolate or its native twin), moved onto the path
+        being followed, if any."""
         s = self.state
-        desired = native_frame.extrapolate(
+        desired = extrapolate_with(
             s.root_xz_m,
             s.root_velocity_xz_mps,
             s.root_yaw_rad,
@@ -404,8 +401,7 @@ class Controller:
         if self.path_future_xz_m is not None:
             desired = along_path(desired, s.root_xz_m, self.path_future_xz_m)
         self.desired_future = desired
-        native_frame.write_trajectory_rows(s, desired, self.predicted_future, self.tau, x)
-        return desired.speeds_mps[:, 0]
+        return desired
 
     def step(self, control: ControlState) -> np.ndarray:
         """Advances every character one frame; returns the network input x it used (a view

@@ -112,6 +112,15 @@ class FullBodyIk:
             f32(ground_y_m),
             f32(facing),
             f32(self.weight),
+            *self.native_settings(terrain),
+            targets,
+        )
+        return local, hips, targets
+
+    def native_settings(self, terrain: Heightmap) -> tuple:
+        """The method's settings and the terrain as the native calls take them, after the
+        weights (canis_fullbody_ik, and canis_display_pose: runtime/display.py)."""
+        return (
             FRONT_LEGS,
             self.leg_starts,
             self.leg_joints,
@@ -124,6 +133,4 @@ class FullBodyIk:
             float(terrain.cell_size_m),
             float(terrain.origin_xz_m[0]),
             float(terrain.origin_xz_m[1]),
-            targets,
         )
-        return local, hips, targets
