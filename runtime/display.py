@@ -73,9 +73,9 @@ def shown_pose(
     """World joint positions (N, J, 3) and rotations (N, J, 4) of the dogs `s`, and their
     paw contacts (N, 4). `with_offsets` adds s.display_offset; `lockable` (N,) are the dogs
     the foot lock may hold; `terrain` None is flat ground. `native`: in one native call
-    (_shown_pose_native) when neither an offset nor the foot lock is in play."""
-    if native and not with_offsets and foot_lock.idle:
-        return _shown_pose_native(skeleton, paws, s, ik, terrain, dt_s)
+    (_shown_pose_native) when no offset is in play (up to the foot lock, when it is)."""
+    if native and not with_offsets:
+        return _shown_pose_native(skeleton, paws, s, lockable, ik, foot_lock, terrain, dt_s)
     n = len(s.root_yaw_rad)
     pose, offset = s.pose, s.display_offset
     forwards, ups, hips_local = pose.forwards, pose.ups, pose.positions_m[:, :1]
@@ -107,18 +107,25 @@ def _shown_pose_native(
     skeleton: Skeleton,
     paws: np.ndarray,
     s: DogState,
+    lockable: np.ndarray,
     ik: FullBodyIk,
+    foot_lock: FootLock,
     terrain: Heightmap | None,
     dt_s: float,
 ):
-    """shown_pose without offsets or the foot lock, as one native call (canis_display_pose:
-    the same rotations, placement, IK and FK, in sequence), with this module's and
-    runtime/ik.py's settings. The same pose to float32 rounding (tests/test_native_frame.py)."""
+    """shown_pose without offsets through one native call (canis_display_pose: the same
+    rotations, placement, IK and FK, in sequence), with this module's and runtime/ik.py's
+    settings. With the foot lock in play the call stops before FK (and, on flat ground,
+    before the IK), and the rest runs as in shown_pose. The same pose to float32 rounding
+    (tests/test_native_frame.py)."""
     n, joints = s.pose.positions_m.shape[:2]
     ground = FLAT_GROUND if terrain is None else terrain
     weight = ik.next_weight(dt_s)
-    positions = np.empty((n, joints, 3), dtype=np.float32)
-    rotations = np.empty((n, joints, 4), dtype=np.float32)
+    locking = not foot_lock.idle
+    local = np.empty((n, joints, 4) if locking else (0, 0, 4), dtype=np.float32)
+    hips = np.empty((n, 3) if locking else (0, 3), dtype=np.float32)
+    positions = np.empty((0, 0, 3) if locking else (n, joints, 3), dtype=np.float32)
+    rotations = np.empty((0, 0, 4) if locking else (n, joints, 4), dtype=np.float32)
     contacts = np.empty((n, len(paws)), dtype=np.uint8)
     solved = np.zeros(1, dtype=np.int32)
     _kinematics.display_pose(
@@ -137,6 +144,9 @@ def _shown_pose_native(
         *ik.native_settings(ground),
         terrain is None,  # flat ground: the IK only where a paw is below it
         BELOW_GROUND_M,
+        locking,
+        local,
+        hips,
         positions,
         rotations,
         contacts,
@@ -144,4 +154,14 @@ def _shown_pose_native(
     )
     if solved[0]:  # ik.solve eases the weight only when it runs
         ik.weight = weight
-    return positions, rotations, contacts.view(bool)
+    contacts = contacts.view(bool)
+    if not locking:
+        return positions, rotations, contacts
+    local = foot_lock.apply(local, hips, contacts & lockable[:, None], dt_s, terrain)
+    positions, rotations = forward_kinematics(skeleton, local, hips)
+    if terrain is None and paws_below_ground(positions[:, paws, 1]):
+        facing = np.zeros((n, 3))
+        facing[:, ::2] = yaw_direction_xz(s.root_yaw_rad)
+        local, hips, _ = ik.solve(local, hips, np.zeros(n), facing, FLAT_GROUND, dt_s)
+        positions, rotations = forward_kinematics(skeleton, local, hips)
+    return positions, rotations, contacts

@@ -156,8 +156,9 @@ def test_a_wrong_shape_is_named():
         )  # fmt: skip
 
 
+@pytest.mark.parametrize("locked", [False, True], ids=["no lock", "foot lock"])
 @pytest.mark.parametrize("ground", ["hills", "flat", "flat, a paw below it"])
-def test_the_shown_pose_in_one_call_is_shown_pose(model, ground):
+def test_the_shown_pose_in_one_call_is_shown_pose(model, ground, locked):
     from canis.runtime.display import shown_pose
     from canis.runtime.terrain import procedural
 
@@ -167,12 +168,16 @@ def test_the_shown_pose_in_one_call_is_shown_pose(model, ground):
         s.pose.positions_m[:, 0, 1] += -0.25 if ground.endswith("below it") else 0.25
     terrain = procedural("hills") if ground == "hills" else None
     lockable = np.ones(controller.count, dtype=bool)
+    controller.foot_lock.enabled = locked
     results = {}
     for native in (False, True):
         controller.ik.weight = np.full(controller.count, 0.5)  # easing in: the weight moves
-        args = (controller.paws, s, False, lockable, controller.ik, controller.foot_lock)
+        lock = copy.deepcopy(controller.foot_lock)  # each path from the same lock state
+        args = (controller.paws, s, False, lockable, controller.ik, lock)
         shown = shown_pose(controller.skeleton, *args, terrain, DT_S, native=native)
         results[native] = shown + (controller.ik.weight.copy(),)
+        if locked:
+            assert lock.holding.any(), "some paw planted: the lock is at work"
     (positions, rotations, contacts, weight), expected = results[True], results[False]
     assert_close(positions, expected[0], "positions", atol=2e-6)
     assert_close(np.abs(rotations), np.abs(expected[1]), "rotations", atol=2e-6)

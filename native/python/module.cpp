@@ -294,6 +294,7 @@ void display_pose(In<int32_t> parents, In<float> offsets, In<double> positions_r
                   In<float> leg_joint_weights, In<float> leg_lengths, float max_reach,
                   int iterations, float tolerance, In<float> heights, float cell_size,
                   float origin_x, float origin_z, bool only_below_ground, float below_ground_m,
+                  bool stop_before_fk, Out<float> local_rotations, Out<float> hips,
                   Out<float> positions, Out<float> rotations, Out<uint8_t> contacts,
                   Out<int32_t> solved) {
     long joints = static_cast<long>(parents.shape(0));
@@ -314,8 +315,14 @@ void display_pose(In<int32_t> parents, In<float> offsets, In<double> positions_r
     require_shape(leg_starts, "leg_starts", {legs + 1});
     require_shape(leg_joint_weights, "leg_joint_weights", {flat});
     require_shape(heights, "heights", {-1, -1});
-    require_shape(positions, "positions", {characters, joints, 3});
-    require_shape(rotations, "rotations", {characters, joints, 4});
+    // The outputs the call does not write may be empty arrays.
+    if (stop_before_fk) {
+        require_shape(local_rotations, "local_rotations", {characters, joints, 4});
+        require_shape(hips, "hips", {characters, 3});
+    } else {
+        require_shape(positions, "positions", {characters, joints, 3});
+        require_shape(rotations, "rotations", {characters, joints, 4});
+    }
     require_shape(contacts, "contacts", {characters, paw_count});
     require_shape(solved, "solved", {1});
     const int32_t* starts = leg_starts.data();
@@ -330,7 +337,8 @@ void display_pose(In<int32_t> parents, In<float> offsets, In<double> positions_r
         leg_lengths.data(), max_reach, iterations, tolerance, heights.data(),
         static_cast<int32_t>(heights.shape(0)), static_cast<int32_t>(heights.shape(1)),
         cell_size, origin_x, origin_z, only_below_ground ? 1 : 0, below_ground_m,
-        positions.data(), rotations.data(), contacts.data(), solved.data()));
+        stop_before_fk ? 1 : 0, local_rotations.data(), hips.data(), positions.data(),
+        rotations.data(), contacts.data(), solved.data()));
 }
 
 }  // namespace
@@ -397,6 +405,7 @@ NB_MODULE(_kinematics, m) {
           "leg_joints"_a.noconvert(), "leg_joint_weights"_a.noconvert(),
           "leg_lengths"_a.noconvert(), "max_reach"_a, "iterations"_a, "tolerance"_a,
           "heights"_a.noconvert(), "cell_size"_a, "origin_x"_a, "origin_z"_a,
-          "only_below_ground"_a, "below_ground_m"_a, "positions"_a.noconvert(),
+          "only_below_ground"_a, "below_ground_m"_a, "stop_before_fk"_a,
+          "local_rotations"_a.noconvert(), "hips"_a.noconvert(), "positions"_a.noconvert(),
           "rotations"_a.noconvert(), "contacts"_a.noconvert(), "solved"_a.noconvert());
 }

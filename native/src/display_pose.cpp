@@ -1,9 +1,11 @@
-// The shown pose in one call (runtime/display.py shown_pose, when neither a hand-back offset
-// nor the foot lock is in play): the network's root-frame pose through
+// The shown pose in one call (runtime/display.py shown_pose, when no hand-back offset is in
+// play; with the foot lock on, up to the lock, which the caller applies before FK): the
+// network's root-frame pose through
 // canis_rotations_from_directions, placed at the hips in the world, fitted to the terrain by
 // canis_fullbody_ik and put through canis_forward_kinematics, with the paws' contacts. The
 // kinematics are the functions an engine calls; what this adds is the sequence and the few
 // lines of glue between them, which in numpy were a dozen calls each frame.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -18,11 +20,12 @@ extern "C" int canis_display_pose(
     const int32_t* leg_joints, const float* leg_joint_weights, const float* leg_lengths,
     float max_reach, int32_t iterations, float tolerance, const float* heights, int32_t rows,
     int32_t cols, float cell_size, float origin_x, float origin_z, int32_t only_below_ground,
-    float below_ground_m, float* positions, float* rotations, uint8_t* contacts,
-    int32_t* solved) {
+    float below_ground_m, int32_t stop_before_fk, float* local_rotations, float* hips_out,
+    float* positions, float* rotations, uint8_t* contacts, int32_t* solved) {
     if (!positions_root || !forwards_root || !ups_root || !velocities_root || !root_xz ||
-        !root_yaw || !paws || !ik_weights || !heights || !positions || !rotations ||
-        !contacts || !solved)
+        !root_yaw || !paws || !ik_weights || !heights || !contacts || !solved)
+        return CANIS_ERROR_NULL_POINTER;
+    if (stop_before_fk ? (!local_rotations || !hips_out) : (!positions || !rotations))
         return CANIS_ERROR_NULL_POINTER;
     if (n_characters < 0 || n_joints <= 0 || paw_count <= 0) return CANIS_ERROR_BAD_SIZE;
     for (int32_t k = 0; k < paw_count; ++k)
@@ -75,8 +78,13 @@ extern "C" int canis_display_pose(
     if (!only_below_ground) {
         if ((status = fit()) != CANIS_OK) return status;
         *solved = 1;
-        return shape();
     }
+    if (stop_before_fk) {  // the caller goes on (the foot lock, then FK)
+        std::copy(local.begin(), local.end(), local_rotations);
+        std::copy(hips.begin(), hips.end(), hips_out);
+        return CANIS_OK;
+    }
+    if (!only_below_ground) return shape();
     // Flat ground: the IK runs only when the shown pose puts a paw below it
     // (runtime/ik.py paws_below_ground), for every dog.
     if ((status = shape()) != CANIS_OK) return status;

@@ -207,7 +207,10 @@ int canis_advance_root(int32_t n_characters, int32_t n_joints, int32_t future,
  * any character more than below_ground_m under y = 0 (flat ground). contacts [N][paw_count]
  * (output, 0/1): each paw (paws [paw_count], joint indices) lower than contact_height_m in the
  * root frame and slower than contact_speed_mps on the ground plane (velocities_root).
- * solved (output): whether the IK ran.
+ * solved (output): whether the IK ran. With stop_before_fk, it stops before the FK (and, with
+ * only_below_ground, before any IK) and writes local_rotations [N][J][4] and hips_out [N][3]
+ * instead of positions and rotations (which may then be NULL): for a caller that changes the
+ * pose further (the runtime's foot lock) before its own FK.
  */
 int canis_display_pose(int32_t n_characters, int32_t n_joints, const int32_t* parents,
                        const float* offsets, const double* positions_root,
@@ -220,8 +223,9 @@ int canis_display_pose(int32_t n_characters, int32_t n_joints, const int32_t* pa
                        const float* leg_joint_weights, const float* leg_lengths, float max_reach,
                        int32_t iterations, float tolerance, const float* heights, int32_t rows,
                        int32_t cols, float cell_size, float origin_x, float origin_z,
-                       int32_t only_below_ground, float below_ground_m, float* positions,
-                       float* rotations, uint8_t* contacts, int32_t* solved);
+                       int32_t only_below_ground, float below_ground_m,
+                       int32_t stop_before_fk, float* local_rotations, float* hips_out,
+                       float* positions, float* rotations, uint8_t* contacts, int32_t* solved);
 
 #ifdef __cplusplus
 }
