@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from canis.runtime import _kinematics
 from canis.runtime.dog_state import DisplayOffset, DogState
+from canis.runtime.features import LocalPose
 from canis.runtime.foot_lock import FootLock
 from canis.runtime.ik import (
     BELOW_GROUND_M,
@@ -72,17 +73,15 @@ def shown_pose(
 ):
     """World joint positions (N, J, 3) and rotations (N, J, 4) of the dogs `s`, and their
     paw contacts (N, 4). `with_offsets` adds s.display_offset; `lockable` (N,) are the dogs
-    the foot lock may hold; `terrain` None is flat ground. `native`: in one native call
-    (_shown_pose_native) when no offset is in play (up to the foot lock, when it is)."""
-    if native and not with_offsets:
-        return _shown_pose_native(skeleton, paws, s, lockable, ik, foot_lock, terrain, dt_s)
+    the foot lock may hold; `terrain` None is flat ground. `native`: through one native call
+    (_shown_pose_native; up to the foot lock, when it is in play)."""
+    shown = with_display_offsets(s.pose, s.display_offset) if with_offsets else s.pose
+    if native:
+        args = (shown, s.root_xz_m, s.root_yaw_rad, lockable, ik, foot_lock, terrain, dt_s)
+        return _shown_pose_native(skeleton, paws, *args)
     n = len(s.root_yaw_rad)
-    pose, offset = s.pose, s.display_offset
-    forwards, ups, hips_local = pose.forwards, pose.ups, pose.positions_m[:, :1]
-    if with_offsets:
-        forwards = forwards + offset.forwards
-        ups = ups + offset.ups
-        hips_local = hips_local + offset.positions_m[:, :1]
+    pose = s.pose
+    forwards, ups, hips_local = shown.forwards, shown.ups, shown.positions_m[:, :1]
     local, _ = rotations_from_directions(skeleton, forwards, ups, s.root_yaw_rad)
     hips = np.empty((n, 3))
     hips[:, [0, 2]] = from_root_xz(hips_local[..., [0, 2]], s.root_xz_m, s.root_yaw_rad)[:, 0]
@@ -103,22 +102,34 @@ def shown_pose(
     return positions, rotations, contacts
 
 
+def with_display_offsets(pose: LocalPose, offset: DisplayOffset) -> LocalPose:
+    """The pose shown with the hand-back offsets added: forwards, ups and the hips' position
+    (the offset's only position: start_handback_offsets)."""
+    positions = pose.positions_m.copy()
+    positions[:, :1] += offset.positions_m[:, :1]
+    return LocalPose(
+        positions, pose.forwards + offset.forwards, pose.ups + offset.ups, pose.velocities_mps
+    )
+
+
 def _shown_pose_native(
     skeleton: Skeleton,
     paws: np.ndarray,
-    s: DogState,
+    pose: LocalPose,
+    root_xz_m: np.ndarray,
+    root_yaw_rad: np.ndarray,
     lockable: np.ndarray,
     ik: FullBodyIk,
     foot_lock: FootLock,
     terrain: Heightmap | None,
     dt_s: float,
 ):
-    """shown_pose without offsets through one native call (canis_display_pose: the same
-    rotations, placement, IK and FK, in sequence), with this module's and runtime/ik.py's
+    """shown_pose of `pose` (offsets added) through one native call (canis_display_pose: the
+    same rotations, placement, IK and FK, in sequence), with this module's and runtime/ik.py's
     settings. With the foot lock in play the call stops before FK (and, on flat ground,
     before the IK), and the rest runs as in shown_pose. The same pose to float32 rounding
     (tests/test_native_frame.py)."""
-    n, joints = s.pose.positions_m.shape[:2]
+    n, joints = pose.positions_m.shape[:2]
     ground = FLAT_GROUND if terrain is None else terrain
     weight = ik.next_weight(dt_s)
     locking = not foot_lock.idle
@@ -131,12 +142,12 @@ def _shown_pose_native(
     _kinematics.display_pose(
         skeleton.parents,
         skeleton.offsets_m,
-        s.pose.positions_m,
-        s.pose.forwards,
-        s.pose.ups,
-        s.pose.velocities_mps,
-        s.root_xz_m,
-        s.root_yaw_rad,
+        pose.positions_m,
+        pose.forwards,
+        pose.ups,
+        pose.velocities_mps,
+        root_xz_m,
+        root_yaw_rad,
         paws,
         CONTACT_HEIGHT_M,
         CONTACT_SPEED_MPS,
@@ -161,7 +172,7 @@ def _shown_pose_native(
     positions, rotations = forward_kinematics(skeleton, local, hips)
     if terrain is None and paws_below_ground(positions[:, paws, 1]):
         facing = np.zeros((n, 3))
-        facing[:, ::2] = yaw_direction_xz(s.root_yaw_rad)
+        facing[:, ::2] = yaw_direction_xz(root_yaw_rad)
         local, hips, _ = ik.solve(local, hips, np.zeros(n), facing, FLAT_GROUND, dt_s)
         positions, rotations = forward_kinematics(skeleton, local, hips)
     return positions, rotations, contacts

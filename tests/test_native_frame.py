@@ -156,9 +156,10 @@ def test_a_wrong_shape_is_named():
         )  # fmt: skip
 
 
+@pytest.mark.parametrize("offsets", [False, True], ids=["", "hand-back offsets"])
 @pytest.mark.parametrize("locked", [False, True], ids=["no lock", "foot lock"])
 @pytest.mark.parametrize("ground", ["hills", "flat", "flat, a paw below it"])
-def test_the_shown_pose_in_one_call_is_shown_pose(model, ground, locked):
+def test_the_shown_pose_in_one_call_is_shown_pose(model, ground, locked, offsets, rng):
     from canis.runtime.display import shown_pose
     from canis.runtime.terrain import procedural
 
@@ -169,11 +170,16 @@ def test_the_shown_pose_in_one_call_is_shown_pose(model, ground, locked):
     terrain = procedural("hills") if ground == "hills" else None
     lockable = np.ones(controller.count, dtype=bool)
     controller.foot_lock.enabled = locked
+    if offsets:  # as start_handback_offsets leaves them: the hips' position, every axis
+        offset = s.display_offset
+        offset.positions_m[:, 0] = rng.normal(0, 0.05, (controller.count, 3))
+        offset.forwards[:] = rng.normal(0, 0.05, offset.forwards.shape)
+        offset.ups[:] = rng.normal(0, 0.05, offset.ups.shape)
     results = {}
     for native in (False, True):
         controller.ik.weight = np.full(controller.count, 0.5)  # easing in: the weight moves
         lock = copy.deepcopy(controller.foot_lock)  # each path from the same lock state
-        args = (controller.paws, s, False, lockable, controller.ik, lock)
+        args = (controller.paws, s, offsets, lockable, controller.ik, lock)
         shown = shown_pose(controller.skeleton, *args, terrain, DT_S, native=native)
         results[native] = shown + (controller.ik.weight.copy(),)
         if locked:

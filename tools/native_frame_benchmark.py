@@ -66,9 +66,9 @@ def markdown(rows: list[dict]) -> str:
         "",
         "The trajectory stage (the future extrapolated and blended, the samples turned into the",
         "root frame and written into x), the root update (root, next pose, predicted future,",
-        "history) and the shown pose (rotations, IK and FK; runtime/display.py, without a",
-        "hand-back offset or the foot lock) are one native call each (runtime/native_frame.py,",
-        "the default); "
+        "history) and the shown pose (rotations, IK and FK; runtime/display.py: up to the",
+        "foot lock when it is on) are one native call each (runtime/native_frame.py, the",
+        "default); "
         "`Controller(native_frame=False)` runs the numpy code that defines them (the same motion",
         "to float64 rounding: tests/test_native_frame.py). The two controllers trot on the hills",
         "with the model above, stepped in alternating blocks of frames; stage medians per frame "

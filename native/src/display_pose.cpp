@@ -1,6 +1,6 @@
-// The shown pose in one call (runtime/display.py shown_pose, when no hand-back offset is in
-// play; with the foot lock on, up to the lock, which the caller applies before FK): the
-// network's root-frame pose through
+// The shown pose in one call (runtime/display.py shown_pose; with the foot lock on, up to the
+// lock, which the caller applies before FK): the network's root-frame pose (hand-back offsets
+// added by the caller) through
 // canis_rotations_from_directions, placed at the hips in the world, fitted to the terrain by
 // canis_fullbody_ik and put through canis_forward_kinematics, with the paws' contacts. The
 // kinematics are the functions an engine calls; what this adds is the sequence and the few
