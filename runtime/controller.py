@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 
 import numpy as np
 from canis.runtime import native_frame, readouts, snapshot
@@ -89,7 +90,9 @@ def non_finite_rows(outputs: dict[str, np.ndarray]) -> np.ndarray | None:
     """(N,) the dogs with a non-finite value in any output, or None when there is none: a
     sum is finite only when every term is, so the usual frame costs one reduction per
     output (an overflowing sum of finite values only sends it to the row check)."""
-    if all(np.isfinite(v.sum()) for v in outputs.values()):
+    # add.reduce and math.isfinite: the same test as v.sum() and np.isfinite, without their
+    # wrappers' cost (a few microseconds a frame, after inference's weights left the caches).
+    if all(math.isfinite(np.add.reduce(v, axis=None)) for v in outputs.values()):
         return None
     bad = ~np.all([np.isfinite(v).all(axis=1) for v in outputs.values()], axis=0)
     return bad if bad.any() else None
