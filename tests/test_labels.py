@@ -6,7 +6,13 @@ from canis.runtime.features import ACTIONS, FPS
 from canis.runtime.gaits import GAITS, NO_GAIT
 from canis.runtime.root import wrap_angle_rad
 from canis.training.clips import process_clip
-from canis.training.labels import NOMINAL_PHASE_HZ, front_paw_phase, soft_actions
+from canis.training.labels import (
+    NOMINAL_PHASE_HZ,
+    detect_contacts,
+    front_paw_phase,
+    soft_actions,
+    stride_contacts,
+)
 from synthetic_dog import concatenate, gait, hold, to_motion, transition
 
 
@@ -109,6 +115,17 @@ def test_phase_keeps_cycling_where_no_stride_exists():
     rate_hz = step[100:1300].mean() * FPS / (2 * np.pi)
     assert rate_hz == pytest.approx(NOMINAL_PHASE_HZ, rel=0.01)
     assert phase[1300] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_stride_contacts_count_a_paw_sliding_under_a_fast_body_as_down():
+    """A galloping dog's planted paw slides at 1-2 m/s in the mocap: down for the stride
+    detector when the body moves at 4 m/s, still up for the plain contacts and at a walk."""
+    heights = np.full((10, 4), 0.02)
+    paw_speeds = np.full((10, 4), 1.5)
+    assert not detect_contacts(heights, paw_speeds).any()
+    assert stride_contacts(heights, paw_speeds, np.full(10, 4.0)).all()
+    assert not stride_contacts(heights, paw_speeds, np.full(10, 0.5)).any()
+    assert not stride_contacts(heights + 0.1, paw_speeds, np.full(10, 4.0)).any()  # in the air
 
 
 def test_mocap_phase_advances_every_frame_by_less_than_a_tenth_of_a_cycle(mocap_dir):

@@ -114,6 +114,19 @@ def detect_contacts(heights_above_ground_m: np.ndarray, paw_speeds_mps: np.ndarr
     return contacts
 
 
+def stride_contacts(
+    heights_above_ground_m: np.ndarray, horizontal_paw_speeds_mps: np.ndarray, body_speed_mps
+) -> np.ndarray:
+    """Footfalls (F, 4) that count a sliding stance paw as down: detect_contacts with its
+    speed thresholds (0.25 m/s to land, 0.5 to lift) raised to half and all of the body's
+    speed when it moves faster. A galloping or braking dog's planted paws slide at 1-2 m/s in
+    the mocap, which the contacts miss (whole strides of the canter), while a swinging paw
+    moves faster than the body. The PFNN phase and the evaluation's footfalls use it."""
+    body = np.asarray(body_speed_mps, dtype=np.float64)
+    scale = CONTACT_ON_SPEED_MPS / np.maximum(CONTACT_ON_SPEED_MPS, 0.5 * body)
+    return detect_contacts(heights_above_ground_m, horizontal_paw_speeds_mps * scale[:, None])
+
+
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """[start, end) of each run of True."""
     edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
@@ -173,7 +186,8 @@ def classify_actions(
 
 
 def front_paw_phase(contacts: np.ndarray) -> np.ndarray:
-    """PFNN phase (F,) in [0, 2pi): one cycle per left-front stride, 0 at each left-front
+    """PFNN phase (F,) in [0, 2pi) from footfalls (F, 4) (label_clip gives stride_contacts,
+    which do not miss the canter's sliding stances): one cycle per left-front stride, 0 at each left-front
     touchdown and rising at a constant rate to 2pi at the next, as the MANN paper's PFNN
     baseline fits one trigonometric cycle per front-leg stride. The right front paw is not an
     anchor: it lands half a stride later in walk, pace and trot, but a quarter (or, mirrored,
@@ -231,7 +245,11 @@ def label_clip(skeleton: Skeleton, positions_m: np.ndarray, facing: np.ndarray) 
         action_index=action_index,
         actions=soft_actions(action_index),
         gait_index=classify_gaits(contacts, root_speed, locomotion),
-        phase_rad=front_paw_phase(contacts),
+        phase_rad=front_paw_phase(
+            stride_contacts(
+                paws[..., 1] - ground[:, None], speeds_mps(paws * [1.0, 0.0, 1.0]), root_speed
+            )
+        ),
         hips_height_m=hips_height,
         body_pitch_deg=pitch_deg,
         root_speed_mps=root_speed,
