@@ -187,12 +187,12 @@ def classify_actions(
 
 def front_paw_phase(contacts: np.ndarray) -> np.ndarray:
     """PFNN phase (F,) in [0, 2pi) from footfalls (F, 4) (label_clip gives stride_contacts,
-    which do not miss the canter's sliding stances): one cycle per left-front stride, 0 at each left-front
-    touchdown and rising at a constant rate to 2pi at the next, as the MANN paper's PFNN
-    baseline fits one trigonometric cycle per front-leg stride. The right front paw is not an
-    anchor: it lands half a stride later in walk, pace and trot, but a quarter (or, mirrored,
-    three quarters) in the canter, where anchoring it at pi made the phase jump by up to pi in
-    a frame and advance at different rates in the two halves of a stride.
+    which do not miss the canter's sliding stances): one cycle per left-front stride, 0 at
+    each left-front touchdown and rising at a constant rate to 2pi at the next, as the MANN
+    paper's PFNN baseline fits one trigonometric cycle per front-leg stride. The right front
+    paw is not an anchor: it lands half a stride later in walk, pace and trot, but a quarter
+    (or, mirrored, three quarters) in the canter, where anchoring it at pi made the phase jump
+    by up to pi in a frame and advance at different rates in the two halves of a stride.
 
     Where no stride exists (idle, sitting, lying: touchdowns seconds apart) the phase cycles
     at about NOMINAL_PHASE_HZ, a whole number of cycles between the touchdowns, as PFNN cycles
