@@ -11,7 +11,8 @@ the controllers table runs them) in the controllers table's walk, trot-speed, ca
 commands; the root speed reached and turn rate, the integrated phase's rate against the
 left-front stride rate of the shown footfalls, and how consistently the phase lands at the
 same value at each left-front touchdown (the length of the mean unit vector of the phase at
-touchdowns: 1 means always the same phase, 0 unrelated).
+touchdowns: 1 means always the same phase, 0 unrelated); and the speed reached when asked
+0.3-1.5 m/s straight ahead, with and without the runtime's speed tracking.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ SCENARIOS = {
     "turn": (0.59, 76.8),
 }
 TURN_SWITCH_S = 5.0
+SWEEP_SPEEDS_MPS = (0.3, 0.45, 0.56, 0.7, 0.9, 1.1, 1.5)
 
 
 def touchdowns(contacts: np.ndarray, paw: int) -> np.ndarray:
@@ -125,6 +127,26 @@ def closed_loop_row(name: str, model_path: Path, scenario: str) -> str:
     )
 
 
+def speed_sweep_rows(name: str, model_path: Path) -> list[str]:
+    """The mean root speed reached (after SETTLE_S, over 10 s) when asked each of
+    SWEEP_SPEEDS_MPS straight ahead, with the runtime's speed tracking on and off."""
+    from canis.runtime.controller import DT_S, Controller
+    from canis.runtime.inference import MotionModel
+    from canis.tools.closed_loop import Steering, record
+
+    model = MotionModel(model_path)
+    rows = []
+    for tracking in (True, False):
+        cells = []
+        for speed in SWEEP_SPEEDS_MPS:
+            controller = Controller(model, speed_tracking=tracking)
+            run = record(controller, Steering(speed), int(round((SETTLE_S + 10.0) / DT_S)))
+            reached = run.speeds_mps[int(round(SETTLE_S / DT_S)) :].mean()
+            cells.append(f"{speed} -> {reached:.2f}")
+        rows.append(f"  {name} speed {'tracked' if tracking else 'untracked'}: {', '.join(cells)}")
+    return rows
+
+
 def main(argv=None) -> int:
     from canis.training.data_paths import default_mocap_dir
 
@@ -151,6 +173,7 @@ def main(argv=None) -> int:
                 print(closed_loop_row(name, path, scenario), flush=True)
             except ValueError as error:
                 parser.error(f"--models: {error}")
+        print("\n".join(speed_sweep_rows(name, path)), flush=True)
     return 0
 
 
