@@ -11,7 +11,8 @@ the controllers table runs them) in the controllers table's walk, trot-speed, ca
 commands; the root speed reached and turn rate, the integrated phase's rate against the
 left-front stride rate of the shown footfalls, and how consistently the phase lands at the
 same value at each left-front touchdown (the length of the mean unit vector of the phase at
-touchdowns: 1 means always the same phase, 0 unrelated); and the speed reached when asked
+touchdowns: 1 means always the same phase, 0 unrelated), the turn once more with the phase
+driven by a clock instead of the network's own increments; and the speed reached when asked
 0.3-1.5 m/s straight ahead, with and without the runtime's speed tracking.
 """
 
@@ -36,6 +37,8 @@ SCENARIOS = {
     "turn": (0.59, 76.8),
 }
 TURN_SWITCH_S = 5.0
+# The turn again with the phase driven by a clock at about the mocap's walking stride rate.
+TURN_CLOCK_HZ = 1.2
 SWEEP_SPEEDS_MPS = (0.3, 0.45, 0.56, 0.7, 0.9, 1.1, 1.5)
 
 
@@ -83,7 +86,11 @@ def label_rows(mocap_dir: Path) -> list[str]:
     return rows
 
 
-def closed_loop_row(name: str, model_path: Path, scenario: str) -> str:
+def closed_loop_row(
+    name: str, model_path: Path, scenario: str, clock_hz: float | None = None
+) -> str:
+    """One scenario's line; with clock_hz the network's phase is a clock at that rate instead
+    of the integral of its own phase increments (does the phase's dynamics cause a failure?)."""
     from canis.runtime.controller import DT_S, Controller
     from canis.runtime.inference import MotionModel
     from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
@@ -102,6 +109,9 @@ def closed_loop_row(name: str, model_path: Path, scenario: str) -> str:
 
     def step(control):  # record's loop, keeping the phase each frame
         out = original_step(control)
+        if clock_hz is not None:
+            clock_rad = 2 * np.pi * clock_hz * (len(phases) + 1) * DT_S
+            controller.state.phase_rad[:] = clock_rad % (2 * np.pi)
         phases.append(float(controller.state.phase_rad[0]))
         return out
 
@@ -119,8 +129,9 @@ def closed_loop_row(name: str, model_path: Path, scenario: str) -> str:
     yaw = np.unwrap(run.root_yaw_rad[settled:])[:: int(round(1.0 / DT_S))]
     turn = float(np.degrees(np.abs(np.diff(yaw))).mean())
     phase_hz = float(np.median(wrap_angle_rad(np.diff(phase[settled:]))) * CYCLE_HZ)
+    driven = f", phase driven by a {clock_hz} Hz clock" if clock_hz is not None else ""
     return (
-        f"  {name} {scenario} (asked {speed} m/s, {degps} deg/s): "
+        f"  {name} {scenario} (asked {speed} m/s, {degps} deg/s{driven}): "
         f"{run.speeds_mps[settled:].mean():.2f} m/s, turning {turn:.0f} deg/s; phase "
         f"{phase_hz:.2f} Hz, left-front strides {stride_hz:.2f} Hz ({len(left)} touchdowns), "
         f"phase at touchdown consistency {coherence:.2f}"
@@ -173,6 +184,7 @@ def main(argv=None) -> int:
                 print(closed_loop_row(name, path, scenario), flush=True)
             except ValueError as error:
                 parser.error(f"--models: {error}")
+        print(closed_loop_row(name, path, "turn", clock_hz=TURN_CLOCK_HZ), flush=True)
         print("\n".join(speed_sweep_rows(name, path)), flush=True)
     return 0
 
