@@ -392,7 +392,8 @@ def evaluate(
     if figures_dir is not None:
         figures_dir.mkdir(parents=True, exist_ok=True)
         results["figures"] = {
-            "footfalls": str(plot_footfalls(footfall_plots, results, figures_dir)),
-            "activations": str(plot_activations(profiles, figures_dir)),
+            "footfalls": str(plot_footfalls(footfall_plots, results, figures_dir))
         }
+        if profiles:  # only MANN models have expert weights to plot
+            results["figures"]["activations"] = str(plot_activations(profiles, figures_dir))
     return results
