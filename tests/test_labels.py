@@ -2,10 +2,17 @@
 
 import numpy as np
 import pytest
-from canis.runtime.features import ACTIONS
+from canis.runtime.features import ACTIONS, FPS
 from canis.runtime.gaits import GAITS, NO_GAIT
+from canis.runtime.root import wrap_angle_rad
 from canis.training.clips import process_clip
-from canis.training.labels import front_paw_phase, soft_actions
+from canis.training.labels import (
+    NOMINAL_PHASE_HZ,
+    detect_contacts,
+    front_paw_phase,
+    soft_actions,
+    stride_contacts,
+)
 from synthetic_dog import concatenate, gait, hold, to_motion, transition
 
 
@@ -70,16 +77,76 @@ def test_mirrored_walk_swaps_left_and_right_contacts():
     assert np.array_equal(mirrored.labels.action_index, clip.labels.action_index)
 
 
-def test_phase_is_zero_at_left_front_touchdowns_and_pi_at_right():
+def test_phase_is_zero_at_left_front_touchdowns_and_uniform_over_the_stride():
     contacts = np.zeros((200, 4), dtype=bool)
     for start in (10, 70, 130):
         contacts[start : start + 20, 0] = True
         contacts[start + 30 : start + 50, 1] = True
     phase = front_paw_phase(contacts)
     assert np.allclose(phase[[10, 70, 130]], 0.0, atol=1e-9)
-    assert np.allclose(phase[[40, 100, 160]], np.pi, atol=1e-9)
-    assert phase[25] == pytest.approx(np.pi / 2)  # halfway between two touchdowns
+    assert np.allclose(phase[[40, 100, 160]], np.pi, atol=1e-9)  # halfway through a stride
+    assert phase[25] == pytest.approx(np.pi / 2)
     assert np.all((phase >= 0) & (phase < 2 * np.pi))
+
+
+def test_canter_phase_does_not_jump_where_the_right_front_paw_lands():
+    """In the canter the right front paw lands a quarter stride after the left: the phase is
+    still one stride's uniform cycle (anchoring that touchdown at pi made it jump)."""
+    contacts = np.zeros((200, 4), dtype=bool)
+    for start in (10, 37, 64, 91, 118, 145):  # 27-frame strides (2.2 Hz)
+        contacts[start : start + 8, 0] = True
+        contacts[start + 1 : start + 9, 1] = True  # one frame later
+    phase = front_paw_phase(contacts)
+    step = wrap_angle_rad(np.diff(phase))
+    assert np.allclose(step[10:145], 2 * np.pi / 27)
+    assert phase[11] == pytest.approx(2 * np.pi / 27)
+
+
+def test_phase_keeps_cycling_where_no_stride_exists():
+    """Sitting: left-front touchdowns 10 s apart. The phase advances by whole cycles at about
+    the nominal rate (it does not creep, so the runtime's phase cannot stall), and a touchdown
+    a few frames after another (flicker) is no new stride."""
+    contacts = np.zeros((1400, 4), dtype=bool)
+    contacts[100:110, 0] = contacts[112:700, 0] = True  # a 2-frame lift: flicker
+    contacts[1300:, 0] = True
+    phase = front_paw_phase(contacts)
+    step = wrap_angle_rad(np.diff(phase))
+    assert np.all(step > 0)
+    rate_hz = step[100:1300].mean() * FPS / (2 * np.pi)
+    assert rate_hz == pytest.approx(NOMINAL_PHASE_HZ, rel=0.01)
+    assert phase[1300] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_stride_contacts_count_a_paw_sliding_under_a_fast_body_as_down():
+    """A galloping dog's planted paw slides at 1-2 m/s in the mocap: down for the stride
+    detector when the body moves at 4 m/s, still up for the plain contacts and at a walk."""
+    heights = np.full((10, 4), 0.02)
+    paw_speeds = np.full((10, 4), 1.5)
+    assert not detect_contacts(heights, paw_speeds).any()
+    assert stride_contacts(heights, paw_speeds, np.full(10, 4.0)).all()
+    assert not stride_contacts(heights, paw_speeds, np.full(10, 0.5)).any()
+    assert not stride_contacts(heights + 0.1, paw_speeds, np.full(10, 4.0)).any()  # in the air
+
+
+def test_mocap_phase_advances_every_frame_by_less_than_a_tenth_of_a_cycle(mocap_dir):
+    """Monotonic, with no jumps, in every clip (the training target is the wrapped step: the
+    old labels stepped pi in a frame where two front paws landed together, which wrapped to
+    -pi), at a rate that rises with the gait."""
+    from canis.training.bvh import read_bvh
+
+    rates_hz = {}
+    for clip in ("D1_001_KAN01_001", "D1_010_KAN01_004", "D1_053_KAN01_002"):
+        labels = process_clip(read_bvh(mocap_dir / f"{clip}.bvh")).labels
+        step = wrap_angle_rad(np.diff(labels.phase_rad))
+        assert step.min() > 0, clip
+        assert step.max() < 2 * np.pi / 10, clip
+        for g, name in enumerate(GAITS):
+            moving = labels.gait_index[:-1] == g
+            if moving.sum() > 60:
+                rates_hz.setdefault(name, []).append(np.median(step[moving]) * FPS / (2 * np.pi))
+    assert {"walk", "canter"} <= set(rates_hz)
+    assert 0.7 < np.median(rates_hz["walk"]) < 1.6
+    assert 1.8 < np.median(rates_hz["canter"]) < 2.6
 
 
 def test_soft_actions_are_one_hot_away_from_changes():

@@ -27,6 +27,36 @@ def test_blending_outputs_equals_blending_weights():
     assert torch.allclose(layer(x, one_hot), x @ weights + layer.bias[3], atol=1e-5)
 
 
+def paper_catmull_rom(phase_rad: float, points: list[float]) -> float:
+    """REFERENCE.md section 2's spline, transcribed as written: the value at the phase of a
+    cyclic spline through `points` (4 scalars), for checking catmull_rom_weights' blend."""
+    position = (phase_rad % (2 * math.pi)) * 4 / (2 * math.pi)
+    k1 = int(position)
+    mu = position - k1
+    y0, y1, y2, y3 = (points[(k1 + i) % 4] for i in (-1, 0, 1, 2))
+    return (
+        y1
+        + mu * (-0.5 * y0 + 0.5 * y2)
+        + mu**2 * (y0 - 2.5 * y1 + 2 * y2 - 0.5 * y3)
+        + mu**3 * (-0.5 * y0 + 1.5 * y1 - 1.5 * y2 + 0.5 * y3)
+    )
+
+
+def test_catmull_rom_weights_blend_as_the_papers_formula():
+    """Between the control points too, and for phases outside [0, 2pi) (they wrap)."""
+    generator = torch.Generator().manual_seed(3)
+    points = torch.randn(4, generator=generator, dtype=torch.float64)
+    phases = torch.cat(
+        [
+            torch.rand(200, generator=generator, dtype=torch.float64) * 6 * math.pi - 2 * math.pi,
+            torch.tensor([0.0, math.pi / 2 - 1e-9, math.pi / 2, 2 * math.pi - 1e-9, -1e-9]),
+        ]
+    ).double()
+    blended = catmull_rom_weights(phases) @ points
+    expected = [paper_catmull_rom(float(p), points.tolist()) for p in phases]
+    assert torch.allclose(blended, torch.tensor(expected, dtype=torch.float64), atol=1e-9)
+
+
 def test_catmull_rom_weights_interpolate_the_control_points():
     phases = torch.tensor([0.0, math.pi / 2, math.pi, 3 * math.pi / 2])
     assert torch.allclose(catmull_rom_weights(phases), torch.eye(4), atol=1e-6)

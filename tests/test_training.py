@@ -112,6 +112,36 @@ def test_export_parity_metadata_and_dynamic_batch(tiny_dataset, tmp_path, kind):
         assert np.allclose(outputs[1].sum(axis=1), 1.0, atol=1e-5)  # expert weights
 
 
+def test_exported_pfnn_phase_function_matches_torch_and_wraps(tiny_dataset, tmp_path):
+    """The ONNX graph blends the control points as the trained network does at every phase
+    (between control points, at them, and at the runtime's [0, 2pi) ends), and a phase a
+    cycle away gives the same output: the runtime feeds radians wrapped to [0, 2pi)."""
+    from canis.export.onnx_export import load_for_export
+
+    train(config(tiny_dataset, kind="pfnn", epochs=1), tmp_path, progress=False)
+    out = tmp_path / "pfnn.onnx"
+    export_onnx(tmp_path / LAST, out, tiny_dataset)
+    wrapper, _ = load_for_export(tmp_path / LAST)
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    phases = np.concatenate(
+        [np.linspace(0, 2 * np.pi, 65)[:-1], [np.float32(2 * np.pi) - 1e-6, 1e-7]]
+    ).astype(np.float32)
+    x = np.repeat(dataset.load(tiny_dataset)["X"][:1], len(phases), axis=0)
+
+    def onnx_run(phase):
+        return session.run(None, {"x": x, "phase": phase.astype(np.float32)[:, None]})
+
+    y, delta = onnx_run(phases)
+    with torch.no_grad():
+        y_torch, delta_torch = wrapper(torch.as_tensor(x), torch.as_tensor(phases)[:, None])
+    assert np.allclose(y, y_torch.numpy(), atol=1e-4)
+    assert np.allclose(delta, delta_torch.numpy(), atol=1e-5)
+    assert np.ptp(y, axis=0).max() > 1e-3  # the phase changes the output
+    for shifted in (phases + 2 * np.pi, phases - 2 * np.pi):
+        y_shifted, delta_shifted = onnx_run(shifted)
+        assert np.allclose(y_shifted, y, atol=1e-3) and np.allclose(delta_shifted, delta, atol=1e-4)
+
+
 def test_exported_model_clamps_inputs_to_the_training_range(tiny_dataset, tmp_path):
     train(config(tiny_dataset, epochs=1), tmp_path, progress=False)
     out = tmp_path / "m.onnx"

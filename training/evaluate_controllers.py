@@ -37,7 +37,7 @@ from canis.tools.model_registry import model_paths
 from canis.tools.motion_metrics import SKATING_HEIGHT_CM
 from canis.tools.run import run as headless_run
 from canis.training.controller_metrics import BACK_PAWS, motion_quality, summarise
-from canis.training.labels import CONTACT_ON_SPEED_MPS, detect_contacts, speeds_mps
+from canis.training.labels import speeds_mps, stride_contacts
 
 PATHS = ("circle", "square", "star", "custom")
 PATH_DIR = assets_dir() / "paths"
@@ -198,14 +198,12 @@ def path_following(model_path: Path, path_dir: Path = PATH_DIR) -> dict:
 
 
 def footfalls(skeleton: Skeleton, run: Recording) -> np.ndarray:
-    """Contacts (F, 4) of the displayed paws on the flat ground by the labels' detector, with
-    its speed thresholds (0.25 m/s to land, 0.5 to lift) raised to half and all of the body's
-    speed when it moves faster: a network's stance paw may slide (what the skating measure
-    counts) yet still be down, while a swinging paw moves faster than the body."""
+    """Contacts (F, 4) of the displayed paws on the flat ground by the labels' stride
+    detector (a sliding stance paw is still down: what the skating measure counts)."""
     paws = run.positions_m[:, skeleton.group("paws")]
-    paw_speeds = speeds_mps(paws * np.array([1.0, 0.0, 1.0]))
-    scale = CONTACT_ON_SPEED_MPS / np.maximum(CONTACT_ON_SPEED_MPS, 0.5 * run.speeds_mps)
-    return detect_contacts(paws[..., 1], paw_speeds * scale[:, None])
+    return stride_contacts(
+        paws[..., 1], speeds_mps(paws * np.array([1.0, 0.0, 1.0])), run.speeds_mps
+    )
 
 
 def gait_verdict(skeleton: Skeleton, run: Recording) -> dict:
@@ -394,7 +392,8 @@ def evaluate(
     if figures_dir is not None:
         figures_dir.mkdir(parents=True, exist_ok=True)
         results["figures"] = {
-            "footfalls": str(plot_footfalls(footfall_plots, results, figures_dir)),
-            "activations": str(plot_activations(profiles, figures_dir)),
+            "footfalls": str(plot_footfalls(footfall_plots, results, figures_dir))
         }
+        if profiles:  # only MANN models have expert weights to plot
+            results["figures"]["activations"] = str(plot_activations(profiles, figures_dir))
     return results

@@ -49,6 +49,14 @@ ACTION_MAJORITY_WINDOW_FRAMES = 15
 # Soft action weights blend over this window around each change (frames), as the released
 # MANN data blends its action labels.
 ACTION_BLEND_WINDOW_FRAMES = 31
+# PFNN phase: a left-front stride lasts 0.35-0.67 s in canter and trot, 0.56-1.75 s in pace
+# and walk (p5-max over the mocap's labelled gaits); a touchdown closer than MIN_STRIDE_S to
+# the previous one is contact flicker (the walk's 0.2 s "strides"), and a gap over
+# MAX_STRIDE_S is no stride: the phase cycles there at NOMINAL_PHASE_HZ (the walk's median
+# stride rate is 1.15 Hz).
+MIN_STRIDE_S = 0.3
+MAX_STRIDE_S = 1.8
+NOMINAL_PHASE_HZ = 1.0
 
 
 @dataclass
@@ -104,6 +112,19 @@ def detect_contacts(heights_above_ground_m: np.ndarray, paw_speeds_mps: np.ndarr
         state = (state & ~leave[f]) | enter[f]
         contacts[f] = state
     return contacts
+
+
+def stride_contacts(
+    heights_above_ground_m: np.ndarray, horizontal_paw_speeds_mps: np.ndarray, body_speed_mps
+) -> np.ndarray:
+    """Footfalls (F, 4) that count a sliding stance paw as down: detect_contacts with its
+    speed thresholds (0.25 m/s to land, 0.5 to lift) raised to half and all of the body's
+    speed when it moves faster. A galloping or braking dog's planted paws slide at 1-2 m/s in
+    the mocap, which the contacts miss (whole strides of the canter), while a swinging paw
+    moves faster than the body. The PFNN phase and the evaluation's footfalls use it."""
+    body = np.asarray(body_speed_mps, dtype=np.float64)
+    scale = CONTACT_ON_SPEED_MPS / np.maximum(CONTACT_ON_SPEED_MPS, 0.5 * body)
+    return detect_contacts(heights_above_ground_m, horizontal_paw_speeds_mps * scale[:, None])
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -165,23 +186,32 @@ def classify_actions(
 
 
 def front_paw_phase(contacts: np.ndarray) -> np.ndarray:
-    """PFNN phase (F,) in [0, 2pi): 0 at each left-front touchdown, pi at each right-front one,
-    linear in between. Before the first and after the last touchdown it runs at one cycle per
-    second (the last interval's rate can be anything when two paws land a frame apart)."""
-    events = sorted(
-        [(int(f), 0.0) for f in np.flatnonzero(np.diff(contacts[:, 0].astype(int)) == 1) + 1]
-        + [(int(f), np.pi) for f in np.flatnonzero(np.diff(contacts[:, 1].astype(int)) == 1) + 1]
-    )
+    """PFNN phase (F,) in [0, 2pi) from footfalls (F, 4) (label_clip gives stride_contacts,
+    which do not miss the canter's sliding stances): one cycle per left-front stride, 0 at
+    each left-front touchdown and rising at a constant rate to 2pi at the next, as the MANN
+    paper's PFNN baseline fits one trigonometric cycle per front-leg stride. The right front
+    paw is not an anchor: it lands half a stride later in walk, pace and trot, but a quarter
+    (or, mirrored, three quarters) in the canter, where anchoring it at pi made the phase jump
+    by up to pi in a frame and advance at different rates in the two halves of a stride.
+
+    Where no stride exists (idle, sitting, lying: touchdowns seconds apart) the phase cycles
+    at about NOMINAL_PHASE_HZ, a whole number of cycles between the touchdowns, as PFNN cycles
+    the phase of a standing character: it never stalls, so the runtime's integrated phase
+    keeps moving when the dog starts off. Touchdowns under MIN_STRIDE_S after the previous
+    one are contact flicker and are dropped. Before the first and after the last touchdown the
+    phase runs at the nominal rate."""
     frames = np.arange(len(contacts), dtype=np.float64)
-    nominal_rate = 2 * np.pi / FPS
-    if not events:
+    nominal_rate = 2 * np.pi * NOMINAL_PHASE_HZ / FPS  # rad/frame
+    kept: list[int] = []
+    for f in np.flatnonzero(np.diff(contacts[:, 0].astype(int)) == 1) + 1:
+        if not kept or f - kept[-1] >= MIN_STRIDE_S * FPS:
+            kept.append(int(f))
+    if not kept:
         return (nominal_rate * frames) % (2 * np.pi)
-    times = np.array([f for f, _ in events], dtype=np.float64)
-    unwrapped = [events[0][1]]
-    for _, target in events[1:]:
-        step = (target - unwrapped[-1]) % (2 * np.pi)
-        unwrapped.append(unwrapped[-1] + (step if step > 1e-9 else 2 * np.pi))
-    unwrapped = np.array(unwrapped)
+    times = np.array(kept, dtype=np.float64)
+    gaps_s = np.diff(times) / FPS
+    cycles = np.where(gaps_s <= MAX_STRIDE_S, 1, np.maximum(2, np.round(gaps_s * NOMINAL_PHASE_HZ)))
+    unwrapped = 2 * np.pi * np.concatenate([[0.0], np.cumsum(cycles)])
     phase = np.interp(frames, times, unwrapped)
     before, after = frames < times[0], frames > times[-1]
     phase[before] = unwrapped[0] - nominal_rate * (times[0] - frames[before])
@@ -215,7 +245,11 @@ def label_clip(skeleton: Skeleton, positions_m: np.ndarray, facing: np.ndarray) 
         action_index=action_index,
         actions=soft_actions(action_index),
         gait_index=classify_gaits(contacts, root_speed, locomotion),
-        phase_rad=front_paw_phase(contacts),
+        phase_rad=front_paw_phase(
+            stride_contacts(
+                paws[..., 1] - ground[:, None], speeds_mps(paws * [1.0, 0.0, 1.0]), root_speed
+            )
+        ),
         hips_height_m=hips_height,
         body_pitch_deg=pitch_deg,
         root_speed_mps=root_speed,
