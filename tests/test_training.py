@@ -397,3 +397,40 @@ def test_validation_breakdown_adds_up_to_the_logged_loss(tiny_dataset, tmp_path,
     with pytest.raises(SystemExit):
         main([str(tmp_path / LAST), "--dataset", str(tmp_path / "none.npz")])
     assert "none.npz: no such file" in capsys.readouterr().err
+
+
+def test_generalisation_table_reads_the_runs(tmp_path, capsys):
+    """The study's table quotes the logs and splits the breakdown's held-out loss by clip and
+    by locomotion rows; a run folder without a log is named."""
+    from canis.training.generalisation_table import main
+
+    for name, within in (("a", False), ("b", True)):
+        (tmp_path / name).mkdir()
+        header = "epoch,train_loss,validation_loss" + (",within_clip_validation_loss" * within)
+        rows = [f"{e},{0.5 / e},{0.4 + e / 100}" + (f",{0.2 / e}" * within) for e in (1, 2)]
+        (tmp_path / name / "log.csv").write_text("\n".join([header, *rows]) + "\n")
+    breakdown = {
+        "checkpoint": str(tmp_path / "a" / LAST),
+        "training_sample_mse": 0.07,
+        "clips": [{"clip": "lie", "rows": 10, "mse": 1.0}, {"clip": "sit", "rows": 30, "mse": 0.2}],
+        "labels": {
+            "gait": [
+                {"label": "none", "rows": 30, "mse": 0.5},
+                {"label": "walk", "rows": 5, "mse": 0.1},
+                {"label": "trot", "rows": 5, "mse": 0.3},
+            ]
+        },
+    }
+    (tmp_path / "b.json").write_text(json.dumps([breakdown]))
+    runs = ["--run", f"A={tmp_path / 'a'}", "--run", f"B={tmp_path / 'b'}"]
+    figure = tmp_path / "curves.png"
+    main([*runs, "--breakdown", str(tmp_path / "b.json"), "--clip", "lie", "--figure", str(figure)])
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        lines[2]
+        == "| A | 0.500 / 0.250 | 0.410 / 0.420 (0.410) |  | 0.070 | 1.000 | 0.200 | 0.200 |"
+    )
+    assert lines[3] == "| B | 0.500 / 0.250 | 0.410 / 0.420 (0.410) | 0.200 / 0.100 |  |  |  |  |"
+    assert figure.stat().st_size > 1000
+    with pytest.raises(FileNotFoundError, match="--run .*missing: no log.csv in it"):
+        main(["--run", f"C={tmp_path / 'missing'}"])
