@@ -388,6 +388,9 @@ def test_validation_breakdown_adds_up_to_the_logged_loss(tiny_dataset, tmp_path,
     assert sum(c["share_of_error"] for c in result["clips"]) == pytest.approx(1)
     for rows_of_label in result["labels"].values():
         assert sum(r["share_of_error"] for r in rows_of_label) == pytest.approx(1)
+    segments = result["segments"]["trot"]
+    assert sum(s["rows"] for s in segments) == 138 and len(segments) == 1  # 69 frames, 2 s
+    assert segments[0]["mse"] == pytest.approx(result["clips"][0]["mse"])
     fields = result["fields"]
     assert sum(f["outputs"] for f in fields) == 363
     assert sum(f["validation_mse"] * f["outputs"] for f in fields) / 363 == pytest.approx(

@@ -68,7 +68,7 @@ def breakdown(checkpoint_path: Path, dataset: str) -> dict:
     model = create_model(kind, config.get("experts") or 8, config.get("hidden"))
     restore_model(checkpoint, model, checkpoint_path)
     with np.load(dataset, allow_pickle=False) as npz:
-        columns = {k: npz[k] for k in ("clip", "gait", "action", "speed", "validation")}
+        columns = {k: npz[k] for k in ("clip", "frame", "gait", "action", "speed", "validation")}
         clip_names = npz["clip_names"]
     held_out = columns["validation"]
     errors = squared_errors(model, kind, data.x_val, data.y_val, data.phase_val)
@@ -120,6 +120,11 @@ def breakdown(checkpoint_path: Path, dataset: str) -> dict:
         for name, indices in output_fields().items()
         if indices.max() < outputs
     ]
+    frame = columns["frame"][held_out]
+    segments = {
+        stem: clip_segments(row_error[clip == stem], frame[clip == stem], action[clip == stem])
+        for stem in sorted(set(clip))
+    }
     return {
         "checkpoint": str(checkpoint_path),
         "validation_mse": float(errors.mean()),
@@ -128,7 +133,27 @@ def breakdown(checkpoint_path: Path, dataset: str) -> dict:
         "clips": sorted(clips, key=lambda c: -c["share_of_error"]),
         "labels": by_label,
         "fields": fields,
+        "segments": segments,
     }
+
+
+def clip_segments(row_error, frame, action, seconds: float = 2.0) -> list[dict]:
+    """A held-out clip's error over time: MSE of each `seconds` of frames (the clip and its
+    mirror together) and the action labelled most there, to see whether a stretch of it or
+    all of it carries the error."""
+    from canis.runtime.features import FPS
+
+    length = int(seconds * FPS)
+    segment = (frame - frame.min()) // length
+    return [
+        {
+            "start_s": round(float(frame[segment == i].min() / FPS), 1),
+            "rows": int((segment == i).sum()),
+            "mse": float(row_error[segment == i].mean()),
+            "action": majority(action[segment == i], ACTIONS),
+        }
+        for i in np.unique(segment)
+    ]
 
 
 def markdown(result: dict) -> str:
@@ -167,6 +192,14 @@ def markdown(result: dict) -> str:
         f"{f['training_mse']:.3f} | {f['validation_mse'] / f['training_mse']:.1f}x | "
         f"{f['share_of_validation_error']:.0%} |"
         for f in result["fields"]
+    ]
+    worst = result["clips"][0]["clip"]
+    lines += [
+        "",
+        f"{worst} over time (2 s segments from its first row; MSE, the action labelled most): "
+        + ", ".join(
+            f"{s['start_s']:.0f} s {s['mse']:.2f} {s['action']}" for s in result["segments"][worst]
+        ),
     ]
     return "\n".join(lines)
 
