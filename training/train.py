@@ -177,6 +177,17 @@ class TrainingData:
         self.weights = torch.as_tensor(data["sample_weight"][training], dtype=torch.float64)
 
 
+def split_settings(checkpoint) -> dict:
+    """The rows a checkpoint was trained on (`--holdout`, `--no-mirrored`), as TrainingData's
+    keyword arguments: its input range (and PFNN's phase statistics) come from those rows, so
+    a TrainingData made otherwise fails _check_same_dataset."""
+    identity = checkpoint.config.get("train", {}).get("identity", {})
+    return {
+        "holdout": identity.get("holdout", IDENTITY_DEFAULTS["holdout"]),
+        "mirrored": identity.get("mirrored", IDENTITY_DEFAULTS["mirrored"]),
+    }
+
+
 def input_range(x_train: np.ndarray) -> dict[str, np.ndarray]:
     return {"x_min": x_train.min(axis=0), "x_max": x_train.max(axis=0)}
 

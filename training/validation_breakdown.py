@@ -58,12 +58,12 @@ def majority(labels: np.ndarray, names: tuple[str, ...], none: str = "none") -> 
 def breakdown(checkpoint_path: Path, dataset: str) -> dict:
     from canis.training.checkpoint import load_checkpoint, restore_model
     from canis.training.models import create_model
-    from canis.training.train import TrainingData, _check_same_dataset
+    from canis.training.train import TrainingData, _check_same_dataset, split_settings
 
     checkpoint = load_checkpoint(checkpoint_path)
     config = checkpoint.config
     kind = config["kind"]
-    data = TrainingData(dataset, kind, torch.device("cpu"))
+    data = TrainingData(dataset, kind, torch.device("cpu"), **split_settings(checkpoint))
     _check_same_dataset(checkpoint, data, argparse.Namespace(dataset=dataset), checkpoint_path)
     model = create_model(kind, config.get("experts") or 8, config.get("hidden"))
     restore_model(checkpoint, model, checkpoint_path)
