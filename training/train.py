@@ -181,7 +181,8 @@ def split_settings(checkpoint) -> dict:
     """The rows a checkpoint was trained on (`--holdout`, `--no-mirrored`), as TrainingData's
     keyword arguments: its input range (and PFNN's phase statistics) come from those rows, so
     a TrainingData made otherwise fails _check_same_dataset."""
-    identity = checkpoint.config.get("train", {}).get("identity", {})
+    # A checkpoint converted from an export has no training settings: the dataset's split.
+    identity = (checkpoint.config.get("train") or {}).get("identity") or {}
     return {
         "holdout": identity.get("holdout", IDENTITY_DEFAULTS["holdout"]),
         "mirrored": identity.get("mirrored", IDENTITY_DEFAULTS["mirrored"]),
