@@ -386,6 +386,7 @@ def test_validation_breakdown_adds_up_to_the_logged_loss(tiny_dataset, tmp_path,
     assert result["validation_mse"] == pytest.approx(rows[0]["validation_loss"], rel=1e-5)
     assert [c["clip"] for c in result["clips"]] == ["trot"]  # trot and trot_mirror
     assert sum(c["share_of_error"] for c in result["clips"]) == pytest.approx(1)
+    assert [r["label"] for r in result["labels"]["side"]] == ["captured", "mirrored"]
     for rows_of_label in result["labels"].values():
         assert sum(r["share_of_error"] for r in rows_of_label) == pytest.approx(1)
     segments = result["segments"]["trot"]

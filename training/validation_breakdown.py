@@ -68,7 +68,10 @@ def breakdown(checkpoint_path: Path, dataset: str) -> dict:
     model = create_model(kind, config.get("experts") or 8, config.get("hidden"))
     restore_model(checkpoint, model, checkpoint_path)
     with np.load(dataset, allow_pickle=False) as npz:
-        columns = {k: npz[k] for k in ("clip", "frame", "gait", "action", "speed", "validation")}
+        columns = {
+            k: npz[k]
+            for k in ("clip", "frame", "mirrored", "gait", "action", "speed", "validation")
+        }
         clip_names = npz["clip_names"]
     held_out = columns["validation"]
     errors = squared_errors(model, kind, data.x_val, data.y_val, data.phase_val)
@@ -98,8 +101,13 @@ def breakdown(checkpoint_path: Path, dataset: str) -> dict:
         }
         for stem in sorted(set(clip))
     ]
+    side = columns["mirrored"][held_out].astype(np.int8)  # a network trained without mirrors
     by_label = {}
-    for label, values, names in (("action", action, ACTIONS), ("gait", gait, GAITS)):
+    for label, values, names in (
+        ("action", action, ACTIONS),
+        ("gait", gait, GAITS),
+        ("side", side, ("captured", "mirrored")),
+    ):
         by_label[label] = [
             {
                 "label": names[value] if value != NO_GAIT else "none",
