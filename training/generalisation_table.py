@@ -96,7 +96,11 @@ def figure(runs: dict[str, list[dict]], path: Path) -> None:
                 linestyle="--",
                 label=f"{label}: within-clip",
             )
-    left.set(title="training loss (dropout on)", xlabel="epoch", ylabel="MSE, standardised")
+    left.set(
+        title="training loss as logged (dropout, noise on)",
+        xlabel="epoch",
+        ylabel="MSE, standardised",
+    )
     right.set(title="validation: held-out clips (solid), within-clip (dashed)", xlabel="epoch")
     for axes in (left, right):
         axes.set_yscale("log")
