@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from canis.export.onnx_export import LICENCE
+from canis.training.schedules import DROPOUT
 
 PARITY_NOTE = (
     "256 random input rows in the training range through the runtime; mean and max |difference| "
@@ -129,7 +130,10 @@ def write_card(
         f"- **Schedule**: `{train['schedule']}`: {config['epoch']} of {train['epochs']} epochs "
         f"completed, batch {train['batch_size']}, AdamW lr {train['lr']} with cosine warm "
         f"restarts (T0 {train['restart_epochs']}, Tmult {train['restart_mult']}), weight decay "
-        f"{train['weight_decay']}, dropout 0.3, trot/canter sampled 11x: "
+        f"{train['weight_decay']}, dropout {train.get('dropout', DROPOUT)}, "
+        + ("trot/canter sampled 11x" if train.get("oversample", True) else "uniform sampling")
+        + _generalisation_options(train)
+        + ": "
         + (
             "the paper's full schedule."
             if train["schedule"] == "paper"
@@ -236,3 +240,15 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         f"runs/NAME/{checkpoint_name} --out {model_path.name} --dataset data/dog_dataset.npz "
         "--card`."
     )
+
+
+def _generalisation_options(train: dict) -> str:
+    """The `canis train` options of the generalisation study, where a run set them."""
+    parts = []
+    if train.get("input_noise"):
+        parts.append(f"input noise std {train['input_noise']}")
+    if train.get("holdout", "clips") != "clips":
+        parts.append(f"holdout {train['holdout']}")
+    if not train.get("mirrored", True):
+        parts.append("no mirrored clips")
+    return "".join(f", {part}" for part in parts)

@@ -235,3 +235,34 @@ def test_resume_refuses_another_precision_by_name():
     closed_loop.check_resumable("x", saved, {"own_frames": 8, "lr": 1e-5, "precision": "fp32"})
     with pytest.raises(ValueError, match=r"x: .* precision 'fp32' \(now 'bf16'\)"):
         closed_loop.check_resumable("x", saved, {"own_frames": 8, "lr": 1e-5, "precision": "bf16"})
+
+
+def test_a_run_of_another_split_is_measured_and_not_fine_tuned(tiny_dataset, tmp_path, capsys):
+    """A `--holdout within-clips --no-mirrored` run's input range is its own rows': --measure
+    and the validation breakdown read it on the same held-out clips as the training logged;
+    fine-tuning, which trains on the dataset's split, refuses it by name."""
+    import json
+
+    from canis.training import holdout
+    from canis.training.train import LAST, train
+    from canis.training.validation_breakdown import main as breakdown
+    from conftest import tiny_config
+
+    config = tiny_config(tiny_dataset)
+    config.holdout, config.mirrored = "within-clips", False
+    with pytest.MonkeyPatch.context() as patch:  # the synthetic clips are 69-189 frames
+        patch.setattr(holdout, "GAP_FRAMES", 5)
+        (row,) = train(config, tmp_path / "run", progress=False)
+        checkpoint = tmp_path / "run" / LAST
+        assert finetune(tiny_dataset, checkpoint, tmp_path / "m", "--measure") == 0
+        measured = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert measured["validation_loss"] == pytest.approx(row["validation_loss"], rel=1e-5)
+        out = tmp_path / "breakdown.json"
+        assert breakdown([str(checkpoint), "--dataset", str(tiny_dataset), "--json", str(out)]) == 0
+        (result,) = json.loads(out.read_text())
+        assert result["validation_mse"] == pytest.approx(row["validation_loss"], rel=1e-5)
+        assert finetune(tiny_dataset, checkpoint, tmp_path / "f") == 2
+        assert (
+            "was trained with --holdout within-clips --no-mirrored; fine-tuning trains on"
+            in capsys.readouterr().err
+        )

@@ -267,3 +267,204 @@ def test_fused_adamw_is_the_for_loop_update():
             optimizer.step()
     for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def synthetic_rows(lengths, held_out=()):
+    """Dataset columns of clips of the given frame counts, each followed by its mirror (the
+    same frames), rows starting at frame 50 as clip_pairs' do."""
+    clip, frame, mirrored, validation = [], [], [], []
+    for i, length in enumerate(lengths):
+        for mirror in (False, True):
+            clip += [2 * i + mirror] * length
+            frame += list(range(50, 50 + length))
+            mirrored += [mirror] * length
+            validation += [i in held_out] * length
+    return {
+        "clip": np.array(clip),
+        "frame": np.array(frame),
+        "mirrored": np.array(mirrored),
+        "validation": np.array(validation),
+    }
+
+
+def test_within_clip_holdout_keeps_windows_apart():
+    """`--holdout within-clips`: the last 15% of every training clip is validated on, no row's
+    frame window (trajectory -50..+60, output +1) shared with a training row's; held-out clips
+    stay out of both; a clip and its mirror are cut at the same frame."""
+    from canis.runtime.features import TRAJECTORY_OFFSETS_FRAMES
+    from canis.training.holdout import split_rows
+
+    arrays = synthetic_rows([2000, 900, 1000, 300], held_out={1})
+    training, within = split_rows(arrays, "within-clips")
+    assert not (training & within).any()
+    assert not ((training | within) & arrays["validation"]).any()
+    reach_back, reach_ahead = -min(TRAJECTORY_OFFSETS_FRAMES), max(TRAJECTORY_OFFSETS_FRAMES) + 1
+    for clip in (0, 1, 4, 5):
+        rows = arrays["clip"] == clip
+        last_training = arrays["frame"][rows & training].max()
+        first_within = arrays["frame"][rows & within].min()
+        assert last_training + reach_ahead < first_within - reach_back
+        # The tail is about 15% of the clip (2000 frames: 300), less the gap's 60 frames.
+        assert abs((rows & within).sum() - (0.15 * rows.sum() - 60)) <= 1
+    short = arrays["clip"] == 6  # 300 frames: a 45-frame tail, all in the gap
+    assert not (short & within).any() and (short & training).sum() == 300 - 45 - 60
+    assert np.array_equal(
+        arrays["frame"][(arrays["clip"] == 0) & within],
+        arrays["frame"][(arrays["clip"] == 1) & within],
+    )
+    # The default is the dataset's split: every row of the training clips, none held back.
+    training, within = split_rows(arrays, "clips")
+    assert np.array_equal(training, ~arrays["validation"]) and not within.any()
+    training, _ = split_rows(arrays, "clips", mirrored=False)
+    assert np.array_equal(training, ~arrays["validation"] & ~arrays["mirrored"])
+    with pytest.raises(ValueError, match="--holdout 'frames': choose one of clips, within-clips"):
+        split_rows(arrays, "frames")
+    with pytest.raises(ValueError, match="--holdout within-clips: leaves no training rows"):
+        split_rows(synthetic_rows([60]), "within-clips")
+
+
+def test_generalisation_options_train_and_refuse_another_resume(
+    tiny_dataset, tmp_path, monkeypatch
+):
+    """--dropout, --weight-decay, --input-noise, --holdout and --no-mirrored reach the
+    training, are part of the run's identity (a resume with others is refused, naming them),
+    and the held-out-clip validation loss is the same yardstick in every run."""
+    from canis.training import holdout
+    from canis.training.train import TrainingData, validation_loss
+
+    monkeypatch.setattr(holdout, "GAP_FRAMES", 5)  # the synthetic clips are 69-189 frames
+    plain = train(config(tiny_dataset, epochs=1), tmp_path / "plain", progress=False)
+    varied = config(tiny_dataset, epochs=1)
+    varied.dropout, varied.weight_decay, varied.input_noise = 0.0, 0.01, 0.3
+    varied.holdout, varied.mirrored = "within-clips", False
+    rows = train(varied, tmp_path / "varied", progress=False)
+    assert rows[0]["train_loss"] != pytest.approx(plain[0]["train_loss"], rel=1e-3)
+    assert np.isfinite(rows[0]["within_clip_validation_loss"])
+    assert "within_clip_validation_loss" not in plain[0]
+    header = (tmp_path / "varied" / "log.csv").read_text().splitlines()[0]
+    assert header.startswith("epoch,train_loss,validation_loss,within_clip_validation_loss,")
+    checkpoint = load_checkpoint(tmp_path / "varied" / LAST)
+    identity = checkpoint.config["train"]["identity"]
+    assert (identity["dropout"], identity["weight_decay"], identity["input_noise"]) == (
+        0.0,
+        0.01,
+        0.3,
+    )
+    assert identity["holdout"] == "within-clips" and identity["mirrored"] is False
+    # Defaults stay out of the identity, as runs written before the options resume.
+    plain_identity = load_checkpoint(tmp_path / "plain" / LAST).config["train"]["identity"]
+    assert not {"dropout", "input_noise", "holdout", "mirrored"} & plain_identity.keys()
+    # Validation sees no noise and the same held-out clips: the logged loss is the
+    # checkpoint's own on a split made without any of the options.
+    model = create_model("mann", 4)
+    restore_model(checkpoint, model, tmp_path / "varied" / LAST)
+    data = TrainingData(str(tiny_dataset), "mann", torch.device("cpu"))
+    assert validation_loss(model, "mann", data) == pytest.approx(rows[0]["validation_loss"])
+    resumed = config(tiny_dataset, epochs=2)
+    resumed.dropout, resumed.weight_decay, resumed.input_noise = 0.0, 0.01, 0.3
+    resumed.holdout = "within-clips"
+    with pytest.raises(ValueError, match=r"other settings: mirrored False \(now True\);"):
+        train(resumed, tmp_path / "varied", resume=True, progress=False)
+    other = config(tiny_dataset, epochs=2)
+    other.dropout = 0.5
+    with pytest.raises(ValueError, match=r"other settings: dropout 0.3 \(now 0.5\);"):
+        train(other, tmp_path / "plain", resume=True, progress=False)
+
+
+def test_dropout_setting_reaches_the_layers():
+    """In training mode two passes of one input differ only by dropout's masks."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 480)
+
+    def output(model):
+        y = model(x)
+        return y[0] if isinstance(y, tuple) else y
+
+    for kind in ("mann", "vnn"):
+        off = create_model(kind, 4, hidden=16, dropout=0.0).train()
+        assert torch.equal(output(off), output(off))
+        on = create_model(kind, 4, hidden=16, dropout=0.5).train()
+        assert not torch.equal(output(on), output(on))
+
+
+def test_cli_refuses_bad_generalisation_options(tiny_dataset, tmp_path, capsys):
+    from canis.cli import main
+
+    base = ["train", "--dataset", str(tiny_dataset), "--out", str(tmp_path)]
+    for option, value, message in (
+        ("--dropout", "1", "--dropout 1.0: must be at least 0 and below 1"),
+        ("--dropout", "-0.1", "--dropout -0.1: must be at least 0 and below 1"),
+        ("--weight-decay", "-1", "--weight-decay -1.0: must be 0 or more"),
+        ("--input-noise", "nan", "--input-noise nan: must be 0 or more"),
+    ):
+        assert main([*base, option, value]) == 2
+        assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([*base, "--holdout", "frames"])
+    assert "invalid choice: 'frames'" in capsys.readouterr().err
+
+
+def test_validation_breakdown_adds_up_to_the_logged_loss(tiny_dataset, tmp_path, capsys):
+    """The per-clip, per-label and per-field errors are parts of the validation loss the
+    training logged (the same rows, eval mode)."""
+    from canis.training.validation_breakdown import main
+
+    rows = train(config(tiny_dataset, epochs=1), tmp_path, progress=False)
+    out = tmp_path / "breakdown.json"
+    assert main([str(tmp_path / LAST), "--dataset", str(tiny_dataset), "--json", str(out)]) == 0
+    (result,) = json.loads(out.read_text())
+    assert result["validation_mse"] == pytest.approx(rows[0]["validation_loss"], rel=1e-5)
+    assert [c["clip"] for c in result["clips"]] == ["trot"]  # trot and trot_mirror
+    assert sum(c["share_of_error"] for c in result["clips"]) == pytest.approx(1)
+    assert [r["label"] for r in result["labels"]["side"]] == ["captured", "mirrored"]
+    for rows_of_label in result["labels"].values():
+        assert sum(r["share_of_error"] for r in rows_of_label) == pytest.approx(1)
+    segments = result["segments"]["trot"]
+    assert sum(s["rows"] for s in segments) == 138 and len(segments) == 1  # 69 frames, 2 s
+    assert segments[0]["mse"] == pytest.approx(result["clips"][0]["mse"])
+    fields = result["fields"]
+    assert sum(f["outputs"] for f in fields) == 363
+    assert sum(f["validation_mse"] * f["outputs"] for f in fields) / 363 == pytest.approx(
+        result["validation_mse"], rel=1e-5
+    )
+    assert "| trot | 138 |" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / LAST), "--dataset", str(tmp_path / "none.npz")])
+    assert "none.npz: no such file" in capsys.readouterr().err
+
+
+def test_generalisation_table_reads_the_runs(tmp_path, capsys):
+    """The study's table quotes the logs and splits the breakdown's held-out loss by clip and
+    by locomotion rows; a run folder without a log is named."""
+    from canis.training.generalisation_table import main
+
+    for name, within in (("a", False), ("b", True)):
+        (tmp_path / name).mkdir()
+        header = "epoch,train_loss,validation_loss" + (",within_clip_validation_loss" * within)
+        rows = [f"{e},{0.5 / e},{0.4 + e / 100}" + (f",{0.2 / e}" * within) for e in (1, 2)]
+        (tmp_path / name / "log.csv").write_text("\n".join([header, *rows]) + "\n")
+    breakdown = {
+        "checkpoint": str(tmp_path / "a" / LAST),
+        "training_sample_mse": 0.07,
+        "clips": [{"clip": "lie", "rows": 10, "mse": 1.0}, {"clip": "sit", "rows": 30, "mse": 0.2}],
+        "labels": {
+            "gait": [
+                {"label": "none", "rows": 30, "mse": 0.5},
+                {"label": "walk", "rows": 5, "mse": 0.1},
+                {"label": "trot", "rows": 5, "mse": 0.3},
+            ]
+        },
+    }
+    (tmp_path / "b.json").write_text(json.dumps([breakdown]))
+    runs = ["--run", f"A={tmp_path / 'a'}", "--run", f"B={tmp_path / 'b'}"]
+    figure = tmp_path / "curves.png"
+    main([*runs, "--breakdown", str(tmp_path / "b.json"), "--clip", "lie", "--figure", str(figure)])
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        lines[2]
+        == "| A | 0.500 / 0.250 | 0.410 / 0.420 (0.410) |  | 0.070 | 1.000 | 0.200 | 0.200 |"
+    )
+    assert lines[3] == "| B | 0.500 / 0.250 | 0.410 / 0.420 (0.410) | 0.200 / 0.100 |  |  |  |  |"
+    assert figure.stat().st_size > 1000
+    with pytest.raises(FileNotFoundError, match="--run .*missing: no log.csv in it"):
+        main(["--run", f"C={tmp_path / 'missing'}"])

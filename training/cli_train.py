@@ -8,7 +8,8 @@ from pathlib import Path
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    from canis.training.schedules import describe  # torch-free: the numbers training uses
+    from canis.training import holdout  # torch-free, as schedules
+    from canis.training.schedules import DROPOUT, WEIGHT_DECAY, describe  # torch-free
 
     train = commands.add_parser("train", help="train MANN, PFNN or the vanilla network")
     train.add_argument("--model", choices=("mann", "pfnn", "vnn"), default="mann")
@@ -34,6 +35,35 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--no-oversample",
         action="store_true",
         help="sample rows uniformly instead of 11x trot/canter weights",
+    )
+    train.add_argument(
+        "--dropout",
+        type=float,
+        help=f"probability of dropping each layer's input in training (default {DROPOUT}: "
+        "the paper's keep 0.7)",
+    )
+    train.add_argument(
+        "--weight-decay", type=float, help=f"AdamW weight decay (default {WEIGHT_DECAY})"
+    )
+    train.add_argument(
+        "--input-noise",
+        type=float,
+        help="std of Gaussian noise added to the standardised inputs of each training batch "
+        "(default 0: none; validation never has it)",
+    )
+    train.add_argument(
+        "--holdout",
+        choices=holdout.HOLDOUTS,
+        help="clips (default): validate on the dataset's held-out clips; within-clips: also "
+        f"hold out the last {holdout.TAIL_FRACTION:.0%} of every training clip, "
+        f"{holdout.GAP_FRAMES} frames dropped each side of the cut, logged as "
+        "within_clip_validation_loss (training/holdout.py)".replace("%", "%%"),
+    )
+    train.add_argument(
+        "--no-mirrored",
+        action="store_true",
+        help="train on the captured clips only, not their left/right mirrors (validation "
+        "keeps both)",
     )
     train.add_argument(
         "--resume", action="store_true", help="continue the run in --out from its last checkpoint"
@@ -141,6 +171,11 @@ def run_train(args) -> int:
         steps_per_epoch=args.steps_per_epoch,
         precision=precision,
         dataset=str(args.dataset),
+        dropout=args.dropout,
+        weight_decay=args.weight_decay,
+        input_noise=args.input_noise,
+        holdout=args.holdout,
+        mirrored=False if args.no_mirrored else None,
     )
     if not args.dataset.exists():
         raise FileNotFoundError(

@@ -206,11 +206,18 @@ def measure(checkpoint_path, dataset: str, loop: ClosedLoopConfig, stretches: in
     since a one-step run's own log measures its closed-loop column with no own frames."""
     from canis.training.checkpoint import load_checkpoint, restore_model
     from canis.training.models import create_model
-    from canis.training.train import TrainingData, _check_same_dataset, _predict, validation_loss
+    from canis.training.train import (
+        TrainingData,
+        _check_same_dataset,
+        _predict,
+        split_settings,
+        validation_loss,
+    )
 
     checkpoint = load_checkpoint(checkpoint_path)
     kind = checkpoint.config["kind"]
-    data = TrainingData(dataset, kind, torch.device("cpu"))
+    # Validation rows are the held-out clips whatever the split; the input range is the run's.
+    data = TrainingData(dataset, kind, torch.device("cpu"), **split_settings(checkpoint))
     _check_same_dataset(checkpoint, data, SimpleNamespace(dataset=dataset), checkpoint_path)
     model = create_model(
         kind, checkpoint.config.get("experts") or 8, checkpoint.config.get("hidden")
@@ -266,6 +273,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         _append_log,
         _check_same_dataset,
         _predict,
+        split_settings,
         validation_loss,
     )
 
@@ -283,6 +291,14 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
     if resume:
         check_resumable(source, saved, identity)
     kind = saved["kind"]
+    split = split_settings(checkpoint)
+    if split != {"holdout": "clips", "mirrored": True}:  # StretchData reads that split's rows
+        raise ValueError(
+            f"{source}: was trained with --holdout {split['holdout']}"
+            + ("" if split["mirrored"] else " --no-mirrored")
+            + "; fine-tuning trains on every row of the dataset's training clips: start from "
+            "a run trained on them"
+        )
     data = TrainingData(settings.dataset, kind, torch.device("cpu"))
     _check_same_dataset(checkpoint, data, SimpleNamespace(dataset=settings.dataset), source)
     model = create_model(kind, saved.get("experts") or 8, saved.get("hidden"))

@@ -16,11 +16,11 @@ import math
 
 import torch
 from canis.runtime.features import INPUT, OUTPUT, gating_indices
+from canis.training.schedules import DROPOUT
 from torch import nn
 from torch.nn import functional as F
 
 MODEL_KINDS = ("mann", "pfnn", "vnn")
-DROPOUT = 0.3  # the paper's keep probability 0.7
 GATING_HIDDEN = 32
 MOTION_HIDDEN = 512
 VNN_HIDDEN = 2048
@@ -53,7 +53,7 @@ class BlendedLinear(nn.Module):
 class MotionNetwork(nn.Module):
     """Three ELU layers 480 -> h -> h -> 363 with blended weight sets and dropout."""
 
-    def __init__(self, inputs: int, hidden: int, outputs: int, sets: int):
+    def __init__(self, inputs: int, hidden: int, outputs: int, sets: int, dropout: float = DROPOUT):
         super().__init__()
         self.layers = nn.ModuleList(
             [
@@ -62,7 +62,7 @@ class MotionNetwork(nn.Module):
                 BlendedLinear(hidden, outputs, sets),
             ]
         )
-        self.dropout = nn.Dropout(DROPOUT)
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, blend: torch.Tensor) -> torch.Tensor:
         for i, layer in enumerate(self.layers):
@@ -75,7 +75,7 @@ class MotionNetwork(nn.Module):
 class MANN(nn.Module):
     kind = "mann"
 
-    def __init__(self, experts: int = 8, hidden: int = MOTION_HIDDEN):
+    def __init__(self, experts: int = 8, hidden: int = MOTION_HIDDEN, dropout: float = DROPOUT):
         super().__init__()
         self.experts = experts
         self.register_buffer("gating_indices", torch.as_tensor(gating_indices()), persistent=False)
@@ -86,7 +86,7 @@ class MANN(nn.Module):
             nn.ELU(),
             nn.Linear(GATING_HIDDEN, experts),
         )
-        self.motion = MotionNetwork(INPUT.size, hidden, OUTPUT.size, experts)
+        self.motion = MotionNetwork(INPUT.size, hidden, OUTPUT.size, experts, dropout)
 
     def expert_weights(self, x: torch.Tensor) -> torch.Tensor:
         return torch.softmax(self.gating(x[:, self.gating_indices]), dim=-1)
@@ -127,9 +127,11 @@ class PFNN(nn.Module):
 
     kind = "pfnn"
 
-    def __init__(self, hidden: int = MOTION_HIDDEN):
+    def __init__(self, hidden: int = MOTION_HIDDEN, dropout: float = DROPOUT):
         super().__init__()
-        self.motion = MotionNetwork(INPUT.size, hidden, OUTPUT.size + 1, PFNN_CONTROL_POINTS)
+        self.motion = MotionNetwork(
+            INPUT.size, hidden, OUTPUT.size + 1, PFNN_CONTROL_POINTS, dropout
+        )
 
     def forward(self, x: torch.Tensor, phase_rad: torch.Tensor) -> torch.Tensor:
         return self.motion(x, catmull_rom_weights(phase_rad))
@@ -144,9 +146,9 @@ class VanillaNetwork(nn.Module):
 
     kind = "vnn"
 
-    def __init__(self, hidden: int = VNN_HIDDEN):
+    def __init__(self, hidden: int = VNN_HIDDEN, dropout: float = DROPOUT):
         super().__init__()
-        self.dropout = nn.Dropout(DROPOUT)
+        self.dropout = nn.Dropout(dropout)
         self.layers = nn.ModuleList(
             [
                 nn.Linear(INPUT.size, hidden),
@@ -163,10 +165,13 @@ class VanillaNetwork(nn.Module):
         return x
 
 
-def create_model(kind: str, experts: int = 8, hidden: int | None = None) -> nn.Module:
+def create_model(
+    kind: str, experts: int = 8, hidden: int | None = None, dropout: float = DROPOUT
+) -> nn.Module:
     """`hidden`: units per hidden layer, None for the paper's (512; the vanilla network's
-    2048). Smaller networks are for test fixtures."""
-    size = {} if hidden is None else {"hidden": hidden}
+    2048). Smaller networks are for test fixtures. `dropout`: the probability of dropping an
+    input of each layer in training (no effect in eval mode, so exports need not know it)."""
+    size = ({} if hidden is None else {"hidden": hidden}) | {"dropout": dropout}
     if kind == "mann":
         return MANN(experts, **size)
     if kind == "pfnn":

@@ -26,14 +26,24 @@ from canis.training.checkpoint import (
     save_checkpoint,
 )
 from canis.training.dataset import load as load_dataset
+from canis.training.holdout import HOLDOUTS, split_rows
 from canis.training.models import create_model
 from canis.training.precision import autocast, fused_optimiser, precision_for_run
-from canis.training.schedules import SCHEDULES
+from canis.training.schedules import DROPOUT, SCHEDULES, WEIGHT_DECAY
 from canis.training.schedules import cycle_ends as schedule_cycle_ends
 from torch import nn
 
-WEIGHT_DECAY = 2.5e-3
 LAST, BEST = "last.safetensors", "best.safetensors"
+# Settings added after runs were written without them: a setting at its value here is left
+# out of a run's identity, so those runs resume, and an absent one reads as this value.
+IDENTITY_DEFAULTS = {
+    "hidden": None,
+    "precision": "fp32",
+    "dropout": DROPOUT,
+    "input_noise": 0.0,
+    "holdout": "clips",
+    "mirrored": True,
+}
 
 
 @dataclass
@@ -53,6 +63,20 @@ class TrainConfig:
     steps_per_epoch: int | None = None  # None: one pass over the training rows per epoch
     precision: str = "fp32"  # "bf16": autocast matmuls; "auto": see precision_for_run
     dataset: str = ""
+    dropout: float = DROPOUT  # probability of dropping each layer's input in training
+    input_noise: float = 0.0  # std of Gaussian noise on the standardised training inputs
+    holdout: str = "clips"  # training/holdout.py
+    mirrored: bool = True  # False: train on the captured rows only, not their mirrors
+
+    def __post_init__(self):
+        if not self.weight_decay >= 0:
+            raise ValueError(f"--weight-decay {self.weight_decay}: must be 0 or more")
+        if not self.input_noise >= 0:
+            raise ValueError(f"--input-noise {self.input_noise}: must be 0 or more")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"--dropout {self.dropout}: must be at least 0 and below 1")
+        if self.holdout not in HOLDOUTS:
+            raise ValueError(f"--holdout {self.holdout!r}: choose one of {', '.join(HOLDOUTS)}")
 
     @classmethod
     def from_schedule(cls, schedule: str, **overrides) -> TrainConfig:
@@ -64,11 +88,11 @@ class TrainConfig:
     def identity(self) -> dict:
         """What a resumed run must share with the run it continues."""
         identity = {k: v for k, v in asdict(self).items() if k not in ("epochs", "dataset")}
-        if identity["hidden"] is None:  # as runs written before the size was a setting
-            del identity["hidden"]
-        if identity["precision"] == "fp32":  # as runs written before the precision was one
-            del identity["precision"]
-        return identity
+        return {
+            k: v
+            for k, v in identity.items()
+            if k not in IDENTITY_DEFAULTS or v != IDENTITY_DEFAULTS[k]
+        }
 
 
 def cycle_ends(config: TrainConfig) -> list[int]:
@@ -105,7 +129,14 @@ def _device(rank: int) -> torch.device:
 class TrainingData:
     """Standardised tensors on the training device, split into training and validation rows."""
 
-    def __init__(self, path: str, kind: str, device: torch.device):
+    def __init__(
+        self,
+        path: str,
+        kind: str,
+        device: torch.device,
+        holdout: str = "clips",
+        mirrored: bool = True,
+    ):
         data = load_dataset(path)
         self.metadata = data.metadata
         x = (data["X"] - data["x_mean"]) / data["x_std"]
@@ -118,11 +149,15 @@ class TrainingData:
         }
         # The exported graph clamps its input to the range seen in training (see
         # export/onnx_export.py): a closed loop that leaves it otherwise runs away.
-        self.normalisation |= input_range(data["X"][~data["validation"]])
+        # Held-out clips (`validation`) are every run's validation set, so runs compare on
+        # the same rows; `within` is the within-clip one (training/holdout.py). The
+        # standardisation stays the dataset's (all rows of the training clips).
+        training, within = split_rows(data.arrays, holdout, mirrored)
+        self.normalisation |= input_range(data["X"][training])
         validation = data["validation"]
         if kind == "pfnn":  # the phase increment is an extra, standardised output
             delta = data["phase_delta"][:, None]
-            mean, std = delta[~validation].mean(0), delta[~validation].std(0) + 1e-6
+            mean, std = delta[training].mean(0), delta[training].std(0) + 1e-6
             y = np.concatenate([y, (delta - mean) / std], axis=1)
             self.normalisation |= {"phase_delta_mean": mean, "phase_delta_std": std}
         self.normalisation = {
@@ -133,11 +168,25 @@ class TrainingData:
         def as_tensor(array):
             return torch.as_tensor(np.ascontiguousarray(array, dtype=np.float32), device=device)
 
-        self.x_train, self.y_train = as_tensor(x[~validation]), as_tensor(y[~validation])
+        self.x_train, self.y_train = as_tensor(x[training]), as_tensor(y[training])
         self.x_val, self.y_val = as_tensor(x[validation]), as_tensor(y[validation])
-        self.phase_train = as_tensor(data["phase"][~validation])
+        self.phase_train = as_tensor(data["phase"][training])
         self.phase_val = as_tensor(data["phase"][validation])
-        self.weights = torch.as_tensor(data["sample_weight"][~validation], dtype=torch.float64)
+        self.x_within, self.y_within = as_tensor(x[within]), as_tensor(y[within])
+        self.phase_within = as_tensor(data["phase"][within])
+        self.weights = torch.as_tensor(data["sample_weight"][training], dtype=torch.float64)
+
+
+def split_settings(checkpoint) -> dict:
+    """The rows a checkpoint was trained on (`--holdout`, `--no-mirrored`), as TrainingData's
+    keyword arguments: its input range (and PFNN's phase statistics) come from those rows, so
+    a TrainingData made otherwise fails _check_same_dataset."""
+    # A checkpoint converted from an export has no training settings: the dataset's split.
+    identity = (checkpoint.config.get("train") or {}).get("identity") or {}
+    return {
+        "holdout": identity.get("holdout", IDENTITY_DEFAULTS["holdout"]),
+        "mirrored": identity.get("mirrored", IDENTITY_DEFAULTS["mirrored"]),
+    }
 
 
 def input_range(x_train: np.ndarray) -> dict[str, np.ndarray]:
@@ -147,8 +196,8 @@ def input_range(x_train: np.ndarray) -> dict[str, np.ndarray]:
 def identity_difference(saved: dict, wanted: dict) -> str:
     """The settings in which a checkpoint's identity and a run's differ, named, for the
     resume refusal (issue 17's bad input); a setting absent from either reads as its
-    default (e.g. precision fp32, hidden: the paper's)."""
-    defaults = {"precision": "fp32", "hidden": None}
+    default (IDENTITY_DEFAULTS: e.g. precision fp32, hidden: the paper's)."""
+    defaults = IDENTITY_DEFAULTS
     keys = sorted(set(saved) | set(wanted))
     return ", ".join(
         f"{key} {saved.get(key, defaults.get(key))!r} (now {wanted.get(key, defaults.get(key))!r})"
@@ -173,17 +222,27 @@ def _epoch_indices(data: TrainingData, config: TrainConfig, epoch: int) -> torch
     return torch.randperm(rows, generator=generator)[:count]
 
 
+def validation_loss(model, kind, data: TrainingData) -> float:
+    """MSE on the held-out clips (every run's common yardstick)."""
+    return mean_squared_error(model, kind, data.x_val, data.y_val, data.phase_val)
+
+
+def within_clip_validation_loss(model, kind, data: TrainingData) -> float:
+    """MSE on the held-out tails of the training clips (`--holdout within-clips`)."""
+    return mean_squared_error(model, kind, data.x_within, data.y_within, data.phase_within)
+
+
 @torch.no_grad()
-def validation_loss(model, kind, data: TrainingData, batch=8192) -> float:
-    if len(data.x_val) == 0:
+def mean_squared_error(model, kind, x, y, phase, batch=8192) -> float:
+    if len(x) == 0:
         return float("nan")
     model.eval()
     total = 0.0
-    for start in range(0, len(data.x_val), batch):
+    for start in range(0, len(x), batch):
         end = start + batch
-        prediction = _predict(model, kind, data.x_val[start:end], data.phase_val[start:end])
-        total += nn.functional.mse_loss(prediction, data.y_val[start:end], reduction="sum").item()
-    return total / data.y_val.numel()
+        prediction = _predict(model, kind, x[start:end], phase[start:end])
+        total += nn.functional.mse_loss(prediction, y[start:end], reduction="sum").item()
+    return total / y.numel()
 
 
 def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bool = True):
@@ -198,9 +257,9 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
     config = replace(config, precision=precision_for_run(config.precision, device, resumed))
     if rank == 0 and progress:
         print(f"precision {config.precision}, {torch.get_num_threads()} threads", flush=True)
-    data = TrainingData(config.dataset, config.kind, device)
+    data = TrainingData(config.dataset, config.kind, device, config.holdout, config.mirrored)
     torch.manual_seed(config.seed)  # the initial weights are part of what the seed fixes
-    model = create_model(config.kind, config.experts, config.hidden).to(device)
+    model = create_model(config.kind, config.experts, config.hidden, config.dropout).to(device)
     optimizer = torch.optim.AdamW(
         model.parameters(),
         lr=config.lr,
@@ -253,10 +312,11 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
             for group in optimizer.param_groups:
                 group["lr"] = lr
             batch = indices[step * config.batch_size : (step + 1) * config.batch_size].to(device)
+            x = data.x_train[batch]
+            if config.input_noise:  # from the global RNG: seeded per epoch, as dropout
+                x = x + config.input_noise * torch.randn_like(x)
             with autocast(config.precision, device):
-                prediction = _predict(
-                    trainable, config.kind, data.x_train[batch], data.phase_train[batch]
-                )
+                prediction = _predict(trainable, config.kind, x, data.phase_train[batch])
             loss = nn.functional.mse_loss(prediction.float(), data.y_train[batch])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -272,6 +332,12 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
             "epoch": epoch + 1,
             "train_loss": loss_sum / max(steps, 1),
             "validation_loss": validation_loss(model, config.kind, data),
+        }
+        if config.holdout == "within-clips":
+            row["within_clip_validation_loss"] = within_clip_validation_loss(
+                model, config.kind, data
+            )
+        row |= {
             "lr": lr,
             "seconds": round(seconds, 2),
             "samples_per_s": round(steps * config.batch_size * world / seconds, 1),
@@ -279,8 +345,10 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
         rows.append(row)
         _append_log(log_path, row)
         if writer:
-            for key in ("train_loss", "validation_loss", "lr", "samples_per_s"):
-                writer.add_scalar(key, row[key], epoch + 1)
+            for key in ("train_loss", "validation_loss", "within_clip_validation_loss", "lr"):
+                if key in row:
+                    writer.add_scalar(key, row[key], epoch + 1)
+            writer.add_scalar("samples_per_s", row["samples_per_s"], epoch + 1)
         improved = row["validation_loss"] < best
         best = min(best, row["validation_loss"])
         state = {
