@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from canis.tools.outside_inference import file_figures, side_by_side
+from canis.tools.outside_inference import (
+    file_figures,
+    frame_kinds,
+    kinds_side_by_side,
+    side_by_side,
+)
 
 HEADER = "frame,start_ms,wall_ms,cpu_ms,other_ms,steps,input_ms,trajectory_ms,features_ms,"
 HEADER += "inference_ms,decode_ms,ik_ms,transition_ms\n"
@@ -47,3 +52,19 @@ def test_bad_files_are_named(tmp_path):
         file_figures(other)
     with pytest.raises(ValueError, match="at least one --before"):
         side_by_side([], [other])
+
+
+def test_frames_are_pooled_by_kind(tmp_path):
+    """Frames 0, 10, ... have a transition stage, each alone: each is a frame that asks."""
+    runs = [write_run(tmp_path / f"a{i}.csv", 1.0) for i in range(2)]
+    kinds = frame_kinds(runs)
+    assert kinds["that ask"].size == 22 and kinds["of a transition"].size == 0
+    assert kinds["without one"].size == 180 and kinds["all"].size == 202
+    assert kinds["that ask"].min() > kinds["without one"].max()  # the 5 ms stage
+    path = tmp_path / "run.csv"
+    path.write_text(HEADER + "0,0,1,1,0,1,0,0,0,0,0,0,\n1,1,7,7,0,1,0,0,0,0,0,0,5\n"
+                    "2,2,6,6,0,1,0,0,0,0,0,0,4\n")  # fmt: skip
+    kinds = frame_kinds([path])
+    assert kinds["that ask"].tolist() == [7.0] and kinds["of a transition"].tolist() == [6.0]
+    table = kinds_side_by_side(runs, [path])
+    assert "| of a transition | 0 | 1 | - | 6.00 / 6.00 / 6.00 |" in table

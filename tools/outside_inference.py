@@ -9,7 +9,10 @@ each version and the ratio after / before, with the range of the per-pair ratios
 (files paired in the order given: run them alternately, A1 B1 A2 B2 ...). The transition
 stage (the RTN's own inference) is left out of "outside" and shown on its own.
 
-Prints a markdown table (docs/BENCHMARKS.md's side-by-side sections).
+Prints a markdown table (docs/BENCHMARKS.md's side-by-side sections). With `--frame-kinds`,
+instead: each version's frames pooled by kind (those that ask for a transition, the first of a
+run of frames with a transition stage; those of a transition; those without one; all), their
+wall time p50 / p99 / max.
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ OUTSIDE_STAGES = ("input", "trajectory", "features", "decode", "ik")
 ROWS = (*OUTSIDE_STAGES, "outside", "inference", "transition", "frame", "frame_cpu")
 
 
-def file_figures(path: str | Path) -> dict[str, tuple[float, float]]:
-    """{figure: (p50 ms, p99 ms)} of one `canis run --csv` file."""
+FRAME_KINDS = ("that ask", "of a transition", "without one", "all")
+
+
+def _frames(path: str | Path) -> list[dict]:
+    """The frame rows of one `canis run --csv` file; a clear error for anything else."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
@@ -37,6 +43,12 @@ def file_figures(path: str | Path) -> dict[str, tuple[float, float]]:
         raise ValueError(
             f"{path}: not a `canis run --csv` file with frames (no {', '.join(sorted(missing))})"
         )
+    return rows
+
+
+def file_figures(path: str | Path) -> dict[str, tuple[float, float]]:
+    """{figure: (p50 ms, p99 ms)} of one `canis run --csv` file."""
+    rows = _frames(path)
 
     def column(name: str) -> np.ndarray:
         return np.array([float(r[name] or 0.0) for r in rows])
@@ -81,12 +93,56 @@ def side_by_side(before: list[str | Path], after: list[str | Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def frame_kinds(paths: list[str | Path]) -> dict[str, np.ndarray]:
+    """The frames' wall times (ms) of `canis run --csv` files, pooled by FRAME_KINDS."""
+    pooled = {kind: [] for kind in FRAME_KINDS}
+    for path in paths:
+        before = False  # whether the frame before had a transition stage
+        for row in _frames(path):
+            now = bool(row.get("transition_ms"))
+            kind = ("of a transition" if before else "that ask") if now else "without one"
+            before = now
+            for name in (kind, "all"):
+                pooled[name].append(float(row["wall_ms"]))
+    return {kind: np.array(values) for kind, values in pooled.items()}
+
+
+def kinds_side_by_side(before: list[str | Path], after: list[str | Path]) -> str:
+    """The markdown table of both versions' frames by kind: count, wall p50 / p99 / max."""
+    if not before or not after:
+        raise ValueError("outside_inference: give at least one --before and one --after file")
+    a, b = frame_kinds(before), frame_kinds(after)
+
+    def figures(values: np.ndarray) -> str:
+        if not values.size:
+            return "-"
+        p50, p99 = np.median(values), np.percentile(values, 99)
+        return f"{p50:.2f} / {p99:.2f} / {values.max():.2f}"
+
+    lines = [
+        "| frames | count before | count after | before p50 / p99 / max | after p50 / p99 / max |",
+        "|---|---|---|---|---|",
+    ]
+    for kind in FRAME_KINDS:
+        lines.append(
+            f"| {kind} | {a[kind].size} | {b[kind].size} | {figures(a[kind])} | "
+            f"{figures(b[kind])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", nargs="+", required=True, help="canis run --csv files")
     parser.add_argument("--after", nargs="+", required=True, help="canis run --csv files")
+    parser.add_argument(
+        "--frame-kinds",
+        action="store_true",
+        help="each version's frames pooled by kind (asking, of a transition, without one, all)",
+    )
     args = parser.parse_args(argv)
-    print(side_by_side(args.before, args.after), end="")
+    table = kinds_side_by_side if args.frame_kinds else side_by_side
+    print(table(args.before, args.after), end="")
 
 
 if __name__ == "__main__":
