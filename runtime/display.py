@@ -80,24 +80,38 @@ def shown_pose(
         args = (shown, s.root_xz_m, s.root_yaw_rad, lockable, ik, foot_lock, terrain, dt_s)
         return _shown_pose_native(skeleton, paws, *args)
     n = len(s.root_yaw_rad)
-    pose = s.pose
     forwards, ups, hips_local = shown.forwards, shown.ups, shown.positions_m[:, :1]
     local, _ = rotations_from_directions(skeleton, forwards, ups, s.root_yaw_rad)
     hips = np.empty((n, 3))
     hips[:, [0, 2]] = from_root_xz(hips_local[..., [0, 2]], s.root_xz_m, s.root_yaw_rad)[:, 0]
     hips[:, 1] = hips_local[:, 0, 1]
     # Root-frame heights are heights above the network's flat ground.
-    contacts = estimate_contacts(pose.positions_m[:, paws, 1], pose.velocities_mps[:, paws])
-    facing = np.zeros((n, 3))
-    facing[:, ::2] = yaw_direction_xz(s.root_yaw_rad)  # (x, z): ::2 copies no index array
+    contacts = estimate_contacts(shown.positions_m[:, paws, 1], shown.velocities_mps[:, paws])
     if terrain is not None:
-        local, hips, _ = ik.solve(local, hips, np.zeros(n), facing, terrain, dt_s)
+        local, hips, _ = ik.solve(local, hips, np.zeros(n), _facing(s.root_yaw_rad), terrain, dt_s)
+    args = (contacts, lockable, ik, foot_lock, terrain, s.root_yaw_rad, dt_s)
+    return _locked_and_shown(skeleton, paws, local, hips, *args)
+
+
+def _facing(yaw_rad: np.ndarray) -> np.ndarray:
+    """(N, 3) horizontal facings of yaws (N,), as the IK takes them."""
+    facing = np.zeros((len(yaw_rad), 3))
+    facing[:, ::2] = yaw_direction_xz(yaw_rad)  # (x, z): ::2 copies no index array
+    return facing
+
+
+def _locked_and_shown(
+    skeleton, paws, local, hips, contacts, lockable, ik, foot_lock, terrain, yaw_rad, dt_s
+):
+    """The shown pose's last part, after the terrain IK: the foot lock, FK, and on flat ground
+    the IK only when the shown pose sinks a paw below the ground (the network's rotations
+    disagree with its positions in some lies and sits). Returns (positions, rotations,
+    contacts)."""
     local = foot_lock.apply(local, hips, contacts & lockable[:, None], dt_s, terrain)
     positions, rotations = forward_kinematics(skeleton, local, hips)
-    # On flat ground the IK runs only when the shown pose sinks a paw below the ground
-    # (the network's rotations disagree with its positions in some lies and sits).
     if terrain is None and paws_below_ground(positions[:, paws, 1]):
-        local, hips, _ = ik.solve(local, hips, np.zeros(n), facing, FLAT_GROUND, dt_s)
+        n = len(yaw_rad)
+        local, hips, _ = ik.solve(local, hips, np.zeros(n), _facing(yaw_rad), FLAT_GROUND, dt_s)
         positions, rotations = forward_kinematics(skeleton, local, hips)
     return positions, rotations, contacts
 
@@ -168,11 +182,5 @@ def _shown_pose_native(
     contacts = contacts.view(bool)
     if not locking:
         return positions, rotations, contacts
-    local = foot_lock.apply(local, hips, contacts & lockable[:, None], dt_s, terrain)
-    positions, rotations = forward_kinematics(skeleton, local, hips)
-    if terrain is None and paws_below_ground(positions[:, paws, 1]):
-        facing = np.zeros((n, 3))
-        facing[:, ::2] = yaw_direction_xz(root_yaw_rad)
-        local, hips, _ = ik.solve(local, hips, np.zeros(n), facing, FLAT_GROUND, dt_s)
-        positions, rotations = forward_kinematics(skeleton, local, hips)
-    return positions, rotations, contacts
+    args = (contacts, lockable, ik, foot_lock, terrain, root_yaw_rad, dt_s)
+    return _locked_and_shown(skeleton, paws, local, hips, *args)

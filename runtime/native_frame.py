@@ -15,6 +15,8 @@ runtime/trajectory.py, the pose blend from runtime/pose_update.py.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from canis.runtime import _kinematics, pose_update
 from canis.runtime.dog_start import PAST_SAMPLES, PAST_SLICE
@@ -94,18 +96,13 @@ def write_trajectory_rows(
     """The trajectory rows of x (N, 480), as Controller.trajectory and features.write_input
     make them: the past from the history, now, and `desired` blended with `predicted` by tau,
     in the root frame."""
-    h = state.history
     if predicted is None or tau >= 1.0:  # trajectory.blend's "desired alone"
         predicted, tau = desired, 1.0
     _kinematics.trajectory_input(
         PAST_SAMPLES.size,
         PAST_SLICE.start,
         PAST_SLICE.step,
-        h.positions_xz_m,
-        h.directions_xz,
-        h.velocities_xz_mps,
-        h.speeds_mps,
-        h.actions,
+        *_history(state),
         state.root_xz_m,
         state.root_yaw_rad,
         state.root_velocity_xz_mps,
@@ -125,18 +122,21 @@ def write_trajectory_rows(
     )
 
 
+# The history's fields in GroundTrajectory's order, which is the native calls' order.
+_HISTORY_FIELDS = tuple(field.name for field in dataclasses.fields(GroundTrajectory))
+
+
 def _make_history_contiguous(state: DogState) -> None:
     """The history's arrays as C-contiguous float64, for the native call to push in place:
     only needed when something gave the state other arrays (a game's own, say); they are the
     state's own from then on."""
     h = state.history
-    for name in ("positions_xz_m", "directions_xz", "velocities_xz_mps", "speeds_mps", "actions"):
+    for name in _HISTORY_FIELDS:
         setattr(h, name, np.ascontiguousarray(getattr(h, name), dtype=np.float64))
 
 
 def _history(state: DogState) -> tuple:
-    h = state.history
-    return h.positions_xz_m, h.directions_xz, h.velocities_xz_mps, h.speeds_mps, h.actions
+    return tuple(getattr(state.history, name) for name in _HISTORY_FIELDS)
 
 
 def advance_root(state: DogState, p: Prediction, speed_now_mps: np.ndarray, dt_s: float) -> None:
