@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from canis.export.onnx_export import LICENCE
-from canis.training.schedules import DROPOUT
+from canis.training.schedules import DROPOUT, WEIGHT_DECAY
 
 PARITY_NOTE = (
     "256 random input rows in the training range through the runtime; mean and max |difference| "
@@ -162,7 +162,7 @@ def write_card(
         else f"- **Reproduce**: `./run canis train --model {config['kind']}"
         + (f" --experts {config['experts']}" if config["kind"] == "mann" else "")
         + f" --schedule {train['schedule']} --epochs {train['epochs']} --precision "
-        f"{train.get('precision', 'fp32')} --out runs/NAME` then "
+        f"{train.get('precision', 'fp32')}{_training_options(train)} --out runs/NAME` then "
         f"`./run canis export runs/NAME/{checkpoint_name} --out {model_path.name} "
         "--dataset data/dog_dataset.npz --card`.",
         *([f"- **Note**: {note}"] if note else []),
@@ -201,7 +201,8 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
         f"{loop['ground_truth_frames']} mocap inputs then up to {loop['own_frames']} rebuilt "
         f"from the network's own outputs (curriculum over {loop['curriculum_epochs']} epochs; "
         "0: one-step), contact weight "
-        f"{loop['contact_weight']}"
+        f"{loop['contact_weight']}, dropout {loop.get('dropout', DROPOUT)}, weight decay "
+        f"{loop.get('weight_decay', WEIGHT_DECAY)}"
         + (f"; {min(speed):.0f}-{max(speed):.0f} frames/s." if speed else "."),
     ]
 
@@ -235,11 +236,31 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         f"{loop['steps_per_epoch']} --batch-size {loop['batch_size']} --lr {loop['lr']} "
         f"--seed {loop['seed']} --ground-truth-frames {loop['ground_truth_frames']} "
         f"--own-frames {loop['own_frames']} --curriculum-epochs {loop['curriculum_epochs']} "
-        f"--contact-weight {loop['contact_weight']} --precision "
+        f"--contact-weight {loop['contact_weight']} --dropout {loop.get('dropout', DROPOUT)} "
+        f"--weight-decay {loop.get('weight_decay', WEIGHT_DECAY)} --precision "
         f"{loop.get('precision', 'fp32')}` then `./run canis export "
         f"runs/NAME/{checkpoint_name} --out {model_path.name} --dataset data/dog_dataset.npz "
         "--card`."
     )
+
+
+def _training_options(train: dict) -> str:
+    """`canis train` options a run set away from its schedule's defaults (the generalisation
+    study's), for the card's reproduce line."""
+    options = []
+    if train.get("dropout", DROPOUT) != DROPOUT:
+        options.append(f"--dropout {train['dropout']}")
+    if train["weight_decay"] != WEIGHT_DECAY:
+        options.append(f"--weight-decay {train['weight_decay']}")
+    if train.get("input_noise"):
+        options.append(f"--input-noise {train['input_noise']}")
+    if train.get("holdout", "clips") != "clips":
+        options.append(f"--holdout {train['holdout']}")
+    if not train.get("mirrored", True):
+        options.append("--no-mirrored")
+    if not train.get("oversample", True):
+        options.append("--no-oversample")
+    return "".join(f" {option}" for option in options)
 
 
 def _generalisation_options(train: dict) -> str:

@@ -190,6 +190,7 @@ def test_finetune_starts_from_an_exported_model(tiny_dataset, started, tmp_path)
     card = tuned.with_suffix(".md").read_text()
     assert f"from `{model}`, 2 epochs of 2 steps, batch 4 stretches" in card
     assert "## Fine-tuning log" in card and f"canis finetune --start {model} " in card
+    assert "--dropout 0.3 --weight-decay 0.0025 " in card  # an export's: the defaults
     assert tuned.with_suffix(".closed_loop.json").is_file()
 
     graph = onnx.load(str(model))
@@ -226,6 +227,65 @@ def test_measure_repeats_the_logged_validation(tiny_dataset, started, tmp_path, 
         assert figures[key] == pytest.approx(float(last[key]), rel=1e-5), key
     assert not measured.exists()  # nothing trained, nothing written
     assert len(log) == len((out / "log.csv").read_text().splitlines())
+
+
+def test_a_finetune_keeps_its_starts_dropout_unless_told():
+    """A network trained without dropout (the generalisation study's finding) is fine-tuned
+    without it, not with the schedule's 0.3; a fine-tune of a fine-tune keeps the latter's;
+    an export's converted checkpoint records neither and reads as the training defaults."""
+    from canis.training.schedules import DROPOUT, WEIGHT_DECAY
+
+    unset = closed_loop.FineTuneSettings(start="s", dataset="d")
+    trained = {"train": {"config": {"dropout": 0.0, "weight_decay": 0.01}}}
+    assert closed_loop.start_regularisation(trained, unset) == {
+        "dropout": 0.0,
+        "weight_decay": 0.01,
+    }
+    tuned = trained | {"closed_loop": {"dropout": 0.1, "weight_decay": 0.0}}
+    assert closed_loop.start_regularisation(tuned, unset) == {"dropout": 0.1, "weight_decay": 0.0}
+    told = closed_loop.FineTuneSettings(start="s", dataset="d", dropout=0.2)
+    assert closed_loop.start_regularisation(trained, told)["dropout"] == 0.2
+    assert closed_loop.start_regularisation({}, unset) == {
+        "dropout": DROPOUT,
+        "weight_decay": WEIGHT_DECAY,
+    }
+    with pytest.raises(ValueError, match=r"--dropout 1.0: must be at least 0 and below 1"):
+        closed_loop.FineTuneSettings(start="s", dataset="d", dropout=1.0)
+    with pytest.raises(ValueError, match=r"--weight-decay -1.0: must be 0 or more"):
+        closed_loop.FineTuneSettings(start="s", dataset="d", weight_decay=-1.0)
+
+
+def test_a_cards_reproduce_line_names_the_training_options_a_run_changed():
+    from canis.export.model_card import _training_options
+
+    assert _training_options({"dropout": 0.3, "weight_decay": 2.5e-3}) == ""
+    changed = {
+        "dropout": 0.0,
+        "weight_decay": 0.01,
+        "input_noise": 0.1,
+        "holdout": "within-clips",
+        "mirrored": False,
+        "oversample": False,
+    }
+    assert _training_options(changed) == (
+        " --dropout 0.0 --weight-decay 0.01 --input-noise 0.1 --holdout within-clips "
+        "--no-mirrored --no-oversample"
+    )
+
+
+def test_finetune_records_its_dropout_and_refuses_another_on_resume(
+    tiny_dataset, started, tmp_path, capsys
+):
+    from canis.training.checkpoint import load_checkpoint
+
+    out = tmp_path / "run"
+    assert finetune(tiny_dataset, started, out, "--dropout", "0") == 0
+    identity = load_checkpoint(out / "last.safetensors").config["closed_loop"]
+    assert identity["dropout"] == 0.0 and identity["weight_decay"] == 2.5e-3
+    assert finetune(tiny_dataset, started, out, "--resume") == 0  # its own, unset: resumes
+    capsys.readouterr()
+    assert finetune(tiny_dataset, started, out, "--resume", "--dropout", "0.3") == 2
+    assert "dropout 0.0 (now 0.3)" in capsys.readouterr().err
 
 
 def test_resume_refuses_another_precision_by_name():

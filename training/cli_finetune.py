@@ -47,6 +47,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="weight of the planted-paw world-motion term (0: off; training/contact_loss.py)",
     )
     finetune.add_argument(
+        "--dropout",
+        type=float,
+        help="probability of dropping each layer's input (default: the start's own; 0.3 for an "
+        "ONNX start, the shipped networks')",
+    )
+    finetune.add_argument(
+        "--weight-decay",
+        type=float,
+        help="AdamW weight decay (default: the start's own; 0.0025 for an ONNX start)",
+    )
+    finetune.add_argument(
         "--resume", action="store_true", help="continue the run in --out from its checkpoint"
     )
     finetune.add_argument(
@@ -87,6 +98,8 @@ def run_finetune(args) -> int:
         lr=args.lr,
         seed=args.seed,
         precision=precision,
+        dropout=args.dropout,
+        weight_decay=args.weight_decay,
     )
     loop = ClosedLoopConfig(
         args.ground_truth_frames, args.own_frames, args.curriculum_epochs, args.contact_weight

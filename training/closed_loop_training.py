@@ -26,6 +26,7 @@ import torch
 from canis.runtime.features import FPS, INPUT, OUTPUT, LocalPose, decode_output, write_joints
 from canis.runtime.pose_update import next_local_pose
 from canis.training.contact_loss import contact_loss
+from canis.training.schedules import DROPOUT, WEIGHT_DECAY
 from torch import nn
 
 JOINT_FIELDS = ("position", "forward", "up", "velocity")
@@ -167,7 +168,10 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
             f"{path}: is not a closed-loop fine-tuning checkpoint (no closed_loop settings); "
             "give it as --start of a new run instead of resuming it"
         )
-    previous = {"precision": "fp32"} | previous  # as runs written before it was a setting
+    # As runs written before these were settings: fp32, and the training's default dropout and
+    # weight decay (they were fixed then).
+    unset = {"precision": "fp32", "dropout": DROPOUT, "weight_decay": WEIGHT_DECAY}
+    previous, identity = unset | previous, unset | identity
     differ = [
         f"{key} {previous.get(key)!r} (now {value!r})"
         for key, value in identity.items()
@@ -250,6 +254,33 @@ class FineTuneSettings:
     seed: int = 0
     validation_stretches: int = 256
     precision: str = "fp32"  # "bf16": autocast matmuls in training; "auto": precision_for_run
+    # None: the start's own (start_regularisation): a network trained without dropout is not
+    # fine-tuned with it.
+    dropout: float | None = None
+    weight_decay: float | None = None
+
+    def __post_init__(self):
+        if self.dropout is not None and not 0 <= self.dropout < 1:
+            raise ValueError(f"--dropout {self.dropout}: must be at least 0 and below 1")
+        if self.weight_decay is not None and not self.weight_decay >= 0:
+            raise ValueError(f"--weight-decay {self.weight_decay}: must be 0 or more")
+
+
+def start_regularisation(saved: dict, settings: FineTuneSettings) -> dict:
+    """The dropout and weight decay a fine-tune uses where `settings` leaves them unset: those
+    its start was last fine-tuned or trained with. A checkpoint converted from an export
+    records neither and reads as the training defaults, the shipped networks' own."""
+    trained = (saved.get("train") or {}).get("config") or {}
+    earlier = saved.get("closed_loop") or {}
+    defaults = {"dropout": DROPOUT, "weight_decay": WEIGHT_DECAY}
+    return {
+        name: float(
+            getattr(settings, name)
+            if getattr(settings, name) is not None
+            else earlier.get(name, trained.get(name, default))
+        )
+        for name, default in defaults.items()
+    }
 
 
 def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resume=False):
@@ -268,7 +299,6 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
     from canis.training.precision import autocast, fused_optimiser, precision_for_run
     from canis.training.train import (
         LAST,
-        WEIGHT_DECAY,
         TrainingData,
         _append_log,
         _check_same_dataset,
@@ -283,8 +313,16 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
     saved = checkpoint.config
     cpu = torch.device("cpu")
     resumed = saved.get("closed_loop") if resume else None
-    settings = replace(settings, precision=precision_for_run(settings.precision, cpu, resumed))
-    print(f"precision {settings.precision}, {torch.get_num_threads()} threads", flush=True)
+    settings = replace(
+        settings,
+        precision=precision_for_run(settings.precision, cpu, resumed),
+        **start_regularisation(saved, settings),
+    )
+    print(
+        f"precision {settings.precision}, {torch.get_num_threads()} threads, dropout "
+        f"{settings.dropout}, weight decay {settings.weight_decay}",
+        flush=True,
+    )
     identity = loop.identity() | {
         k: v for k, v in asdict(settings).items() if k not in ("epochs", "dataset")
     }
@@ -301,10 +339,13 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         )
     data = TrainingData(settings.dataset, kind, torch.device("cpu"))
     _check_same_dataset(checkpoint, data, SimpleNamespace(dataset=settings.dataset), source)
-    model = create_model(kind, saved.get("experts") or 8, saved.get("hidden"))
+    model = create_model(kind, saved.get("experts") or 8, saved.get("hidden"), settings.dropout)
     restore_model(checkpoint, model, source)
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=settings.lr, weight_decay=WEIGHT_DECAY, fused=fused_optimiser(cpu)
+        model.parameters(),
+        lr=settings.lr,
+        weight_decay=settings.weight_decay,
+        fused=fused_optimiser(cpu),
     )
     if resume:
         restore_optimizer(checkpoint, model, optimizer)
