@@ -186,3 +186,21 @@ def test_run_options_characters_threads_and_the_machine(tiny_model, tmp_path, ca
     assert len((tmp_path / "frames.csv").read_text().splitlines()) == 31
     assert "3 dog(s)" in capsys.readouterr().out
     assert main(args[:-4] + ["--characters", "0"]) == 2
+
+
+def test_a_paced_run_starts_a_frame_every_sixtieth_of_a_second(tiny_model, tmp_path):
+    """`--pace`: frames a game's frame period apart, not back to back (the transition
+    worker's steps run in the wait); the frames' own times leave the wait out."""
+    import time
+
+    from canis.cli import main
+
+    script = write(tmp_path, "s.json", [{"t": 0, "move": [0, 1], "speed": 1.0}])
+    args = ["run", "--model", str(tiny_model), "--script", str(script), "--seconds", "0.5"]
+    started = time.perf_counter()
+    assert main([*args, "--pace", "--json", str(tmp_path / "run.json")]) == 0
+    assert time.perf_counter() - started >= 30 / 60  # 30 ticks of 1/60 s at the least
+    summary = json.loads((tmp_path / "run.json").read_text())
+    assert summary["paced"] and len(summary["frame_samples_ms"]["frame"]) == 30
+    # The wait is not a frame's: it would make every frame at least ~16 ms.
+    assert float(np.median(summary["frame_samples_ms"]["frame"])) < 1000 / 60 / 2

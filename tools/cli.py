@@ -65,6 +65,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="run the transition network's steps on a thread of their own between frames "
         "(Controller(transition_worker=True); the motion is the same)",
     )
+    run.add_argument(
+        "--pace",
+        action="store_true",
+        help="start a frame every 1/60 s, as a game does, instead of back to back (the real "
+        "time the run takes; frame times exclude the wait, which the worker can use)",
+    )
     run.set_defaults(handler=run_headless)
 
     soak = commands.add_parser(
@@ -235,6 +241,7 @@ def run_headless(args) -> int:
         transition_model_path=args.transition_model,
         foot_lock=args.foot_lock,
         transition_worker=args.transition_worker,
+        pace=args.pace,
         export=args.export,
         characters=args.characters,
         threads=args.threads,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -288,6 +289,7 @@ def run(
     start_xz_m=None,
     start_yaw_rad: float | None = None,
     speed_calibration: bool = False,
+    pace: bool = False,
 ) -> dict:
     """`transition_model_path` None: the shipped RTN, loaded only if the script has
     transition events. `trace`: a Chrome trace; `csv`: per-frame stage times; `threads` and
@@ -296,7 +298,10 @@ def run(
     `start_xz_m`/`start_yaw_rad`: where a script's dog starts (default the origin, facing
     +z); `speed_calibration`: the speed tracking uses the model's own speed curve
     (runtime/speed_calibration.py), as the demo does. `transition_worker`: the transition
-    network's steps run on a thread of their own (Controller(transition_worker=True))."""
+    network's steps run on a thread of their own (Controller(transition_worker=True)).
+    `pace`: each frame starts 1/60 s after the one before, as a game's (the time left after a
+    step is slept, as a game draws or waits for vsync), instead of back to back; what a
+    frame costs then includes nothing of the wait, and the transition worker can run in it."""
     if (script is None) == (path is None):
         raise ValueError("give exactly one of a script or a path")
     if not (isinstance(characters, int) and characters >= 1):
@@ -349,7 +354,11 @@ def run(
     frames = int(round(seconds / DT_S))
     paw_positions, contacts, speeds, roots, non_finite = [], [], [], [], 0
     recorded = {"positions": [], "rotations": []}
+    next_frame_s = time.perf_counter()
     for frame in range(frames):
+        if pace:  # the game's frame period: wait for the tick, then step
+            next_frame_s += DT_S
+            time.sleep(max(0.0, next_frame_s - time.perf_counter()))
         # The frame opens before the script is read: a transition it starts is paid here.
         profiler.begin_frame()
         control = driver.control(frame * DT_S, controller)
@@ -388,6 +397,7 @@ def run(
         "terrain": terrain,
         "foot_lock": foot_lock,
         "transition_worker": transition_worker,
+        "paced": pace,
         "seconds": seconds,
         "frames": frames,
         "machine": describe_machine(**used),
