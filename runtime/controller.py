@@ -472,6 +472,8 @@ class Controller:
         s.canter_speed = readouts.canter_latch(s.canter_speed, measured_speed_mps(s))
         self.frame += 1
         self.profiler.end_step(self.count, self.root_velocity_xz_mps, self.expert_weights)
+        if self.transitions is not None and self.transitions.worker:
+            self.transitions.submit()  # last: the worker then runs between steps
         return x
 
     def _motion_network_idle(self) -> bool:

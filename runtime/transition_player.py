@@ -283,8 +283,8 @@ class TransitionPlayer:
         """After the motion network's step: leading dogs' newest frame joins their context,
         the generator runs, and playing dogs are set to their next frame. Dogs handed back
         are marked in state.handback_pending. With a worker, the steps submitted at the
-        end of the last call are waited for first, and this call's are submitted at its end
-        (after the frame is shown: they read it)."""
+        end of the last controller step are waited for first, and the generator runs in
+        the worker after submit()."""
         self.settle()
         playing = np.flatnonzero(self.playing)  # a lead ending now plays from the next step
         leading = np.flatnonzero(self.leading)
@@ -308,7 +308,13 @@ class TransitionPlayer:
                 self._generate_step()
         if playing.size:
             self._show_next(playing, state, desired_future)
-        if self.worker:
+
+    def submit(self) -> None:
+        """With a worker, hands it the next steps (those the frames shown so far allow), to
+        run until the next step settles them. The controller calls it last in its step:
+        the worker's few Python lines take the GIL as soon as it wakes, and the frame's
+        thread would wait for it in whatever it still had to do (the display pose)."""
+        if self.worker and self._pending is None:
             call = self._prepare(ahead=WORKER_AHEAD_FRAMES)
             if call is not None:
                 self._pending = self._executor.submit(self._worker_steps, call)
