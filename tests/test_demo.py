@@ -445,8 +445,11 @@ def test_posture_keys_while_moving_on_hills_stop_first_then_go_smoothly(
     if canter:
         press(app, key.LSHIFT)
     steps(app, 120)
-    end = app.steps + 60
-    gait = max(joint_steps_cm(app, lambda: app.steps >= end))  # its last second
+    # Its gait's fastest joint over its last 3 s: on the hills a second of canter (about 2.5
+    # strides) peaks anywhere from 13 to 20 cm a frame with the shipped MANN-8 (measured
+    # second by second), so one second is no yardstick for the stop's fastest frame.
+    end = app.steps + 180
+    gait = max(joint_steps_cm(app, lambda: app.steps >= end))
     press(app, getattr(key, key_name))
     app.step()
     assert app.postures.waiting()[0] and app.player.action == action
