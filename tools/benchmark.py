@@ -178,11 +178,13 @@ def memory_floor(path: Path) -> dict:
     }
 
 
-def raw_onnxruntime_floor(path: Path, threads: int = 1, batch: int = 1) -> dict:
+def raw_onnxruntime_floor(
+    path: Path, threads: int = 1, batch: int = 1, rounds: int = 20, block: int = 50
+) -> dict:
     """The same file run by a bare ONNX Runtime session (its default options, the same thread
     count, inputs and outputs bound once) beside the runtime's own call as the controller
-    makes it (MotionModel.run_bound), timed in alternating blocks: the ratio is what the
-    runtime adds to ONNX Runtime's own floor."""
+    makes it (MotionModel.run_bound), timed in `rounds` alternating blocks of `block` calls:
+    the ratio is what the runtime adds to ONNX Runtime's own floor."""
     model = MotionModel(path, device="cpu", threads=threads)
     buffers = model.bind(batch)
     options = ort.SessionOptions()
@@ -199,7 +201,9 @@ def raw_onnxruntime_floor(path: Path, threads: int = 1, batch: int = 1) -> dict:
         {
             "onnxruntime": lambda: session.run_with_iobinding(binding),
             "runtime": lambda: model.run_bound(buffers),
-        }
+        },
+        rounds=rounds,
+        block=block,
     )
     return timings | {
         "ratio": timings["runtime"]["p50_ms"] / timings["onnxruntime"]["p50_ms"],
