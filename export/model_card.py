@@ -244,32 +244,34 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
     )
 
 
+def _study_options(train: dict) -> list[tuple[str, str]]:
+    """The generalisation study's `canis train` options a run set, each as (the card's words,
+    the option)."""
+    options = []
+    if train.get("input_noise"):
+        noise = train["input_noise"]
+        options.append((f"input noise std {noise}", f"--input-noise {noise}"))
+    if train.get("holdout", "clips") != "clips":
+        options.append((f"holdout {train['holdout']}", f"--holdout {train['holdout']}"))
+    if not train.get("mirrored", True):
+        options.append(("no mirrored clips", "--no-mirrored"))
+    return options
+
+
 def _training_options(train: dict) -> str:
-    """`canis train` options a run set away from its schedule's defaults (the generalisation
-    study's), for the card's reproduce line."""
+    """`canis train` options a run set away from its schedule's defaults, for the card's
+    reproduce line."""
     options = []
     if train.get("dropout", DROPOUT) != DROPOUT:
         options.append(f"--dropout {train['dropout']}")
     if train["weight_decay"] != WEIGHT_DECAY:
         options.append(f"--weight-decay {train['weight_decay']}")
-    if train.get("input_noise"):
-        options.append(f"--input-noise {train['input_noise']}")
-    if train.get("holdout", "clips") != "clips":
-        options.append(f"--holdout {train['holdout']}")
-    if not train.get("mirrored", True):
-        options.append("--no-mirrored")
+    options += [option for _, option in _study_options(train)]
     if not train.get("oversample", True):
         options.append("--no-oversample")
     return "".join(f" {option}" for option in options)
 
 
 def _generalisation_options(train: dict) -> str:
-    """The `canis train` options of the generalisation study, where a run set them."""
-    parts = []
-    if train.get("input_noise"):
-        parts.append(f"input noise std {train['input_noise']}")
-    if train.get("holdout", "clips") != "clips":
-        parts.append(f"holdout {train['holdout']}")
-    if not train.get("mirrored", True):
-        parts.append("no mirrored clips")
-    return "".join(f", {part}" for part in parts)
+    """The card's words for the generalisation study's options, where a run set them."""
+    return "".join(f", {words}" for words, _ in _study_options(train))
