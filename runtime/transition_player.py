@@ -314,7 +314,7 @@ class TransitionPlayer:
         run until the next step settles them. The controller calls it last in its step:
         the worker's few Python lines take the GIL as soon as it wakes, and the frame's
         thread would wait for it in whatever it still had to do (the display pose)."""
-        if self.worker and self._pending is None:
+        if self.worker and self._pending is None and self.active.any():
             call = self._prepare(ahead=WORKER_AHEAD_FRAMES)
             if call is not None:
                 self._pending = self._executor.submit(self._worker_steps, call)
