@@ -68,13 +68,14 @@ class DemoApp:
         transition_model: Path | None = None,
         out_dir: Path = DEFAULT_OUT_DIR,
         status_file: Path | None = None,
-        transition_worker: bool = False,
+        transition_worker: bool = True,
     ):
         """`transition_model`: an RTN _step.onnx for X and the posture keys (None: the
         shipped one when it is there; without one, X says so on the HUD and the posture keys
         ask the motion network for the action). `out_dir`: screenshots and recordings,
         created when the first is written. `status_file`: one JSON line per simulated frame
-        (demo/status.py). `transition_worker`: Controller(transition_worker=True)."""
+        (demo/status.py). `transition_worker`: Controller(transition_worker=...): on by
+        default, as the window draws between steps (the worker's time)."""
         import pyglet
 
         if headless:
@@ -599,6 +600,8 @@ class DemoApp:
         if self.status is not None:
             self.status.close()
             self.status = None
+        if self.controller is not None:
+            self.controller.close()  # its transition worker's thread, if any
         return saved
 
     def run(self) -> Path | None:

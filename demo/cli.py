@@ -47,9 +47,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     demo.add_argument(
         "--transition-worker",
-        action="store_true",
-        help="run the transition network's steps on a thread of their own, between frames "
-        "(the motion is the same; see docs/BENCHMARKS.md for when it pays)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the transition network's steps on a thread of their own while the window "
+        "draws (default: on; --no-transition-worker runs them in the frame's step; the motion "
+        "is the same, docs/BENCHMARKS.md measures both)",
     )
     demo.add_argument(
         "--check",
@@ -96,6 +98,7 @@ def run_demo(args) -> int:
         )
         app.camera["yaw"] = math.radians(args.camera_yaw)
         written = capture(app, ScriptDriver(load_script(args.script)), args.seconds, args.out)
+        app.close()
         print(f"wrote {len(written)} frames to {args.out}")
         if shutil.which("ffmpeg"):
             movie = args.out / "demo.mp4"

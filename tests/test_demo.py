@@ -616,3 +616,19 @@ def test_begging_is_beg_in_keys_recordings_and_scripts_and_stand_still_loads(shi
     control = ScriptDriver(events).control(0.0, None)
     assert control.action.tolist() == [int(Action.BEG)]
     press(app, key.R)
+
+
+def test_the_demo_runs_transitions_on_the_worker_unless_told_not_to():
+    """The window draws between two steps: the RTN's steps run then, on the worker's
+    thread (docs/BENCHMARKS.md, the paced runs); --no-transition-worker keeps them in the
+    step."""
+    import inspect
+
+    from canis.demo.app import DemoApp
+
+    from canis.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["demo"]).transition_worker is True
+    assert parser.parse_args(["demo", "--no-transition-worker"]).transition_worker is False
+    assert inspect.signature(DemoApp).parameters["transition_worker"].default is True
