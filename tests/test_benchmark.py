@@ -1,6 +1,7 @@
 """`canis bench`'s measurements, run small: every table it writes has its figures."""
 
 import re
+import time
 
 from canis.runtime.assets import shipped_models_dir
 from canis.tools import benchmark
@@ -20,6 +21,10 @@ def test_a_small_benchmark_report():
     frames = benchmark.benchmark_frames(MANN8, counts=(1, 2), frames=60)
     locked = benchmark.benchmark_frames(MANN8, counts=(1,), frames=60, foot_lock=True)
     assert locked[0]["foot_lock"] and not frames[0]["foot_lock"]
+    started = time.perf_counter()
+    paced = benchmark.benchmark_frames(MANN8, counts=(1,), frames=60, paced=True)
+    assert time.perf_counter() - started >= 60 / 60  # a frame every 1/60 s at the least
+    assert paced[0]["paced"] and not frames[0]["paced"]
     stages = frames[0]["stages"]
     assert {"input", "trajectory", "features", "inference", "decode", "ik", "frame"} <= set(stages)
     memory = benchmark.session_memory_mb(MANN8)
@@ -34,6 +39,7 @@ def test_a_small_benchmark_report():
         "inference": inference,
         "frames": frames,
         "frames_foot_lock": locked,
+        "frames_paced": paced,
         "native_frame": native,
         "sizes_mb": {"mann8.onnx": benchmark.model_size_mb(MANN8)},
         "memory_mb": {"mann8.onnx": memory},
@@ -42,7 +48,8 @@ def test_a_small_benchmark_report():
     }
     text = benchmark.markdown(report)
     assert f"| mann8.onnx | mann | fp32 | 22.3 MB | {memory:.1f} MB | 1 | 4 |" in text
-    assert "With the foot lock on" in text
+    assert "With the foot lock on" in text and "Paced as a game's frames" in text
+    assert re.search(r"\n\| paced \| \d+\.\d{3} \|", text)
     assert len(re.findall(r"\n\| 1 \| \d", text)) == 2  # one dog, without and with the lock
     assert "\n| 1 | native | " in text and "\n| 1 | numpy | " in text
 
