@@ -8,6 +8,7 @@ dropped, so the game slows down for that moment instead of freezing.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from canis.runtime.features import FPS
@@ -43,3 +44,13 @@ class FixedTimestep:
     def alpha(self) -> float:
         """How far real time is between the last step and the next, for interpolated display."""
         return self.accumulator_s / self.step_s
+
+
+def wait_for_next_tick(tick_s: float, step_s: float = STEP_S) -> float:
+    """Sleeps until `tick_s + step_s` (time.perf_counter seconds) and returns it: called before
+    each frame, it starts one every `step_s` as a game paced by its display does, the rest of
+    the period slept (`canis run --pace`, `canis bench`'s paced frames). A frame that ran late
+    is followed by the next at once, until the ticks catch up."""
+    tick_s += step_s
+    time.sleep(max(0.0, tick_s - time.perf_counter()))
+    return tick_s

@@ -149,8 +149,8 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
     monkeypatch.setattr(ev, "PATHS", ("circle",))
     monkeypatch.setattr(controllers_report, "PATHS", ("circle",))  # the report names them
     # The first 4 s of the circle, not its whole 14.3 s lap: the path table is made the same
-    # way from any run's deviation, and the shipped MANN-8 is as close from the start (1.7 cm
-    # after 4 s, 1.1 cm after the lap; 100 cm is the bound below), at half the test's CPU.
+    # way from any run's deviation, and the shipped MANN-8 is as close from the start (1.6 cm
+    # after 4 s, 1.4 cm after the lap; 100 cm is the bound below), at half the test's CPU.
     whole_lap = ev.headless_run
     monkeypatch.setattr(
         ev,

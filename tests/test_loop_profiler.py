@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 import pytest
-from canis.runtime.loop import STEP_S, FixedTimestep
+from canis.runtime.loop import STEP_S, FixedTimestep, wait_for_next_tick
 from canis.runtime.profiler import Histogram, Profiler, check_output_path
 
 
@@ -184,3 +184,13 @@ def test_trace_context_counters_markers_and_csv(tmp_path):
     rows = list(csv.DictReader(open(tmp_path / "frames.csv")))
     assert len(rows) == 3 and float(rows[0]["wall_ms"]) >= float(rows[0]["inference_ms"])
     assert rows[0]["steps"] == "1"
+
+
+def test_paced_frames_wait_for_their_tick_and_a_late_one_does_not():
+    start = time.perf_counter()
+    tick = wait_for_next_tick(start, 0.02)
+    assert tick == start + 0.02 and time.perf_counter() >= tick  # slept to it
+    late = time.perf_counter() - 1.0  # a tick a second behind: no sleep, the next one is due
+    before = time.perf_counter()
+    assert wait_for_next_tick(late, 0.02) == late + 0.02
+    assert time.perf_counter() - before < 0.5

@@ -107,7 +107,8 @@ def benchmark_frames(
     """Whole controller frames (everything but drawing) for N dogs trotting on a terrain.
     `paced`: a frame starts every 1/60 s, the rest of the period slept, as a game's (`canis
     run --pace`); back to back otherwise, the frame's floor (its caches stay warm)."""
-    from canis.runtime.controller import DT_S, Controller
+    from canis.runtime.controller import Controller
+    from canis.runtime.loop import wait_for_next_tick
     from canis.runtime.terrain import procedural
 
     rows = []
@@ -125,8 +126,7 @@ def benchmark_frames(
         tick_s = time.perf_counter()
         for _ in range(steps):
             if paced:
-                tick_s += DT_S
-                time.sleep(max(0.0, tick_s - time.perf_counter()))
+                tick_s = wait_for_next_tick(tick_s)
             controller.step(control)
             controller.profiler.end_frame()
         stages = controller.profiler.summary()["stages"]

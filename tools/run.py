@@ -38,6 +38,7 @@ from canis.runtime.arguments import finite_number as _number
 from canis.runtime.controller import DT_S, Controller
 from canis.runtime.features import ACTIONS
 from canis.runtime.inference import MotionModel
+from canis.runtime.loop import wait_for_next_tick
 from canis.runtime.machine import describe_machine, model_used
 from canis.runtime.path_following import follow_path, load_path
 from canis.runtime.poses import KEYFRAME_ACTIONS, load_keyframes
@@ -357,8 +358,7 @@ def run(
     next_frame_s = time.perf_counter()
     for frame in range(frames):
         if pace:  # the game's frame period: wait for the tick, then step
-            next_frame_s += DT_S
-            time.sleep(max(0.0, next_frame_s - time.perf_counter()))
+            next_frame_s = wait_for_next_tick(next_frame_s)
         # The frame opens before the script is read: a transition it starts is paid here.
         profiler.begin_frame()
         control = driver.control(frame * DT_S, controller)
