@@ -147,6 +147,12 @@ def random_quaternions(rng: np.random.Generator, shape, max_angle_rad=np.pi) -> 
     return q.astype(np.float32)
 
 
+# The tiny runs' hidden layers: 32 units, not the paper's 512. The code paths are the same;
+# MANN-4 at 512 wrote 71 MB checkpoints (the optimiser's moments included), three a run, and
+# its steps were most of the training tests' CPU time (issue 20, docs/RELIABILITY.md).
+TINY_HIDDEN = 32
+
+
 def tiny_config(dataset_path, kind="mann", epochs=1):
     """A training run of a few steps: enough to exercise the whole pipeline in seconds."""
     from canis.training.train import TrainConfig
@@ -159,6 +165,7 @@ def tiny_config(dataset_path, kind="mann", epochs=1):
         lr=1e-3,
         restart_epochs=1,
         steps_per_epoch=3,
+        hidden=TINY_HIDDEN,
         dataset=str(dataset_path),
     )
 

@@ -12,7 +12,7 @@ from canis.training import dataset
 from canis.training.checkpoint import load_checkpoint, restore_model
 from canis.training.models import create_model
 from canis.training.train import LAST, train
-from conftest import tiny_config
+from conftest import TINY_HIDDEN, tiny_config
 
 
 def config(path, kind="mann", epochs=2):
@@ -247,6 +247,8 @@ def test_cli_refuses_bad_speed_options(tiny_dataset, tmp_path, capsys):
     assert "--threads 0: must be at least 1" in capsys.readouterr().err
     assert main([*base, "--steps-per-epoch", "0"]) == 2
     assert "--steps-per-epoch 0: must be at least 1" in capsys.readouterr().err
+    assert main([*base, "--hidden", "0"]) == 2
+    assert "--hidden 0: must be at least 1" in capsys.readouterr().err
 
 
 def test_fused_adamw_is_the_for_loop_update():
@@ -356,7 +358,7 @@ def test_generalisation_options_train_and_refuse_another_resume(
     assert not {"dropout", "input_noise", "holdout", "mirrored"} & plain_identity.keys()
     # Validation sees no noise and the same held-out clips: the logged loss is the
     # checkpoint's own on a split made without any of the options.
-    model = create_model("mann", 4)
+    model = create_model("mann", 4, hidden=TINY_HIDDEN)
     restore_model(checkpoint, model, tmp_path / "varied" / LAST)
     data = TrainingData(str(tiny_dataset), "mann", torch.device("cpu"))
     assert validation_loss(model, "mann", data) == pytest.approx(rows[0]["validation_loss"])

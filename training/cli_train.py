@@ -14,6 +14,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     train = commands.add_parser("train", help="train MANN, PFNN or the vanilla network")
     train.add_argument("--model", choices=("mann", "pfnn", "vnn"), default="mann")
     train.add_argument("--experts", type=int, default=8, help="MANN experts K (8 or 4)")
+    train.add_argument(
+        "--hidden",
+        type=int,
+        help="units per hidden layer (default: the paper's, training/models.py); smaller is "
+        "faster to train and to run; part of the run's identity",
+    )
     train.add_argument("--dataset", type=Path, default=Path("data/dog_dataset.npz"))
     train.add_argument("--out", type=Path, required=True, help="run folder (checkpoints, log)")
     train.add_argument(
@@ -159,10 +165,13 @@ def run_train(args) -> int:
     precision = apply_speed_options(args)
     if args.steps_per_epoch is not None and args.steps_per_epoch < 1:
         raise ValueError(f"--steps-per-epoch {args.steps_per_epoch}: must be at least 1")
+    if args.hidden is not None and args.hidden < 1:
+        raise ValueError(f"--hidden {args.hidden}: must be at least 1")
     config = TrainConfig.from_schedule(
         args.schedule,
         kind=args.model,
         experts=args.experts,
+        hidden=args.hidden,
         epochs=args.epochs,
         batch_size=args.batch_size,
         lr=args.lr,
