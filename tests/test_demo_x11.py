@@ -163,7 +163,7 @@ def test_the_real_demo_under_x(demo):
     start = demo.last
     # W held: forward (the camera looks along +z), at about the walk's 1.1 m/s. The holds
     # and waits are as short as what they check allows (2.5 s of walk went 3.0 m, the canter
-    # reached 2.8x the walk's speed, 1 s of Q turned 0.55 rad): every simulated frame costs
+    # reached 2.8x the walk's speed): every simulated frame costs
     # the demo about 8 ms of CPU under llvmpipe, the suite's largest single cost (issue 20).
     walk = demo.hold(["w"], 150)
     assert walk[-1]["z_m"] - start["z_m"] > 1.0, "W held did not move the dog forward"
@@ -174,10 +174,12 @@ def test_the_real_demo_under_x(demo):
     # Shift+W: faster.
     canter = demo.hold(["shift", "w"], 150)
     assert canter[-1]["speed_mps"] > 1.8 * walk_speed, (walk_speed, canter[-1]["speed_mps"])
-    demo.frames(45)
-    # Q: turns on the spot.
+    demo.frames(90)
+    # Q: turns on the spot. Not shorter: under a CPU quota of a slow machine's speed the demo
+    # simulates several frames per drawn one, the key's press and release reach it a few
+    # frames late, and 45 frames of slowing down and 60 of Q turned only 0.20 rad.
     before = demo.last["yaw_rad"]
-    turned = demo.hold(["q"], 60)
+    turned = demo.hold(["q"], 90)
     assert abs(np.angle(np.exp(1j * (turned[-1]["yaw_rad"] - before)))) > 0.25
     # 2: sits (through the transition network).
     demo.press("2")
