@@ -61,18 +61,19 @@ TORCH_FREE_MODULES = {
 # which put the wheel build and the X11 demo, three and two tests, last): longest first, no
 # worker is left alone at the end on a long file while the other has finished.
 LONGEST_FILES_FIRST = (
-    "test_demo_x11.py",  # 30 s, half of it waiting on the demo's real-time frames
-    "test_distributed.py",
-    "test_evaluate_controllers.py",
+    "test_demo_x11.py",  # 21 s, half of it waiting on the demo's real-time frames
     "test_transitions.py",
     "test_demo.py",
-    "test_training.py",
-    "test_wheel.py",
+    "test_distributed.py",
     "test_dataset.py",
+    "test_wheel.py",
     "test_benchmark.py",
-    "test_closed_loop_training.py",
-    "test_body.py",
+    "test_variation.py",
+    "test_evaluate_controllers.py",
     "test_cli.py",
+    "test_training.py",
+    "test_body.py",
+    "test_closed_loop_training.py",
     "test_trace_readers.py",
     "test_soak.py",
 )
