@@ -262,6 +262,8 @@ def _training_options(train: dict) -> str:
     """`canis train` options a run set away from its schedule's defaults, for the card's
     reproduce line."""
     options = []
+    if train.get("hidden") is not None:
+        options.append(f"--hidden {train['hidden']}")
     if train.get("dropout", DROPOUT) != DROPOUT:
         options.append(f"--dropout {train['dropout']}")
     if train["weight_decay"] != WEIGHT_DECAY:

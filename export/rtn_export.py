@@ -34,7 +34,14 @@ from canis.runtime.transition_frames import (
     transition_layout_hash,
 )
 from canis.training.checkpoint import load_checkpoint, restore_model
-from canis.training.rtn import LSTM_UNITS, Rtn, empty_rtn, parameter_bytes, rollout
+from canis.training.rtn import (
+    LSTM_UNITS,
+    Rtn,
+    empty_rtn,
+    layer_widths,
+    parameter_bytes,
+    rollout,
+)
 from torch import nn
 
 from canis import __version__
@@ -249,6 +256,19 @@ def _stage_note(train: dict) -> str:
     )
 
 
+def _architecture(units: int) -> str:
+    """The card's words for the layers of an RTN with `units` LSTM units."""
+    widths = layer_widths(units)
+    frame, future, decoder = (
+        "-".join(map(str, widths[name]))
+        for name in ("frame encoder", "target and offset encoders", "decoder")
+    )
+    return (
+        f"frame encoder {frame}, target and offset encoders {future}, one {units}-unit LSTM, "
+        f"decoder {decoder}-{FRAME_SIZE}"
+    )
+
+
 def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command: str) -> Path:
     """assets/models/<name>.md beside the graphs: data, schedule, machine, the training log
     and the export check, all read from the checkpoint, its log.csv and the export report."""
@@ -266,13 +286,15 @@ def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command:
     fk_lengths = [n for n in lengths if rows and f"fk_error_cm_{n}" in rows[0]]
     errors = ", ".join(f"{k} {v:.1e}" for k, v in report["rollout_max_abs_error"].items())
     hours = float(config.get("train_seconds", 0.0)) / 3600
+    units = train.get("units", LSTM_UNITS)
     lines = [
         f"# RTN: `{out_step.name}` + `{out_step.name.replace('_step', '_init')}`",
         "",
         "The recurrent transition network (Harvey & Pal 2018) with the time-to-arrival "
-        "embedding of Robust Motion In-betweening (2020): frame encoder 512-512, target and "
-        "offset encoders 128-128, one 512-unit LSTM, decoder 256-128-210 with a residual "
-        "output, Leaky ReLU, learned hidden-state initialiser (`training/rtn.py`).",
+        f"embedding of Robust Motion In-betweening (2020): {_architecture(units)} with a "
+        "residual output, Leaky ReLU, learned hidden-state initialiser (`training/rtn.py`)"
+        + ("" if units == LSTM_UNITS else f"; the paper's widths scaled by {units}/{LSTM_UNITS}")
+        + ".",
         "",
         f"- **Data**: the MANN dog motion capture, every clip as captured and mirrored; held-out "
         f"clips {', '.join(config['dataset']['validation_clips'])} (the MANN dataset's rule).",
@@ -300,7 +322,8 @@ def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command:
         f"{errors} (limit {MAX_ROLLOUT_ERROR:.0e}).",
         "- **Reproduce**: `./run canis dataset transitions`, then `./run canis train-rtn --out "
         f"{checkpoint_path.parent} --steps {train['steps']} --batch-size {train['batch_size']} "
-        f"--lr {train['lr']} --teacher-forcing {train['teacher_probability']} --seed "
+        + ("" if units == LSTM_UNITS else f"--units {units} ")
+        + f"--lr {train['lr']} --teacher-forcing {train['teacher_probability']} --seed "
         f"{train['seed']} --fk-weight {train.get('fk_weight', 0)} --residual "
         f"{train.get('residual', 'previous')} --precision {train.get('precision', 'fp32')}"
         + (f" --target-noise {train['target_noise']}" if train.get("target_noise") else "")

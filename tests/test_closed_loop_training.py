@@ -260,6 +260,7 @@ def test_a_cards_reproduce_line_names_the_training_options_a_run_changed():
 
     assert _training_options({"dropout": 0.3, "weight_decay": 2.5e-3}) == ""
     changed = {
+        "hidden": 256,
         "dropout": 0.0,
         "weight_decay": 0.01,
         "input_noise": 0.1,
@@ -268,7 +269,7 @@ def test_a_cards_reproduce_line_names_the_training_options_a_run_changed():
         "oversample": False,
     }
     assert _training_options(changed) == (
-        " --dropout 0.0 --weight-decay 0.01 --input-noise 0.1 --holdout within-clips "
+        " --hidden 256 --dropout 0.0 --weight-decay 0.01 --input-noise 0.1 --holdout within-clips "
         "--no-mirrored --no-oversample"
     )
 

@@ -162,7 +162,7 @@ def test_bf16_training_runs_and_resume_refuses_another_precision(tiny_transition
 
 
 def test_export_matches_the_torch_rollout(tiny_transitions, tmp_path):
-    from canis.export.rtn_export import export_rtn
+    from canis.export.rtn_export import export_rtn, write_rtn_card
     from canis.training.train_rtn import LAST
 
     train_rtn(tiny_rtn_config(tiny_transitions, units=32), tmp_path, progress=False)
@@ -170,6 +170,11 @@ def test_export_matches_the_torch_rollout(tiny_transitions, tmp_path):
     assert max(report["rollout_max_abs_error"].values()) < 1e-3
     assert {"real_5", "real_60", "random_60"} <= set(report["rollout_max_abs_error"])
     assert TransitionModel(tmp_path / "rtn_step.onnx")  # the runtime loads what it wrote
+    # The card gives the network's own widths, and --units in the line that reproduces it.
+    card = write_rtn_card(tmp_path / "rtn_step.onnx", tmp_path / LAST, report, "canis export-rtn")
+    text = card.read_text()
+    assert "frame encoder 32-32, target and offset encoders 8-8, one 32-unit LSTM" in text
+    assert "--batch-size 4 --units 32 --lr" in text
 
 
 def controller(tiny_rtn, count=2) -> Controller:
@@ -546,3 +551,15 @@ def test_the_posture_phase_sweep_refuses_no_phases(capsys):
     with pytest.raises(SystemExit):
         main(["--phases", "0"])
     assert "--phases must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_train_rtn_refuses_a_network_of_no_units(tiny_transitions, tmp_path, capsys):
+    from canis.cli import main
+
+    out = tmp_path / "run"
+    assert (
+        main(["train-rtn", "--dataset", str(tiny_transitions), "--out", str(out), "--units", "0"])
+        == 2
+    )
+    assert "--units 0: must be at least 1" in capsys.readouterr().err
+    assert not out.exists()

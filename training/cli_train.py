@@ -84,6 +84,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     train_rtn.add_argument("--out", type=Path, required=True, help="run folder")
     train_rtn.add_argument("--steps", type=int, default=6000, help="optimiser steps")
     train_rtn.add_argument("--batch-size", type=int, default=64)
+    train_rtn.add_argument(
+        "--units",
+        type=int,
+        help="the LSTM's units (default: the paper's, training/rtn.py); every other width "
+        "keeps its ratio to it; smaller is cheaper per frame; part of the run's identity",
+    )
     train_rtn.add_argument("--lr", type=float, default=5e-4, help="AMSGrad learning rate")
     train_rtn.add_argument(
         "--teacher-forcing", type=float, default=0.2, help="probability of a true input frame"
@@ -200,7 +206,11 @@ def run_train_rtn(args) -> int:
     from canis.training.train_rtn import RtnTrainConfig, train_rtn
 
     precision = apply_speed_options(args)
+    if args.units is not None and args.units < 1:
+        raise ValueError(f"--units {args.units}: must be at least 1")
+    sized = {} if args.units is None else {"units": args.units}
     config = RtnTrainConfig(
+        **sized,
         steps=args.steps,
         batch_size=args.batch_size,
         lr=args.lr,

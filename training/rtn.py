@@ -52,6 +52,20 @@ LSTM_UNITS = 512
 DECODER = (256, 128)
 INITIALISER_HIDDEN = 256
 LEAKY_SLOPE = 0.01
+
+
+def layer_widths(units: int = LSTM_UNITS) -> dict[str, tuple[int, ...]]:
+    """The hidden layers' widths of an RTN whose LSTM has `units`: each keeps its ratio to the
+    LSTM's, the paper's at LSTM_UNITS."""
+    named = {
+        "frame encoder": FRAME_ENCODER,
+        "target and offset encoders": FUTURE_ENCODER,
+        "decoder": DECODER,
+        "initialiser": (INITIALISER_HIDDEN,),
+    }
+    return {name: tuple(w * units // LSTM_UNITS for w in widths) for name, widths in named.items()}
+
+
 OFFSET_SIZE = PLACEMENT_SIZE + FRAME_SIZE - 3  # placement + every pose part of the frame
 RESIDUALS = ("interpolation", "previous")
 # The interpolation residual's root correction, per unit of decoder output.
@@ -218,8 +232,8 @@ class Rtn(nn.Module):
         units: int = LSTM_UNITS,
         noise_sigma: float = 0.0,
     ):
-        """`units`: the LSTM's size; every other width keeps its ratio to it (the paper's
-        at 512). Smaller networks are for test fixtures. `noise_sigma`: the standard deviation
+        """`units`: the LSTM's size; every other width keeps its ratio to it (layer_widths;
+        the paper's at 512). `noise_sigma`: the standard deviation
         of the scheduled target noise it is trained with (0: none, as the networks before it;
         its step then takes no noise)."""
         super().__init__()
@@ -230,10 +244,7 @@ class Rtn(nn.Module):
             raise ValueError(f"unknown residual {residual!r}; choose {', '.join(RESIDUALS)}")
         self.residual = residual
         self.units = units
-        frame_encoder, future_encoder, decoder, initialiser = (
-            tuple(w * units // LSTM_UNITS for w in widths)
-            for widths in (FRAME_ENCODER, FUTURE_ENCODER, DECODER, (INITIALISER_HIDDEN,))
-        )
+        frame_encoder, future_encoder, decoder, initialiser = layer_widths(units).values()
         self.frame_code, self.future_code = frame_encoder[-1], future_encoder[-1]
         self.register_buffer("frame_mean", torch.as_tensor(frame_mean, dtype=torch.float32))
         self.register_buffer("frame_std", torch.as_tensor(frame_std, dtype=torch.float32))
