@@ -114,6 +114,30 @@ def test_the_viewer_section_alone_is_replaced():
     assert replace_viewer_section("# B\n", new) == "# B\n" + new
 
 
+def test_bench_rewrites_only_its_own_section_of_the_report(tmp_path, monkeypatch, capsys):
+    """`canis bench` (the README's command) wrote docs/BENCHMARKS.md whole, over the earlier
+    runs and the measurements written by hand between them. It now keeps them: its report goes
+    in its own marked section, appended the first time and replaced after that."""
+    from canis.cli import main
+
+    runs = iter(("first", "second", "third"))
+    monkeypatch.setattr(benchmark, "run_benchmarks", lambda *a, **k: {"run": next(runs)})
+    monkeypatch.setattr(benchmark, "markdown", lambda report: f"## Run\n\n{report['run']}\n")
+    monkeypatch.setattr("canis.tools.bench.print_summary", lambda report: None)
+    doc = tmp_path / "BENCHMARKS.md"
+    doc.write_text("# Benchmarks\n\nMeasured by hand, with how to reproduce it.\n")
+    options = ["--no-viewer", "--models", str(MANN8), "--precisions", ""]
+    options += ["--transition-model", str(tmp_path / "none_step.onnx")]
+    assert main(["bench", "--markdown", str(doc), *options]) == 0
+    assert main(["bench", "--markdown", str(doc), *options]) == 0
+    text = doc.read_text()
+    assert text.startswith("# Benchmarks\n\nMeasured by hand, with how to reproduce it.\n")
+    assert text.count("<!-- bench:begin -->") == 1 and "second" in text and "first" not in text
+    fresh = tmp_path / "new" / "BENCHMARKS.md"  # a new report gets the document's title
+    assert main(["bench", "--markdown", str(fresh), *options]) == 0
+    assert fresh.read_text().startswith("# Benchmarks\n\n<!-- bench:begin -->\n## Run")
+
+
 def test_the_after_inference_probe_times_each_stand_in():
     from canis.tools.after_inference_probe import probe
 

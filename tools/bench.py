@@ -1,5 +1,6 @@
 """`canis bench`: the runtime's timings (tools/benchmark.py) and the viewer's
-(demo/benchmark.py) in one report, docs/BENCHMARKS.md, and optionally as JSON."""
+(demo/benchmark.py) in one report, its own marked section of docs/BENCHMARKS.md (the rest of
+the document is kept), and optionally as JSON."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ import json
 from pathlib import Path
 
 from canis.runtime.assets import shipped_models_dir
+from canis.tools.doc_sections import replace_section
 
 SHIPPED_MODELS = shipped_models_dir()
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
     bench = commands.add_parser(
-        "bench", help="time inference, frames and the viewer; write docs/BENCHMARKS.md"
+        "bench",
+        help="time inference, frames and the viewer; write its section of docs/BENCHMARKS.md",
     )
     bench.add_argument(
         "--models",
@@ -34,7 +37,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "--markdown",
         type=Path,
         default=Path("docs/BENCHMARKS.md"),
-        help="report to write (default: %(default)s)",
+        help="document whose `canis bench` section is written; the rest is kept (default: "
+        "%(default)s)",
     )
     bench.add_argument("--seconds", type=float, default=2.0, help="timing per inference case")
     bench.add_argument("--no-viewer", action="store_true", help="skip the viewer's timing")
@@ -139,10 +143,18 @@ def run_bench(args) -> int:
 
         report["viewer"] = viewer_benchmark.benchmark_viewer(frame_model)
         text += viewer_benchmark.markdown(report["viewer"])
-    args.markdown.parent.mkdir(parents=True, exist_ok=True)
-    args.markdown.write_text(text)
+    # Its own marked block only: the rest of the document (the earlier runs and the
+    # measurements written by hand around them) stays as it is.
+    replace_section(args.markdown, "bench", text, title="# Benchmarks")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
+    print_summary(report)
+    print(f"wrote {args.markdown}")
+    return 0
+
+
+def print_summary(report: dict) -> None:
+    """The report's headline figures on the terminal."""
     for name, floor in report["floors"].items():
         print(
             f"{name:18s} {floor['weight_bytes'] / 1e6:5.1f} MB of weights a frame: runtime "
@@ -168,5 +180,3 @@ def run_bench(args) -> int:
         )
     if "viewer" in report:
         print(f"viewer: {report['viewer']['fps_at_p50']:.0f} fps at the median")
-    print(f"wrote {args.markdown}")
-    return 0

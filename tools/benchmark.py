@@ -253,7 +253,7 @@ def session_memory_mb(path: Path) -> float:
 def markdown(report: dict) -> str:
     m = report["machine"]
     lines = [
-        "# Benchmarks",
+        "## The last `canis bench` run",
         "",
         f"Measured {m['date']} by `canis bench` on this machine: {machine_paragraph(m)} "
         "CPU only: no CUDA GPU was available to this run. Reproduce with `./run canis bench --json "

@@ -240,7 +240,7 @@ def markdown(results: dict, command: str, figures_link: str = "images") -> str:
 def write(results: dict, json_path: Path | None, doc: Path | None, command: str) -> None:
     import json
 
-    from canis.training.report import replace_section
+    from canis.tools.doc_sections import replace_section
 
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)

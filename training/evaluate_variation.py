@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.runtime.transition import TransitionModel, target_blend
+from canis.tools.doc_sections import replace_section
 from canis.training.evaluate_transitions import BATCH, LENGTHS, position_std
-from canis.training.report import replace_section
 from canis.training.train_rtn import windows
 from canis.training.transition_data import load as load_transitions
 from canis.training.transition_metrics import global_pose, l2p

@@ -287,7 +287,7 @@ def _cell(value) -> str:
 
 
 def write(results: dict, json_path: Path | None, doc: Path | None, command: str, machine: str):
-    from canis.training.report import replace_section
+    from canis.tools.doc_sections import replace_section
 
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)

@@ -312,20 +312,3 @@ def write_report(result, report_dir: Path, timeline_clip: str | None = None) -> 
         + "\n"
     )
     return path
-
-
-def replace_section(doc: Path, name: str, markdown: str) -> None:
-    """Writes `markdown` as the section of `doc` between <!-- name:begin --> and
-    <!-- name:end --> (appended when the markers are not there yet), so each command that
-    writes a document rewrites only its own section and the others stay."""
-    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-    section = f"{begin}\n{markdown}{end}\n"
-    text = doc.read_text() if doc.exists() else "# Evaluation\n\n"
-    if begin in text and end in text:
-        head, rest = text.split(begin, 1)
-        after = rest.split(end, 1)[1].lstrip("\n")
-        text = head + section + ("\n" + after if after else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(text)
