@@ -230,9 +230,11 @@ def _fine_tuning_log(rows: list[dict]) -> list[str]:
 def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str) -> str:
     loop = config["closed_loop"]
     start = _fine_tuning_start(config)
+    # A start standardised on an earlier build of the data was rescaled to this build's.
+    restandardise = " --restandardise" if config.get("restandardised") else ""
     return (
-        f"- **Reproduce**: `./run canis dataset build` then `./run canis finetune --start {start} "
-        f"--out runs/NAME --epochs {config['closed_loop_epoch']} --steps-per-epoch "
+        f"- **Reproduce**: `./run canis dataset build` then `./run canis finetune --start {start}"
+        f"{restandardise} --out runs/NAME --epochs {config['closed_loop_epoch']} --steps-per-epoch "
         f"{loop['steps_per_epoch']} --batch-size {loop['batch_size']} --lr {loop['lr']} "
         f"--seed {loop['seed']} --ground-truth-frames {loop['ground_truth_frames']} "
         f"--own-frames {loop['own_frames']} --curriculum-epochs {loop['curriculum_epochs']} "

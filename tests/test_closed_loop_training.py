@@ -208,6 +208,63 @@ def test_finetune_starts_from_an_exported_model(tiny_dataset, started, tmp_path)
     assert not (tmp_path / "x.safetensors").exists()
 
 
+def _run_onnx(path, x: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(None, {session.get_inputs()[0].name: x})[0]
+
+
+def test_restandardise_keeps_a_models_function_under_a_rebuilt_datasets_statistics(
+    tiny_dataset, started, tmp_path
+):
+    """A rebuild of the data (the mirror fix) changes its statistics: `--restandardise`
+    rescales the model's first and last layers so that, exported under the new statistics,
+    it computes what it computed before on the same raw features."""
+    import onnx
+    from canis.export.onnx_export import export_onnx
+    from canis.training.checkpoint_from_onnx import checkpoint_from_onnx
+    from canis.training.dataset import load as load_dataset
+    from onnx import numpy_helper
+
+    model = tmp_path / "m.onnx"
+    export_onnx(started, model, tiny_dataset)
+    graph = onnx.load(str(model))
+    rng = np.random.default_rng(3)
+    for item in graph.graph.initializer:  # another build's statistics, trained under them
+        if item.name in ("x_mean", "y_mean", "x_std", "y_std"):
+            values = numpy_helper.to_array(item)
+            changed = (
+                values + rng.normal(0, 0.3, values.shape)
+                if "mean" in item.name
+                else (values * rng.uniform(0.5, 2.0, values.shape))
+            )
+            item.CopyFrom(numpy_helper.from_array(changed.astype(values.dtype), item.name))
+    onnx.save(graph, str(tmp_path / "other.onnx"))
+    with pytest.raises(ValueError, match=r"other.onnx: .* or --restandardise for a rebuild"):
+        checkpoint_from_onnx(tmp_path / "other.onnx", tiny_dataset, tmp_path / "x.safetensors")
+    converted = tmp_path / "c.safetensors"
+    config = checkpoint_from_onnx(tmp_path / "other.onnx", tiny_dataset, converted, True)
+    assert config["restandardised"] == ["x_mean", "x_std", "y_mean", "y_std"]
+    export_onnx(converted, tmp_path / "back.onnx", tiny_dataset)
+    x = load_dataset(tiny_dataset)["X"][:64].astype(np.float32)
+    before, after = _run_onnx(tmp_path / "other.onnx", x), _run_onnx(tmp_path / "back.onnx", x)
+    assert np.abs(before - _run_onnx(model, x)).max() > 0.1  # the statistics matter
+    assert np.abs(after - before).max() < 1e-4 * max(1.0, np.abs(before).max())
+    # Fine-tuned from it, the card's reproduce line says so.
+    from canis.cli import main
+
+    out = tmp_path / "run"
+    assert finetune(tiny_dataset, tmp_path / "other.onnx", out, "--restandardise") == 0
+    tuned = tmp_path / "tuned.onnx"
+    export = ["export", str(out / "last.safetensors"), "--out", str(tuned), "--card"]
+    assert main([*export, "--dataset", str(tiny_dataset), "--card-seconds", "1"]) == 0
+    assert (
+        f"--start {tmp_path / 'other.onnx'} --restandardise --out"
+        in tuned.with_suffix(".md").read_text()
+    )
+
+
 def test_measure_repeats_the_logged_validation(tiny_dataset, started, tmp_path, capsys):
     """`--measure` trains nothing and reads a checkpoint's two validation losses as the run's
     own log does, so one-step runs can be compared on the closed-loop stretch."""
@@ -327,3 +384,39 @@ def test_a_run_of_another_split_is_measured_and_not_fine_tuned(tiny_dataset, tmp
             "was trained with --holdout within-clips --no-mirrored; fine-tuning trains on"
             in capsys.readouterr().err
         )
+
+
+@pytest.mark.parametrize("kind", ["mann", "pfnn", "vnn"])
+def test_restandardised_weights_compute_the_same_function_for_every_kind(kind):
+    from canis.runtime.features import OUTPUT
+    from canis.training.checkpoint_from_onnx import restandardised
+    from canis.training.models import create_model
+
+    torch.manual_seed(0)
+    model = create_model(kind, 4, 16, dropout=0.0).double().eval()
+    g = torch.Generator().manual_seed(1)
+
+    def statistics():
+        return {
+            "x_mean": torch.randn(INPUT.size, generator=g, dtype=torch.float64),
+            "x_std": torch.rand(INPUT.size, generator=g, dtype=torch.float64) + 0.5,
+            "y_mean": torch.randn(OUTPUT.size, generator=g, dtype=torch.float64),
+            "y_std": torch.rand(OUTPUT.size, generator=g, dtype=torch.float64) + 0.5,
+        }
+
+    own, target = statistics(), statistics()
+    x = torch.randn(8, INPUT.size, generator=g, dtype=torch.float64)
+    phase = torch.rand(8, generator=g, dtype=torch.float64) * 6.28
+
+    def raw_output(network, stats):
+        standard = (x - stats["x_mean"]) / stats["x_std"]
+        out = network(standard, phase) if kind == "pfnn" else network(standard)
+        out = out[0] if kind == "mann" else out
+        y = out[:, : OUTPUT.size] * stats["y_std"] + stats["y_mean"]
+        return torch.cat([y, out[:, OUTPUT.size :]], dim=1)  # PFNN's phase increment as is
+
+    with torch.no_grad():
+        before = raw_output(model, own)
+        model.load_state_dict(restandardised(model.state_dict(), kind, own, target))
+        after = raw_output(model, target)
+    assert torch.allclose(after, before, atol=1e-9)

@@ -61,6 +61,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--resume", action="store_true", help="continue the run in --out from its checkpoint"
     )
     finetune.add_argument(
+        "--restandardise",
+        action="store_true",
+        help="an ONNX --start standardised otherwise than --dataset (a rebuild of its data) "
+        "has its first and last layers rescaled to the dataset's statistics: the same "
+        "function of the raw features",
+    )
+    finetune.add_argument(
         "--measure",
         action="store_true",
         help="train nothing: print --start's validation and closed-loop validation losses "
@@ -83,7 +90,7 @@ def run_finetune(args) -> int:
         if not args.resume:
             from canis.training.checkpoint_from_onnx import checkpoint_from_onnx
 
-            checkpoint_from_onnx(start, args.dataset, converted)
+            checkpoint_from_onnx(start, args.dataset, converted, args.restandardise)
             print(f"{start}: weights taken into {converted}")
         start = converted
     if args.measure:

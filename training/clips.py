@@ -89,7 +89,9 @@ def _mean_speed_ahead(root_positions_m: np.ndarray, frames_ahead: int) -> np.nda
     return (travelled[ends] - travelled[frames]) * FPS / spans
 
 
-def process_clip(motion: BvhMotion, mirrored: bool = False) -> Clip:
+def process_clip(
+    motion: BvhMotion, mirrored: bool = False, mirror_turns: np.ndarray | None = None
+) -> Clip:
     reason = not_dog_reason(motion.skeleton())
     if reason:
         raise ValueError(f"{motion.path}: {reason}")
@@ -99,7 +101,7 @@ def process_clip(motion: BvhMotion, mirrored: bool = False) -> Clip:
             f"{FPS} fps; resample it first (canis dataset build does)"
         )
     if mirrored:
-        motion = mirror_clip(motion)
+        motion = mirror_clip(motion, mirror_turns)
     skeleton = motion.skeleton()
     positions, rotations = forward_kinematics(
         skeleton, motion.local_rotations, motion.root_positions_m()

@@ -1,10 +1,11 @@
 """`canis dataset build`: raw dog BVH -> one compressed .npz of MANN training pairs.
 
-Every clip is used twice, as captured and mirrored left/right; pairs are built through the
-runtime's feature contract. Whole clips are held out for validation by a seeded rule: the
-clips are ranked by sha256("<seed>:<clip file stem>") and the first VALIDATION_PERCENT of them
-(rounded up) of the usable ones are held out; a clip and its mirror always land on the same
-side.
+Every clip is used twice, as captured and mirrored left/right (each joint's frame mirrored
+with the half turn the whole set asks for, training.mirror, so the mirrors keep the
+captured clips' axis conventions); pairs are built through the runtime's feature
+contract. Whole clips are held out for validation by a seeded rule: the clips are ranked by
+sha256("<seed>:<clip file stem>") and the first VALIDATION_PERCENT of them (rounded up) of
+the usable ones are held out; a clip and its mirror always land on the same side.
 
 The file (numpy .npz, no pickled objects) holds X (N, 480) and Y (N, 363) float32, their
 training-set means and standard deviations, per-row clip index, frame, mirrored flag, action,
@@ -29,6 +30,7 @@ from canis.runtime.root import wrap_angle_rad
 from canis.runtime.skeleton import not_dog_reason
 from canis.training.bvh import BvhError, read_bvh, resample, same_rate
 from canis.training.clips import MIN_CLIP_FRAMES, clip_pairs, process_clip
+from canis.training.mirror import data_set_corrections, turned_joints
 
 log = logging.getLogger("canis.dataset")
 
@@ -136,12 +138,13 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True, keep_clips=False)
         )
     }
     clip_names, clip_stems, skipped, kept, resampled = [], [], [], [], []
-    clips = readable_motions(
-        files, MIN_CLIP_FRAMES, skipped, progress, "trajectory window", resampled
+    clips = list(
+        readable_motions(files, MIN_CLIP_FRAMES, skipped, progress, "trajectory window", resampled)
     )
+    mirror_turns = data_set_corrections([motion for _, motion in clips]) if clips else None
     for path, motion in clips:
         for mirrored in (False, True):
-            clip = process_clip(motion, mirrored)
+            clip = process_clip(motion, mirrored, mirror_turns)
             x, y, frames = clip_pairs(clip)
             if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
                 skipped.append({"clip": clip.name, "reason": "non-finite features"})
@@ -188,6 +191,7 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True, keep_clips=False)
         "oversample_weights": OVERSAMPLE_WEIGHTS,
         "skipped": skipped,
         "resampled": resampled,
+        "mirror_half_turns": turned_joints(clips[0][1].skeleton(), mirror_turns),
         "build_seconds": round(time.perf_counter() - start, 1),
         "built": datetime.now(UTC).isoformat(timespec="seconds"),
         "licence": "derived from the MANN dog mocap: CC BY-NC 4.0",

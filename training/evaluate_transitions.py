@@ -250,6 +250,9 @@ POSTURE_STARTS = {"standing": 0.0, "walking": 1.1, "trotting": 1.9, "cantering":
 POSTURE_FRAMES = 45
 GAIT_SECONDS = 3  # the asked gait before the posture key, the last second measured
 AFTER_SECONDS = 2  # watched after the hand-back
+# Stopping first is asked this many frames past GAIT_SECONDS too: 0-21, a canter stride (about
+# 24 frames at 3.3 m/s) in steps of 3, so the worst covers where in the stride a key comes.
+REQUEST_PHASES_FRAMES = tuple(range(0, 24, 3))
 
 
 def _phase_names(lead: int, frames: int, window: int, handed_back: int) -> list[str]:
@@ -266,61 +269,76 @@ def postures_report(model: TransitionModel, motion_model_path: Path) -> dict:
     first (runtime/posture_requests.py, what the demo and a game use). For each: the gait's own
     largest per-frame joint displacement (its last second), the largest while stopping, and the
     largest from the transition's request to AFTER_SECONDS after the hand-back, with the part
-    where it happened."""
-    from canis.runtime.features import FPS
+    where it happened. Stopping first is asked at each of REQUEST_PHASES_FRAMES into the gait
+    (standing: once) and the worst of them is kept: where in the stride the key comes moves the
+    transition's fastest frame by a quarter or more."""
     from canis.runtime.inference import MotionModel
     from canis.runtime.poses import KEYFRAME_ACTIONS
-    from canis.runtime.posture_requests import PostureRequests
     from canis.runtime.speed_calibration import load_speed_calibration
     from canis.runtime.terrain import load_terrain
-    from canis.runtime.transition_player import LEAD_FRAMES, blend_window
 
     motion = MotionModel(motion_model_path, device="cpu")
     calibration = load_speed_calibration(motion_model_path)
     rows = []
     for ground in ("flat", "hills"):
         terrain = None if ground == "flat" else load_terrain(ground)
+        setup = (motion, terrain, model, calibration)
         for start, speed in POSTURE_STARTS.items():
             for target in KEYFRAME_ACTIONS:
                 row = {"ground": ground, "start": start, "target": target}
-                for way in ("at_once", "stopped_first"):
-                    c = posture_controller(motion, terrain, model, calibration)
-                    positions = []
-                    for _ in range(GAIT_SECONDS * FPS):
-                        c.step(_still_or_moving(speed))
-                        positions.append(c.display_pose()[0][0].copy())
-                    row["gait_cm_per_frame"] = round(
-                        float(joint_steps_cm(positions[-FPS:]).max()), 2
-                    )
-                    positions = positions[-1:]
-                    if way == "at_once":
-                        started = [c.transition_to(target, POSTURE_FRAMES)]
-                    else:
-                        postures = PostureRequests(c)
-                        started = postures.request(target, POSTURE_FRAMES)
-                        while not started:
-                            started = postures.step(_still_or_moving(speed))
-                            positions.append(c.display_pose()[0][0].copy())
-                        stop_frames = len(positions) - 1
-                        row["stop_frames"] = stop_frames
-                        stopping = joint_steps_cm(positions) if stop_frames else np.zeros(1)
-                        row["stopping_cm_per_frame"] = round(float(stopping.max()), 2)
-                        positions = positions[-1:]
-                    hold = _held(target, started[0].final_yaw_rad)
-                    handed_back = started[0].frames
-                    for _ in range(handed_back + AFTER_SECONDS * FPS):
-                        c.step(hold)
-                        positions.append(c.display_pose()[0][0].copy())
-                    moves = joint_steps_cm(positions)
-                    phases = _phase_names(
-                        LEAD_FRAMES, POSTURE_FRAMES, blend_window(POSTURE_FRAMES), handed_back
-                    )
-                    worst = int(moves.argmax())
-                    row[f"{way}_cm_per_frame"] = round(float(moves.max()), 2)
-                    row[f"{way}_where"] = phases[worst] if worst < len(phases) else "after"
-                    row[f"{way}_after_frame"] = worst - handed_back + 1
+                row |= _posture_run(setup, speed, target, "at_once", 0)
+                phases = REQUEST_PHASES_FRAMES if speed > 0 else REQUEST_PHASES_FRAMES[:1]
+                runs = [_posture_run(setup, speed, target, "stopped_first", p) for p in phases]
+                row |= max(runs, key=lambda r: r["stopped_first_cm_per_frame"])
                 rows.append(row)
-    return {"transition_frames": POSTURE_FRAMES, "after_seconds": AFTER_SECONDS, "runs": rows}
+    return {
+        "transition_frames": POSTURE_FRAMES,
+        "after_seconds": AFTER_SECONDS,
+        "request_phases_frames": list(REQUEST_PHASES_FRAMES),
+        "runs": rows,
+    }
+
+
+def _posture_run(setup, speed: float, target: str, way: str, phase_frames: int) -> dict:
+    """One posture asked `way` after GAIT_SECONDS and `phase_frames` frames of the gait at
+    `speed`: postures_report's figures for it."""
+    from canis.runtime.features import FPS
+    from canis.runtime.posture_requests import PostureRequests
+    from canis.runtime.transition_player import LEAD_FRAMES, blend_window
+
+    c = posture_controller(*setup)
+    positions, row = [], {}
+    for _ in range(GAIT_SECONDS * FPS + phase_frames):
+        c.step(_still_or_moving(speed))
+        positions.append(c.display_pose()[0][0].copy())
+    row["gait_cm_per_frame"] = round(float(joint_steps_cm(positions[-FPS:]).max()), 2)
+    positions = positions[-1:]
+    if way == "at_once":
+        started = [c.transition_to(target, POSTURE_FRAMES)]
+    else:
+        row["stopped_first_phase_frames"] = phase_frames
+        postures = PostureRequests(c)
+        started = postures.request(target, POSTURE_FRAMES)
+        while not started:
+            started = postures.step(_still_or_moving(speed))
+            positions.append(c.display_pose()[0][0].copy())
+        stop_frames = len(positions) - 1
+        row["stop_frames"] = stop_frames
+        stopping = joint_steps_cm(positions) if stop_frames else np.zeros(1)
+        row["stopping_cm_per_frame"] = round(float(stopping.max()), 2)
+        positions = positions[-1:]
+    hold = _held(target, started[0].final_yaw_rad)
+    handed_back = started[0].frames
+    for _ in range(handed_back + AFTER_SECONDS * FPS):
+        c.step(hold)
+        positions.append(c.display_pose()[0][0].copy())
+    moves = joint_steps_cm(positions)
+    phases = _phase_names(LEAD_FRAMES, POSTURE_FRAMES, blend_window(POSTURE_FRAMES), handed_back)
+    worst = int(moves.argmax())
+    row[f"{way}_cm_per_frame"] = round(float(moves.max()), 2)
+    row[f"{way}_where"] = phases[worst] if worst < len(phases) else "after"
+    row[f"{way}_after_frame"] = worst - handed_back + 1
+    return row
 
 
 def labels_for(name: str) -> str:
@@ -426,18 +444,22 @@ def handback_markdown(results: dict, command: str) -> str:
             f"request to {p['after_seconds']} s after its hand-back, with the part where it "
             "happened (lead: the motion network's last 5 frames; RTN start: its first 3; "
             "target blend: the frames blended toward the keyframe; hand-back: the first 3 "
-            "after it; after: the posture held by the motion network).",
+            "after it; after: the posture held by the motion network). Stopping first is asked "
+            f"at each of {', '.join(map(str, p['request_phases_frames']))} frames past the 3 s "
+            "(a canter stride; from standing once), and the worst of them is given, with its "
+            "frame (phase): where in the stride the key comes moves the fastest frame by a "
+            "quarter or more.",
             "",
             "| ground | from | to | gait | at once | where | stop frames | stopping | "
-            "stopping first | where |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "stopping first | where | phase |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in p["runs"]:
             lines.append(
                 f"| {r['ground']} | {r['start']} | {r['target']} | {r['gait_cm_per_frame']:.2f} "
                 f"| {r['at_once_cm_per_frame']:.2f} | {r['at_once_where']} | {r['stop_frames']} "
                 f"| {r['stopping_cm_per_frame']:.2f} | {r['stopped_first_cm_per_frame']:.2f} "
-                f"| {r['stopped_first_where']} |"
+                f"| {r['stopped_first_where']} | {r['stopped_first_phase_frames']} |"
             )
         worst = max(p["runs"], key=lambda r: r["stopped_first_cm_per_frame"])
         line = STOPPED_FIRST_LINE.format(

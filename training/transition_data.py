@@ -31,6 +31,7 @@ from canis.runtime.transition_frames import (
 )
 from canis.training.clips import Clip, process_clip
 from canis.training.dataset import readable_motions, standardisation, validation_clips
+from canis.training.mirror import data_set_corrections, turned_joints
 
 FORMAT = "canis-transitions-1"
 
@@ -52,10 +53,13 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True) -> dict[str, np.n
     parts = {"frames": [], "root_xz_m": [], "root_yaw_rad": [], "action": []}
     names, stems, ranges, skipped, resampled, row = [], [], [], [], [], 0
     shortest = CONTEXT_FRAMES + MIN_TRANSITION_FRAMES + 1
-    motions = readable_motions(files, shortest, skipped, progress, "transition window", resampled)
+    motions = list(
+        readable_motions(files, shortest, skipped, progress, "transition window", resampled)
+    )
+    mirror_turns = data_set_corrections([motion for _, motion in motions]) if motions else None
     for path, motion in motions:
         for mirrored in (False, True):
-            clip = process_clip(motion, mirrored)
+            clip = process_clip(motion, mirrored, mirror_turns)
             frames = clip_frames(clip)
             if not np.all(np.isfinite(frames)):
                 skipped.append({"clip": clip.name, "reason": "non-finite frames"})
@@ -93,6 +97,7 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True) -> dict[str, np.n
                 "validation_clips": sorted(held_out),
                 "skipped": skipped,
                 "resampled": resampled,
+                "mirror_half_turns": turned_joints(motions[0][1].skeleton(), mirror_turns),
                 "build_seconds": round(time.perf_counter() - start, 1),
                 "built": datetime.now(UTC).isoformat(timespec="seconds"),
                 "licence": "derived from the MANN dog mocap: CC BY-NC 4.0",
