@@ -42,6 +42,7 @@ from canis.training.rtn import (
     parameter_bytes,
     rollout,
 )
+from canis.training.train_rtn import initialisation_note
 from torch import nn
 
 from canis import __version__
@@ -220,40 +221,13 @@ def rollout_parity(model: Rtn, step_path: Path, dataset_path: Path | None) -> di
     return report
 
 
-def _stage_note(train: dict) -> str:
-    """What the run was initialised from, read from that checkpoint."""
-    source = train.get("init_from")
-    if not source:
-        return ""
-    if source.endswith(".onnx"):  # an exported RTN (training/train_rtn.py: start_weights)
-        try:
-            import onnx
-
-            meta = {
-                p.key: p.value for p in onnx.load(source, load_external_data=False).metadata_props
-            }
-            done = json.loads(meta.get("canis.training_schedule", "{}")).get("steps_completed")
-        except Exception:  # onnx raises DecodeError, OSError, ... for an unreadable file
-            return f" Initialised from the exported RTN `{source}` (no longer readable here)."
-        return (
-            f" Initialised from the weights of the exported RTN `{source}` (exported "
-            f"{meta.get('canis.exported', '?')}, {done} steps of its own schedule, given by its "
-            "card; an RTN shipped before is in the history: `git log -- "
-            "assets/models/rtn_step.onnx`, then `git show COMMIT:assets/models/rtn_step.onnx` and "
-            "its `rtn_init.onnx`)."
-        )
-    try:
-        first = load_checkpoint(source, layout=transition_layout_hash()).config
-    except (OSError, ValueError):
-        return f" Initialised from `{source}` (no longer readable here)."
-    t = first["train"]["config"]
-    return (
-        f" Initialised from `{source}`: {first['step']} steps of a {t['steps']}-step run at "
-        f"batch {t['batch_size']}, lr {t['lr']}, FK weight {t.get('fk_weight', 0)}, residual "
-        f"`{t.get('residual', 'previous')}`, {float(first.get('train_seconds', 0)) / 3600:.2f} h "
-        f"(`./run canis train-rtn --out {Path(source).parent} --steps {t['steps']} --lr "
-        f"{t['lr']} --fk-weight {t.get('fk_weight', 0)} --stop-after {first['step']}`)."
-    )
+def _stage_note(config: dict) -> str:
+    """What the run was initialised from: as the run described it when it started (the source
+    may since have been overwritten, e.g. a shipped RTN fine-tuned in place), or, for a run
+    from before that was recorded, as the source reads now."""
+    if "init_note" in config:
+        return config["init_note"]
+    return initialisation_note(config["train"]["config"].get("init_from", ""))
 
 
 def _architecture(units: int) -> str:
@@ -313,7 +287,7 @@ def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command:
             else ""
         )
         + "; the paper trains 200 epochs at batch 32 (no CUDA GPU was available here)."
-        + _stage_note(train),
+        + _stage_note(config),
         f"- **Hardware**: {config['machine']}; {hours:.2f} h of training.",
         f"- **Size**: {report['parameter_bytes'] / 1e6:.2f} MB of float32 parameters; files "
         + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in report["bytes"].items())

@@ -201,3 +201,25 @@ def test_variation_evaluation_measures_diversity(tiny_transitions, tmp_path):
     doc = tmp_path / "EVALUATION.md"
     write(results, None, doc, "./run canis evaluate variation", "this machine")
     assert "| 1 | " in doc.read_text() and "<!-- variation:begin -->" in doc.read_text()
+
+
+def test_a_fine_tuned_rtns_card_names_its_start_even_once_the_start_is_overwritten(
+    tiny_transitions, tiny_rtn, tmp_path
+):
+    """Fine-tuning the shipped RTN in place (--init-from assets/models/rtn_step.onnx, then
+    exported over it) once made its card describe the new file as its own start: the card read
+    the start when it was written. The run records it when it starts."""
+    import shutil
+
+    from canis.export.rtn_export import export_rtn, write_rtn_card
+    from canis.training.train_rtn import LAST, train_rtn
+
+    start = tmp_path / "shipped_step.onnx"  # the tiny RTN: 40 steps, exported 2026-11-23
+    shutil.copy(tiny_rtn, start)
+    shutil.copy(tiny_rtn.with_name("tiny_rtn_init.onnx"), tmp_path / "shipped_init.onnx")
+    config = tiny_rtn_config(tiny_transitions, steps=3, eval_every=3, units=32)
+    config.init_from = str(start)
+    train_rtn(config, tmp_path / "tuned", progress=False)
+    report = export_rtn(tmp_path / "tuned" / LAST, start)  # over its own start
+    card = write_rtn_card(start, tmp_path / "tuned" / LAST, report, "test").read_text()
+    assert "(exported 2026-11-23T11:43:51+00:00, 40 steps of its own schedule" in card

@@ -24,6 +24,7 @@ Resume is exact: each step's windows and teacher-forcing draws come from generat
 from __future__ import annotations
 
 import csv
+import json
 import math
 import platform
 import time
@@ -233,6 +234,42 @@ def start_weights(model: Rtn, source: str) -> None:
     restore_model(load_checkpoint(source, layout=transition_layout_hash()), model, source)
 
 
+def initialisation_note(source: str) -> str:
+    """The model card's words for what a run was initialised from (a checkpoint or an exported
+    RTN), read from it now: train_rtn records them when the run starts."""
+    if not source:
+        return ""
+    if source.endswith(".onnx"):  # an exported RTN (start_weights)
+        try:
+            import onnx
+
+            meta = {
+                p.key: p.value for p in onnx.load(source, load_external_data=False).metadata_props
+            }
+            done = json.loads(meta.get("canis.training_schedule", "{}")).get("steps_completed")
+        except Exception:  # onnx raises DecodeError, OSError, ... for an unreadable file
+            return f" Initialised from the exported RTN `{source}` (no longer readable here)."
+        return (
+            f" Initialised from the weights of the exported RTN `{source}` (exported "
+            f"{meta.get('canis.exported', '?')}, {done} steps of its own schedule, given by its "
+            "card; an RTN shipped before is in the history: `git log -- "
+            "assets/models/rtn_step.onnx`, then `git show COMMIT:assets/models/rtn_step.onnx` and "
+            "its `rtn_init.onnx`)."
+        )
+    try:
+        first = load_checkpoint(source, layout=transition_layout_hash()).config
+    except (OSError, ValueError):
+        return f" Initialised from `{source}` (no longer readable here)."
+    t = first["train"]["config"]
+    return (
+        f" Initialised from `{source}`: {first['step']} steps of a {t['steps']}-step run at "
+        f"batch {t['batch_size']}, lr {t['lr']}, FK weight {t.get('fk_weight', 0)}, residual "
+        f"`{t.get('residual', 'previous')}`, {float(first.get('train_seconds', 0)) / 3600:.2f} h "
+        f"(`./run canis train-rtn --out {Path(source).parent} --steps {t['steps']} --lr "
+        f"{t['lr']} --fk-weight {t.get('fk_weight', 0)} --stop-after {first['step']}`)."
+    )
+
+
 def skeleton_tensors():
     """(parents, bone offsets (J, 3) in metres) of the shipped dog, for fk_positions."""
     skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
@@ -274,10 +311,14 @@ def train_rtn(
         )
         restore_optimizer(checkpoint, model, optimizer)
         first_step, best = saved["step"], saved["best_validation_loss"]
+        # As the run described its start then (a resumed run from before this was recorded:
+        # as its source reads now).
+        init_note = saved.get("init_note", initialisation_note(config.init_from))
     else:
         model = create_rtn(data, config.seed, config.residual, config.units, config.target_noise)
         if config.init_from:
             start_weights(model, config.init_from)
+        init_note = initialisation_note(config.init_from)
         optimizer = torch.optim.Adam(
             model.parameters(), lr=config.lr, amsgrad=True, fused=fused_optimiser(cpu)
         )
@@ -355,6 +396,7 @@ def train_rtn(
                 "best_validation_loss": best,
                 "train_seconds": row["seconds"],
                 "dataset": data.metadata,
+                "init_note": init_note,
                 "machine": f"{platform.machine()} CPU, torch {torch.__version__}, "
                 f"{torch.get_num_threads()} threads",
             }
