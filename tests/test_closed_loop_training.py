@@ -162,7 +162,8 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
 def test_finetune_starts_from_an_exported_model(tiny_dataset, started, tmp_path):
     """Issue 17: the shipped networks have no checkpoint; fine-tuning starts from the ONNX
     model a game runs. Its weights come back exactly, and a model of another dataset or of
-    another precision is refused by name."""
+    another precision is refused by name; a model of an earlier build of the data is taken with
+    --restandardise, which its card's reproduce line names."""
     import onnx
     from canis.export.onnx_export import export_onnx
     from canis.training.checkpoint import load_checkpoint
@@ -178,8 +179,16 @@ def test_finetune_starts_from_an_exported_model(tiny_dataset, started, tmp_path)
     assert back.keys() == original.keys()
     for name, weights in original.items():
         assert torch.equal(back[name], weights), name
+    graph = onnx.load(str(model))
+    mean = next(i for i in graph.graph.initializer if i.name == "x_mean")
+    mean.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(mean) + 0.5, "x_mean"))
+    other = tmp_path / "other.onnx"  # as if trained on an earlier build of the data
+    onnx.save(graph, str(other))
+    with pytest.raises(ValueError, match=r"other.onnx: was trained on another dataset .*x_mean"):
+        checkpoint_from_onnx(other, tiny_dataset, tmp_path / "x.safetensors")
+    # Fine-tuned from it, re-standardised (the next test checks the rescaling itself).
     out = tmp_path / "run"
-    assert finetune(tiny_dataset, model, out) == 0
+    assert finetune(tiny_dataset, other, out, "--restandardise") == 0
     assert (out / "start.safetensors").is_file() and (out / "last.safetensors").is_file()
     # The fine-tuned network exports with its card, which says how it was fine-tuned.
     from canis.cli import main
@@ -188,17 +197,11 @@ def test_finetune_starts_from_an_exported_model(tiny_dataset, started, tmp_path)
     export = ["export", str(out / "last.safetensors"), "--out", str(tuned)]
     assert main([*export, "--dataset", str(tiny_dataset), "--card", "--card-seconds", "1"]) == 0
     card = tuned.with_suffix(".md").read_text()
-    assert f"from `{model}`, 2 epochs of 2 steps, batch 4 stretches" in card
-    assert "## Fine-tuning log" in card and f"canis finetune --start {model} " in card
+    assert f"from `{other}`, 2 epochs of 2 steps, batch 4 stretches" in card
+    assert "## Fine-tuning log" in card and f"canis finetune --start {other} " in card
+    assert f"--start {other} --restandardise --out" in card
     assert "--dropout 0.3 --weight-decay 0.0025 " in card  # an export's: the defaults
     assert tuned.with_suffix(".closed_loop.json").is_file()
-
-    graph = onnx.load(str(model))
-    mean = next(i for i in graph.graph.initializer if i.name == "x_mean")
-    mean.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(mean) + 0.5, "x_mean"))
-    onnx.save(graph, str(tmp_path / "other.onnx"))
-    with pytest.raises(ValueError, match=r"other.onnx: was trained on another dataset .*x_mean"):
-        checkpoint_from_onnx(tmp_path / "other.onnx", tiny_dataset, tmp_path / "x.safetensors")
     for prop in graph.metadata_props:
         if prop.key == "canis.precision":
             prop.value = "int8"
@@ -251,18 +254,6 @@ def test_restandardise_keeps_a_models_function_under_a_rebuilt_datasets_statisti
     before, after = _run_onnx(tmp_path / "other.onnx", x), _run_onnx(tmp_path / "back.onnx", x)
     assert np.abs(before - _run_onnx(model, x)).max() > 0.1  # the statistics matter
     assert np.abs(after - before).max() < 1e-4 * max(1.0, np.abs(before).max())
-    # Fine-tuned from it, the card's reproduce line says so.
-    from canis.cli import main
-
-    out = tmp_path / "run"
-    assert finetune(tiny_dataset, tmp_path / "other.onnx", out, "--restandardise") == 0
-    tuned = tmp_path / "tuned.onnx"
-    export = ["export", str(out / "last.safetensors"), "--out", str(tuned), "--card"]
-    assert main([*export, "--dataset", str(tiny_dataset), "--card-seconds", "1"]) == 0
-    assert (
-        f"--start {tmp_path / 'other.onnx'} --restandardise --out"
-        in tuned.with_suffix(".md").read_text()
-    )
 
 
 def test_measure_repeats_the_logged_validation(tiny_dataset, started, tmp_path, capsys):
