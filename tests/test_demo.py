@@ -399,8 +399,8 @@ DOCUMENTED_WORST_CM = documented_worst_cm()
 
 def test_the_shipped_network_determines_its_head_and_shoulders_in_the_hill_canter(shipped_app):
     """The networks once saw the head and shoulders in two axis conventions (the mirrored
-    clips'), and in the demo's hill canter predicted axes of length 0.03-0.05 for them, which
-    the decode turned into a head spinning up to 170 degrees in a frame (docs/EVALUATION.md).
+    clips'), and in the demo's hill canter predicted forward axes of length 0.04-0.06 for them,
+    which the decode turned into a head turning 90-150 degrees in a frame (docs/EVALUATION.md).
     tools/axis_probe.py drives the demo's own window through that stretch."""
     from canis.runtime.assets import DEFAULT_MOTION_MODEL, SHIPPED_MOTION_MODELS, asset_path
     from canis.tools.axis_probe import probe
