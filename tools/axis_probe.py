@@ -43,10 +43,10 @@ def probe(model_path: str) -> dict:
         nonlocal shortest_forward, shortest_up, head_turn_deg, site_move_cm, previous
         for _ in range(frames):
             app.step()
-            predicted = app.controller._prediction
-            lengths = np.linalg.norm(predicted.joint_forwards[0, joints], axis=-1)
+            predicted = app.controller.state.pose  # the network's axes, as the next x takes them
+            lengths = np.linalg.norm(predicted.forwards[0, joints], axis=-1)
             shortest_forward = np.minimum(shortest_forward, lengths)
-            lengths = np.linalg.norm(predicted.joint_ups[0, joints], axis=-1)
+            lengths = np.linalg.norm(predicted.ups[0, joints], axis=-1)
             shortest_up = np.minimum(shortest_up, lengths)
             positions, rotations = (a[0].copy() for a in app.controller.display_pose())
             if previous is not None:

@@ -32,7 +32,8 @@ from canis.runtime.rotations import (
 from canis.runtime.skeleton import LATERAL_AXIS, Skeleton
 
 # The candidate corrections: no turn, then half turns about the joint's x, y and z axes
-# (w, x, y, z). Each is its own inverse, and M C M = C, so mirroring twice undoes itself.
+# (w, x, y, z). As rotations each is its own inverse and M C M = C, so mirroring twice
+# undoes itself.
 HALF_TURNS = np.array(
     [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]]
 )
@@ -73,12 +74,14 @@ def _turned(local: np.ndarray, parent_turn: np.ndarray, turn: np.ndarray) -> np.
     return quat_multiply(quat_conjugate(parent_turn), quat_multiply(local, turn))
 
 
-def mirror_corrections(skeleton: Skeleton, local_rotations: np.ndarray) -> np.ndarray:
+def mirror_corrections(
+    skeleton: Skeleton, local_rotations: np.ndarray, axis: int = LATERAL_AXIS
+) -> np.ndarray:
     """(J, 4) the half turn each joint's mirrored frame needs (HALF_TURNS[0] for none) so
     that the mirrored clip's local rotations match the captured ones' (F, J, 4) on average.
     Parents first, since a parent's turn changes its children's local rotations. Only turns
     that keep every child bone in place are tried, so the mirrored pose is unchanged."""
-    mirrored = mirror_quaternions(local_rotations[:, skeleton.mirror_index], LATERAL_AXIS)
+    mirrored = mirror_quaternions(local_rotations[:, skeleton.mirror_index], axis)
     corrections = np.tile(HALF_TURNS[0], (skeleton.joint_count, 1))
     for j in range(1, skeleton.joint_count):
         children = np.flatnonzero(skeleton.parents == j)

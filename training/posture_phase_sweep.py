@@ -15,21 +15,11 @@ from __future__ import annotations
 
 import argparse
 
-from canis.training.evaluate_transitions import (
-    AFTER_SECONDS,
-    GAIT_SECONDS,
-    POSTURE_FRAMES,
-    POSTURE_STARTS,
-    _held,
-    _still_or_moving,
-    joint_steps_cm,
-    posture_controller,
-)
+from canis.training.evaluate_transitions import POSTURE_STARTS, _posture_run
 
 
 def sweep(ground: str, phases: int) -> list[tuple[str, str, list[tuple[float, int]]]]:
     from canis.runtime.assets import shipped_model_path
-    from canis.runtime.features import FPS
     from canis.runtime.inference import MotionModel
     from canis.runtime.poses import KEYFRAME_ACTIONS
     from canis.runtime.speed_calibration import load_speed_calibration
@@ -37,28 +27,20 @@ def sweep(ground: str, phases: int) -> list[tuple[str, str, list[tuple[float, in
     from canis.runtime.transition import TransitionModel
 
     path = shipped_model_path()
-    motion, model = MotionModel(path, device="cpu"), TransitionModel(None)
-    calibration = load_speed_calibration(path)
     terrain = None if ground == "flat" else load_terrain(ground)
+    setup = (
+        MotionModel(path, device="cpu"),
+        terrain,
+        TransitionModel(None),
+        load_speed_calibration(path),
+    )
     rows = []
     for start, speed in POSTURE_STARTS.items():
         if not speed:
             continue  # from standing the phase does not matter
         for target in KEYFRAME_ACTIONS:
-            worst = []
-            for extra in range(phases):
-                c = posture_controller(motion, terrain, model, calibration)
-                for _ in range(GAIT_SECONDS * FPS + extra):
-                    c.step(_still_or_moving(speed))
-                positions = [c.display_pose()[0][0].copy()]
-                started = c.transition_to(target, POSTURE_FRAMES)
-                hold = _held(target, started.final_yaw_rad)
-                for _ in range(started.frames + AFTER_SECONDS * FPS):
-                    c.step(hold)
-                    positions.append(c.display_pose()[0][0].copy())
-                moves = joint_steps_cm(positions)
-                at = int(moves.argmax())
-                worst.append((float(moves.max()), at + 1 - started.frames))
+            runs = [_posture_run(setup, speed, target, "at_once", p) for p in range(phases)]
+            worst = [(r["at_once_cm_per_frame"], r["at_once_after_frame"]) for r in runs]
             rows.append((start, target, worst))
     return rows
 
@@ -71,9 +53,9 @@ def main(argv=None) -> int:
     if args.phases < 1:
         parser.error(f"--phases must be at least 1, got {args.phases}")
     for start, target, worst in sweep(args.ground, args.phases):
-        cells = " ".join(f"{cm:.1f}@{at:+d}" for cm, at in worst)
+        cells = " ".join(f"{cm:.2f}@{at:+d}" for cm, at in worst)
         largest = max(cm for cm, _ in worst)
-        print(f"{args.ground} {start} -> {target}: worst {largest:.1f} cm; by phase {cells}")
+        print(f"{args.ground} {start} -> {target}: worst {largest:.2f} cm; by phase {cells}")
     return 0
 
 
