@@ -439,10 +439,33 @@ def test_scripts_ask_for_transitions_and_refuse_bad_ones(tiny_rtn, tmp_path):
         ({"to": "roll", "frames": 30}, "unknown keyframe 'roll'"),
         ({"to": "sit", "frames": 2}, "from 5 to 60, got 2"),
         ({"to": "sit"}, "must be"),
+        ({"to": "sit", "frames": 30, "variation": -1}, r"'variation' must be a finite number"),
+        ({"to": "sit", "frames": 30, "seed": 1.5}, "'seed' must be a whole number"),
+        ({"to": "sit", "frames": 30, "mood": 1}, "optionally with"),
     ):
         script.write_text(json.dumps([{"t": 0.0, "transition": bad}]))
         with pytest.raises(ValueError, match=message):
             load_script(script)
+
+
+def test_a_scripts_transition_samples_with_its_variation_and_replays_with_its_seed(tmp_path):
+    """{"transition": {..., "variation": V, "seed": S}}: Controller.transition_to's sampled
+    transition, the same take again for the same seed."""
+    import json
+
+    from canis.tools.run import run
+
+    noisy_rtn = Path(__file__).resolve().parent / "fixtures" / "tiny_rtn_noise_step.onnx"
+    shown = {}
+    for name, asked in (("a", {"seed": 7}), ("again", {"seed": 7}), ("other", {"seed": 8})):
+        script = tmp_path / f"{name}.json"
+        transition = {"to": "lie", "frames": 30, "variation": 1.0} | asked
+        script.write_text(json.dumps([{"t": 0.1, "transition": transition}]))
+        record = tmp_path / f"{name}.npz"
+        run(MANN, 0.8, script=script, transition_model_path=noisy_rtn, record=record)
+        shown[name] = np.load(record)["positions"]
+    assert np.array_equal(shown["a"], shown["again"])
+    assert not np.array_equal(shown["a"], shown["other"])
 
 
 def test_torch_forward_kinematics_matches_the_data(tiny_transitions, dog):

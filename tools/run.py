@@ -10,12 +10,13 @@ positive), `facing` an absolute yaw in radians, `action` one of the six actions 
 jump, sit, beg, lie; "stand", the old name of beg, still loads, deprecated), and
 `transition` hands the dog to the transition network: {"to": "sit", "frames": 45} goes to a
 keyframe of the library (stand, sit, lie, beg) in that many frames (5-60), after which the
-action is the keyframe's; `foot_lock` and `ik` (true/false) switch the runtime's foot lock
-and terrain IK; `reset` (true) stands the dog at the origin again, the script's state cleared.
-A recording from the demo (F5) is an object with the events under "events" and how to replay
-them: {"model": "MANN-8" or a path, "terrain": "hills", "start": {"xz_m": [x, z], "yaw_rad":
-y}, "speed_calibration": true, "seconds": 12.5, "events": [...]}; canis run uses these unless
-told otherwise on its command line.
+action is the keyframe's (with "variation": V, and "seed": S to replay a take, a sampled
+transition: Controller.transition_to's arguments); `foot_lock` and `ik` (true/false) switch
+the runtime's foot lock and terrain IK; `reset` (true) stands the dog at the origin again,
+the script's state cleared. A recording from the demo (F5) is an object with the events
+under "events" and how to replay them: {"model": "MANN-8" or a path, "terrain": "hills",
+"start": {"xz_m": [x, z], "yaw_rad": y}, "speed_calibration": true, "seconds": 12.5,
+"events": [...]}; canis run uses these unless told otherwise on its command line.
 Path: {"speed": 1.1, "waypoints": [[x, z], ...], "loop": false}, followed with tau = 0.5 as in
 the paper's path-following test.
 
@@ -175,8 +176,14 @@ def _checked_events(events, path: Path) -> list[dict]:
 
 def _check_transition(transition, where: str) -> None:
     names = tuple(load_keyframes())
-    if not isinstance(transition, dict) or set(transition) != {"to", "frames"}:
-        raise ValueError(f'{where} \'transition\' must be {{"to": KEYFRAME, "frames": N}}')
+    if not (
+        isinstance(transition, dict)
+        and {"to", "frames"} <= set(transition) <= {"to", "frames", "variation", "seed"}
+    ):
+        raise ValueError(
+            f'{where} \'transition\' must be {{"to": KEYFRAME, "frames": N}}, optionally with '
+            '"variation": V and "seed": S'
+        )
     if transition["to"] not in names:
         raise ValueError(
             f"{where} transitions to unknown keyframe {transition['to']!r}; "
@@ -188,6 +195,11 @@ def _check_transition(transition, where: str) -> None:
             f"{where} transition 'frames' must be a whole number from {MIN_TRANSITION_FRAMES} "
             f"to {MAX_TRANSITION_FRAMES}, got {frames!r}"
         )
+    if "variation" in transition:
+        _number(transition["variation"], f"{where} transition 'variation'", low=0.0)
+    seed = transition.get("seed", 0)
+    if not (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0):
+        raise ValueError(f"{where} transition 'seed' must be a whole number of at least 0")
 
 
 def needs_transitions(events: list[dict]) -> bool:
@@ -222,8 +234,14 @@ class ScriptDriver:
             if "ik" in event:
                 controller.ik.enabled = event["ik"]
             if "transition" in event:
-                to = event["transition"]["to"]
-                started = controller.transition_to(to, event["transition"]["frames"])
+                asked = event["transition"]
+                to = asked["to"]
+                started = controller.transition_to(
+                    to,
+                    asked["frames"],
+                    variation=asked.get("variation", 0.0),
+                    seed=asked.get("seed"),
+                )
                 s.action = api_name(KEYFRAME_ACTIONS[to])
                 s.move, s.speed_mps = np.zeros(2), 0.0
                 s.facing_rad = float(started.final_yaw_rad[0])
