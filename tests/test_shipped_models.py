@@ -118,3 +118,45 @@ def test_a_recording_names_a_shipped_model_by_name_and_finds_it_again(tmp_path):
     assert model_reference(other) == str(other.resolve())
     assert referenced_model_path("mine.onnx", tmp_path) == other
     assert referenced_model_path(str(other), Path("/elsewhere")) == other
+
+
+@needs_rtn
+def test_shipped_rtn_samples_varied_transitions_that_end_on_the_target():
+    """The shipped RTN is trained with RMI's target noise (issue 17 item 5): a variation above 0
+    samples another transition to the same keyframe for each seed, the same one again for the
+    same seed, and each ends where the deterministic one does."""
+    import numpy as np
+    from canis.runtime.controller import Controller
+    from canis.runtime.features import ACTIONS
+    from canis.runtime.trajectory import ControlState
+    from canis.runtime.transition import TransitionModel
+
+    rtn = TransitionModel(RTN)
+    assert rtn.noise_width > 0 and float(rtn.metadata["canis.target_noise_sigma"]) > 0
+    model = MotionModel(MANN8)
+    stand = ControlState(np.zeros((1, 2)), np.zeros(1), np.array([ACTIONS.index("idle")]))
+
+    def transition(variation, seed):
+        c = Controller(model, transition_model=rtn)
+        for _ in range(30):
+            c.step(stand)
+        started = c.transition_to("lie", 30, variation=variation, seed=seed)
+        shown = []
+        for _ in range(started.frames):
+            c.step(stand)
+            shown.append(c.display_pose()[0][0])
+        assert not c.in_transition()[0]
+        return np.array(shown)
+
+    plain, first, again, other = (
+        transition(0.0, None),
+        transition(2.0, 3),
+        transition(2.0, 3),
+        transition(2.0, 4),
+    )
+    assert np.array_equal(first, again)
+    spread_cm = 100 * np.linalg.norm(first - other, axis=-1).max()
+    assert spread_cm > 0.2, f"two seeds' transitions differ by at most {spread_cm:.3f} cm"
+    # every sample lands on the keyframe: the noise is gone 5 frames before the target
+    np.testing.assert_allclose(first[-1], plain[-1], atol=2e-3)
+    np.testing.assert_allclose(other[-1], plain[-1], atol=2e-3)
