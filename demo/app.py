@@ -45,7 +45,7 @@ HUD_REFRESH_DRAWS = 10
 CAMERA_KEY_RATE_RADPS = 1.5
 HELP = (
     "WASD/arrows move  Shift canter  Q/E turn  Space jump  1 stand 2 sit 3 beg 4 lie  "
-    "X next keyframe  R reset",
+    "X next keyframe  V vary them  R reset",
     "drag/JLIK camera  wheel zoom  P pause  N step  M slow  G IK  F foot lock  B bones  T terrain",
     "F1 model  F5 record  F12 screenshot  H help  Esc quit",
 )
@@ -53,6 +53,9 @@ ACTION_KEYS = {"_1": "idle", "_2": "sit", "_3": "beg", "_4": "lie", "SPACE": "ju
 # The action each keyframe is held with: the inverse of POSTURE_KEYFRAMES (API names).
 KEYFRAME_HELD_ACTIONS = {name: action for action, name in POSTURE_KEYFRAMES.items()}
 TRANSITION_FRAMES = 45
+# V: postures sampled with the transition network's target noise at its training level
+# (docs/EVALUATION.md, "Varied transitions": +1.4% L2P at 30 frames for the shipped RTN).
+VARIED_TRANSITION_VARIATION = 1.0
 DEFAULT_OUT_DIR = Path("out/demo")
 
 
@@ -134,6 +137,9 @@ class DemoApp:
         self.paused, self.slow_motion, self.show_help = False, False, True
         self.pending_action = None
         self.asked_keyframe = None  # the keyframe of the last posture asked for
+        self.vary_transitions = False  # V: each posture a sampled transition
+        self.seeds = np.random.default_rng()  # a varied transition's seed, recorded for replay
+        self.asked_variation = (0.0, None)  # (variation, seed) of the posture last asked for
         self.pending_steps = 0
         self.draws = 0
         self.steps = 0
@@ -200,7 +206,14 @@ class DemoApp:
         stops first (runtime/posture_requests.py); the transition starts when it has."""
         self.player.hold(KEYFRAME_HELD_ACTIONS[name])
         self.asked_keyframe = name
-        started = self.postures.request(name, TRANSITION_FRAMES, characters=[0])
+        if self.vary_transitions:
+            self.asked_variation = (VARIED_TRANSITION_VARIATION, int(self.seeds.integers(2**31)))
+        else:
+            self.asked_variation = (0.0, None)
+        variation, seed = self.asked_variation
+        started = self.postures.request(
+            name, TRANSITION_FRAMES, characters=[0], variation=variation, seed=seed
+        )
         if started:
             self._transition_started(name, started[0])
         else:
@@ -210,7 +223,7 @@ class DemoApp:
         # Recorded when it starts, after the stop: the replay (canis run --script) steps the
         # same stopping controls and starts it on the same frame.
         if self.recorder is not None:
-            self.recorder.add_transition(name, TRANSITION_FRAMES)
+            self.recorder.add_transition(name, TRANSITION_FRAMES, *self.asked_variation)
         self.player.facing_yaw_rad = float(started.final_yaw_rad[0])
         self.notice.say(f"transition to {name} ({TRANSITION_FRAMES} frames)")
 
@@ -221,6 +234,21 @@ class DemoApp:
             return
         self.keyframe_index = (self.keyframe_index + 1) % len(self.keyframe_names)
         self.transition_to(self.keyframe_names[self.keyframe_index])
+
+    def toggle_varied_transitions(self) -> None:
+        """V: postures as sampled transitions (a different one each time), or the deterministic
+        one; only a transition network trained with target noise can sample."""
+        model = self.transition_model
+        if model is None or not model.noise_width:
+            what = "no transition model" if model is None else f"{model.step_path.name}"
+            self.notice.say(f"{what}: no target noise to vary transitions with")
+            return
+        self.vary_transitions = not self.vary_transitions
+        self.notice.say(
+            f"transitions varied (variation {VARIED_TRANSITION_VARIATION:g})"
+            if self.vary_transitions
+            else "transitions deterministic"
+        )
 
     def _route_posture(self, frame: InputFrame) -> InputFrame:
         """A posture asked for (1-4, the pad's face buttons) goes through the transition
@@ -458,6 +486,7 @@ class DemoApp:
             f"IK {'on' if c.ik.enabled else 'off'}",
             f"foot lock {'on' if c.foot_lock.enabled else 'off'}",
         ]
+        flags += ["transitions varied"] if self.vary_transitions else []
         flags += ["PAUSED"] if self.paused else []
         flags += ["slow motion"] if self.slow_motion else []
         lines = [
@@ -488,6 +517,8 @@ class DemoApp:
             self.pending_action = ACTION_KEYS[name]
         elif symbol == k.X:
             self.next_transition()
+        elif symbol == k.V:
+            self.toggle_varied_transitions()
         elif symbol == k.P:
             self.paused = not self.paused
         elif symbol == k.N:

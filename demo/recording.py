@@ -73,9 +73,15 @@ class InputRecorder:
         """Records the foot lock's state from this frame on (at the start and when toggled)."""
         self.events.append({"t": self.frame / FPS, "foot_lock": bool(enabled)})
 
-    def add_transition(self, to: str, frames: int) -> None:
-        """Records a transition asked for this frame (before the frame's control is added)."""
-        self.events.append({"t": self.frame / FPS, "transition": {"to": to, "frames": frames}})
+    def add_transition(
+        self, to: str, frames: int, variation: float = 0.0, seed: int | None = None
+    ) -> None:
+        """Records a transition asked for this frame (before the frame's control is added); a
+        sampled one with its variation and seed, so that the replay samples the same."""
+        asked = {"to": to, "frames": frames}
+        if variation > 0:
+            asked |= {"variation": variation, "seed": seed}
+        self.events.append({"t": self.frame / FPS, "transition": asked})
 
     def add_ik(self, enabled: bool) -> None:
         """Records whether the terrain IK is on from this frame on."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from canis.runtime.actions import Action, action_indices
+from canis.runtime.arguments import random_generator
 from canis.runtime.dog_rows import dog_rows
 from canis.runtime.features import FPS
 from canis.runtime.poses import Keyframe
@@ -57,6 +58,8 @@ class _Request:
     action: object
     facing_yaw_rad: float
     speed_mps: float  # the dog's own when asked: the slow-down starts there
+    variation: float = 0.0
+    seed: int | None = None
     waited_frames: int = 0
 
 
@@ -70,11 +73,18 @@ class PostureRequests:
         self._count = controller.count
 
     def request(
-        self, target: str | Keyframe, frames: int = 30, characters=None, action=None
+        self,
+        target: str | Keyframe,
+        frames: int = 30,
+        characters=None,
+        action=None,
+        variation: float = 0.0,
+        seed: int | None = None,
     ) -> list[TransitionStart]:
         """Asks `characters` (default all) for a transition to `target` (as
-        Controller.transition_to). Dogs already slower than the stop speed start it now (their
-        TransitionStart is returned); the others stop first and start in a later step()."""
+        Controller.transition_to, `variation` and `seed` included). Dogs already slower than
+        the stop speed start it now (their TransitionStart is returned); the others stop first
+        and start in a later step()."""
         c = self.controller
         if c.transition_model is None:
             raise RuntimeError("PostureRequests needs Controller(transition_model=...)")
@@ -84,6 +94,8 @@ class PostureRequests:
         )
         # Checked now, so that a bad target, length or action fails here and not frames later.
         target_keyframe(c.keyframes, target, action)
+        c.transition_model.target_noise(0, variation, caller="request: variation")
+        random_generator(seed, "request: seed")
         if not MIN_TRANSITION_FRAMES <= frames <= MAX_TRANSITION_FRAMES:
             raise ValueError(
                 f"request: a transition of {frames} frames; the transition network was trained "
@@ -96,6 +108,8 @@ class PostureRequests:
                 action,
                 float(c.root_yaw_rad[row]),
                 float(np.linalg.norm(c.root_velocity_xz_mps[row])),
+                float(variation),
+                seed,
             )
         return self._start_ready()
 
@@ -148,10 +162,12 @@ class PostureRequests:
         for row, r in list(self.requests.items()):
             if speeds[row] < self.stop_speed_mps or r.waited_frames >= MAX_STOP_S * FPS:
                 del self.requests[row]
-                key = (id(r.target), r.frames, repr(r.action))
+                key = (id(r.target), r.frames, repr(r.action), r.variation, r.seed)
                 groups.setdefault(key, (r, []))[1].append(row)
         return [
-            c.transition_to(r.target, r.frames, characters=rows, action=r.action)
+            c.transition_to(
+                r.target, r.frames, rows, action=r.action, variation=r.variation, seed=r.seed
+            )
             for r, rows in groups.values()
         ]
 

@@ -301,6 +301,56 @@ def test_x_key_transitions_and_the_recording_replays_it(app, tiny_model, tiny_rt
     )
 
 
+def test_v_key_varies_the_postures_and_the_recording_replays_them(
+    app, tiny_model, tiny_rtn, tmp_path
+):
+    """V: each posture a sampled transition; the recording keeps each one's variation and
+    seed, so `canis run` replays the same take. Without target noise V says why not."""
+    import json
+
+    from canis.runtime.transition import TransitionModel
+    from canis.tools.run import run
+
+    noisy_rtn = Path(__file__).resolve().parent / "fixtures" / "tiny_rtn_noise_step.onnx"
+    app.transition_model = TransitionModel(tiny_rtn)
+    app.on_key_press(app.key.V, 0)
+    assert not app.vary_transitions and "no target noise" in app.notice.current
+    app.transition_model = TransitionModel(noisy_rtn)
+    app.heightmap = load_hills()
+    app._new_controller()
+    app.player.__init__()
+    try:
+        app.on_key_press(app.key.V, 0)
+        assert app.vary_transitions and "transitions varied" in app.notice.current
+        assert any("transitions varied" in text for text, _ in app.hud_lines())
+        app.toggle_recording()
+        for _ in range(20):
+            app.step()
+        for _ in range(2):  # two postures, each with its own seed
+            app.on_key_press(app.key.X, 0)
+            for _ in range(60):
+                app.step()
+        script = app.toggle_recording(tmp_path / "varied.json")
+    finally:
+        app.vary_transitions = False
+    asked = [e["transition"] for e in json.loads(script.read_text())["events"] if "transition" in e]
+    assert len(asked) == 2 and all(a["variation"] == 1.0 for a in asked)
+    assert asked[0]["seed"] != asked[1]["seed"]
+    run(
+        tiny_model,
+        140 / 60,
+        script=script,
+        terrain="hills",
+        record=tmp_path / "replay.npz",
+        transition_model_path=noisy_rtn,
+        start_xz_m=json.loads(script.read_text())["start"]["xz_m"],
+    )
+    replay = np.load(tmp_path / "replay.npz")
+    np.testing.assert_allclose(
+        replay["positions"][-1], app.controller.display_positions[0], atol=1e-4
+    )
+
+
 def load_hills():
     from canis.runtime.terrain import load_terrain
 

@@ -568,6 +568,39 @@ def test_postures_asked_while_moving_stop_first_then_start(tiny_rtn):
     assert not postures.waiting().any()
 
 
+def test_a_posture_asked_with_a_variation_starts_sampled_and_replays_with_its_seed(tiny_rtn):
+    """PostureRequests.request(variation=, seed=) passes both to transition_to when the dog
+    has stopped; a bad variation, or one the transition model cannot sample, fails at the call
+    and leaves nothing waiting."""
+    from canis.runtime.posture_requests import PostureRequests
+
+    noisy_rtn = Path(__file__).resolve().parent / "fixtures" / "tiny_rtn_noise_step.onnx"
+    move = ControlState(np.array([[0.0, 2.0]]), np.zeros(1), np.ones(1, dtype=int))
+
+    def shown(seed):
+        c = controller(noisy_rtn, count=1)
+        postures = PostureRequests(c, stop_speed_mps=0.3)
+        for _ in range(40):
+            c.step(move)
+        assert postures.request("lie", 20, variation=1.0, seed=seed) == []  # stops first
+        frames = []
+        for _ in range(120):
+            postures.step(move)
+            frames.append(c.display_pose()[0][0])
+        return np.array(frames)
+
+    first, again, other = shown(5), shown(5), shown(6)
+    assert np.array_equal(first, again) and not np.array_equal(first, other)
+    postures = PostureRequests(controller(tiny_rtn, count=1))
+    with pytest.raises(ValueError, match=r"request: variation must be a finite number .* got -1"):
+        postures.request("sit", 20, variation=-1)
+    with pytest.raises(ValueError, match="needs a transition model trained with target noise"):
+        postures.request("sit", 20, variation=1.0)
+    with pytest.raises(ValueError, match="request: seed"):
+        postures.request("sit", 20, seed=-3)
+    assert not postures.waiting().any() and not postures.controller.in_transition().any()
+
+
 def test_the_posture_phase_sweep_refuses_no_phases(capsys):
     from canis.training.posture_phase_sweep import main
 
