@@ -267,10 +267,8 @@ def test_the_stage_plot_bins_its_frames_and_keeps_the_spikes(app):
 
 
 def test_x_key_transitions_and_the_recording_replays_it(app, tiny_model, tiny_rtn, tmp_path):
-    import json
 
     from canis.runtime.transition import TransitionModel
-    from canis.tools.run import run
 
     app.transition_model = TransitionModel(tiny_rtn)
     app.heightmap = load_hills()
@@ -286,19 +284,7 @@ def test_x_key_transitions_and_the_recording_replays_it(app, tiny_model, tiny_rt
     assert not app.controller.in_transition()[0]
     script = app.toggle_recording(tmp_path / "input.json")
     assert "transition" in script.read_text()
-    run(
-        tiny_model,
-        90 / 60,
-        script=script,
-        terrain="hills",
-        record=tmp_path / "replay.npz",
-        transition_model_path=tiny_rtn,
-        start_xz_m=json.loads(script.read_text())["start"]["xz_m"],
-    )
-    replay = np.load(tmp_path / "replay.npz")
-    np.testing.assert_allclose(
-        replay["positions"][-1], app.controller.display_positions[0], atol=1e-4
-    )
+    assert_replay_ends_as_shown(app, tiny_model, tiny_rtn, script, 90, tmp_path)
 
 
 def test_v_key_varies_the_postures_and_the_recording_replays_them(
@@ -309,7 +295,6 @@ def test_v_key_varies_the_postures_and_the_recording_replays_them(
     import json
 
     from canis.runtime.transition import TransitionModel
-    from canis.tools.run import run
 
     noisy_rtn = Path(__file__).resolve().parent / "fixtures" / "tiny_rtn_noise_step.onnx"
     app.transition_model = TransitionModel(tiny_rtn)
@@ -336,13 +321,23 @@ def test_v_key_varies_the_postures_and_the_recording_replays_them(
     asked = [e["transition"] for e in json.loads(script.read_text())["events"] if "transition" in e]
     assert len(asked) == 2 and all(a["variation"] == 1.0 for a in asked)
     assert asked[0]["seed"] != asked[1]["seed"]
+    assert_replay_ends_as_shown(app, tiny_model, noisy_rtn, script, 140, tmp_path)
+
+
+def assert_replay_ends_as_shown(app, motion_model, transition_model, script, frames, tmp_path):
+    """`canis run` of the demo's recording, on its hills from its start, ends on the pose the
+    demo shows now."""
+    import json
+
+    from canis.tools.run import run
+
     run(
-        tiny_model,
-        140 / 60,
+        motion_model,
+        frames / 60,
         script=script,
         terrain="hills",
         record=tmp_path / "replay.npz",
-        transition_model_path=noisy_rtn,
+        transition_model_path=transition_model,
         start_xz_m=json.loads(script.read_text())["start"]["xz_m"],
     )
     replay = np.load(tmp_path / "replay.npz")
