@@ -309,24 +309,32 @@ def test_v_key_varies_the_postures_and_the_recording_replays_them(
         assert app.vary_transitions and "transitions varied" in app.notice.current
         assert any("transitions varied" in text for text, _ in app.hud_lines())
         app.toggle_recording()
-        for _ in range(20):
+        shown = []
+
+        def step():
             app.step()
-        for _ in range(2):  # two postures, each with its own seed
+            shown.append(app.controller.display_positions[0].copy())
+
+        for _ in range(20):
+            step()
+        for _ in range(2):  # two postures, each with its own seed, each played to its end
             app.on_key_press(app.key.X, 0)
-            for _ in range(60):
-                app.step()
+            step()
+            while app.postures.waiting()[0] or app.controller.in_transition()[0]:
+                step()
         script = app.toggle_recording(tmp_path / "varied.json")
     finally:
         app.vary_transitions = False
     asked = [e["transition"] for e in json.loads(script.read_text())["events"] if "transition" in e]
     assert len(asked) == 2 and all(a["variation"] == 1.0 for a in asked)
     assert asked[0]["seed"] != asked[1]["seed"]
-    assert_replay_ends_as_shown(app, tiny_model, noisy_rtn, script, 140, tmp_path)
+    replay = assert_replay_ends_as_shown(app, tiny_model, noisy_rtn, script, len(shown), tmp_path)
+    np.testing.assert_allclose(replay, np.array(shown), atol=1e-4)  # every frame of both
 
 
 def assert_replay_ends_as_shown(app, motion_model, transition_model, script, frames, tmp_path):
     """`canis run` of the demo's recording, on its hills from its start, ends on the pose the
-    demo shows now."""
+    demo shows now; returns the replay's shown positions, a frame each."""
     import json
 
     from canis.tools.run import run
@@ -340,10 +348,9 @@ def assert_replay_ends_as_shown(app, motion_model, transition_model, script, fra
         transition_model_path=transition_model,
         start_xz_m=json.loads(script.read_text())["start"]["xz_m"],
     )
-    replay = np.load(tmp_path / "replay.npz")
-    np.testing.assert_allclose(
-        replay["positions"][-1], app.controller.display_positions[0], atol=1e-4
-    )
+    replay = np.load(tmp_path / "replay.npz")["positions"]
+    np.testing.assert_allclose(replay[-1], app.controller.display_positions[0], atol=1e-4)
+    return replay
 
 
 def load_hills():
