@@ -575,16 +575,17 @@ def test_a_posture_asked_with_a_variation_starts_sampled_and_replays_with_its_se
     from canis.runtime.posture_requests import PostureRequests
 
     noisy_rtn = Path(__file__).resolve().parent / "fixtures" / "tiny_rtn_noise_step.onnx"
+    models = MotionModel(MANN), TransitionModel(noisy_rtn)
     move = ControlState(np.array([[0.0, 2.0]]), np.zeros(1), np.ones(1, dtype=int))
 
     def shown(seed):
-        c = controller(noisy_rtn, count=1)
+        c = Controller(models[0], transition_model=models[1])
         postures = PostureRequests(c, stop_speed_mps=0.3)
-        for _ in range(40):
+        for _ in range(30):
             c.step(move)
         assert postures.request("lie", 20, variation=1.0, seed=seed) == []  # stops first
         frames = []
-        for _ in range(120):
+        while postures.waiting()[0] or c.in_transition()[0]:
             postures.step(move)
             frames.append(c.display_pose()[0][0])
         return np.array(frames)
