@@ -110,6 +110,11 @@ def test_export_parity_metadata_and_dynamic_batch(tiny_dataset, tmp_path, kind):
         assert outputs[0].shape == (batch, 363) and np.all(np.isfinite(outputs[0]))
     if kind == "mann":
         assert np.allclose(outputs[1].sum(axis=1), 1.0, atol=1e-5)  # expert weights
+    if kind == "vnn":  # every kind converts with its parity check; y is the vanilla's only output
+        from canis.export.precision import convert_motion_model
+
+        check = convert_motion_model(out, tmp_path / "vnn.int8.onnx", "int8")
+        assert check["finite"] and check["y_mean_error_std"] < 0.1
 
 
 def test_exported_pfnn_phase_function_matches_torch_and_wraps(tiny_dataset, tmp_path):
