@@ -145,3 +145,22 @@ def test_the_after_inference_probe_times_each_stand_in():
     assert list(results) == ["model", "streaming stand-in", "cache-resident stand-in"]
     for samples in results.values():
         assert all(len(values) == 30 and min(values) > 0 for values in samples.values())
+
+
+def test_the_rtn_step_benchmark_feeds_any_transition_network(tiny_rtn):
+    """canis bench times the step graph as the runtime feeds it: the network's own hidden width
+    and, for one trained with target noise (the shipped RTN since 2026-11-25), zero noise; it
+    stopped on the shipped RTN's missing 'target_noise' input."""
+    from pathlib import Path
+
+    import numpy as np
+    from canis.runtime.transition import STEP_OUTPUTS, TransitionModel
+    from canis.tools.transition_benchmark import step_feeds
+
+    noisy = Path(__file__).resolve().parent / "fixtures" / "tiny_rtn_noise_step.onnx"
+    for path in (tiny_rtn, noisy):
+        model = TransitionModel(path)
+        frame, *_ = model.step_session.run(
+            STEP_OUTPUTS, step_feeds(model, 3, np.random.default_rng(0))
+        )
+        assert frame.shape[0] == 3 and np.all(np.isfinite(frame))

@@ -13,7 +13,13 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime.profiler import percentiles_ms
-from canis.runtime.transition import INIT_OUTPUTS, STEP_INPUTS, STEP_OUTPUTS, TransitionModel
+from canis.runtime.transition import (
+    INIT_OUTPUTS,
+    NOISE_INPUT,
+    STEP_INPUTS,
+    STEP_OUTPUTS,
+    TransitionModel,
+)
 from canis.runtime.transition_frames import CONTEXT_FRAMES, FRAME_SIZE
 from canis.tools.benchmark import time_calls
 
@@ -26,15 +32,7 @@ def benchmark_transitions(step_path: Path, motion_model_path: Path, seconds_per_
     rng = np.random.default_rng(0)
     steps = []
     for batch in STEP_BATCHES:
-        values = (
-            rng.normal(size=(batch, FRAME_SIZE)),  # frame
-            np.tile([0.5, -1.0, 0.0, 1.0], (batch, 1)),  # placement
-            rng.normal(size=(batch, FRAME_SIZE)),  # target
-            np.full((batch, 1), 20.0),  # frames to arrival
-            np.zeros((batch, 512)),  # h
-            np.zeros((batch, 512)),  # c
-        )
-        feeds = {n: v.astype(np.float32) for n, v in zip(STEP_INPUTS, values, strict=True)}
+        feeds = step_feeds(model, batch, rng)
 
         def call(feeds=feeds):
             return model.step_session.run(STEP_OUTPUTS, feeds)
@@ -61,6 +59,23 @@ def benchmark_transitions(step_path: Path, motion_model_path: Path, seconds_per_
         "generate_one_dog": whole,
         "streamed": streamed_cases(model, motion_model_path),
     }
+
+
+def step_feeds(model: TransitionModel, batch: int, rng: np.random.Generator) -> dict:
+    """The step graph's inputs for `batch` rows, as the runtime feeds them: the model's own
+    hidden width, and zero target noise (the deterministic step) for a model trained with it."""
+    values = (
+        rng.normal(size=(batch, FRAME_SIZE)),  # frame
+        np.tile([0.5, -1.0, 0.0, 1.0], (batch, 1)),  # placement
+        rng.normal(size=(batch, FRAME_SIZE)),  # target
+        np.full((batch, 1), 20.0),  # frames to arrival
+        np.zeros((batch, model.hidden_units)),  # h
+        np.zeros((batch, model.hidden_units)),  # c
+    )
+    feeds = {n: v.astype(np.float32) for n, v in zip(STEP_INPUTS, values, strict=True)}
+    if model.noise_width:
+        feeds[NOISE_INPUT] = np.zeros((batch, model.noise_width), np.float32)
+    return feeds
 
 
 GAP_MS = 4.0  # a game's thread drawing between steps (a 60 Hz frame has 16.7 ms)
