@@ -124,6 +124,14 @@ class TransitionModel:
         (N,) and hidden state, so rows of different transitions share one call (a single
         frames-to-arrival or target is used for every row). `target_noise` (N, W), for a
         model trained with it (default zeros), is each row's transition's noise."""
+        feeds = self.step_feeds(frames, placements, targets, frames_to_arrival, h, c, target_noise)
+        return self.step_session.run(STEP_OUTPUTS, feeds)
+
+    def step_feeds(
+        self, frames, placements, targets, frames_to_arrival, h, c, target_noise=None
+    ) -> dict[str, np.ndarray]:
+        """The step graph's inputs for `step`'s arguments (canis bench times the graph on
+        them)."""
         n = len(frames)
         tta = np.broadcast_to(
             np.asarray(frames_to_arrival, dtype=np.float32).reshape(-1, 1), (n, 1)
@@ -137,7 +145,7 @@ class TransitionModel:
             feeds[NOISE_INPUT] = _f32(target_noise)
         elif target_noise is not None and np.any(target_noise):
             raise ValueError(f"{self.step_path}: has no {NOISE_INPUT!r} input (no target noise)")
-        return self.step_session.run(STEP_OUTPUTS, feeds)
+        return feeds
 
     def generate(
         self,

@@ -2,13 +2,14 @@
 second, which split the leg stiffness into cadence and the angle travelled a cycle."""
 
 import numpy as np
-from canis.training.scenario_cadence import HYSTERESIS_DEG, cycles_per_s, runs
+from canis.training.labels import true_runs
+from canis.training.scenario_cadence import HYSTERESIS_DEG, cycles_per_s
 
 
-def test_runs_of_frames():
+def test_runs_of_frames_as_the_labels_find_them():
     mask = np.array([0, 1, 1, 0, 0, 1, 1, 1, 0, 1], bool)
-    assert runs(mask) == [(1, 3), (5, 8), (9, 10)]
-    assert runs(np.zeros(4, bool)) == []
+    assert true_runs(mask) == [(1, 3), (5, 8), (9, 10)]
+    assert true_runs(np.zeros(4, bool)) == []
 
 
 def test_cycles_a_second_of_a_swing_and_none_of_noise():

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 from canis.runtime.actions import ACTION_NAMES, action_index, api_name
 from canis.runtime.arguments import finite_number as _number
+from canis.runtime.arguments import random_generator
 from canis.runtime.controller import DT_S, Controller
 from canis.runtime.features import ACTIONS
 from canis.runtime.inference import MotionModel
@@ -197,9 +198,7 @@ def _check_transition(transition, where: str) -> None:
         )
     if "variation" in transition:
         _number(transition["variation"], f"{where} transition 'variation'", low=0.0)
-    seed = transition.get("seed", 0)
-    if not (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0):
-        raise ValueError(f"{where} transition 'seed' must be a whole number of at least 0")
+    random_generator(transition.get("seed"), f"{where} transition 'seed'")
 
 
 def needs_transitions(events: list[dict]) -> bool:

@@ -13,13 +13,7 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime.profiler import percentiles_ms
-from canis.runtime.transition import (
-    INIT_OUTPUTS,
-    NOISE_INPUT,
-    STEP_INPUTS,
-    STEP_OUTPUTS,
-    TransitionModel,
-)
+from canis.runtime.transition import INIT_OUTPUTS, STEP_OUTPUTS, TransitionModel
 from canis.runtime.transition_frames import CONTEXT_FRAMES, FRAME_SIZE
 from canis.tools.benchmark import time_calls
 
@@ -62,20 +56,18 @@ def benchmark_transitions(step_path: Path, motion_model_path: Path, seconds_per_
 
 
 def step_feeds(model: TransitionModel, batch: int, rng: np.random.Generator) -> dict:
-    """The step graph's inputs for `batch` rows, as the runtime feeds them: the model's own
-    hidden width, and zero target noise (the deterministic step) for a model trained with it."""
-    values = (
+    """Random step inputs for `batch` rows, fed as the runtime feeds them
+    (TransitionModel.step_feeds: the model's own hidden width, zero target noise for a model
+    trained with it)."""
+    hidden = np.zeros((batch, model.hidden_units))
+    return model.step_feeds(
         rng.normal(size=(batch, FRAME_SIZE)),  # frame
         np.tile([0.5, -1.0, 0.0, 1.0], (batch, 1)),  # placement
         rng.normal(size=(batch, FRAME_SIZE)),  # target
-        np.full((batch, 1), 20.0),  # frames to arrival
-        np.zeros((batch, model.hidden_units)),  # h
-        np.zeros((batch, model.hidden_units)),  # c
+        20.0,  # frames to arrival
+        hidden,
+        hidden,
     )
-    feeds = {n: v.astype(np.float32) for n, v in zip(STEP_INPUTS, values, strict=True)}
-    if model.noise_width:
-        feeds[NOISE_INPUT] = np.zeros((batch, model.noise_width), np.float32)
-    return feeds
 
 
 GAP_MS = 4.0  # a game's thread drawing between steps (a 60 Hz frame has 16.7 ms)

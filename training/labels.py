@@ -127,7 +127,7 @@ def stride_contacts(
     return detect_contacts(heights_above_ground_m, horizontal_paw_speeds_mps * scale[:, None])
 
 
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+def true_runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """[start, end) of each run of True."""
     edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
     return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True))
@@ -136,7 +136,7 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
 def find_jumps(contacts, hips_height_world_m, ground_m) -> np.ndarray:
     """(F,) bool: frames inside a jump, with the crouch and landing around its flight."""
     jumping = np.zeros(len(contacts), dtype=bool)
-    for start, end in _runs(~contacts.any(axis=1)):
+    for start, end in true_runs(~contacts.any(axis=1)):
         if end - start < JUMP_MIN_FLIGHT_FRAMES:
             continue
         takeoff_ground = ground_m[max(start - 1, 0)]

@@ -16,9 +16,11 @@ import os
 from pathlib import Path
 
 import numpy as np
+from canis.runtime.features import FPS
 from canis.runtime.kinematics import local_rotations
 from canis.runtime.rotations import quat_angle_rad
 from canis.training.controller_metrics import angular_update_deg
+from canis.training.labels import true_runs
 
 JOINTS = ("LeftForeArm", "LeftLeg")  # the front elbow and hind knee: the largest gaps
 MIN_RUN_FRAMES = 30  # half a second: shorter runs hold too little of a cycle to count
@@ -26,13 +28,7 @@ LONG_RUN_FRAMES = 60
 HYSTERESIS_DEG = 5.0  # a cycle must swing this far each side of its median
 
 
-def runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """[start, end) of each run of True frames."""
-    edges = np.diff(np.concatenate([[0], np.asarray(mask, np.int8), [0]]))
-    return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True))
-
-
-def cycles_per_s(angle_deg: np.ndarray, fps: float = 60.0) -> float:
+def cycles_per_s(angle_deg: np.ndarray, fps: float = FPS) -> float:
     """Swing cycles a second of an angle series: upward crossings of its median, each counted
     once the angle has gone HYSTERESIS_DEG below it and then as far above (noise does not
     count as a cycle). A series can miss a crossing at either end, so a half-second run reads
@@ -71,7 +67,7 @@ def mocap_summary(clips, scenario_frames) -> dict:
     for name in ("walk", "canter", "turn"):
         lengths, rates, updates, weights = [], [], [], []
         for clip in clips:
-            for start, end in runs(scenario_frames(clip.labels)[name]):
+            for start, end in true_runs(scenario_frames(clip.labels)[name]):
                 lengths.append(end - start)
                 if end - start >= MIN_RUN_FRAMES:
                     rotations = clip.rotations[start:end]
@@ -155,7 +151,7 @@ def main(argv=None) -> None:
             print(f"{name} {scenario} at {commands[scenario]}: {_legs(s)}")
 
 
-def _legs(s: dict, fps: float = 60.0) -> str:
+def _legs(s: dict, fps: float = FPS) -> str:
     """Each joint's cycles a second, its update a frame, and the angle it travels a cycle
     (update x fps / cycles: stiffness = travel a cycle x cadence / fps)."""
     parts = []
