@@ -62,9 +62,13 @@ def test_frames_are_pooled_by_kind(tmp_path):
     assert kinds["without one"].size == 180 and kinds["all"].size == 202
     assert kinds["that ask"].min() > kinds["without one"].max()  # the 5 ms stage
     path = tmp_path / "run.csv"
-    path.write_text(HEADER + "0,0,1,1,0,1,0,0,0,0,0,0,\n1,1,7,7,0,1,0,0,0,0,0,0,5\n"
+    # Frame 1 was descheduled: 7 ms wall, 2 ms on the CPU.
+    path.write_text(HEADER + "0,0,1,1,0,1,0,0,0,0,0,0,\n1,1,7,2,0,1,0,0,0,0,0,0,5\n"
                     "2,2,6,6,0,1,0,0,0,0,0,0,4\n")  # fmt: skip
     kinds = frame_kinds([path])
     assert kinds["that ask"].tolist() == [7.0] and kinds["of a transition"].tolist() == [6.0]
+    assert frame_kinds([path], "cpu_ms")["that ask"].tolist() == [2.0]
     table = kinds_side_by_side(runs, [path])
-    assert "| of a transition | 0 | 1 | - | 6.00 / 6.00 / 6.00 |" in table
+    assert "| of a transition | 0 | 1 | - | 6.00 / 6.00 / 6.00 | - | 6.00 / 6.00 / 6.00 |" in table
+    assert "| that ask | 22 | 1 |" in table and "| 7.00 / 7.00 / 7.00 | " in table
+    assert table.splitlines()[2].endswith("| 2.00 / 2.00 / 2.00 |")  # that ask, after, CPU

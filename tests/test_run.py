@@ -184,7 +184,12 @@ def test_run_options_characters_threads_and_the_machine(tiny_model, tmp_path, ca
     worst = summary["frame_time"]["worst_frames"]
     assert worst[0]["wall_ms"] == summary["frame_time"]["stages"]["frame"]["max_ms"]
     assert len((tmp_path / "frames.csv").read_text().splitlines()) == 31
-    assert "3 dog(s)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "3 dog(s)" in out
+    # The slowest frame's split into time on the CPU and off it (descheduled or waiting).
+    slowest = worst[0]
+    on_cpu = f"slowest frame ({slowest['frame']}) {slowest['cpu_ms']:.2f} ms on CPU, "
+    assert on_cpu + f"{max(slowest['wall_ms'] - slowest['cpu_ms'], 0):.2f} ms off it" in out
     assert main(args[:-4] + ["--characters", "0"]) == 2
 
 

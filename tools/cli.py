@@ -214,6 +214,20 @@ def run_soak(args) -> int:
     return 0 if not failed else 1
 
 
+def _slowest_frame(timing: dict) -> str:
+    """Where the slowest frame's wall time went: the thread on the CPU, or off it (descheduled
+    by the OS, or waiting), which tells a frame's own work from the machine's (issue 15)."""
+    worst = timing.get("worst_frames") or []
+    if not worst:
+        return "no frame kept"
+    frame = worst[0]
+    off_cpu_ms = max(frame["wall_ms"] - frame["cpu_ms"], 0.0)
+    return (
+        f"slowest frame ({frame['frame']}) {frame['cpu_ms']:.2f} ms on CPU, "
+        f"{off_cpu_ms:.2f} ms off it"
+    )
+
+
 def run_headless(args) -> int:
     from canis.runtime.assets import referenced_model_path
     from canis.runtime.profiler import check_output_path
@@ -259,7 +273,8 @@ def run_headless(args) -> int:
         f"{summary['frames']} frames of {summary['characters']} dog(s) on {summary['terrain']}: "
         f"frame (wall) p50 {stages['frame']['p50_ms']:.2f} ms, p99 "
         f"{stages['frame']['p99_ms']:.2f} ms, max {stages['frame']['max_ms']:.2f} ms; CPU p50 "
-        f"{timing['frame_cpu']['p50_ms']:.2f} ms; untimed in frame p50 "
+        f"{timing['frame_cpu']['p50_ms']:.2f} ms, max {timing['frame_cpu']['max_ms']:.2f} ms; "
+        f"{_slowest_frame(timing)}; untimed in frame p50 "
         f"{timing['other']['p50_ms']:.2f} ms; "
         f"mean speed {summary['mean_speed_mps']:.2f} m/s; penetration "
         f"{summary['paw_penetration_cm']['mean']:.2f} cm, floating in contact "

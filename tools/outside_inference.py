@@ -12,7 +12,8 @@ stage (the RTN's own inference) is left out of "outside" and shown on its own.
 Prints a markdown table (docs/BENCHMARKS.md's side-by-side sections). With `--frame-kinds`,
 instead: each version's frames pooled by kind (those that ask for a transition, the first of a
 run of frames with a transition stage; those of a transition; those without one; all), their
-wall time p50 / p99 / max.
+wall time p50 / p99 / max, and the same of their thread CPU time: a frame whose wall time is
+well above its CPU time was descheduled or waiting, not working (the machine, not the frame).
 """
 
 from __future__ import annotations
@@ -93,8 +94,9 @@ def side_by_side(before: list[str | Path], after: list[str | Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def frame_kinds(paths: list[str | Path]) -> dict[str, np.ndarray]:
-    """The frames' wall times (ms) of `canis run --csv` files, pooled by FRAME_KINDS."""
+def frame_kinds(paths: list[str | Path], column: str = "wall_ms") -> dict[str, np.ndarray]:
+    """The frames' times (ms; `column`: wall_ms or cpu_ms) of `canis run --csv` files, pooled
+    by FRAME_KINDS."""
     pooled = {kind: [] for kind in FRAME_KINDS}
     for path in paths:
         before = False  # whether the frame before had a transition stage
@@ -103,15 +105,17 @@ def frame_kinds(paths: list[str | Path]) -> dict[str, np.ndarray]:
             kind = ("of a transition" if before else "that ask") if now else "without one"
             before = now
             for name in (kind, "all"):
-                pooled[name].append(float(row["wall_ms"]))
+                pooled[name].append(float(row[column]))
     return {kind: np.array(values) for kind, values in pooled.items()}
 
 
 def kinds_side_by_side(before: list[str | Path], after: list[str | Path]) -> str:
-    """The markdown table of both versions' frames by kind: count, wall p50 / p99 / max."""
+    """The markdown table of both versions' frames by kind: count, wall p50 / p99 / max, and
+    thread CPU p50 / p99 / max."""
     if not before or not after:
         raise ValueError("outside_inference: give at least one --before and one --after file")
     a, b = frame_kinds(before), frame_kinds(after)
+    a_cpu, b_cpu = frame_kinds(before, "cpu_ms"), frame_kinds(after, "cpu_ms")
 
     def figures(values: np.ndarray) -> str:
         if not values.size:
@@ -120,13 +124,14 @@ def kinds_side_by_side(before: list[str | Path], after: list[str | Path]) -> str
         return f"{p50:.2f} / {p99:.2f} / {values.max():.2f}"
 
     lines = [
-        "| frames | count before | count after | before p50 / p99 / max | after p50 / p99 / max |",
-        "|---|---|---|---|---|",
+        "| frames | count before | count after | before p50 / p99 / max | after p50 / p99 / max "
+        "| before CPU p50 / p99 / max | after CPU p50 / p99 / max |",
+        "|---|---|---|---|---|---|---|",
     ]
     for kind in FRAME_KINDS:
         lines.append(
             f"| {kind} | {a[kind].size} | {b[kind].size} | {figures(a[kind])} | "
-            f"{figures(b[kind])} |"
+            f"{figures(b[kind])} | {figures(a_cpu[kind])} | {figures(b_cpu[kind])} |"
         )
     return "\n".join(lines) + "\n"
 
