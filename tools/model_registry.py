@@ -42,6 +42,18 @@ def default_models() -> tuple[list[str], str]:
     return present, f"evaluating {', '.join(present)}{note}"
 
 
+def parse_models(text: str) -> tuple[list[str], dict[str, Path]]:
+    """`--models` as the evaluation commands take it: known names (MODEL_FILES) or NAME=PATH,
+    comma-separated; (the names in order, {name: path} of those given a path)."""
+    names, overrides = [], {}
+    for item in text.split(","):
+        name, sep, path = item.strip().partition("=")
+        names.append(name)
+        if sep:
+            overrides[name] = Path(path)
+    return names, overrides
+
+
 def model_paths(names: list[str], overrides: dict[str, Path] | None = None) -> dict[str, Path]:
     """Each named model's file; a clear error names the command that makes a missing one."""
     overrides = overrides or {}

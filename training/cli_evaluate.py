@@ -219,7 +219,7 @@ def run_evaluate_transitions(args) -> int:
 
 
 def run_evaluate_controllers(args) -> int:
-    from canis.tools.model_registry import default_models
+    from canis.tools.model_registry import default_models, parse_models
     from canis.training.controllers_report import write
     from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
     from canis.training.evaluate_controllers import evaluate
@@ -228,12 +228,7 @@ def run_evaluate_controllers(args) -> int:
         present, note = default_models()
         print(note, flush=True)
         args.models = ",".join(present)
-    names, overrides = [], {}
-    for item in args.models.split(","):
-        name, sep, path = item.strip().partition("=")
-        names.append(name)
-        if sep:
-            overrides[name] = Path(path)
+    names, overrides = parse_models(args.models)
     mocap = args.bvh or default_mocap_dir()
     if mocap is None:
         raise FileNotFoundError(f"no mocap folder: give --bvh. {DOWNLOAD_HINT}")

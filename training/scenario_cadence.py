@@ -117,7 +117,7 @@ def driven_cycles(model_path: Path, skeleton, commands: dict) -> dict:
 
 
 def main(argv=None) -> None:
-    from canis.tools.model_registry import model_paths
+    from canis.tools.model_registry import model_paths, parse_models
     from canis.training import evaluate_controllers as ec
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -130,13 +130,7 @@ def main(argv=None) -> None:
         default=Path(os.environ.get("CANIS_MOCAP_DIR", "../shared/data/dog-mocap")),
     )
     args = parser.parse_args(argv)
-    names, overrides = [], {}
-    for item in args.models.split(","):
-        name, _, path = item.partition("=")
-        names.append(name)
-        if path:
-            overrides[name] = Path(path)
-    paths = model_paths(names, overrides)
+    paths = model_paths(*parse_models(args.models))
     clips = list(ec.load_clips(args.mocap, progress=False))
     commands = ec.ground_truth(clips)["commands"]
     for name, s in mocap_summary(clips, ec.scenario_frames).items():
