@@ -1,5 +1,5 @@
 """Closed-loop training's rollout rebuilds x as the runtime does; the contact term measures
-world-frame paw motion."""
+world-frame paw motion; the skating term is the evaluation's measure."""
 
 from types import SimpleNamespace
 
@@ -12,7 +12,7 @@ from canis.runtime.inference import MotionModel
 from canis.runtime.root import rotate_xz, vectors_to_root_frame
 from canis.runtime.trajectory import ControlState
 from canis.training import closed_loop_training as closed_loop
-from canis.training.contact_loss import paw_world_velocity_mps
+from canis.training.contact_loss import paw_world_velocity_mps, skating_cm, skating_excess_loss
 from canis.training.contact_loss import rotate_xz as rotate_xz_torch
 
 
@@ -104,6 +104,41 @@ def test_paw_velocity_is_the_world_motion_of_the_paws():
     assert np.abs(expected).max() > 0.1  # some paw moves: the test can fail
 
 
+def test_skating_term_is_the_evaluations_measure_and_only_its_excess():
+    """On a clip's true (x, y), the torch skating of each paw equals
+    tools/motion_metrics.foot_skating_cm of its world positions (flat ground); the term is 0
+    for the mocap itself and grows when a paw is made to slide low."""
+    from canis.runtime.features import OUTPUT
+    from canis.tools.motion_metrics import foot_skating_cm
+    from canis.training.clips import clip_pairs, process_clip
+    from synthetic_dog import gait, to_motion
+
+    roots, rotations, _ = gait("trot", 1.5, 3.0)
+    clip = process_clip(to_motion(roots, rotations, "trot"))
+    x, y, frames = clip_pairs(clip)
+    rows = np.arange(10, 60)
+    world = clip.pose(np.concatenate([frames[rows], frames[rows] + 1])).positions_m
+    before, after = world[: len(rows), list(PAW_ROWS)], world[len(rows) :, list(PAW_ROWS)]
+    # Heights above the ground under the root, as the evaluation measures the mocap's.
+    before[..., 1] -= clip.labels.ground_m[frames[rows], None]
+    after[..., 1] -= clip.labels.ground_m[frames[rows] + 1, None]
+    expected = np.stack(
+        [foot_skating_cm(np.stack([b, a])[..., [0, 2]], np.stack([b, a])[..., 1])[0]
+         for b, a in zip(before, after, strict=True)]
+    )  # fmt: skip
+    x_t, y_t = torch.as_tensor(x[rows]), torch.as_tensor(y[rows])
+    measured = skating_cm(x_t, y_t).numpy()
+    np.testing.assert_allclose(measured, expected, atol=2e-3)
+    assert expected.max() > 0.05  # some paw moves low: the test can fail
+    assert skating_excess_loss(x_t, y_t, x_t, y_t).item() == 0.0
+    # Every paw of the prediction moved 1 cm further along x, held 1 cm up: more skating.
+    paw_x = OUTPUT.field(np.arange(OUTPUT.size), "joints", "position")[list(PAW_ROWS)]
+    slid = y_t.clone()
+    slid[:, paw_x[:, 0]] += 0.01
+    slid[:, paw_x[:, 1]] = 0.01
+    assert skating_excess_loss(x_t, slid, x_t, y_t).item() > 0.1
+
+
 @pytest.fixture(scope="module")
 def started(tiny_dataset, tmp_path_factory):
     from canis.training.train import LAST, train
@@ -156,6 +191,12 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
     error = capsys.readouterr().err
     assert "canis finetune: error:" in error and "last.safetensors" in error
     assert "another loss configuration: contact_weight 0.01 (now 0.0)" in error
+    # The skating term is part of the loss configuration too; a run without it resumes.
+    args = ("--contact-weight", "0.01", "--resume", "--skating-weight", "0.5")
+    assert finetune(tiny_dataset, started, out, *args) == 2
+    assert "skating_weight 0.0 (now 0.5)" in capsys.readouterr().err
+    assert finetune(tiny_dataset, started, out, "--skating-weight", "-1") == 2
+    assert "--skating-weight -1.0: must be finite and >= 0" in capsys.readouterr().err
     assert len((out / "log.csv").read_text().splitlines()) == 3  # the run is untouched
 
 

@@ -4,6 +4,7 @@ outputs (training/closed_loop_training.py). The parser sits beside its handler."
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from canis.training.cli_train import add_speed_options, apply_speed_options
@@ -45,6 +46,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         type=float,
         default=0.0,
         help="weight of the planted-paw world-motion term (0: off; training/contact_loss.py)",
+    )
+    finetune.add_argument(
+        "--skating-weight",
+        type=float,
+        default=0.0,
+        help="weight of the skating term: the predicted step's foot skating (the evaluation's "
+        "measure, any paw under 2.5 cm) above the mocap's (0: off; training/contact_loss.py)",
     )
     finetune.add_argument(
         "--dropout",
@@ -108,8 +116,18 @@ def run_finetune(args) -> int:
         dropout=args.dropout,
         weight_decay=args.weight_decay,
     )
+    for option, weight in (
+        ("--contact-weight", args.contact_weight),
+        ("--skating-weight", args.skating_weight),
+    ):
+        if not (math.isfinite(weight) and weight >= 0):
+            raise ValueError(f"{option} {weight}: must be finite and >= 0")
     loop = ClosedLoopConfig(
-        args.ground_truth_frames, args.own_frames, args.curriculum_epochs, args.contact_weight
+        args.ground_truth_frames,
+        args.own_frames,
+        args.curriculum_epochs,
+        args.contact_weight,
+        args.skating_weight,
     )
     fine_tune(settings, loop, args.out, resume=args.resume)
     print(f"done: {args.out} (last.safetensors, log.csv)")

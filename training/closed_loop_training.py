@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from canis.runtime.features import FPS, INPUT, OUTPUT, LocalPose, decode_output, write_joints
 from canis.runtime.pose_update import next_local_pose
-from canis.training.contact_loss import contact_loss
+from canis.training.contact_loss import contact_loss, skating_excess_loss
 from canis.training.schedules import DROPOUT, WEIGHT_DECAY
 from torch import nn
 
@@ -38,6 +38,7 @@ class ClosedLoopConfig:
     own_frames: int = 8  # frames fed the network's own output, at the curriculum's end
     curriculum_epochs: int = 4  # own frames grow linearly from 1 over these epochs
     contact_weight: float = 0.0  # 0: no contact term (training/contact_loss.py)
+    skating_weight: float = 0.0  # 0: no skating term (contact_loss.skating_excess_loss)
 
     def own_frames_at(self, epoch: int) -> int:
         """The own-output stretch in `epoch` (0-based): 0 turns closed loop off."""
@@ -111,13 +112,15 @@ def stretch_loss(
     ground_truth_frames: int,
     own_frames: int,
     contact_weight: float,
-) -> tuple[torch.Tensor, float]:
-    """Mean over the stretch of the one-step MSE (plus the contact term); returns (loss,
-    the contact term's mean value for logging). `split`: a StretchData; `predict(x, phase)`."""
+    skating_weight: float = 0.0,
+) -> tuple[torch.Tensor, float, float]:
+    """Mean over the stretch of the one-step MSE (plus the contact and skating terms); returns
+    (loss, the contact term's and the skating term's mean values for logging). `split`: a
+    StretchData; `predict(x, phase)`."""
     x_train, y_train, after = split.x, split.y, split.after
     rows = starts
     x = x_train[rows]
-    total, contact_total = 0.0, 0.0
+    total, contact_total, skating_total = 0.0, 0.0, 0.0
     length = ground_truth_frames + own_frames
     for frame in range(length):
         prediction = predict(x, split.phase[rows])
@@ -126,6 +129,15 @@ def stretch_loss(
             term = contact_loss(standard.x_raw(x), standard.y_raw(prediction), split.planted[rows])
             loss = loss + contact_weight * term
             contact_total += term.item()
+        if skating_weight > 0:
+            term = skating_excess_loss(
+                standard.x_raw(x),
+                standard.y_raw(prediction),
+                standard.x_raw(x_train[rows]),
+                standard.y_raw(y_train[rows]),
+            )
+            loss = loss + skating_weight * term
+            skating_total += term.item()
         total = total + loss
         if frame == length - 1:
             break
@@ -140,7 +152,7 @@ def stretch_loss(
         else:
             x = x_train[following]
         rows = following
-    return total / length, contact_total / length
+    return total / length, contact_total / length, skating_total / length
 
 
 class StretchData:
@@ -170,7 +182,13 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         )
     # As runs written before these were settings: fp32, and the training's default dropout and
     # weight decay (they were fixed then).
-    unset = {"precision": "fp32", "dropout": DROPOUT, "weight_decay": WEIGHT_DECAY}
+    # The skating term came later still: runs before it had none.
+    unset = {
+        "precision": "fp32",
+        "dropout": DROPOUT,
+        "weight_decay": WEIGHT_DECAY,
+        "skating_weight": 0.0,
+    }
     previous, identity = unset | previous, unset | identity
     differ = [
         f"{key} {previous.get(key)!r} (now {value!r})"
@@ -198,7 +216,7 @@ def closed_loop_validation(
         fixed = np.random.default_rng(12345)
         val_starts = stretch_starts(val_split.after, loop.ground_truth_frames + loop.own_frames)
         picked = fixed.choice(val_starts, stretches)
-        closed, _ = stretch_loss(
+        closed, _, _ = stretch_loss(
             predict, val_split, picked, standard, loop.ground_truth_frames, loop.own_frames, 0
         )
     return closed.item()
@@ -377,10 +395,10 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         torch.manual_seed(settings.seed * 7919 + epoch)
         starts = stretch_starts(train_split.after, length)
         model.train()
-        started, loss_sum, contact_sum = time.perf_counter(), 0.0, 0.0
+        started, loss_sum, contact_sum, skating_sum = time.perf_counter(), 0.0, 0.0, 0.0
         for _ in range(settings.steps_per_epoch):
             batch = generator.choice(starts, settings.batch_size)
-            loss, contact = stretch_loss(
+            loss, contact, skating = stretch_loss(
                 predict_training,
                 train_split,
                 batch,
@@ -388,11 +406,13 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 loop.ground_truth_frames,
                 own,
                 loop.contact_weight,
+                loop.skating_weight,
             )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             loss_sum, contact_sum = loss_sum + loss.item(), contact_sum + contact
+            skating_sum += skating
         seconds = time.perf_counter() - started
         closed = closed_loop_validation(
             model, predict, val_split, standard, loop, settings.validation_stretches
@@ -402,6 +422,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             "own_frames": own,
             "train_loss": loss_sum / settings.steps_per_epoch,
             "contact_term": contact_sum / settings.steps_per_epoch,
+            "skating_term": skating_sum / settings.steps_per_epoch,
             "validation_loss": validation_loss(model, kind, data),
             "validation_closed_loop_loss": closed,
             "seconds": round(seconds, 2),

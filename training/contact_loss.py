@@ -1,13 +1,20 @@
 """The contact term (issue 17 item 2): a paw that the labels say is planted in y's frame should
 not move in the world. Its motion is measured through the predicted root update: the paw's
 predicted position (in the new root's frame) is carried back into the previous root's frame by
-the predicted turn and step, and compared with where it was in x."""
+the predicted turn and step, and compared with where it was in x.
+
+The skating term: the evaluation's own foot-skating measure (tools/motion_metrics.py: any paw
+moving while under 2.5 cm, planted or swinging low) of the predicted frame, where it exceeds the
+mocap's for the same frame. The contact term reaches only planted paws; most of MANN-8's excess
+in the walk is swinging paws carried low (docs/EVALUATION.md, "Where the walk's and the turn's
+excess is"), which this one reaches too."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 from canis.runtime.features import FPS, INPUT, OUTPUT, PAW_ROWS
+from canis.tools.motion_metrics import SKATING_HEIGHT_CM
 
 
 def _field(layout, values: torch.Tensor, block: str, field: str, rows) -> torch.Tensor:
@@ -43,3 +50,24 @@ def contact_loss(x_raw: torch.Tensor, y_raw: torch.Tensor, planted: torch.Tensor
     speed_sq = paw_world_velocity_mps(x_raw, y_raw).square().sum(-1)
     weight = planted.to(speed_sq.dtype)
     return (speed_sq * weight).sum() / weight.sum().clamp(min=1.0)
+
+
+def skating_cm(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
+    """(B, 4) tools/motion_metrics.foot_skating_cm of each paw over the step from x's frame to
+    y's, in torch (tests/test_closed_loop_training.py checks the two agree): the paw's
+    horizontal world speed in cm/frame, weighted by 2 - 2^(h/H) under H, with h its height in
+    y's frame (root frame: above the ground under the root)."""
+    velocity = paw_world_velocity_mps(x_raw, y_raw)
+    speed_cm = velocity[..., [0, 2]].norm(dim=-1) * (100.0 / FPS)
+    height_cm = _field(OUTPUT, y_raw, "joints", "position", PAW_ROWS)[..., 1] * 100.0
+    weight = 2.0 - torch.pow(2.0, (height_cm / SKATING_HEIGHT_CM).clamp(0.0, 1.0))
+    return torch.where(height_cm < SKATING_HEIGHT_CM, speed_cm * weight, 0.0)
+
+
+def skating_excess_loss(
+    x_raw: torch.Tensor, y_raw: torch.Tensor, x_mocap_raw: torch.Tensor, y_mocap_raw: torch.Tensor
+) -> torch.Tensor:
+    """Mean over paws of the predicted step's skating (cm/frame) above the mocap's own for the
+    same frame: a swinging paw is pushed up or a low one slowed, never below the mocap."""
+    excess = skating_cm(x_raw, y_raw) - skating_cm(x_mocap_raw, y_mocap_raw).detach()
+    return excess.clamp(min=0.0).mean()
