@@ -1,0 +1,80 @@
+"""training/replay_quality.py: a network driven with a clip's own commands, taken from where
+the dog is, measured on the clip's own scenario frames."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from canis.runtime.features import FUTURE_OFFSETS_FRAMES
+from canis.runtime.root import yaw_from_direction
+from canis.training.replay_quality import SETTLE_FRAMES, ClipCommands, measured_frames, replay
+
+
+@pytest.fixture(scope="module")
+def clip():
+    from canis.training.clips import process_clip
+    from synthetic_dog import concatenate, gait, to_motion
+
+    # a trot that turns: the root's path bends, so a turned command differs from the clip's
+    roots, rotations, _ = gait("trot", 1.5, 4.0)
+    angle = np.linspace(0.0, 1.2, len(roots))
+    x, z = roots[:, 0].copy(), roots[:, 2].copy()
+    roots[:, 0] = np.cos(angle) * x + np.sin(angle) * z
+    roots[:, 2] = np.cos(angle) * z - np.sin(angle) * x
+    return process_clip(to_motion(*concatenate((roots, rotations)), "trot"))
+
+
+def test_at_the_clips_own_root_the_command_is_the_clips_own(clip):
+    f = 90
+    yaw = yaw_from_direction(clip.facing[[f]])
+    dog = SimpleNamespace(root_xz_m=clip.root_positions_m[[f]][:, [0, 2]], root_yaw_rad=yaw)
+    control = ClipCommands(clip, dog)(f)
+    ahead = f + np.array(FUTURE_OFFSETS_FRAMES)
+    np.testing.assert_allclose(control.future_xz_m[0], clip.root_positions_m[ahead][:, [0, 2]])
+    # the mean speed over the next second, toward where the root is a second ahead
+    chord = clip.root_positions_m[ahead[-1], [0, 2]] - clip.root_positions_m[f, [0, 2]]
+    expected = clip.desired_speeds_mps[f] * chord / np.linalg.norm(chord)
+    np.testing.assert_allclose(control.velocity_mps[0], expected)
+    assert np.linalg.norm(expected) > 1.0  # the trot moves: the test can fail
+    np.testing.assert_allclose(control.facing_yaw_rad, yaw_from_direction(clip.facing[[ahead[-1]]]))
+    assert control.action.tolist() == [clip.labels.action_index[f]]
+
+
+def test_a_dog_elsewhere_is_asked_for_the_clips_motion_from_where_it_is(clip):
+    f, turn = 90, np.pi / 2
+    yaw = yaw_from_direction(clip.facing[[f]])
+    dog = SimpleNamespace(root_xz_m=np.array([[5.0, -3.0]]), root_yaw_rad=yaw + turn)
+    control = ClipCommands(clip, dog)(f)
+    ahead = f + np.array(FUTURE_OFFSETS_FRAMES)
+    clip_path = clip.root_positions_m[ahead][:, [0, 2]] - clip.root_positions_m[f, [0, 2]]
+    dog_path = control.future_xz_m[0] - dog.root_xz_m[0]
+    # the same path, as long, turned a quarter turn (yaw 0 faces +z: x' = z, z' = -x)
+    np.testing.assert_allclose(np.linalg.norm(dog_path, axis=1), np.linalg.norm(clip_path, axis=1))
+    np.testing.assert_allclose(
+        dog_path, np.stack([clip_path[:, 1], -clip_path[:, 0]], 1), atol=1e-9
+    )
+    assert np.abs(dog_path).max() > 0.5  # the clip moves: the test can fail
+    np.testing.assert_allclose(
+        control.facing_yaw_rad, yaw_from_direction(clip.facing[[ahead[-1]]]) + turn
+    )
+
+
+def test_frames_measured_leave_out_the_settling_and_the_cut_path(clip):
+    frames = measured_frames(clip)
+    everything = np.any(list(frames.values()), axis=0)
+    assert everything.any()
+    assert not everything[:SETTLE_FRAMES].any()
+    assert not everything[clip.frame_count - max(FUTURE_OFFSETS_FRAMES) :].any()
+    for name in ("walk", "canter", "turn"):  # the steady-speed frames are a part of each
+        steady = frames[f"{name}, steady speed"]
+        assert not (steady & ~frames[name]).any()
+
+
+def test_a_replay_follows_the_clip(tiny_model, clip):
+    from canis.runtime.inference import MotionModel
+
+    run = replay(MotionModel(tiny_model, threads=1), clip)
+    assert run.positions_m.shape[0] == clip.frame_count and run.finite
+    hips = clip.skeleton.index("Hips")
+    start = clip.root_positions_m[0, [0, 2]]
+    assert np.linalg.norm(run.positions_m[0, hips, [0, 2]] - start) < 0.3  # placed at its start

@@ -1,0 +1,172 @@
+"""The controllers evaluation's skating and leg stiffness like for like: each network driven
+with the mocap's own commands, measured on the same frames as the mocap.
+
+`canis evaluate controllers` asks each network for a steady 20 s walk, canter or turn at the
+median speed of the mocap's frames of that scenario, and compares it with those frames. But
+the mocap's walk comes in short bouts (a median of 8 frames: training/scenario_cadence.py), a
+dog starting, stopping and changing gait. Here every clip (as captured) is replayed instead,
+from a dog placed where the clip starts: each frame the network is asked for the clip's
+speed, heading, facing and action, with the path the clip's root takes over the next second
+as the path to follow (ControlState.future_xz_m, as the path test gives its path). Its
+skating and stiffness are then measured on the frames each scenario selects in that clip,
+the mocap's on the same frames.
+
+    python -m canis.training.replay_quality [--models MANN8,PFNN or NAME=PATH ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from canis.runtime.features import FPS, FUTURE_OFFSETS_FRAMES
+from canis.runtime.root import rotate_xz, yaw_from_direction
+from canis.runtime.trajectory import ControlState
+from canis.training.controller_metrics import motion_quality, summarise
+
+# The dog starts standing still where the clip starts: its first second is not measured.
+SETTLE_FRAMES = 60
+# Each scenario is measured again on its frames where the clip's speed changes by less than
+# this: whether the skating comes from the starts and stops or from the gait itself.
+STEADY_ACCELERATION_MPS2 = 0.5
+
+
+class ClipCommands:
+    """control_at(frame) for tools/closed_loop.record: the clip's own commands, taken where
+    the dog is. The clip's root motion from its frame is turned by the difference between the
+    dog's yaw and the clip's and laid from the dog's root: the path the root takes over the
+    next second (ControlState.future_xz_m), its mean speed over that second toward where it
+    ends, and the facing it has a second ahead; the action is the clip's. So a dog that has
+    drifted off the clip's path is asked for the clip's motion from where it is, as a player
+    would ask it, not pulled back."""
+
+    def __init__(self, clip, controller):
+        self.clip, self.controller = clip, controller
+        self.last = clip.frame_count - 1
+        self.yaw_rad = yaw_from_direction(clip.facing).astype(np.float64)  # (F,)
+
+    def __call__(self, frame: int) -> ControlState:
+        clip, f = self.clip, min(frame, self.last)
+        ahead = np.minimum(f + np.array(FUTURE_OFFSETS_FRAMES), self.last)
+        turn = self.controller.root_yaw_rad[:1] - self.yaw_rad[f]  # (1,) dog's yaw - clip's
+        root_xz = clip.root_positions_m[:, [0, 2]].astype(np.float64)
+        path = rotate_xz((root_xz[ahead] - root_xz[f])[None], turn)
+        # The velocity a player's stick would give: the clip's mean speed over the next second
+        # toward where its root is a second ahead (its per-frame root velocity sways with the
+        # stride, which no stick does).
+        chord = path[0, -1]
+        velocity = clip.desired_speeds_mps[f] * chord / max(float(np.linalg.norm(chord)), 1e-9)
+        return ControlState(
+            velocity[None],
+            self.yaw_rad[[ahead[-1]]] + turn,
+            clip.labels.action_index[[f]],
+            self.controller.root_xz_m[:1, None] + path,
+        )
+
+
+def measured_frames(clip) -> dict[str, np.ndarray]:
+    """Each scenario's frames of the clip (evaluate_controllers.scenario_frames) after the
+    settling second and before the last second (whose path ahead is cut short), and the same
+    where the clip's speed is steady ("walk, steady speed", ...)."""
+    from canis.training.evaluate_controllers import scenario_frames
+
+    inside = np.zeros(clip.frame_count, bool)
+    inside[SETTLE_FRAMES : clip.frame_count - max(FUTURE_OFFSETS_FRAMES)] = True
+    acceleration = np.abs(np.gradient(clip.labels.root_speed_mps)) * FPS
+    steady = acceleration < STEADY_ACCELERATION_MPS2
+    frames = {}
+    for name, mask in scenario_frames(clip.labels).items():
+        frames[name] = mask & inside
+        frames[f"{name}, steady speed"] = mask & inside & steady
+    return frames
+
+
+def replay(model, clip, speed_tracking: bool = False):
+    """The network driven through one clip (tools/closed_loop.Recording), on flat ground."""
+    from canis.runtime.controller import Controller
+    from canis.tools.closed_loop import record
+
+    controller = Controller(model, speed_tracking=speed_tracking)
+    start_yaw = yaw_from_direction(clip.facing[[0]]).astype(np.float64)
+    controller.reset(clip.root_positions_m[[0]][:, [0, 2]].astype(np.float64), start_yaw)
+    return record(controller, ClipCommands(clip, controller), clip.frame_count)
+
+
+def replay_quality(
+    models: dict[str, Path], clips, speed_tracking: bool = False
+) -> dict[str, dict[str, dict]]:
+    """{"GT" and each model name: {scenario: controller_metrics.summarise() and the mean root
+    speed}}, over the same frames of every clip."""
+    from canis.runtime.inference import MotionModel
+
+    skeleton = clips[0].skeleton
+    parts = {name: defaultdict(list) for name in ["GT", *models]}
+    speeds = {name: defaultdict(list) for name in ["GT", *models]}
+    loaded = {name: MotionModel(path, threads=1) for name, path in models.items()}
+    for clip in clips:
+        frames = {s: m for s, m in measured_frames(clip).items() if m.sum() >= 2}
+        if not frames:
+            continue
+        for scenario, mask in frames.items():
+            parts["GT"][scenario].append(
+                motion_quality(
+                    skeleton, clip.positions_m, clip.rotations, clip.labels.ground_m, mask
+                )
+            )
+            speeds["GT"][scenario].append(clip.labels.root_speed_mps[mask])
+        for name, model in loaded.items():
+            run = replay(model, clip, speed_tracking)
+            for scenario, mask in frames.items():
+                parts[name][scenario].append(
+                    motion_quality(skeleton, run.positions_m, run.rotations, 0.0, mask)
+                )
+                speeds[name][scenario].append(run.speeds_mps[mask])
+    return {
+        name: {
+            s: summarise(skeleton, p)
+            | {"mean_speed_mps": float(np.concatenate(speeds[name][s]).mean())}
+            for s, p in per.items()
+            if p
+        }
+        for name, per in parts.items()
+    }
+
+
+def main(argv=None) -> None:
+    from canis.tools.model_registry import model_paths, parse_models
+    from canis.training import evaluate_controllers as ec
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--models", default="MANN8,PFNN", help="names or NAME=PATH, comma-separated"
+    )
+    parser.add_argument(
+        "--mocap",
+        type=Path,
+        default=Path(os.environ.get("CANIS_MOCAP_DIR", "../shared/data/dog-mocap")),
+    )
+    parser.add_argument(
+        "--speed-tracking",
+        action="store_true",
+        help="with the runtime's speed tracking (off by default: the network alone, fed the "
+        "clip's commands as in training)",
+    )
+    args = parser.parse_args(argv)
+    paths = model_paths(*parse_models(args.models))
+    clips = list(ec.load_clips(args.mocap, progress=False))
+    results = replay_quality(paths, clips, args.speed_tracking)
+    for name, per in results.items():
+        for scenario, s in per.items():
+            print(
+                f"{name} {scenario}: skating {s['skating_cm']:.3f} cm/frame (back legs"
+                f" {s['skating_back_cm']:.3f}), stiffness {s['stiffness_deg']:.2f} deg/frame"
+                f" (back legs {s['stiffness_back_deg']:.2f}), mean speed {s['mean_speed_mps']:.2f}"
+                f" m/s, {s['steps']} steps"
+            )
+
+
+if __name__ == "__main__":
+    main()
