@@ -59,6 +59,27 @@ def test_a_dog_elsewhere_is_asked_for_the_clips_motion_from_where_it_is(clip):
     )
 
 
+def test_parts_of_the_command_can_be_left_out(clip):
+    from canis.runtime.features import ACTIONS
+
+    f = 90
+    yaw = yaw_from_direction(clip.facing[[f]])
+    dog = SimpleNamespace(root_xz_m=clip.root_positions_m[[f]][:, [0, 2]], root_yaw_rad=yaw)
+    whole = ClipCommands(clip, dog)(f)
+    bare = ClipCommands(clip, dog, path=False, actions=False)(f)
+    assert whole.future_xz_m is not None and bare.future_xz_m is None
+    assert bare.action.tolist() == [ACTIONS.index("move")]
+    np.testing.assert_allclose(bare.velocity_mps, whole.velocity_mps)
+
+
+def test_the_command_line_refuses_an_unknown_part(capsys):
+    from canis.training.replay_quality import main
+
+    with pytest.raises(SystemExit):
+        main(["--without", "path,speed"])
+    assert "--without: speed: only path and action can be left out" in capsys.readouterr().err
+
+
 def test_frames_measured_leave_out_the_settling_and_the_cut_path(clip):
     frames = measured_frames(clip)
     everything = np.any(list(frames.values()), axis=0)

@@ -22,7 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from canis.runtime.features import FPS, FUTURE_OFFSETS_FRAMES
+from canis.runtime.features import ACTIONS, FPS, FUTURE_OFFSETS_FRAMES
 from canis.runtime.root import rotate_xz, yaw_from_direction
 from canis.runtime.trajectory import ControlState
 from canis.training.controller_metrics import motion_quality, summarise
@@ -32,6 +32,7 @@ SETTLE_FRAMES = 60
 # Each scenario is measured again on its frames where the clip's speed changes by less than
 # this: whether the skating comes from the starts and stops or from the gait itself.
 STEADY_ACCELERATION_MPS2 = 0.5
+MOVE = ACTIONS.index("move")
 
 
 class ClipCommands:
@@ -41,10 +42,13 @@ class ClipCommands:
     next second (ControlState.future_xz_m), its mean speed over that second toward where it
     ends, and the facing it has a second ahead; the action is the clip's. So a dog that has
     drifted off the clip's path is asked for the clip's motion from where it is, as a player
-    would ask it, not pulled back."""
+    would ask it, not pulled back. Without `path` the path is left out (the trajectory is
+    extrapolated from the speed, heading and facing, as from a stick); without `actions` every
+    frame asks to move: what each part of the command adds."""
 
-    def __init__(self, clip, controller):
+    def __init__(self, clip, controller, path: bool = True, actions: bool = True):
         self.clip, self.controller = clip, controller
+        self.path, self.actions = path, actions
         self.last = clip.frame_count - 1
         self.yaw_rad = yaw_from_direction(clip.facing).astype(np.float64)  # (F,)
 
@@ -62,8 +66,8 @@ class ClipCommands:
         return ControlState(
             velocity[None],
             self.yaw_rad[[ahead[-1]]] + turn,
-            clip.labels.action_index[[f]],
-            self.controller.root_xz_m[:1, None] + path,
+            clip.labels.action_index[[f]] if self.actions else np.array([MOVE]),
+            self.controller.root_xz_m[:1, None] + path if self.path else None,
         )
 
 
@@ -84,19 +88,20 @@ def measured_frames(clip) -> dict[str, np.ndarray]:
     return frames
 
 
-def replay(model, clip, speed_tracking: bool = False):
-    """The network driven through one clip (tools/closed_loop.Recording), on flat ground."""
+def replay(model, clip, speed_tracking: bool = False, **command):
+    """The network driven through one clip (tools/closed_loop.Recording), on flat ground;
+    `command`: ClipCommands' path and actions."""
     from canis.runtime.controller import Controller
     from canis.tools.closed_loop import record
 
     controller = Controller(model, speed_tracking=speed_tracking)
     start_yaw = yaw_from_direction(clip.facing[[0]]).astype(np.float64)
     controller.reset(clip.root_positions_m[[0]][:, [0, 2]].astype(np.float64), start_yaw)
-    return record(controller, ClipCommands(clip, controller), clip.frame_count)
+    return record(controller, ClipCommands(clip, controller, **command), clip.frame_count)
 
 
 def replay_quality(
-    models: dict[str, Path], clips, speed_tracking: bool = False
+    models: dict[str, Path], clips, speed_tracking: bool = False, **command
 ) -> dict[str, dict[str, dict]]:
     """{"GT" and each model name: {scenario: controller_metrics.summarise() and the mean root
     speed}}, over the same frames of every clip."""
@@ -118,7 +123,7 @@ def replay_quality(
             )
             speeds["GT"][scenario].append(clip.labels.root_speed_mps[mask])
         for name, model in loaded.items():
-            run = replay(model, clip, speed_tracking)
+            run = replay(model, clip, speed_tracking, **command)
             for scenario, mask in frames.items():
                 parts[name][scenario].append(
                     motion_quality(skeleton, run.positions_m, run.rotations, 0.0, mask)
@@ -154,10 +159,23 @@ def main(argv=None) -> None:
         help="with the runtime's speed tracking (off by default: the network alone, fed the "
         "clip's commands as in training)",
     )
+    parser.add_argument(
+        "--without",
+        default="",
+        help="parts of the clip's command left out, comma-separated: path (the root's path "
+        "ahead), action (every frame asks to move)",
+    )
     args = parser.parse_args(argv)
+    left_out = set(filter(None, args.without.split(",")))
+    if left_out - {"path", "action"}:
+        parser.error(
+            f"--without: {', '.join(sorted(left_out - {'path', 'action'}))}: "
+            "only path and action can be left out"
+        )
     paths = model_paths(*parse_models(args.models))
     clips = list(ec.load_clips(args.mocap, progress=False))
-    results = replay_quality(paths, clips, args.speed_tracking)
+    command = {"path": "path" not in left_out, "actions": "action" not in left_out}
+    results = replay_quality(paths, clips, args.speed_tracking, **command)
     for name, per in results.items():
         for scenario, s in per.items():
             print(
