@@ -44,3 +44,12 @@ def test_only_the_counted_steps_and_a_ground_under_the_paws():
     s = summarise([parts, parts])
     assert s["all"][0] == pytest.approx(1.0)
     assert s["all"][1:].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_a_missing_mocap_folder_is_named(tmp_path, capsys):
+    """The studies' shared command line (training/study_arguments.py)."""
+    from canis.training.skating_breakdown import main
+
+    with pytest.raises(SystemExit):
+        main(["--mocap", str(tmp_path / "nowhere"), "--models", "MANN8"])
+    assert f"--mocap: no mocap folder at {tmp_path / 'nowhere'}" in capsys.readouterr().err

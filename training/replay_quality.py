@@ -16,8 +16,6 @@ the mocap's on the same frames.
 
 from __future__ import annotations
 
-import argparse
-import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -141,18 +139,9 @@ def replay_quality(
 
 
 def main(argv=None) -> None:
-    from canis.tools.model_registry import model_paths, parse_models
-    from canis.training import evaluate_controllers as ec
+    from canis.training.study_arguments import models_and_clips, study_parser
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--models", default="MANN8,PFNN", help="names or NAME=PATH, comma-separated"
-    )
-    parser.add_argument(
-        "--mocap",
-        type=Path,
-        default=Path(os.environ.get("CANIS_MOCAP_DIR", "../shared/data/dog-mocap")),
-    )
+    parser = study_parser(__doc__)
     parser.add_argument(
         "--speed-tracking",
         action="store_true",
@@ -172,8 +161,7 @@ def main(argv=None) -> None:
             f"--without: {', '.join(sorted(left_out - {'path', 'action'}))}: "
             "only path and action can be left out"
         )
-    paths = model_paths(*parse_models(args.models))
-    clips = list(ec.load_clips(args.mocap, progress=False))
+    paths, clips = models_and_clips(parser, args)
     command = {"path": "path" not in left_out, "actions": "action" not in left_out}
     results = replay_quality(paths, clips, args.speed_tracking, **command)
     for name, per in results.items():

@@ -9,8 +9,6 @@ network driven as the evaluation drives it go through the same footfall detector
 
 from __future__ import annotations
 
-import argparse
-import os
 from pathlib import Path
 
 import numpy as np
@@ -104,21 +102,12 @@ def _line(label: str, s: dict) -> str:
 
 
 def main(argv=None) -> None:
-    from canis.tools.model_registry import model_paths, parse_models
     from canis.training import evaluate_controllers as ec
+    from canis.training.study_arguments import models_and_clips, study_parser
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--models", default="MANN8,PFNN", help="names or NAME=PATH, comma-separated"
-    )
-    parser.add_argument(
-        "--mocap",
-        type=Path,
-        default=Path(os.environ.get("CANIS_MOCAP_DIR", "../shared/data/dog-mocap")),
-    )
+    parser = study_parser(__doc__)
     args = parser.parse_args(argv)
-    paths = model_paths(*parse_models(args.models))
-    clips = list(ec.load_clips(args.mocap, progress=False))
+    paths, clips = models_and_clips(parser, args)
     commands = ec.ground_truth(clips)["commands"]
     for scenario, s in mocap_breakdown(clips, ec.scenario_frames).items():
         print(_line(f"mocap {scenario}", s))
