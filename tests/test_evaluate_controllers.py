@@ -2,6 +2,7 @@
 answer is known, the expert ablation graph, the ground-truth scenarios, and the report."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -252,3 +253,23 @@ def test_with_no_models_named_the_present_ones_are_evaluated(monkeypatch, tmp_pa
     assert out.startswith("evaluating MANN8, PFNN; MANN4 is not built here")
     assert "make it with ./run canis train --model vnn" in out
     assert out.rstrip().endswith("then add it with --models MANN8,MANN4,PFNN,VNN")
+
+
+def test_figures_go_beside_the_document_written(monkeypatch, tmp_path):
+    """An evaluation written to a copy of the document (an experiment) puts its figures in
+    images/ beside that copy, where its links point, and leaves docs/images alone."""
+    seen = {}
+
+    def evaluate(names, mocap, overrides, figures_dir=None, **kwargs):
+        seen["figures"] = figures_dir
+        raise FileNotFoundError("stopped here")
+
+    monkeypatch.setattr(ev, "evaluate", evaluate)
+    doc = tmp_path / "copy" / "EVALUATION.md"
+    args = ["evaluate", "controllers", "--bvh", str(tmp_path), "--models", "MANN8"]
+    assert main([*args, "--doc", str(doc)]) == 2
+    assert seen["figures"] == tmp_path / "copy" / "images"
+    assert main(args) == 2  # the repository's own document: its own images
+    assert seen["figures"] == Path("docs/images")
+    assert main([*args, "--doc", str(doc), "--figures", str(tmp_path / "f")]) == 2
+    assert seen["figures"] == tmp_path / "f"

@@ -96,7 +96,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="evaluation document whose controllers section is rewritten (default: %(default)s)",
     )
     controllers_eval.add_argument(
-        "--figures", type=Path, default=Path("docs/images"), help="folder for the PNG figures"
+        "--figures",
+        type=Path,
+        help="folder for the PNG figures (default: images/ beside --doc, where its links point;"
+        " so an evaluation written to a copy of the document leaves docs/images alone)",
     )
     controllers_eval.add_argument(
         "--no-ablation", action="store_true", help="skip the expert ablation (the slow part)"
@@ -232,6 +235,8 @@ def run_evaluate_controllers(args) -> int:
     mocap = args.bvh or default_mocap_dir()
     if mocap is None:
         raise FileNotFoundError(f"no mocap folder: give --bvh. {DOWNLOAD_HINT}")
+    if args.figures is None:
+        args.figures = args.doc.parent / "images"
     results = evaluate(
         names, mocap, overrides, figures_dir=args.figures, ablation=not args.no_ablation
     )
