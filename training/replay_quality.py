@@ -40,9 +40,10 @@ class ClipCommands:
     next second (ControlState.future_xz_m), its mean speed over that second toward where it
     ends, and the facing it has a second ahead; the action is the clip's. So a dog that has
     drifted off the clip's path is asked for the clip's motion from where it is, as a player
-    would ask it, not pulled back. Without `path` the path is left out (the trajectory is
-    extrapolated from the speed, heading and facing, as from a stick); without `actions` every
-    frame asks to move: what each part of the command adds."""
+    would ask it, not pulled back. Along a path the runtime faces the trajectory along it
+    (runtime/trajectory.along_path), so the facing counts only without one. Without `path`
+    the path is left out (the trajectory is extrapolated from the speed, heading and facing,
+    as from a stick); without `actions` every frame asks to move: what each part adds."""
 
     def __init__(self, clip, controller, path: bool = True, actions: bool = True):
         self.clip, self.controller = clip, controller
