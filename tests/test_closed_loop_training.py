@@ -213,6 +213,9 @@ def test_finetune_starts_from_an_exported_model(tiny_dataset, started, tmp_path)
 
     model = tmp_path / "m.onnx"
     export_onnx(started, model, tiny_dataset)
+    # A bad weight is refused before the start is converted into the run folder.
+    assert finetune(tiny_dataset, model, tmp_path / "refused", "--contact-weight", "nan") == 2
+    assert not (tmp_path / "refused").exists()
     converted = checkpoint_from_onnx(model, tiny_dataset, tmp_path / "c.safetensors")
     assert converted["kind"] == "mann"
     original = load_checkpoint(started).section("model/")

@@ -15,12 +15,13 @@ def clip():
     from canis.training.clips import process_clip
     from synthetic_dog import concatenate, gait, to_motion
 
-    # a trot that turns: the root's path bends, so a turned command differs from the clip's
+    # a trot whose root path bends (the body keeps facing +z), so a turned command differs
+    # from the clip's; it starts away from the origin, where a dog not placed would stand
     roots, rotations, _ = gait("trot", 1.5, 4.0)
     angle = np.linspace(0.0, 1.2, len(roots))
     x, z = roots[:, 0].copy(), roots[:, 2].copy()
-    roots[:, 0] = np.cos(angle) * x + np.sin(angle) * z
-    roots[:, 2] = np.cos(angle) * z - np.sin(angle) * x
+    roots[:, 0] = np.cos(angle) * x + np.sin(angle) * z + 3.0
+    roots[:, 2] = np.cos(angle) * z - np.sin(angle) * x - 2.0
     return process_clip(to_motion(*concatenate((roots, rotations)), "trot"))
 
 
@@ -98,4 +99,5 @@ def test_a_replay_follows_the_clip(tiny_model, clip):
     assert run.positions_m.shape[0] == clip.frame_count and run.finite
     hips = clip.skeleton.index("Hips")
     start = clip.root_positions_m[0, [0, 2]]
+    assert np.linalg.norm(start) > 3.0  # a dog left at the origin would fail the next line
     assert np.linalg.norm(run.positions_m[0, hips, [0, 2]] - start) < 0.3  # placed at its start

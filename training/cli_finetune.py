@@ -92,6 +92,13 @@ def run_finetune(args) -> int:
         raise FileNotFoundError(
             f"{args.dataset} does not exist; build it with `canis dataset build`"
         )
+    # Checked before anything is written (an ONNX start is converted into --out below).
+    for option, weight in (
+        ("--contact-weight", args.contact_weight),
+        ("--skating-weight", args.skating_weight),
+    ):
+        if not (math.isfinite(weight) and weight >= 0):
+            raise ValueError(f"{option} {weight}: must be finite and >= 0")
     start = args.start
     if start.suffix == ".onnx":  # converted once, into the run folder (a resume reuses it)
         converted = args.out / "start.safetensors"
@@ -116,12 +123,6 @@ def run_finetune(args) -> int:
         dropout=args.dropout,
         weight_decay=args.weight_decay,
     )
-    for option, weight in (
-        ("--contact-weight", args.contact_weight),
-        ("--skating-weight", args.skating_weight),
-    ):
-        if not (math.isfinite(weight) and weight >= 0):
-            raise ValueError(f"{option} {weight}: must be finite and >= 0")
     loop = ClosedLoopConfig(
         args.ground_truth_frames,
         args.own_frames,

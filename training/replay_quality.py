@@ -50,13 +50,13 @@ class ClipCommands:
         self.path, self.actions = path, actions
         self.last = clip.frame_count - 1
         self.yaw_rad = yaw_from_direction(clip.facing).astype(np.float64)  # (F,)
+        self.root_xz_m = clip.root_positions_m[:, [0, 2]].astype(np.float64)  # (F, 2)
 
     def __call__(self, frame: int) -> ControlState:
         clip, f = self.clip, min(frame, self.last)
         ahead = np.minimum(f + np.array(FUTURE_OFFSETS_FRAMES), self.last)
         turn = self.controller.root_yaw_rad[:1] - self.yaw_rad[f]  # (1,) dog's yaw - clip's
-        root_xz = clip.root_positions_m[:, [0, 2]].astype(np.float64)
-        path = rotate_xz((root_xz[ahead] - root_xz[f])[None], turn)
+        path = rotate_xz((self.root_xz_m[ahead] - self.root_xz_m[f])[None], turn)
         # The velocity a player's stick would give: the clip's mean speed over the next second
         # toward where its root is a second ahead (its per-frame root velocity sways with the
         # stride, which no stick does).
