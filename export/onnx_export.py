@@ -199,6 +199,15 @@ def write_graph(module, example: tuple, path: Path, inputs, outputs, meta: dict)
     onnx.save(graph, str(path))
 
 
+def write_wrapped(wrapper: ExportedModel, config: dict, path: Path) -> None:
+    """The wrapped network's graph with the metadata of a checkpoint's `config`; no parity
+    check (export_onnx adds it; training's rollouts run the graph of the weights in memory)."""
+    kind = config["kind"]
+    inputs, outputs = io_names(kind)
+    example = _example_inputs(kind, np.zeros((2, INPUT.size), np.float32), np.zeros(2, np.float32))
+    write_graph(wrapper, example, path, inputs, outputs, metadata(config))
+
+
 def export_onnx(checkpoint_path: Path, out: Path, dataset_path: Path | None = None) -> dict:
     """Writes the ONNX model and returns the parity report; raises if parity fails."""
     import onnxruntime as ort
@@ -206,10 +215,9 @@ def export_onnx(checkpoint_path: Path, out: Path, dataset_path: Path | None = No
     wrapper, config = load_for_export(checkpoint_path, dataset_path)
     kind = config["kind"]
     inputs, outputs = io_names(kind)
-    example = _example_inputs(kind, np.zeros((2, INPUT.size), np.float32), np.zeros(2, np.float32))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".partial")
-    write_graph(wrapper, example, tmp, inputs, outputs, metadata(config))
+    write_wrapped(wrapper, config, tmp)
 
     session = ort.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
     report = {}

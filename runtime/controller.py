@@ -214,6 +214,20 @@ class Controller:
         # on from construction or switched on before that step (as a replayed script does).
         self.foot_lock.reset(self.count)
 
+    def place(self, state: DogState) -> None:
+        """Puts every dog in `state` (a DogState with a row per dog, as rows() gives), its
+        predicted_future taken as the network's last prediction, as though the dogs had been
+        moving: training's rollouts start dogs in the mocap's state at a frame
+        (training/runtime_rollout.py). A state that does not fit is refused, the controller
+        unchanged."""
+        self.state.copy().put_rows(np.arange(self.count), state)  # refuses before any change
+        self.state.put_rows(np.arange(self.count), state)
+        self._has_prediction = True
+        self.path_future_xz_m = None
+        self._update_display_pose(0.0)
+        self._settle_display()
+        self.foot_lock.reset(self.count)
+
     def _fresh_state(self, n: int, root_xz_m, yaw_rad, start_pose: str, caller: str) -> DogState:
         """The state of `n` dogs standing still (what reset and add start dogs from)."""
         experts = getattr(self.model, "experts", None)

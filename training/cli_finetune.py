@@ -55,6 +55,30 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "measure, any paw under 2.5 cm) above the mocap's (0: off; training/contact_loss.py)",
     )
     finetune.add_argument(
+        "--feedback",
+        choices=("pose", "runtime", "both"),
+        default="pose",
+        help="what the own frames feed back: pose (the pose block rebuilt from the prediction, "
+        "the trajectory the mocap's), runtime (every input built by the runtime: the "
+        "trajectory the dog's own past and the blend of the clip's command with the predicted "
+        "future; rollouts of --own-frames from the mocap's state, refreshed each epoch: "
+        "training/runtime_rollout.py) or both (the two losses summed)",
+    )
+    finetune.add_argument(
+        "--rollout-dogs",
+        type=int,
+        default=2048,
+        help="--feedback runtime or both: rollouts made each epoch (each step trains on "
+        "--batch-size of them, every frame)",
+    )
+    finetune.add_argument(
+        "--rollout-path-share",
+        type=float,
+        default=0.5,
+        help="--feedback runtime or both: the share of rollouts given the clip's path ahead "
+        "(the runtime then faces the future along the path); the others steer as from a stick",
+    )
+    finetune.add_argument(
         "--dropout",
         type=float,
         help="probability of dropping each layer's input (default: the start's own; 0.3 for an "
@@ -99,6 +123,16 @@ def run_finetune(args) -> int:
     ):
         if not (math.isfinite(weight) and weight >= 0):
             raise ValueError(f"{option} {weight}: must be finite and >= 0")
+    loop = ClosedLoopConfig(
+        args.ground_truth_frames,
+        args.own_frames,
+        args.curriculum_epochs,
+        args.contact_weight,
+        args.skating_weight,
+        args.feedback,
+        args.rollout_dogs,
+        args.rollout_path_share,
+    )
     start = args.start
     if start.suffix == ".onnx":  # converted once, into the run folder (a resume reuses it)
         converted = args.out / "start.safetensors"
@@ -122,13 +156,6 @@ def run_finetune(args) -> int:
         precision=precision,
         dropout=args.dropout,
         weight_decay=args.weight_decay,
-    )
-    loop = ClosedLoopConfig(
-        args.ground_truth_frames,
-        args.own_frames,
-        args.curriculum_epochs,
-        args.contact_weight,
-        args.skating_weight,
     )
     fine_tune(settings, loop, args.out, resume=args.resume)
     print(f"done: {args.out} (last.safetensors, log.csv)")

@@ -30,6 +30,7 @@ from canis.training.schedules import DROPOUT, WEIGHT_DECAY
 from torch import nn
 
 JOINT_FIELDS = ("position", "forward", "up", "velocity")
+FEEDBACK = ("pose", "runtime", "both")
 
 
 @dataclass
@@ -39,6 +40,28 @@ class ClosedLoopConfig:
     curriculum_epochs: int = 4  # own frames grow linearly from 1 over these epochs
     contact_weight: float = 0.0  # 0: no contact term (training/contact_loss.py)
     skating_weight: float = 0.0  # 0: no skating term (contact_loss.skating_excess_loss)
+    # "pose": the pose block rebuilt from the prediction, the trajectory the mocap's (here);
+    # "runtime": every input built by the runtime itself (training/runtime_rollout.py), the
+    # rollouts own_frames long from the mocap's state, refreshed every epoch; "both": the two
+    # losses summed, each over batch_size stretches or rollouts.
+    feedback: str = "pose"
+    rollout_dogs: int = 2048  # "runtime": rollouts per epoch
+    # The share of rollouts given the clip's path ahead; the others steer as from a stick
+    # (along a path the runtime faces the future along it, where the mocap's dog need not).
+    rollout_path_share: float = 0.5
+
+    def __post_init__(self):
+        if self.feedback not in FEEDBACK:
+            raise ValueError(f"--feedback {self.feedback!r}: one of {', '.join(FEEDBACK)}")
+        if not 0 <= self.rollout_path_share <= 1:
+            raise ValueError(
+                f"--rollout-path-share {self.rollout_path_share}: must be between 0 and 1"
+            )
+        if self.feedback != "pose" and (self.own_frames < 1 or self.rollout_dogs < 1):
+            raise ValueError(
+                f"--feedback {self.feedback}: needs --own-frames (the rollout's length) and "
+                "--rollout-dogs of 1 or more"
+            )
 
     def own_frames_at(self, epoch: int) -> int:
         """The own-output stretch in `epoch` (0-based): 0 turns closed loop off."""
@@ -104,6 +127,34 @@ class Standardiser:
         return torch.maximum(torch.minimum(x, self.x_max), self.x_min)
 
 
+def frame_loss(
+    prediction: torch.Tensor,
+    x: torch.Tensor,
+    rows: np.ndarray,
+    split,
+    standard: Standardiser,
+    contact_weight: float,
+    skating_weight: float,
+) -> tuple[torch.Tensor, float, float]:
+    """One frame's loss: the MSE of the prediction from x (standardised) against the mocap's
+    y of `rows`, plus the contact and skating terms; returns (loss, contact term, skating
+    term) with the terms' values for logging."""
+    loss = nn.functional.mse_loss(prediction, split.y[rows])
+    contact = skating = 0.0
+    if contact_weight > 0:
+        term = contact_loss(standard.x_raw(x), standard.y_raw(prediction), split.planted[rows])
+        loss, contact = loss + contact_weight * term, term.item()
+    if skating_weight > 0:
+        term = skating_excess_loss(
+            standard.x_raw(x),
+            standard.y_raw(prediction),
+            standard.x_raw(split.x[rows]),
+            standard.y_raw(split.y[rows]),
+        )
+        loss, skating = loss + skating_weight * term, term.item()
+    return loss, contact, skating
+
+
 def stretch_loss(
     predict,
     split,
@@ -117,27 +168,17 @@ def stretch_loss(
     """Mean over the stretch of the one-step MSE (plus the contact and skating terms); returns
     (loss, the contact term's and the skating term's mean values for logging). `split`: a
     StretchData; `predict(x, phase)`."""
-    x_train, y_train, after = split.x, split.y, split.after
+    x_train, after = split.x, split.after
     rows = starts
     x = x_train[rows]
     total, contact_total, skating_total = 0.0, 0.0, 0.0
     length = ground_truth_frames + own_frames
     for frame in range(length):
         prediction = predict(x, split.phase[rows])
-        loss = nn.functional.mse_loss(prediction, y_train[rows])
-        if contact_weight > 0:
-            term = contact_loss(standard.x_raw(x), standard.y_raw(prediction), split.planted[rows])
-            loss = loss + contact_weight * term
-            contact_total += term.item()
-        if skating_weight > 0:
-            term = skating_excess_loss(
-                standard.x_raw(x),
-                standard.y_raw(prediction),
-                standard.x_raw(x_train[rows]),
-                standard.y_raw(y_train[rows]),
-            )
-            loss = loss + skating_weight * term
-            skating_total += term.item()
+        loss, contact, skating = frame_loss(
+            prediction, x, rows, split, standard, contact_weight, skating_weight
+        )
+        contact_total, skating_total = contact_total + contact, skating_total + skating
         total = total + loss
         if frame == length - 1:
             break
@@ -155,6 +196,47 @@ def stretch_loss(
     return total / length, contact_total / length, skating_total / length
 
 
+class RuntimeRollouts:
+    """feedback "runtime": each epoch's rollouts through the runtime (training/
+    runtime_rollout.py), by the network exported from the weights the epoch starts from, and
+    the loss over batches of them."""
+
+    def __init__(self, model, saved: dict, data, split, standard: Standardiser, run_dir):
+        from pathlib import Path
+
+        self.model, self.saved, self.data, self.split = model, saved, data, split
+        self.standard = standard
+        self.path = Path(run_dir) / "rollout.onnx"
+        self.x_raw = standard.x_raw(split.x).numpy()
+        self.y_raw = standard.y_raw(split.y).numpy()
+        self.pfnn = saved["kind"] == "pfnn"
+
+    def refresh(self, loop: ClosedLoopConfig, frames: int, generator) -> float:
+        """New rollouts; returns the seconds they took (the export included)."""
+        from canis.export.onnx_export import ExportedModel, write_wrapped
+        from canis.training.runtime_rollout import rollout_pairs
+
+        started = time.perf_counter()
+        write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)
+        phase = self.split.phase.numpy() if self.pfnn else None
+        self.xs, self.rows, self.phases = rollout_pairs(
+            self.path, self.x_raw, self.y_raw, self.split.after, self.split.action, phase,
+            loop.rollout_dogs, frames, loop.rollout_path_share, generator,
+        )  # fmt: skip
+        return time.perf_counter() - started
+
+    def loss(self, predict, batch_size: int, generator, loop: ClosedLoopConfig):
+        """The mean frame_loss over every step of `batch_size` rollouts."""
+        picked = generator.choice(len(self.xs), batch_size)
+        x = self.standard.x_standard(self.xs[picked].reshape(-1, INPUT.size))
+        rows = self.rows[picked].reshape(-1)
+        phase = torch.as_tensor(self.phases[picked].reshape(-1))
+        return frame_loss(
+            predict(x, phase), x, rows, self.split, self.standard,
+            loop.contact_weight, loop.skating_weight,
+        )  # fmt: skip
+
+
 class StretchData:
     """A split's standardised rows with, per row, the row of its clip's next frame."""
 
@@ -169,6 +251,7 @@ class StretchData:
         self.phase = data.phase_val if validation else data.phase_train
         contact = arrays.arrays.get("contact_next")
         self.planted = None if contact is None else torch.as_tensor(contact[rows])
+        self.action = arrays["action"][rows].astype(np.int64)
 
 
 def check_resumable(path, saved: dict, identity: dict) -> None:
@@ -188,6 +271,9 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "dropout": DROPOUT,
         "weight_decay": WEIGHT_DECAY,
         "skating_weight": 0.0,
+        "feedback": "pose",
+        "rollout_dogs": 2048,
+        "rollout_path_share": 0.5,
     }
     previous, identity = unset | previous, unset | identity
     differ = [
@@ -388,26 +474,41 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         with autocast(settings.precision, cpu):
             return _predict(model, kind, x, phase).float()
 
+    rollouts = None
+    if loop.feedback != "pose":
+        rollouts = RuntimeRollouts(model, saved, data, train_split, standard, run_dir)
     for epoch in range(first_epoch, settings.epochs):
         own = loop.own_frames_at(epoch)
-        length = loop.ground_truth_frames + own
+        length = own if loop.feedback == "runtime" else loop.ground_truth_frames + own
         generator = np.random.default_rng(settings.seed * 1_000_003 + epoch)
         torch.manual_seed(settings.seed * 7919 + epoch)
-        starts = stretch_starts(train_split.after, length)
+        rollout_seconds = 0.0
+        if rollouts is not None:  # this epoch's rollouts, by the weights it starts from
+            rollout_seconds = rollouts.refresh(loop, own, generator)
+        if loop.feedback != "runtime":
+            starts = stretch_starts(train_split.after, loop.ground_truth_frames + own)
         model.train()
         started, loss_sum, contact_sum, skating_sum = time.perf_counter(), 0.0, 0.0, 0.0
         for _ in range(settings.steps_per_epoch):
-            batch = generator.choice(starts, settings.batch_size)
-            loss, contact, skating = stretch_loss(
-                predict_training,
-                train_split,
-                batch,
-                standard,
-                loop.ground_truth_frames,
-                own,
-                loop.contact_weight,
-                loop.skating_weight,
-            )
+            loss, contact, skating = 0.0, 0.0, 0.0
+            if rollouts is not None:
+                loss, contact, skating = rollouts.loss(
+                    predict_training, settings.batch_size, generator, loop
+                )
+            if loop.feedback != "runtime":
+                batch = generator.choice(starts, settings.batch_size)
+                stretch, stretch_contact, stretch_skating = stretch_loss(
+                    predict_training,
+                    train_split,
+                    batch,
+                    standard,
+                    loop.ground_truth_frames,
+                    own,
+                    loop.contact_weight,
+                    loop.skating_weight,
+                )
+                loss = loss + stretch
+                contact, skating = contact + stretch_contact, skating + stretch_skating
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -426,6 +527,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             "validation_loss": validation_loss(model, kind, data),
             "validation_closed_loop_loss": closed,
             "seconds": round(seconds, 2),
+            "rollout_seconds": round(rollout_seconds, 2),
             "frames_per_s": round(
                 settings.steps_per_epoch * settings.batch_size * length / seconds, 1
             ),

@@ -33,41 +33,67 @@ STEADY_ACCELERATION_MPS2 = 0.5
 MOVE = ACTIONS.index("move")
 
 
+def clip_commands(
+    root_xz_m: np.ndarray,
+    yaw_rad: np.ndarray,
+    desired_speed_mps: np.ndarray,
+    action: np.ndarray,
+    frame: np.ndarray,
+    dog_xz_m: np.ndarray,
+    dog_yaw_rad: np.ndarray,
+    path,
+) -> ControlState:
+    """The commands of N dogs, each replaying its own clip's motion from where it is: the
+    clips' root paths (N, F, 2) and yaws (N, F), desired speeds (N, F) and action indices
+    (N, F) at `frame` (N,) (held at each clip's last frame), for dogs at `dog_xz_m` (N, 2)
+    facing `dog_yaw_rad` (N,). The clip's root motion from its frame is turned by the
+    difference between the dog's yaw and the clip's and laid from the dog's root: the path the
+    root takes over the next second (ControlState.future_xz_m), its mean speed over that second
+    toward where it ends, and the facing it has a second ahead. `path` (bool or (N,) bools):
+    which dogs are given the path (NaN rows for the others, which then follow the speed,
+    heading and facing, as from a stick)."""
+    n = np.arange(len(frame))
+    last = root_xz_m.shape[1] - 1
+    f = np.minimum(frame, last)
+    ahead = np.minimum(f[:, None] + np.array(FUTURE_OFFSETS_FRAMES), last)  # (N, 6)
+    turn = dog_yaw_rad - yaw_rad[n, f]  # (N,) dog's yaw - clip's
+    steps = rotate_xz(root_xz_m[n[:, None], ahead] - root_xz_m[n, f][:, None], turn)
+    # The velocity a player's stick would give: the clip's mean speed over the next second
+    # toward where its root is a second ahead (its per-frame root velocity sways with the
+    # stride, which no stick does).
+    chord = steps[:, -1]
+    length = np.maximum(np.linalg.norm(chord, axis=1, keepdims=True), 1e-9)
+    velocity = desired_speed_mps[n, f][:, None] * chord / length
+    given = np.broadcast_to(np.asarray(path, bool), (len(n),))
+    future = None
+    if given.any():
+        future = np.where(given[:, None, None], dog_xz_m[:, None] + steps, np.nan)
+    return ControlState(velocity, yaw_rad[n, ahead[:, -1]] + turn, action[n, f], future)
+
+
 class ClipCommands:
-    """control_at(frame) for tools/closed_loop.record: the clip's own commands, taken where
-    the dog is. The clip's root motion from its frame is turned by the difference between the
-    dog's yaw and the clip's and laid from the dog's root: the path the root takes over the
-    next second (ControlState.future_xz_m), its mean speed over that second toward where it
-    ends, and the facing it has a second ahead; the action is the clip's. So a dog that has
-    drifted off the clip's path is asked for the clip's motion from where it is, as a player
-    would ask it, not pulled back. Along a path the runtime faces the trajectory along it
-    (runtime/trajectory.along_path), so the facing counts only without one. Without `path`
-    the path is left out (the trajectory is extrapolated from the speed, heading and facing,
-    as from a stick); without `actions` every frame asks to move: what each part adds."""
+    """control_at(frame) for tools/closed_loop.record: one clip's own commands
+    (clip_commands), taken where the dog is. So a dog that has drifted off the clip's path is
+    asked for the clip's motion from where it is, as a player would ask it, not pulled back.
+    Along a path the runtime faces the trajectory along it (runtime/trajectory.along_path), so
+    the facing counts only without one. Without `path` the path is left out (the trajectory
+    is extrapolated from the speed, heading and facing, as from a stick); without `actions`
+    every frame asks to move: what each part adds."""
 
     def __init__(self, clip, controller, path: bool = True, actions: bool = True):
-        self.clip, self.controller = clip, controller
-        self.path, self.actions = path, actions
-        self.last = clip.frame_count - 1
-        self.yaw_rad = yaw_from_direction(clip.facing).astype(np.float64)  # (F,)
-        self.root_xz_m = clip.root_positions_m[:, [0, 2]].astype(np.float64)  # (F, 2)
+        self.controller, self.path = controller, path
+        self.yaw_rad = yaw_from_direction(clip.facing).astype(np.float64)[None]  # (1, F)
+        self.root_xz_m = clip.root_positions_m[None, :, [0, 2]].astype(np.float64)  # (1, F, 2)
+        self.speed_mps = clip.desired_speeds_mps[None].astype(np.float64)
+        action = clip.labels.action_index if actions else np.full(clip.frame_count, MOVE)
+        self.action = np.asarray(action)[None]
 
     def __call__(self, frame: int) -> ControlState:
-        clip, f = self.clip, min(frame, self.last)
-        ahead = np.minimum(f + np.array(FUTURE_OFFSETS_FRAMES), self.last)
-        turn = self.controller.root_yaw_rad[:1] - self.yaw_rad[f]  # (1,) dog's yaw - clip's
-        path = rotate_xz((self.root_xz_m[ahead] - self.root_xz_m[f])[None], turn)
-        # The velocity a player's stick would give: the clip's mean speed over the next second
-        # toward where its root is a second ahead (its per-frame root velocity sways with the
-        # stride, which no stick does).
-        chord = path[0, -1]
-        velocity = clip.desired_speeds_mps[f] * chord / max(float(np.linalg.norm(chord)), 1e-9)
-        return ControlState(
-            velocity[None],
-            self.yaw_rad[[ahead[-1]]] + turn,
-            clip.labels.action_index[[f]] if self.actions else np.array([MOVE]),
-            self.controller.root_xz_m[:1, None] + path if self.path else None,
-        )
+        dog = self.controller
+        return clip_commands(
+            self.root_xz_m, self.yaw_rad, self.speed_mps, self.action, np.array([frame]),
+            dog.root_xz_m[:1], dog.root_yaw_rad[:1], self.path,
+        )  # fmt: skip
 
 
 def measured_frames(clip) -> dict[str, np.ndarray]:
