@@ -133,3 +133,20 @@ def test_finetune_with_runtime_feedback_runs_and_resumes(tiny_dataset, tmp_path,
     assert finetune(tiny_dataset, start / LAST, refused, *runtime, "--own-frames", "0") == 2
     assert "--feedback runtime: needs --own-frames" in capsys.readouterr().err
     assert not refused.exists()
+
+
+def test_input_gap_measures_the_mocaps_own_input_as_the_network_does(tiny_dataset, tiny_model):
+    """The study's "mocap x" is the network's own loss on the held-out frames' x; a field
+    swapped in from the runtime's x changes only that field."""
+    from canis.training.runtime_input_gap import FIELDS, input_gap
+
+    with pytest.raises(ValueError, match="no held-out clip is long enough"):
+        input_gap(tiny_model, tiny_dataset, starts=16)  # the tiny set's held-out clip is short
+    gap = input_gap(tiny_model, tiny_dataset, starts=16, held_out=False)
+    assert set(gap) == {"path", "stick"}
+    for figures in gap.values():
+        assert set(figures) == {"mocap x", "runtime x", "current velocity"} | {
+            f"future {f}" for f in FIELDS
+        }
+        assert all(np.isfinite(v) and v > 0 for v in figures.values())
+    assert gap["path"]["mocap x"] == gap["stick"]["mocap x"]  # the same frames, the same x
