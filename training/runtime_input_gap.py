@@ -55,11 +55,11 @@ def input_gap(
         runtime_x = roll_out(model, run, x_raw, action, 1, given)[0][:, 0]
         mocap_x = x_raw[picked]
 
-        def mixed(field, samples):
+        def mixed(field, samples, mocap_x=mocap_x, runtime_x=runtime_x):
+            """The mocap's x with one field of `samples` taken from the runtime's."""
             x = mocap_x.copy()
-            INPUT.field(x, "trajectory", field)[:, samples] = INPUT.field(
-                runtime_x, "trajectory", field
-            )[:, samples]
+            ours = INPUT.field(runtime_x, "trajectory", field)
+            INPUT.field(x, "trajectory", field)[:, samples] = ours[:, samples]
             return x
 
         future = slice(CURRENT_SAMPLE + 1, None)
@@ -73,7 +73,9 @@ def main(argv=None) -> None:
     from canis.runtime.assets import shipped_model_path
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=None, help="motion model (default: the shipped MANN-8, fp32)")
+    parser.add_argument(
+        "--model", default=None, help="motion model (default: the shipped MANN-8, fp32)"
+    )
     parser.add_argument("--dataset", default="data/dog_dataset.npz")
     parser.add_argument("--starts", type=int, default=1024, help="held-out frames")
     args = parser.parse_args(argv)
