@@ -203,6 +203,12 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
         "0: one-step), contact weight "
         f"{loop['contact_weight']}, dropout {loop.get('dropout', DROPOUT)}, weight decay "
         f"{loop.get('weight_decay', WEIGHT_DECAY)}"
+        + (
+            f"; feedback {loop['feedback']} (rollouts through the runtime: "
+            "training/runtime_rollout.py)"
+            if loop.get("feedback", "pose") != "pose"
+            else ""
+        )
         + (f"; {min(speed):.0f}-{max(speed):.0f} frames/s." if speed else "."),
     ]
 
@@ -232,6 +238,13 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
     start = _fine_tuning_start(config)
     # A start standardised on an earlier build of the data was rescaled to this build's.
     restandardise = " --restandardise" if config.get("restandardised") else ""
+    # Options added after the first fine-tunes: named only where a run set them.
+    later = f" --skating-weight {loop['skating_weight']}" if loop.get("skating_weight") else ""
+    if loop.get("feedback", "pose") != "pose":
+        later += (
+            f" --feedback {loop['feedback']} --rollout-dogs {loop['rollout_dogs']} "
+            f"--rollout-path-share {loop['rollout_path_share']}"
+        )
     return (
         f"- **Reproduce**: `./run canis dataset build` then `./run canis finetune --start {start}"
         f"{restandardise} --out runs/NAME --epochs {config['closed_loop_epoch']} --steps-per-epoch "
@@ -239,7 +252,7 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         f"--seed {loop['seed']} --ground-truth-frames {loop['ground_truth_frames']} "
         f"--own-frames {loop['own_frames']} --curriculum-epochs {loop['curriculum_epochs']} "
         f"--contact-weight {loop['contact_weight']} --dropout {loop.get('dropout', DROPOUT)} "
-        f"--weight-decay {loop.get('weight_decay', WEIGHT_DECAY)} --precision "
+        f"--weight-decay {loop.get('weight_decay', WEIGHT_DECAY)}{later} --precision "
         f"{loop.get('precision', 'fp32')}` then `./run canis export "
         f"runs/NAME/{checkpoint_name} --out {model_path.name} --dataset data/dog_dataset.npz "
         "--card`."

@@ -125,6 +125,14 @@ def test_finetune_with_runtime_feedback_runs_and_resumes(tiny_dataset, tmp_path,
     rows = [dict(zip(log[0].split(","), line.split(","), strict=True)) for line in log[1:]]
     assert len(rows) == 2 and all(float(r["rollout_seconds"]) > 0 for r in rows)
     assert (out / "rollout.onnx").is_file()
+    from canis.cli import main  # the card's reproduce line names the feedback
+
+    tuned = tmp_path / "tuned.onnx"
+    export = ["export", str(out / LAST), "--out", str(tuned), "--dataset", str(tiny_dataset)]
+    assert main([*export, "--card", "--card-seconds", "1"]) == 0
+    card = tuned.with_suffix(".md").read_text()
+    assert "--feedback runtime --rollout-dogs 8 --rollout-path-share 0.5 --precision" in card
+    assert "feedback runtime (rollouts through the runtime" in card
     assert finetune(tiny_dataset, start / LAST, out, *runtime, "--resume") == 0
     capsys.readouterr()
     assert finetune(tiny_dataset, start / LAST, out, "--resume", "--rollout-dogs", "8") == 2
