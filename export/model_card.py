@@ -245,6 +245,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
             f" --feedback {loop['feedback']} --rollout-dogs {loop['rollout_dogs']} "
             f"--rollout-path-share {loop['rollout_path_share']}"
         )
+        if loop.get("rollout_match_frames"):
+            later += f" --rollout-match-frames {loop['rollout_match_frames']}"
     return (
         f"- **Reproduce**: `./run canis dataset build` then `./run canis finetune --start {start}"
         f"{restandardise} --out runs/NAME --epochs {config['closed_loop_epoch']} --steps-per-epoch "

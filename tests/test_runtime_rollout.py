@@ -10,7 +10,13 @@ from canis.runtime.inference import MotionModel
 from canis.training.closed_loop_training import successors
 from canis.training.dataset import load
 from canis.training.replay_quality import clip_commands
-from canis.training.runtime_rollout import BACK_FRAMES, MocapRun, roll_out, rollout_starts
+from canis.training.runtime_rollout import (
+    BACK_FRAMES,
+    MocapRun,
+    nearest_frames,
+    roll_out,
+    rollout_starts,
+)
 
 FRAMES = 6
 
@@ -54,6 +60,29 @@ def test_a_placed_dog_first_sees_the_mocaps_own_input(mocap, tiny_model):
     np.testing.assert_allclose(first[:, joints], mocap_x[:, joints], atol=1e-5)
     # Later steps are the network's: its pose, not the mocap's.
     assert np.abs(xs[:, -1, joints] - x_raw[rows[:, -1]][:, joints]).max() > 1e-3
+
+
+def test_matched_targets_are_the_clips_frames_nearest_the_dogs_pose(mocap, tiny_model):
+    """A placed dog's first pose is its start frame's; a dog given the pose of the frame two
+    ahead is matched to that frame; every match lies within the window of its step."""
+    x_raw, y_raw, after, action = mocap
+    picked = rollout_starts(after, FRAMES)[::7][:8]
+    run = MocapRun.of(y_raw, after, picked, FRAMES)
+    xs, rows, _ = roll_out(MotionModel(tiny_model), run, x_raw, action, FRAMES, False)
+    x_std = load_std(mocap)
+    joints = INPUT.block_slice("joints")
+    ahead = run.rows[:, BACK_FRAMES + 3 + 2]
+    xs[:, 3, joints] = x_raw[ahead][:, joints]
+    matched = nearest_frames(xs, run, x_raw, x_std, window=4)
+    assert matched[:, 0].tolist() == picked.tolist()
+    assert matched[:, 3].tolist() == ahead.tolist()
+    for k in range(FRAMES):
+        window = run.rows[:, BACK_FRAMES + k - 4 : BACK_FRAMES + k + 5]
+        assert all(m in w for m, w in zip(matched[:, k], window, strict=True))
+
+
+def load_std(mocap):
+    return mocap[0].std(axis=0) + 1e-3
 
 
 def test_a_start_needs_its_history_and_the_path_ahead(mocap):

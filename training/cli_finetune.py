@@ -79,6 +79,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "(the runtime then faces the future along the path); the others steer as from a stick",
     )
     finetune.add_argument(
+        "--rollout-match-frames",
+        type=int,
+        default=0,
+        help="--feedback runtime or both: each rollout step's target is the frame of its clip "
+        "within this many frames whose pose is nearest the dog's (0: the frame at the same "
+        "time)",
+    )
+    finetune.add_argument(
         "--dropout",
         type=float,
         help="probability of dropping each layer's input (default: the start's own; 0.3 for an "
@@ -132,6 +140,7 @@ def run_finetune(args) -> int:
         args.feedback,
         args.rollout_dogs,
         args.rollout_path_share,
+        args.rollout_match_frames,
     )
     start = args.start
     if start.suffix == ".onnx":  # converted once, into the run folder (a resume reuses it)

@@ -31,6 +31,7 @@ from torch import nn
 
 JOINT_FIELDS = ("position", "forward", "up", "velocity")
 FEEDBACK = ("pose", "runtime", "both")
+MAX_MATCH_FRAMES = 50
 
 
 @dataclass
@@ -49,10 +50,18 @@ class ClosedLoopConfig:
     # The share of rollouts given the clip's path ahead; the others steer as from a stick
     # (along a path the runtime faces the future along it, where the mocap's dog need not).
     rollout_path_share: float = 0.5
+    # > 0: a rollout step's target is the frame of its clip within this many frames whose pose
+    # is nearest the dog's (runtime_rollout.nearest_frames); 0: the frame at the same time.
+    rollout_match_frames: int = 0
 
     def __post_init__(self):
         if self.feedback not in FEEDBACK:
             raise ValueError(f"--feedback {self.feedback!r}: one of {', '.join(FEEDBACK)}")
+        if not 0 <= self.rollout_match_frames <= MAX_MATCH_FRAMES:
+            raise ValueError(
+                f"--rollout-match-frames {self.rollout_match_frames}: must be between 0 and "
+                f"{MAX_MATCH_FRAMES} (the history a placed dog has before its start)"
+            )
         if not 0 <= self.rollout_path_share <= 1:
             raise ValueError(
                 f"--rollout-path-share {self.rollout_path_share}: must be between 0 and 1"
@@ -222,6 +231,7 @@ class RuntimeRollouts:
         self.xs, self.rows, self.phases = rollout_pairs(
             self.path, self.x_raw, self.y_raw, self.split.after, self.split.action, phase,
             loop.rollout_dogs, frames, loop.rollout_path_share, generator,
+            loop.rollout_match_frames, self.standard.x_std.numpy(),
         )  # fmt: skip
         return time.perf_counter() - started
 
@@ -274,6 +284,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "feedback": "pose",
         "rollout_dogs": 2048,
         "rollout_path_share": 0.5,
+        "rollout_match_frames": 0,
     }
     previous, identity = unset | previous, unset | identity
     differ = [

@@ -210,6 +210,28 @@ def roll_out(
     return xs, run.rows[:, BACK_FRAMES : BACK_FRAMES + frames], phases
 
 
+def nearest_frames(
+    xs: np.ndarray, run: MocapRun, x_raw: np.ndarray, x_std: np.ndarray, window: int
+) -> np.ndarray:
+    """For each rollout step, the row of its clip within `window` frames of the step's own
+    whose pose is nearest the dog's (squared distance of x's joint block, standardised by
+    `x_std`): the mocap's motion from where the dog's own pose is, rather than from where the
+    clip is at that time, which a dog that has fallen out of step with its clip cannot
+    follow. (N, frames) rows."""
+    joints = INPUT.block_slice("joints")
+    scale = 1.0 / np.asarray(x_std, np.float64)[joints]
+    count, frames = xs.shape[:2]
+    offsets = np.arange(-window, window + 1)
+    chosen = np.empty((count, frames), dtype=np.int64)
+    dogs = np.arange(count)
+    for k in range(frames):
+        candidates = run.rows[:, BACK_FRAMES + k + offsets]  # (N, 2W + 1)
+        difference = (x_raw[candidates][..., joints] - xs[:, k, None, joints]) * scale
+        best = np.einsum("nwj,nwj->nw", difference, difference).argmin(axis=1)
+        chosen[:, k] = candidates[dogs, best]
+    return chosen
+
+
 def rollout_pairs(
     model_path: Path,
     x_raw: np.ndarray,
@@ -221,10 +243,13 @@ def rollout_pairs(
     frames: int,
     path_share: float,
     generator: np.random.Generator,
+    match_window: int = 0,
+    x_std: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`dogs` rollouts of `frames` steps from random starts, through the exported network at
     `model_path`, `path_share` of them given the clip's path: x (dogs, frames, 480), target
-    rows (dogs, frames), phases (dogs, frames)."""
+    rows (dogs, frames), phases (dogs, frames). `match_window` > 0: each step's target is the
+    nearest_frames row (poses compared under `x_std`), not the frame at the same time."""
     from canis.runtime.inference import MotionModel
 
     model = MotionModel(model_path, threads=1)
@@ -234,6 +259,11 @@ def rollout_pairs(
     for at in range(0, dogs, DOGS_PER_CONTROLLER):
         part = slice(at, at + DOGS_PER_CONTROLLER)
         run = MocapRun.of(y_raw, after, starts[part], frames)
-        parts.append(roll_out(model, run, x_raw, action_index, frames, with_path[part], phase_rad))
+        xs, rows, phases = roll_out(
+            model, run, x_raw, action_index, frames, with_path[part], phase_rad
+        )
+        if match_window > 0:
+            rows = nearest_frames(xs, run, x_raw, x_std, match_window)
+        parts.append((xs, rows, phases))
     xs, rows, phases = (np.concatenate(p) for p in zip(*parts, strict=True))
     return xs, rows, phases
