@@ -147,6 +147,14 @@ def bias_weights(times_s: np.ndarray, bias: float = TRAJECTORY_BIAS) -> np.ndarr
 
 
 _STEP_S = FUTURE_TIMES_S[0]
+# A path's facing is its tangent once a 10-frame step covers this much (0.6 m/s), the
+# command's facing where it stands still, a blend between: on the mocap's own paths the
+# tangent of slow steps alone raised the shipped network's one-step loss by 28%
+# (training/runtime_input_gap.py, docs/EVALUATION.md).
+PATH_FACING_FULL_STEP_M = 0.1
+_TANGENT_FULL_M = (
+    PATH_FACING_FULL_STEP_M * np.array([2.0] * (len(FUTURE_TIMES_S) - 1) + [1.0])[None, :, None]
+)
 _MIDDLE_WEIGHTS = bias_weights(FUTURE_TIMES_S - 0.5 * _STEP_S)[None, :, None]
 _SAMPLE_WEIGHTS = bias_weights(FUTURE_TIMES_S)[None, :]
 _SAMPLE_WEIGHTS_3D = _SAMPLE_WEIGHTS[..., None]  # built once: indexing per frame costs more
@@ -187,13 +195,22 @@ def along_path(
 ) -> GroundTrajectory:
     """The desired future moved onto given world positions (N, S, 2) where a row is finite:
     velocities from the spacing of consecutive samples (the first from the root), facings along
-    the mean of the steps into and out of each sample. Speeds and actions stay the command's."""
+    the mean of the steps into and out of each sample where the path moves on, turning toward
+    the command's facing where it barely does (PATH_FACING_FULL_STEP_M). Speeds and actions
+    stay the command's."""
     points = np.concatenate([root_xz_m[:, None], future_xz_m], axis=1)
     steps = np.diff(points, axis=1)
     tangents = steps.copy()
     tangents[:, :-1] += steps[:, 1:]
     length = norm_xz(tangents)[..., None]
-    directions = np.where(length > 1e-6, tangents / np.maximum(length, 1e-9), desired.directions_xz)
+    along = tangents / np.maximum(length, 1e-9)
+    # The tangent of a path that barely moves is the sway of its points, not a heading: a dog
+    # slowing to a stop on a path (or a clip's root standing still) would be asked to face
+    # every which way. Its weight grows with the steps' length (the two steps summed; the
+    # last sample's tangent is its one step).
+    weight = np.clip(length / _TANGENT_FULL_M, 0.0, 1.0)
+    directions = weight * along + (1.0 - weight) * desired.directions_xz
+    directions /= np.maximum(norm_xz(directions)[..., None], 1e-9)
     follows = np.all(np.isfinite(future_xz_m), axis=(1, 2))[:, None, None]
     return GroundTrajectory(
         np.where(follows, future_xz_m, desired.positions_xz_m),

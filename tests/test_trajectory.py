@@ -137,6 +137,27 @@ def test_a_path_future_replaces_the_desired_samples_where_given():
         assert np.array_equal(getattr(onto, name)[1], getattr(desired, name)[1])
 
 
+def test_a_path_that_barely_moves_keeps_the_commands_facing():
+    """A path whose samples sway by millimetres about a standing dog (a clip's root at rest)
+    has no heading: the facings stay the command's, not the sway's; a path that moves on at
+    a walk faces along it; between, a blend."""
+    from canis.runtime.trajectory import PATH_FACING_FULL_STEP_M
+
+    desired = extrapolate(**{k: np.repeat(v, 3, axis=0) for k, v in state().items()})
+    samples = len(FUTURE_TIMES_S)
+    sway = np.random.default_rng(0).normal(0.0, 0.002, (samples, 2))  # metres
+    step = PATH_FACING_FULL_STEP_M
+    sideways = np.stack([np.arange(1, samples + 1) * step, np.zeros(samples)], axis=-1)
+    future = np.stack([sway, sideways * 1.0, sideways * 0.5])
+    onto = along_path(desired, np.zeros((3, 2)), future)
+    facing = desired.directions_xz
+    assert np.abs(onto.directions_xz[0] - facing[0]).max() < 0.05  # the sway is ignored
+    assert np.allclose(onto.directions_xz[1], [1.0, 0.0])  # along the path (+x)
+    half = onto.directions_xz[2]  # half the full step: between +x and the command's facing
+    assert (half[:, 0] > 0.3).all() and (half @ facing[2][0] > 0.3).all()
+    assert np.allclose(np.linalg.norm(onto.directions_xz, axis=-1), 1.0)
+
+
 def test_path_future_validation():
     control = ControlState.single((0.0, 1.0), action="move")
     control.future_xz_m = np.zeros((1, 5, 2))
