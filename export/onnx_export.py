@@ -28,13 +28,16 @@ from canis.runtime.features import (
 )
 from canis.runtime.precision import PRECISION_KEY
 from canis.runtime.skeleton import DOG_JOINT_NAMES
-from canis.training.checkpoint import load_checkpoint, restore_model
-from canis.training.models import create_model
+from canis.training.checkpoint import load_checkpoint
+from canis.training.models import restored_model
 from torch import nn
 
 from canis import __version__
 
 OPSET = 17
+# "1": the network is a training/models.PoseResidual (its next pose the current one plus its
+# change); checkpoint_from_onnx rebuilds it so. Absent in models exported before it: "0".
+POSE_RESIDUAL_KEY = "canis.pose_residual"
 INPUT_RANGE_MARGIN = 0.1
 MAX_PARITY_ERROR = 1e-4
 LICENCE = (
@@ -88,8 +91,7 @@ def load_for_export(checkpoint_path: Path, dataset_path: Path | None = None):
     recorded get it from the dataset's training rows."""
     checkpoint = load_checkpoint(checkpoint_path)
     config = checkpoint.config
-    model = create_model(config["kind"], config.get("experts") or 8, config.get("hidden"))
-    restore_model(checkpoint, model, checkpoint_path)
+    model = restored_model(checkpoint, checkpoint_path)
     normalisation = checkpoint.section("norm/")
     if "x_min" not in normalisation:
         if dataset_path is None:
@@ -114,6 +116,7 @@ def metadata(config: dict) -> dict[str, str]:
         "canis.kind": config["kind"],
         PRECISION_KEY: "fp32",  # export/precision.py makes the fp16 and int8 variants
         "canis.experts": str(config.get("experts") or ""),
+        POSE_RESIDUAL_KEY: "1" if config.get("pose_residual") else "0",
         "canis.layout_hash": layout_hash(),
         "canis.contract_version": str(CONTRACT_VERSION),
         "canis.contract": json.dumps(contract_description()),

@@ -455,3 +455,40 @@ def test_restandardised_weights_compute_the_same_function_for_every_kind(kind):
         model.load_state_dict(restandardised(model.state_dict(), kind, own, target))
         after = raw_output(model, target)
     assert torch.allclose(after, before, atol=1e-9)
+
+
+def test_a_pose_residual_model_fine_tunes_from_its_onnx(tiny_dataset, tmp_path):
+    """A --pose-residual network shipped as ONNX comes back as a residual checkpoint with
+    its weights exact, fine-tunes in closed loop (its own frames through the same skip), and
+    exports again as a residual network; rescaling it to other statistics is refused."""
+    import onnx
+    from canis.export.onnx_export import POSE_RESIDUAL_KEY, export_onnx
+    from canis.training.checkpoint import load_checkpoint
+    from canis.training.checkpoint_from_onnx import checkpoint_from_onnx
+    from canis.training.train import LAST, train
+    from conftest import tiny_config
+    from onnx import numpy_helper
+
+    residual = tiny_config(tiny_dataset)
+    residual.pose_residual = True
+    train(residual, tmp_path / "one_step", progress=False)
+    model = tmp_path / "r.onnx"
+    export_onnx(tmp_path / "one_step" / LAST, model, tiny_dataset)
+    converted = checkpoint_from_onnx(model, tiny_dataset, tmp_path / "c.safetensors")
+    assert converted["pose_residual"] is True
+    original = load_checkpoint(tmp_path / "one_step" / LAST).section("model/")
+    back = load_checkpoint(tmp_path / "c.safetensors").section("model/")
+    assert back.keys() == original.keys() and "skip_scale" in back
+    for name, weights in original.items():
+        assert torch.equal(back[name], weights), name
+    out = tmp_path / "run"
+    assert finetune(tiny_dataset, model, out) == 0
+    assert load_checkpoint(out / "last.safetensors").config["pose_residual"] is True
+    export_onnx(out / "last.safetensors", tmp_path / "again.onnx", tiny_dataset)
+    graph = onnx.load(str(tmp_path / "again.onnx"))
+    assert {p.key: p.value for p in graph.metadata_props}[POSE_RESIDUAL_KEY] == "1"
+    mean = next(i for i in graph.graph.initializer if i.name == "y_mean")
+    mean.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(mean) + 0.5, "y_mean"))
+    onnx.save(graph, str(tmp_path / "other.onnx"))
+    with pytest.raises(ValueError, match="pose-residual network cannot be restandardised"):
+        checkpoint_from_onnx(tmp_path / "other.onnx", tiny_dataset, tmp_path / "x", True)

@@ -438,6 +438,18 @@ def test_validation_breakdown_adds_up_to_the_logged_loss(tiny_dataset, tmp_path,
     assert sum(f["validation_mse"] * f["outputs"] for f in fields) / 363 == pytest.approx(
         result["validation_mse"], rel=1e-5
     )
+    # Keeping the pose: the next frame's joint field read as the current one's, in raw units,
+    # standardised as y; computed here from the dataset's raw rows.
+    from canis.runtime.features import INPUT, OUTPUT
+
+    raw = dataset.load(tiny_dataset)
+    held = raw["validation"]
+    for field in ("position", "velocity"):
+        now, then = INPUT.indices("joints", field), OUTPUT.indices("joints", field)
+        expected = ((raw["X"][held][:, now] - raw["Y"][held][:, then]) / raw["y_std"][then]) ** 2
+        (row,) = [f for f in fields if f["field"] == f"joints.{field}"]
+        assert row["kept_pose_validation_mse"] == pytest.approx(expected.mean(), rel=1e-4)
+    assert not any("kept_pose_validation_mse" in f for f in fields if f["field"][:6] != "joints")
     assert "| trot | 138 |" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main([str(tmp_path / LAST), "--dataset", str(tmp_path / "none.npz")])
@@ -479,3 +491,59 @@ def test_generalisation_table_reads_the_runs(tmp_path, capsys):
     assert figure.stat().st_size > 1000
     with pytest.raises(FileNotFoundError, match="--run .*missing: no log.csv in it"):
         main(["--run", f"C={tmp_path / 'missing'}"])
+
+
+@pytest.mark.parametrize("kind", ["mann", "pfnn", "vnn"])
+def test_pose_residual_keeps_the_pose_and_travels_through_export(tiny_dataset, tmp_path, kind):
+    """--pose-residual: with the network's own output zero, the exported model's next pose
+    is the input's pose exactly and the rest of y the dataset's mean; a trained residual
+    run exports with its parity check and says so in its metadata, and a resume without the
+    option is refused, naming it."""
+    from canis.export.onnx_export import POSE_RESIDUAL_KEY, ExportedModel
+    from canis.runtime.features import INPUT, OUTPUT
+    from canis.training.train import TrainingData
+
+    residual = config(tiny_dataset, kind=kind, epochs=1)
+    residual.pose_residual = True
+    train(residual, tmp_path, progress=False)
+    checkpoint = load_checkpoint(tmp_path / LAST)
+    assert checkpoint.config["pose_residual"] is True
+    assert checkpoint.config["train"]["identity"]["pose_residual"] is True
+    out = tmp_path / f"{kind}.onnx"
+    report = export_onnx(tmp_path / LAST, out, tiny_dataset)
+    assert max(report["parity_max_abs_error"].values()) < 1e-4
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    assert session.get_modelmeta().custom_metadata_map[POSE_RESIDUAL_KEY] == "1"
+
+    data = TrainingData(str(tiny_dataset), kind, torch.device("cpu"))
+    zero = create_model(kind, 4, TINY_HIDDEN, pose_residual=data.normalisation)
+    with torch.no_grad():
+        for parameter in zero.parameters():
+            parameter.zero_()
+    wrapped = ExportedModel(zero, data.normalisation)
+    x = dataset.load(tiny_dataset)["X"][:16]
+    phase = torch.zeros(16)
+    with torch.no_grad():
+        out_y = (
+            wrapped(torch.as_tensor(x), phase) if kind == "pfnn" else wrapped(torch.as_tensor(x))
+        )
+    y = (out_y[0] if isinstance(out_y, tuple) else out_y).numpy()
+    joints_in, joints_out = INPUT.block_slice("joints"), OUTPUT.block_slice("joints")
+    # x is clamped to the training range first: the tiny dataset's own rows are inside it
+    assert np.allclose(y[:, joints_out], x[:, joints_in], atol=1e-5)
+    rest = np.r_[0 : joints_out.start, joints_out.stop : OUTPUT.size]
+    assert np.allclose(y[:, rest], data.normalisation["y_mean"].numpy()[rest], atol=1e-5)
+
+    plain = config(tiny_dataset, kind=kind, epochs=2)
+    with pytest.raises(ValueError, match=r"other settings: pose_residual True \(now False\)"):
+        train(plain, tmp_path, resume=True, progress=False)
+
+
+def test_a_pose_residual_checkpoint_does_not_load_into_a_plain_network(tiny_dataset, tmp_path):
+    """The residual network's weights sit under another name: given to a plain network (or
+    the reverse) they are refused, naming what is missing, not loaded half-way."""
+    residual = config(tiny_dataset, epochs=1)
+    residual.pose_residual = True
+    train(residual, tmp_path, progress=False)
+    with pytest.raises(ValueError, match="missing gating"):
+        restore_model(load_checkpoint(tmp_path / LAST), create_model("mann", 4, TINY_HIDDEN))

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import torch
+from canis.export.onnx_export import POSE_RESIDUAL_KEY
 from canis.runtime.features import gating_indices
 from canis.training.checkpoint import save_checkpoint
 from canis.training.models import create_model
@@ -72,12 +73,21 @@ def checkpoint_from_onnx(
         for k, v in weights.items()
         if k.startswith(WEIGHT_PREFIX)
     }
+    if differ and meta.get(POSE_RESIDUAL_KEY) == "1":
+        raise ValueError(
+            f"{onnx_path}: a pose-residual network cannot be restandardised (its skip adds the "
+            f"input's pose to the output's under its own statistics); give the dataset it was "
+            "trained on"
+        )
     if differ:
         own = {k: torch.as_tensor(weights[k].copy()) for k in STATISTICS}
         tensors = restandardised(tensors, kind, own, data.normalisation)
     experts = int(meta["canis.experts"]) if meta.get("canis.experts") else None
     hidden = next(v.shape[-1] for k, v in tensors.items() if k.endswith("layers.0.bias"))
-    network = create_model(kind, experts or 8, hidden)
+    residual = data.normalisation if meta.get(POSE_RESIDUAL_KEY) == "1" else None
+    network = create_model(kind, experts or 8, hidden, pose_residual=residual)
+    if residual is not None:  # the skip is the dataset's statistics (checked equal above)
+        tensors |= {k: v for k, v in network.state_dict().items() if k.startswith("skip_")}
     missing = sorted(set(network.state_dict()) ^ set(tensors))
     if missing:
         raise ValueError(f"{onnx_path}: its weights do not fit a {kind} network: {missing[:6]}")
@@ -88,6 +98,7 @@ def checkpoint_from_onnx(
         "kind": kind,
         "experts": experts,
         "hidden": hidden,
+        "pose_residual": residual is not None,
         "train": {"config": schedule | {"dataset": str(dataset_path)}, "identity": None},
         "epoch": schedule.get("epochs_completed"),
         "last": result.get("last"),

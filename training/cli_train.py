@@ -72,6 +72,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "keeps both)",
     )
     train.add_argument(
+        "--pose-residual",
+        action="store_true",
+        help="predict the next pose as the current one plus a change (the output's joint "
+        "block adds the input's; training/models.PoseResidual) instead of whole",
+    )
+    train.add_argument(
         "--resume", action="store_true", help="continue the run in --out from its last checkpoint"
     )
     add_speed_options(train)
@@ -191,6 +197,7 @@ def run_train(args) -> int:
         input_noise=args.input_noise,
         holdout=args.holdout,
         mirrored=False if args.no_mirrored else None,
+        pose_residual=True if args.pose_residual else None,
     )
     if not args.dataset.exists():
         raise FileNotFoundError(

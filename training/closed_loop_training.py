@@ -323,8 +323,8 @@ def measure(checkpoint_path, dataset: str, loop: ClosedLoopConfig, stretches: in
     """A checkpoint's one-step validation loss and closed-loop validation loss (under `loop`'s
     stretch), as `fine_tune` logs them, without training: the ablation's common yardstick,
     since a one-step run's own log measures its closed-loop column with no own frames."""
-    from canis.training.checkpoint import load_checkpoint, restore_model
-    from canis.training.models import create_model
+    from canis.training.checkpoint import load_checkpoint
+    from canis.training.models import restored_model
     from canis.training.train import (
         TrainingData,
         _check_same_dataset,
@@ -338,10 +338,7 @@ def measure(checkpoint_path, dataset: str, loop: ClosedLoopConfig, stretches: in
     # Validation rows are the held-out clips whatever the split; the input range is the run's.
     data = TrainingData(dataset, kind, torch.device("cpu"), **split_settings(checkpoint))
     _check_same_dataset(checkpoint, data, SimpleNamespace(dataset=dataset), checkpoint_path)
-    model = create_model(
-        kind, checkpoint.config.get("experts") or 8, checkpoint.config.get("hidden")
-    )
-    restore_model(checkpoint, model, checkpoint_path)
+    model = restored_model(checkpoint, checkpoint_path)
     standard = Standardiser(data.normalisation, OUTPUT.size)
     val_split = StretchData(dataset, data, validation=True)
 
@@ -406,11 +403,10 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
 
     from canis.training.checkpoint import (
         load_checkpoint,
-        restore_model,
         restore_optimizer,
         save_checkpoint,
     )
-    from canis.training.models import create_model
+    from canis.training.models import restored_model
     from canis.training.precision import autocast, fused_optimiser, precision_for_run
     from canis.training.train import (
         LAST,
@@ -454,8 +450,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         )
     data = TrainingData(settings.dataset, kind, torch.device("cpu"))
     _check_same_dataset(checkpoint, data, SimpleNamespace(dataset=settings.dataset), source)
-    model = create_model(kind, saved.get("experts") or 8, saved.get("hidden"), settings.dropout)
-    restore_model(checkpoint, model, source)
+    model = restored_model(checkpoint, source, settings.dropout)
     optimizer = torch.optim.AdamW(
         model.parameters(),
         lr=settings.lr,

@@ -43,6 +43,7 @@ IDENTITY_DEFAULTS = {
     "input_noise": 0.0,
     "holdout": "clips",
     "mirrored": True,
+    "pose_residual": False,
 }
 
 
@@ -67,6 +68,7 @@ class TrainConfig:
     input_noise: float = 0.0  # std of Gaussian noise on the standardised training inputs
     holdout: str = "clips"  # training/holdout.py
     mirrored: bool = True  # False: train on the captured rows only, not their mirrors
+    pose_residual: bool = False  # the next pose as the current one plus the network's change
 
     def __post_init__(self):
         if not self.weight_decay >= 0:
@@ -259,7 +261,9 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
         print(f"precision {config.precision}, {torch.get_num_threads()} threads", flush=True)
     data = TrainingData(config.dataset, config.kind, device, config.holdout, config.mirrored)
     torch.manual_seed(config.seed)  # the initial weights are part of what the seed fixes
-    model = create_model(config.kind, config.experts, config.hidden, config.dropout).to(device)
+    residual = data.normalisation if config.pose_residual else None
+    model = create_model(config.kind, config.experts, config.hidden, config.dropout, residual)
+    model = model.to(device)
     optimizer = torch.optim.AdamW(
         model.parameters(),
         lr=config.lr,
@@ -357,6 +361,7 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
             "kind": config.kind,
             "experts": config.experts if config.kind == "mann" else None,
             "hidden": config.hidden,
+            "pose_residual": config.pose_residual,
             "train": {"identity": config.identity(), "config": asdict(config)},
             "dataset": {
                 k: data.metadata[k] for k in ("built", "validation_clips", "licence", "layout_hash")

@@ -39,6 +39,20 @@ def squared_errors(model, kind: str, x, y, phase, batch: int = 8192) -> np.ndarr
     return np.concatenate(parts)
 
 
+def kept_pose_errors(data, x, y) -> np.ndarray:
+    """(rows, outputs) squared errors, standardised as the network's, of predicting the next
+    pose as the current one (the input's joint block carried over, training/models.pose_skip;
+    NaN outside the joint block): the yardstick a network that moves on from the pose it is in
+    should beat, and the part a --pose-residual network gets for free."""
+    from canis.training.models import INPUT_JOINTS, OUTPUT_JOINTS, pose_skip
+
+    scale, offset = pose_skip(data.normalisation)
+    errors = np.full(tuple(y.shape), np.nan, dtype=np.float32)
+    kept = x[:, INPUT_JOINTS] * scale + offset
+    errors[:, OUTPUT_JOINTS] = ((kept - y[:, OUTPUT_JOINTS]) ** 2).numpy()
+    return errors
+
+
 def output_fields() -> dict[str, np.ndarray]:
     """Flat output indices of each `block.field` of the motion networks' output."""
     return {
@@ -56,8 +70,8 @@ def majority(labels: np.ndarray, names: tuple[str, ...], none: str = "none") -> 
 
 
 def breakdown(checkpoint_path: Path, dataset: str) -> dict:
-    from canis.training.checkpoint import load_checkpoint, restore_model
-    from canis.training.models import create_model
+    from canis.training.checkpoint import load_checkpoint
+    from canis.training.models import restored_model
     from canis.training.train import TrainingData, _check_same_dataset, split_settings
 
     checkpoint = load_checkpoint(checkpoint_path)
@@ -65,8 +79,7 @@ def breakdown(checkpoint_path: Path, dataset: str) -> dict:
     kind = config["kind"]
     data = TrainingData(dataset, kind, torch.device("cpu"), **split_settings(checkpoint))
     _check_same_dataset(checkpoint, data, argparse.Namespace(dataset=dataset), checkpoint_path)
-    model = create_model(kind, config.get("experts") or 8, config.get("hidden"))
-    restore_model(checkpoint, model, checkpoint_path)
+    model = restored_model(checkpoint, checkpoint_path)
     with np.load(dataset, allow_pickle=False) as npz:
         columns = {
             k: npz[k]
@@ -82,6 +95,8 @@ def breakdown(checkpoint_path: Path, dataset: str) -> dict:
     training_errors = squared_errors(
         model, kind, data.x_train[sample], data.y_train[sample], data.phase_train[sample]
     )
+    kept = kept_pose_errors(data, data.x_val, data.y_val)
+    training_kept = kept_pose_errors(data, data.x_train[sample], data.y_train[sample])
     outputs = errors.shape[1]
     row_error = errors.mean(axis=1)
     total = row_error.sum()
@@ -125,6 +140,14 @@ def breakdown(checkpoint_path: Path, dataset: str) -> dict:
             "training_mse": float(training_errors[:, indices].mean()),
             "share_of_validation_error": float(errors[:, indices].sum() / errors.sum()),
         }
+        | (
+            {
+                "kept_pose_validation_mse": float(kept[:, indices].mean()),
+                "kept_pose_training_mse": float(training_kept[:, indices].mean()),
+            }
+            if name.startswith("joints.")
+            else {}
+        )
         for name, indices in output_fields().items()
         if indices.max() < outputs
     ]
@@ -192,13 +215,18 @@ def markdown(result: dict) -> str:
     lines += [
         "",
         "| output field | outputs | validation MSE | training MSE | validation / training | "
-        "share of validation error |",
-        "|---|---|---|---|---|---|",
+        "share of validation error | keeping the pose: validation / training MSE |",
+        "|---|---|---|---|---|---|---|",
     ]
     lines += [
         f"| {f['field']} | {f['outputs']} | {f['validation_mse']:.3f} | "
         f"{f['training_mse']:.3f} | {f['validation_mse'] / f['training_mse']:.1f}x | "
-        f"{f['share_of_validation_error']:.0%} |"
+        f"{f['share_of_validation_error']:.0%} | "
+        + (
+            f"{f['kept_pose_validation_mse']:.3f} / {f['kept_pose_training_mse']:.3f} |"
+            if "kept_pose_validation_mse" in f
+            else "|"
+        )
         for f in result["fields"]
     ]
     worst = result["clips"][0]["clip"]
