@@ -272,6 +272,10 @@ def _study_options(train: dict) -> list[tuple[str, str]]:
         options.append((f"holdout {train['holdout']}", f"--holdout {train['holdout']}"))
     if not train.get("mirrored", True):
         options.append(("no mirrored clips", "--no-mirrored"))
+    if train.get("pose_residual"):
+        options.append(
+            ("the next pose predicted as the current one plus a change", "--pose-residual")
+        )
     return options
 
 

@@ -358,11 +358,12 @@ def test_a_cards_reproduce_line_names_the_training_options_a_run_changed():
         "input_noise": 0.1,
         "holdout": "within-clips",
         "mirrored": False,
+        "pose_residual": True,
         "oversample": False,
     }
     assert _training_options(changed) == (
         " --hidden 256 --dropout 0.0 --weight-decay 0.01 --input-noise 0.1 --holdout within-clips "
-        "--no-mirrored --no-oversample"
+        "--no-mirrored --pose-residual --no-oversample"
     )
 
 
