@@ -41,6 +41,7 @@ TORCH_FREE_MODULES = {
     "test_native_frame",
     "test_panda3d_example",
     "test_poses",
+    "test_pose_drift",
     "test_rotations",
     "test_rtn_precision_ab",
     "test_run",
