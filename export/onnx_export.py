@@ -35,8 +35,9 @@ from torch import nn
 from canis import __version__
 
 OPSET = 17
-# "1": the network is a training/models.PoseResidual (its next pose the current one plus its
-# change); checkpoint_from_onnx rebuilds it so. Absent in models exported before it: "0".
+# The share of the pose a training/models.PoseResidual keeps ("1": its next pose the current
+# one plus its change); "0" (and absent, in models exported before it): predicted whole.
+# checkpoint_from_onnx rebuilds the network from it.
 POSE_RESIDUAL_KEY = "canis.pose_residual"
 INPUT_RANGE_MARGIN = 0.1
 MAX_PARITY_ERROR = 1e-4
@@ -116,7 +117,7 @@ def metadata(config: dict) -> dict[str, str]:
         "canis.kind": config["kind"],
         PRECISION_KEY: "fp32",  # export/precision.py makes the fp16 and int8 variants
         "canis.experts": str(config.get("experts") or ""),
-        POSE_RESIDUAL_KEY: "1" if config.get("pose_residual") else "0",
+        POSE_RESIDUAL_KEY: f"{float(config.get('pose_residual') or 0):g}",
         "canis.layout_hash": layout_hash(),
         "canis.contract_version": str(CONTRACT_VERSION),
         "canis.contract": json.dumps(contract_description()),

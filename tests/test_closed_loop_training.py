@@ -358,12 +358,12 @@ def test_a_cards_reproduce_line_names_the_training_options_a_run_changed():
         "input_noise": 0.1,
         "holdout": "within-clips",
         "mirrored": False,
-        "pose_residual": True,
+        "pose_residual": 0.9,
         "oversample": False,
     }
     assert _training_options(changed) == (
         " --hidden 256 --dropout 0.0 --weight-decay 0.01 --input-noise 0.1 --holdout within-clips "
-        "--no-mirrored --pose-residual --no-oversample"
+        "--no-mirrored --pose-residual 0.9 --no-oversample"
     )
 
 
@@ -471,12 +471,12 @@ def test_a_pose_residual_model_fine_tunes_from_its_onnx(tiny_dataset, tmp_path):
     from onnx import numpy_helper
 
     residual = tiny_config(tiny_dataset)
-    residual.pose_residual = True
+    residual.pose_residual = 0.9
     train(residual, tmp_path / "one_step", progress=False)
     model = tmp_path / "r.onnx"
     export_onnx(tmp_path / "one_step" / LAST, model, tiny_dataset)
     converted = checkpoint_from_onnx(model, tiny_dataset, tmp_path / "c.safetensors")
-    assert converted["pose_residual"] is True
+    assert converted["pose_residual"] == 0.9
     original = load_checkpoint(tmp_path / "one_step" / LAST).section("model/")
     back = load_checkpoint(tmp_path / "c.safetensors").section("model/")
     assert back.keys() == original.keys() and "skip_scale" in back
@@ -484,10 +484,10 @@ def test_a_pose_residual_model_fine_tunes_from_its_onnx(tiny_dataset, tmp_path):
         assert torch.equal(back[name], weights), name
     out = tmp_path / "run"
     assert finetune(tiny_dataset, model, out) == 0
-    assert load_checkpoint(out / "last.safetensors").config["pose_residual"] is True
+    assert load_checkpoint(out / "last.safetensors").config["pose_residual"] == 0.9
     export_onnx(out / "last.safetensors", tmp_path / "again.onnx", tiny_dataset)
     graph = onnx.load(str(tmp_path / "again.onnx"))
-    assert {p.key: p.value for p in graph.metadata_props}[POSE_RESIDUAL_KEY] == "1"
+    assert {p.key: p.value for p in graph.metadata_props}[POSE_RESIDUAL_KEY] == "0.9"
     mean = next(i for i in graph.graph.initializer if i.name == "y_mean")
     mean.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(mean) + 0.5, "y_mean"))
     onnx.save(graph, str(tmp_path / "other.onnx"))

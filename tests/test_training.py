@@ -504,11 +504,11 @@ def test_pose_residual_keeps_the_pose_and_travels_through_export(tiny_dataset, t
     from canis.training.train import TrainingData
 
     residual = config(tiny_dataset, kind=kind, epochs=1)
-    residual.pose_residual = True
+    residual.pose_residual = 1.0
     train(residual, tmp_path, progress=False)
     checkpoint = load_checkpoint(tmp_path / LAST)
-    assert checkpoint.config["pose_residual"] is True
-    assert checkpoint.config["train"]["identity"]["pose_residual"] is True
+    assert checkpoint.config["pose_residual"] == 1.0
+    assert checkpoint.config["train"]["identity"]["pose_residual"] == 1.0
     out = tmp_path / f"{kind}.onnx"
     report = export_onnx(tmp_path / LAST, out, tiny_dataset)
     assert max(report["parity_max_abs_error"].values()) < 1e-4
@@ -535,7 +535,7 @@ def test_pose_residual_keeps_the_pose_and_travels_through_export(tiny_dataset, t
     assert np.allclose(y[:, rest], data.normalisation["y_mean"].numpy()[rest], atol=1e-5)
 
     plain = config(tiny_dataset, kind=kind, epochs=2)
-    with pytest.raises(ValueError, match=r"other settings: pose_residual True \(now False\)"):
+    with pytest.raises(ValueError, match=r"other settings: pose_residual 1.0 \(now 0.0\)"):
         train(plain, tmp_path, resume=True, progress=False)
 
 
@@ -543,7 +543,32 @@ def test_a_pose_residual_checkpoint_does_not_load_into_a_plain_network(tiny_data
     """The residual network's weights sit under another name: given to a plain network (or
     the reverse) they are refused, naming what is missing, not loaded half-way."""
     residual = config(tiny_dataset, epochs=1)
-    residual.pose_residual = True
+    residual.pose_residual = 1.0
     train(residual, tmp_path, progress=False)
     with pytest.raises(ValueError, match="missing gating"):
         restore_model(load_checkpoint(tmp_path / LAST), create_model("mann", 4, TINY_HIDDEN))
+
+
+def test_a_pose_residual_that_keeps_a_share_pulls_the_pose_toward_the_mean(tiny_dataset):
+    """--pose-residual 0.5: with the network's own output zero, the next pose is halfway
+    between the current one and the dataset's mean next pose (raw units), so an error in the
+    pose fed back halves every frame instead of staying; shares outside (0, 1] are refused."""
+    from canis.export.onnx_export import ExportedModel
+    from canis.runtime.features import INPUT, OUTPUT
+    from canis.training.train import TrainConfig, TrainingData
+
+    data = TrainingData(str(tiny_dataset), "mann", torch.device("cpu"))
+    half = create_model("mann", 4, TINY_HIDDEN, pose_residual=data.normalisation, pose_keep=0.5)
+    with torch.no_grad():
+        for parameter in half.parameters():
+            parameter.zero_()
+        x = dataset.load(tiny_dataset)["X"][:8]
+        y = ExportedModel(half, data.normalisation)(torch.as_tensor(x))[0].numpy()
+    mean = data.normalisation["y_mean"].numpy()[OUTPUT.block_slice("joints")]
+    current = x[:, INPUT.block_slice("joints")]
+    assert np.allclose(y[:, OUTPUT.block_slice("joints")], mean + 0.5 * (current - mean), atol=1e-5)
+    for share in (1.5, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="share of the pose kept"):
+            TrainConfig(pose_residual=share)
+    with pytest.raises(ValueError, match="share of the pose kept"):
+        create_model("mann", 4, TINY_HIDDEN, pose_residual=data.normalisation, pose_keep=0)

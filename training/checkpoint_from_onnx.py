@@ -73,7 +73,8 @@ def checkpoint_from_onnx(
         for k, v in weights.items()
         if k.startswith(WEIGHT_PREFIX)
     }
-    if differ and meta.get(POSE_RESIDUAL_KEY) == "1":
+    keep = float(meta.get(POSE_RESIDUAL_KEY, "0"))
+    if differ and keep > 0:
         raise ValueError(
             f"{onnx_path}: a pose-residual network cannot be restandardised (its skip adds the "
             f"input's pose to the output's under its own statistics); give the dataset it was "
@@ -84,8 +85,8 @@ def checkpoint_from_onnx(
         tensors = restandardised(tensors, kind, own, data.normalisation)
     experts = int(meta["canis.experts"]) if meta.get("canis.experts") else None
     hidden = next(v.shape[-1] for k, v in tensors.items() if k.endswith("layers.0.bias"))
-    residual = data.normalisation if meta.get(POSE_RESIDUAL_KEY) == "1" else None
-    network = create_model(kind, experts or 8, hidden, pose_residual=residual)
+    residual = data.normalisation if keep > 0 else None
+    network = create_model(kind, experts or 8, hidden, pose_residual=residual, pose_keep=keep)
     if residual is not None:  # the skip is the dataset's statistics (checked equal above)
         tensors |= {k: v for k, v in network.state_dict().items() if k.startswith("skip_")}
     missing = sorted(set(network.state_dict()) ^ set(tensors))
@@ -98,7 +99,7 @@ def checkpoint_from_onnx(
         "kind": kind,
         "experts": experts,
         "hidden": hidden,
-        "pose_residual": residual is not None,
+        "pose_residual": keep,
         "train": {"config": schedule | {"dataset": str(dataset_path)}, "identity": None},
         "epoch": schedule.get("epochs_completed"),
         "last": result.get("last"),

@@ -192,15 +192,27 @@ class PoseResidual(nn.Module):
     moving on from the pose it is in. Here keeping the pose is free and the network learns the
     change. The loss is unchanged (MSE of the standardised y); only the parametrisation is.
     The skip is fixed (buffers from the dataset's standardisation, saved with the weights).
+
+    `keep` < 1 carries only that share of the current pose's offset from the mean pose (the
+    rest is the network's to predict): in closed loop an error the network's changes leave
+    then shrinks by that factor every frame instead of adding up, which with keep = 1 pulls
+    the fed-back pose apart within seconds (training/pose_drift.py, docs/EVALUATION.md).
     """
 
-    def __init__(self, network: nn.Module, normalisation: dict[str, torch.Tensor]):
+    def __init__(
+        self, network: nn.Module, normalisation: dict[str, torch.Tensor], keep: float = 1.0
+    ):
         super().__init__()
+        if not 0 < keep <= 1:
+            raise ValueError(
+                f"--pose-residual {keep}: the share of the pose kept must be in (0, 1]"
+            )
         self.network = network
         self.kind = network.kind
         scale, offset = pose_skip(normalisation)
-        self.register_buffer("skip_scale", scale)
-        self.register_buffer("skip_offset", offset)
+        # keep * (the pose carried over - the mean pose), standardised: the mean is y's zero
+        self.register_buffer("skip_scale", keep * scale)
+        self.register_buffer("skip_offset", keep * offset)
 
     def forward(self, x: torch.Tensor, *rest):
         out = self.network(x, *rest)
@@ -223,12 +235,13 @@ def create_model(
     hidden: int | None = None,
     dropout: float = DROPOUT,
     pose_residual: dict[str, torch.Tensor] | None = None,
+    pose_keep: float = 1.0,
 ) -> nn.Module:
     """`hidden`: units per hidden layer, None for the paper's (512; the vanilla network's
     2048). Smaller networks are for test fixtures. `dropout`: the probability of dropping an
     input of each layer in training (no effect in eval mode, so exports need not know it).
     `pose_residual`: the dataset's standardisation (x_mean, x_std, y_mean, y_std) to make a
-    PoseResidual network; None for the paper's."""
+    PoseResidual network keeping `pose_keep` of the pose; None for the paper's."""
     size = ({} if hidden is None else {"hidden": hidden}) | {"dropout": dropout}
     if kind == "mann":
         network = MANN(experts, **size)
@@ -238,7 +251,9 @@ def create_model(
         network = VanillaNetwork(**size)
     else:
         raise ValueError(f"unknown model kind {kind!r}; choose one of {', '.join(MODEL_KINDS)}")
-    return network if pose_residual is None else PoseResidual(network, pose_residual)
+    if pose_residual is None:
+        return network
+    return PoseResidual(network, pose_residual, pose_keep)
 
 
 def restored_model(checkpoint, path, dropout: float = DROPOUT) -> nn.Module:
@@ -247,9 +262,10 @@ def restored_model(checkpoint, path, dropout: float = DROPOUT) -> nn.Module:
     from canis.training.checkpoint import restore_model
 
     config = checkpoint.config
-    residual = checkpoint.section("norm/") if config.get("pose_residual") else None
+    keep = float(config.get("pose_residual") or 0.0)  # 0: none (True in runs before its share)
+    residual = checkpoint.section("norm/") if keep > 0 else None
     model = create_model(
-        config["kind"], config.get("experts") or 8, config.get("hidden"), dropout, residual
+        config["kind"], config.get("experts") or 8, config.get("hidden"), dropout, residual, keep
     )
     restore_model(checkpoint, model, path)
     return model

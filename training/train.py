@@ -43,7 +43,7 @@ IDENTITY_DEFAULTS = {
     "input_noise": 0.0,
     "holdout": "clips",
     "mirrored": True,
-    "pose_residual": False,
+    "pose_residual": 0.0,
 }
 
 
@@ -68,7 +68,9 @@ class TrainConfig:
     input_noise: float = 0.0  # std of Gaussian noise on the standardised training inputs
     holdout: str = "clips"  # training/holdout.py
     mirrored: bool = True  # False: train on the captured rows only, not their mirrors
-    pose_residual: bool = False  # the next pose as the current one plus the network's change
+    # > 0: the next pose as this share of the current one plus the network's change (models.
+    # PoseResidual); 0: predicted whole, the paper's
+    pose_residual: float = 0.0
 
     def __post_init__(self):
         if not self.weight_decay >= 0:
@@ -77,6 +79,11 @@ class TrainConfig:
             raise ValueError(f"--input-noise {self.input_noise}: must be 0 or more")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"--dropout {self.dropout}: must be at least 0 and below 1")
+        if not 0 <= self.pose_residual <= 1:
+            raise ValueError(
+                f"--pose-residual {self.pose_residual}: the share of the pose kept must be "
+                "between 0 (none: the pose predicted whole) and 1"
+            )
         if self.holdout not in HOLDOUTS:
             raise ValueError(f"--holdout {self.holdout!r}: choose one of {', '.join(HOLDOUTS)}")
 
@@ -262,7 +269,9 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
     data = TrainingData(config.dataset, config.kind, device, config.holdout, config.mirrored)
     torch.manual_seed(config.seed)  # the initial weights are part of what the seed fixes
     residual = data.normalisation if config.pose_residual else None
-    model = create_model(config.kind, config.experts, config.hidden, config.dropout, residual)
+    model = create_model(
+        config.kind, config.experts, config.hidden, config.dropout, residual, config.pose_residual
+    )
     model = model.to(device)
     optimizer = torch.optim.AdamW(
         model.parameters(),
