@@ -190,3 +190,42 @@ def test_train_help_states_the_schedules_training_uses(capsys):
             f"lr {schedule['lr']:.0e}, restarts {restarts}"
         ) in text
     assert "cpu: 75 epochs" in text
+
+
+def test_run_script_takes_an_install_with_more_extras_as_done(tmp_path):
+    """After `./run test` had installed every extra, `./run demo` reinstalled the demo's alone
+    (a 30 s pause before the window on a fresh clone): a stamp of the current build that
+    covers the asked extras now counts; one of another build, or with fewer extras, does not
+    (seen by the command's "installing" line, without letting it install)."""
+    repo = Path(__file__).resolve().parent.parent
+    venv = Path(sys.prefix)
+    if not list(venv.glob(".canis-installed-*")):
+        pytest.skip("not running in an environment made by ./run")
+    digest = subprocess.run(
+        ["bash", "-c", "cat pyproject.toml CMakeLists.txt $(find native -type f | sort) | "
+         "sha256sum | cut -c1-16"],
+        cwd=repo, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    fake = tmp_path / "venv"
+    (fake / "bin").mkdir(parents=True)
+    (fake / "bin" / "canis").symlink_to(venv / "bin" / "canis")  # runs in the real venv
+    python = fake / "bin" / "python"  # an install would fail here, touching nothing real
+    python.write_text("#!/bin/sh\necho fake python: $* >&2\nexit 3\n")
+    python.chmod(0o755)
+
+    def demo_help(stamps: dict[str, str]) -> subprocess.CompletedProcess:
+        for old in fake.glob(".canis-installed-*"):
+            old.unlink()
+        for extras, content in stamps.items():
+            (fake / f".canis-installed-{extras}").write_text(content + "\n")
+        env = dict(os.environ, CANIS_VENV=str(fake))
+        return subprocess.run(
+            [str(repo / "run"), "demo", "--help"], env=env, capture_output=True, text=True
+        )
+
+    covered = demo_help({"demo-train-dev": digest})
+    assert covered.returncode == 0 and "installing" not in covered.stderr
+    assert "usage" in covered.stdout
+    for stamps in ({"demo-train-dev": "0" * 16}, {"train-dev": digest}):
+        refused = demo_help(stamps)
+        assert refused.returncode == 3 and "run: installing canis[demo]" in refused.stderr
