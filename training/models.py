@@ -189,8 +189,9 @@ class PoseResidual(nn.Module):
     Why: without it each frame's pose is predicted whole, and on held-out clips the shipped
     MANN-8's joint positions erred 300x as much as keeping the current pose would (standardised
     MSE 0.942 against 0.003; validation_breakdown, docs/EVALUATION.md "The pose kept"): the
-    network reproduces poses of the clips it saw instead of moving on from the pose it is in. Here keeping the pose is free and the network learns the
-    change. The loss is unchanged (MSE of the standardised y); only the parametrisation is.
+    network reproduces poses of the clips it saw instead of moving on from the pose it is in.
+    Here keeping the pose is free and the network learns the change. The loss is unchanged
+    (MSE of the standardised y); only the parametrisation is.
     The skip is fixed (buffers from the dataset's standardisation, saved with the weights).
 
     `keep` < 1 carries only that share of the current pose's offset from the mean pose (the
