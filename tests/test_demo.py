@@ -1,5 +1,6 @@
 """The viewer rendered off-screen (pyglet's EGL headless mode with Mesa)."""
 
+import itertools
 import os
 from pathlib import Path
 
@@ -243,6 +244,11 @@ def test_the_stage_plot_scales_to_the_frames_and_names_its_stages(app):
     app.window.switch_to()
     app.on_draw()
     assert app.plot_titles["frame"].text.startswith("frame time per stage, 0-")
+    # Each title ends a space before the next one starts (the frame title ran into the
+    # experts' with no gap: "...budget)expert weights").
+    titles = [app.plot_titles[name] for name in ("frame", "experts", "footfalls")]
+    for title, following in itertools.pairwise(titles):
+        assert title.x + title.content_width + 10 <= following.x, title.text
     legend = [label.text for label in app.stage_legend]
     assert {"transition", "render", "inference", "other"} <= set(legend)
 
