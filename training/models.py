@@ -181,6 +181,12 @@ def pose_skip(normalisation: dict) -> tuple[torch.Tensor, torch.Tensor]:
     return (x_std / y_std).clone(), ((x_mean - y_mean) / y_std).clone()
 
 
+def carried_pose(x: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """The standardised input's joint block carried into the output's joint block by a
+    pose_skip (scale, offset): the next pose as the current one."""
+    return x[:, INPUT_JOINTS] * scale + offset
+
+
 class PoseResidual(nn.Module):
     """A network whose next pose is the current pose plus what it predicts: the output's
     joint block (next pose, next root's frame) is the input's (current pose, current root's
@@ -218,7 +224,7 @@ class PoseResidual(nn.Module):
     def forward(self, x: torch.Tensor, *rest):
         out = self.network(x, *rest)
         y, others = (out[0], out[1:]) if isinstance(out, tuple) else (out, None)
-        kept = x[:, INPUT_JOINTS] * self.skip_scale + self.skip_offset
+        kept = carried_pose(x, self.skip_scale, self.skip_offset)
         y = torch.cat(
             [
                 y[:, : OUTPUT_JOINTS.start],
@@ -263,7 +269,7 @@ def restored_model(checkpoint, path, dropout: float = DROPOUT) -> nn.Module:
     from canis.training.checkpoint import restore_model
 
     config = checkpoint.config
-    keep = float(config.get("pose_residual") or 0.0)  # 0: none (True in runs before its share)
+    keep = float(config.get("pose_residual") or 0.0)  # 0: none, the pose predicted whole
     residual = checkpoint.section("norm/") if keep > 0 else None
     model = create_model(
         config["kind"], config.get("experts") or 8, config.get("hidden"), dropout, residual, keep

@@ -44,11 +44,10 @@ def kept_pose_errors(data, x, y) -> np.ndarray:
     pose as the current one (the input's joint block carried over, training/models.pose_skip;
     NaN outside the joint block): the yardstick a network that moves on from the pose it is in
     should beat, and the part a --pose-residual network gets for free."""
-    from canis.training.models import INPUT_JOINTS, OUTPUT_JOINTS, pose_skip
+    from canis.training.models import OUTPUT_JOINTS, carried_pose, pose_skip
 
-    scale, offset = pose_skip(data.normalisation)
     errors = np.full(tuple(y.shape), np.nan, dtype=np.float32)
-    kept = x[:, INPUT_JOINTS] * scale + offset
+    kept = carried_pose(x, *pose_skip(data.normalisation))
     errors[:, OUTPUT_JOINTS] = ((kept - y[:, OUTPUT_JOINTS]) ** 2).numpy()
     return errors
 
