@@ -204,6 +204,11 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
         f"{loop['contact_weight']}, dropout {loop.get('dropout', DROPOUT)}, weight decay "
         f"{loop.get('weight_decay', WEIGHT_DECAY)}"
         + (
+            f", leg-motion weight {loop['leg_motion_weight']} (training/leg_motion_loss.py)"
+            if loop.get("leg_motion_weight")
+            else ""
+        )
+        + (
             f"; feedback {loop['feedback']} (rollouts through the runtime: "
             "training/runtime_rollout.py)"
             if loop.get("feedback", "pose") != "pose"
@@ -240,6 +245,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
     restandardise = " --restandardise" if config.get("restandardised") else ""
     # Options added after the first fine-tunes: named only where a run set them.
     later = f" --skating-weight {loop['skating_weight']}" if loop.get("skating_weight") else ""
+    if loop.get("leg_motion_weight"):
+        later += f" --leg-motion-weight {loop['leg_motion_weight']}"
     if loop.get("feedback", "pose") != "pose":
         later += (
             f" --feedback {loop['feedback']} --rollout-dogs {loop['rollout_dogs']} "

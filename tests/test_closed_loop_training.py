@@ -57,7 +57,7 @@ def test_stretch_feeds_back_the_rebuilt_input():
         return outputs[phase.long()] + 0 * x.sum()
 
     split = SimpleNamespace(x=x_raw, y=y_train, after=after, phase=torch.arange(rows), planted=None)
-    closed_loop.stretch_loss(predict, split, np.array([0]), standard, 1, 2, 0.0)
+    closed_loop.stretch_loss(predict, split, np.array([0]), standard, 1, 2, None)
     assert len(seen) == 3
     expected = closed_loop.next_input(seen[0].numpy(), outputs[[0]].numpy(), x_raw[[1]].numpy())
     np.testing.assert_allclose(seen[1].numpy(), expected, atol=1e-6)
@@ -197,6 +197,12 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
     assert "skating_weight 0.0 (now 0.5)" in capsys.readouterr().err
     assert finetune(tiny_dataset, started, out, "--skating-weight", "-1") == 2
     assert "--skating-weight -1.0: must be finite and >= 0" in capsys.readouterr().err
+    # The leg-motion term too (training/leg_motion_loss.py).
+    args = ("--contact-weight", "0.01", "--resume", "--leg-motion-weight", "0.1")
+    assert finetune(tiny_dataset, started, out, *args) == 2
+    assert "leg_motion_weight 0.0 (now 0.1)" in capsys.readouterr().err
+    assert finetune(tiny_dataset, started, out, "--leg-motion-weight", "nan") == 2
+    assert "--leg-motion-weight nan: must be finite and >= 0" in capsys.readouterr().err
     assert len((out / "log.csv").read_text().splitlines()) == 3  # the run is untouched
 
 

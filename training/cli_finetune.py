@@ -55,6 +55,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "measure, any paw under 2.5 cm) above the mocap's (0: off; training/contact_loss.py)",
     )
     finetune.add_argument(
+        "--leg-motion-weight",
+        type=float,
+        default=0.0,
+        help="weight of the leg-motion term: each leg joint's turn in a predicted step from "
+        "the network's own input against the mocap's in that frame, squared deg/frame "
+        "(0: off; training/leg_motion_loss.py)",
+    )
+    finetune.add_argument(
         "--feedback",
         choices=("pose", "runtime", "both"),
         default="pose",
@@ -128,19 +136,21 @@ def run_finetune(args) -> int:
     for option, weight in (
         ("--contact-weight", args.contact_weight),
         ("--skating-weight", args.skating_weight),
+        ("--leg-motion-weight", args.leg_motion_weight),
     ):
         if not (math.isfinite(weight) and weight >= 0):
             raise ValueError(f"{option} {weight}: must be finite and >= 0")
     loop = ClosedLoopConfig(
-        args.ground_truth_frames,
-        args.own_frames,
-        args.curriculum_epochs,
-        args.contact_weight,
-        args.skating_weight,
-        args.feedback,
-        args.rollout_dogs,
-        args.rollout_path_share,
-        args.rollout_match_frames,
+        ground_truth_frames=args.ground_truth_frames,
+        own_frames=args.own_frames,
+        curriculum_epochs=args.curriculum_epochs,
+        contact_weight=args.contact_weight,
+        skating_weight=args.skating_weight,
+        leg_motion_weight=args.leg_motion_weight,
+        feedback=args.feedback,
+        rollout_dogs=args.rollout_dogs,
+        rollout_path_share=args.rollout_path_share,
+        rollout_match_frames=args.rollout_match_frames,
     )
     start = args.start
     if start.suffix == ".onnx":  # converted once, into the run folder (a resume reuses it)

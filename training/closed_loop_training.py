@@ -26,6 +26,7 @@ import torch
 from canis.runtime.features import FPS, INPUT, OUTPUT, LocalPose, decode_output, write_joints
 from canis.runtime.pose_update import next_local_pose
 from canis.training.contact_loss import contact_loss, skating_excess_loss
+from canis.training.leg_motion_loss import leg_motion_loss
 from canis.training.schedules import DROPOUT, WEIGHT_DECAY
 from torch import nn
 
@@ -41,6 +42,7 @@ class ClosedLoopConfig:
     curriculum_epochs: int = 4  # own frames grow linearly from 1 over these epochs
     contact_weight: float = 0.0  # 0: no contact term (training/contact_loss.py)
     skating_weight: float = 0.0  # 0: no skating term (contact_loss.skating_excess_loss)
+    leg_motion_weight: float = 0.0  # 0: no leg-motion term (training/leg_motion_loss.py)
     # "pose": the pose block rebuilt from the prediction, the trajectory the mocap's (here);
     # "runtime": every input built by the runtime itself (training/runtime_rollout.py), the
     # rollouts own_frames long from the mocap's state, refreshed every epoch; "both": the two
@@ -136,32 +138,42 @@ class Standardiser:
         return torch.maximum(torch.minimum(x, self.x_max), self.x_min)
 
 
+TERMS = ("contact", "skating", "leg_motion")  # the loss's terms beside the MSE, as logged
+
+
 def frame_loss(
     prediction: torch.Tensor,
     x: torch.Tensor,
     rows: np.ndarray,
     split,
     standard: Standardiser,
-    contact_weight: float,
-    skating_weight: float,
-) -> tuple[torch.Tensor, float, float]:
+    weights: ClosedLoopConfig | None,
+    own: bool,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """One frame's loss: the MSE of the prediction from x (standardised) against the mocap's
-    y of `rows`, plus the contact and skating terms; returns (loss, contact term, skating
-    term) with the terms' values for logging."""
+    y of `rows`, plus the terms `weights` weighs (None: the MSE alone); returns (loss, each
+    term's value for logging). `own`: x was rebuilt from the network's own outputs; the
+    leg-motion term is counted only there, since from the mocap's x it would mostly measure
+    how far the prediction lands from the mocap's pose, not how the legs move."""
     loss = nn.functional.mse_loss(prediction, split.y[rows])
-    contact = skating = 0.0
-    if contact_weight > 0:
-        term = contact_loss(standard.x_raw(x), standard.y_raw(prediction), split.planted[rows])
-        loss, contact = loss + contact_weight * term, term.item()
-    if skating_weight > 0:
-        term = skating_excess_loss(
-            standard.x_raw(x),
-            standard.y_raw(prediction),
-            standard.x_raw(split.x[rows]),
-            standard.y_raw(split.y[rows]),
+    terms = dict.fromkeys(TERMS, 0.0)
+    if weights is None:
+        return loss, terms
+    x_raw, y_raw = standard.x_raw(x), standard.y_raw(prediction)
+    mocap = (standard.x_raw(split.x[rows]), standard.y_raw(split.y[rows]))
+    values = {}
+    if weights.contact_weight > 0:
+        values["contact"] = (
+            weights.contact_weight,
+            contact_loss(x_raw, y_raw, split.planted[rows]),
         )
-        loss, skating = loss + skating_weight * term, term.item()
-    return loss, contact, skating
+    if weights.skating_weight > 0:
+        values["skating"] = (weights.skating_weight, skating_excess_loss(x_raw, y_raw, *mocap))
+    if weights.leg_motion_weight > 0 and own:
+        values["leg_motion"] = (weights.leg_motion_weight, leg_motion_loss(x_raw, y_raw, *mocap))
+    for name, (weight, term) in values.items():
+        loss, terms[name] = loss + weight * term, term.item()
+    return loss, terms
 
 
 def stretch_loss(
@@ -171,23 +183,21 @@ def stretch_loss(
     standard: Standardiser,
     ground_truth_frames: int,
     own_frames: int,
-    contact_weight: float,
-    skating_weight: float = 0.0,
-) -> tuple[torch.Tensor, float, float]:
-    """Mean over the stretch of the one-step MSE (plus the contact and skating terms); returns
-    (loss, the contact term's and the skating term's mean values for logging). `split`: a
-    StretchData; `predict(x, phase)`."""
+    weights: ClosedLoopConfig | None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Mean over the stretch of the one-step MSE (plus the terms `weights` weighs; None: the
+    MSE alone); returns (loss, each term's mean value for logging). `split`: a StretchData;
+    `predict(x, phase)`."""
     x_train, after = split.x, split.after
     rows = starts
     x = x_train[rows]
-    total, contact_total, skating_total = 0.0, 0.0, 0.0
+    total, term_totals = 0.0, dict.fromkeys(TERMS, 0.0)
     length = ground_truth_frames + own_frames
     for frame in range(length):
         prediction = predict(x, split.phase[rows])
-        loss, contact, skating = frame_loss(
-            prediction, x, rows, split, standard, contact_weight, skating_weight
-        )
-        contact_total, skating_total = contact_total + contact, skating_total + skating
+        own = frame >= ground_truth_frames
+        loss, terms = frame_loss(prediction, x, rows, split, standard, weights, own)
+        term_totals = {name: term_totals[name] + terms[name] for name in TERMS}
         total = total + loss
         if frame == length - 1:
             break
@@ -202,7 +212,7 @@ def stretch_loss(
         else:
             x = x_train[following]
         rows = following
-    return total / length, contact_total / length, skating_total / length
+    return total / length, {name: value / length for name, value in term_totals.items()}
 
 
 class RuntimeRollouts:
@@ -241,10 +251,8 @@ class RuntimeRollouts:
         x = self.standard.x_standard(self.xs[picked].reshape(-1, INPUT.size))
         rows = self.rows[picked].reshape(-1)
         phase = torch.as_tensor(self.phases[picked].reshape(-1))
-        return frame_loss(
-            predict(x, phase), x, rows, self.split, self.standard,
-            loop.contact_weight, loop.skating_weight,
-        )  # fmt: skip
+        # Every rollout frame is built by the runtime from the network's own outputs.
+        return frame_loss(predict(x, phase), x, rows, self.split, self.standard, loop, True)
 
 
 class StretchData:
@@ -285,6 +293,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "rollout_dogs": 2048,
         "rollout_path_share": 0.5,
         "rollout_match_frames": 0,
+        "leg_motion_weight": 0.0,
     }
     previous, identity = unset | previous, unset | identity
     differ = [
@@ -313,8 +322,8 @@ def closed_loop_validation(
         fixed = np.random.default_rng(12345)
         val_starts = stretch_starts(val_split.after, loop.ground_truth_frames + loop.own_frames)
         picked = fixed.choice(val_starts, stretches)
-        closed, _, _ = stretch_loss(
-            predict, val_split, picked, standard, loop.ground_truth_frames, loop.own_frames, 0
+        closed, _ = stretch_loss(
+            predict, val_split, picked, standard, loop.ground_truth_frames, loop.own_frames, None
         )
     return closed.item()
 
@@ -494,32 +503,29 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         if loop.feedback != "runtime":
             starts = stretch_starts(train_split.after, loop.ground_truth_frames + own)
         model.train()
-        started, loss_sum, contact_sum, skating_sum = time.perf_counter(), 0.0, 0.0, 0.0
+        started, loss_sum, term_sums = time.perf_counter(), 0.0, dict.fromkeys(TERMS, 0.0)
         for _ in range(settings.steps_per_epoch):
-            loss, contact, skating = 0.0, 0.0, 0.0
+            loss, terms = 0.0, dict.fromkeys(TERMS, 0.0)
             if rollouts is not None:
-                loss, contact, skating = rollouts.loss(
-                    predict_training, settings.batch_size, generator, loop
-                )
+                loss, terms = rollouts.loss(predict_training, settings.batch_size, generator, loop)
             if loop.feedback != "runtime":
                 batch = generator.choice(starts, settings.batch_size)
-                stretch, stretch_contact, stretch_skating = stretch_loss(
+                stretch, stretch_terms = stretch_loss(
                     predict_training,
                     train_split,
                     batch,
                     standard,
                     loop.ground_truth_frames,
                     own,
-                    loop.contact_weight,
-                    loop.skating_weight,
+                    loop,
                 )
                 loss = loss + stretch
-                contact, skating = contact + stretch_contact, skating + stretch_skating
+                terms = {name: terms[name] + stretch_terms[name] for name in TERMS}
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            loss_sum, contact_sum = loss_sum + loss.item(), contact_sum + contact
-            skating_sum += skating
+            loss_sum += loss.item()
+            term_sums = {name: term_sums[name] + terms[name] for name in TERMS}
         seconds = time.perf_counter() - started
         closed = closed_loop_validation(
             model, predict, val_split, standard, loop, settings.validation_stretches
@@ -528,8 +534,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             "epoch": epoch + 1,
             "own_frames": own,
             "train_loss": loss_sum / settings.steps_per_epoch,
-            "contact_term": contact_sum / settings.steps_per_epoch,
-            "skating_term": skating_sum / settings.steps_per_epoch,
+            **{f"{name}_term": term_sums[name] / settings.steps_per_epoch for name in TERMS},
             "validation_loss": validation_loss(model, kind, data),
             "validation_closed_loop_loss": closed,
             "seconds": round(seconds, 2),

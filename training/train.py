@@ -441,9 +441,15 @@ def _tensorboard(run_dir: Path):
 
 
 def _append_log(path: Path, row: dict) -> None:
-    new = not path.exists()
+    """One row under the log's header; a log begun by an older version keeps its columns (a
+    column added since is left out of it rather than shifting the ones after it)."""
+    fieldnames = list(row)
+    if path.exists():
+        with open(path, newline="") as file:
+            fieldnames = next(csv.reader(file), None) or fieldnames
+    new = not path.exists() or path.stat().st_size == 0
     with open(path, "a", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(row))
+        writer = csv.DictWriter(file, fieldnames=fieldnames, extrasaction="ignore")
         if new:
             writer.writeheader()
         writer.writerow(row)

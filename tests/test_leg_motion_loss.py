@@ -1,0 +1,117 @@
+"""The leg-motion term (training/leg_motion_loss.py): each leg joint's turn in a step is the
+evaluation's angular update of the joint's rotation; the term is 0 for the mocap, grows for
+legs that move less, and counts only frames fed the network's own outputs."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+from canis.runtime.features import INPUT, OUTPUT
+from canis.training import closed_loop_training as closed_loop
+from canis.training.controller_metrics import angular_update_deg
+from canis.training.leg_motion_loss import LEG_ROWS, leg_motion_loss, leg_turn_deg
+
+
+def _trot_pairs():
+    from canis.training.clips import clip_pairs, process_clip
+    from synthetic_dog import gait, to_motion
+
+    roots, rotations, _ = gait("trot", 1.5, 3.0)
+    clip = process_clip(to_motion(roots, rotations, "trot"))
+    x, y, frames = clip_pairs(clip)
+    return clip, x, y, frames
+
+
+def test_leg_turn_is_the_angular_update_of_the_joints_rotation():
+    """On a turning-free clip's true (x, y) the turn of each leg joint's frame is the angle
+    between its world rotations in the two frames (the root's yaw step taken back out)."""
+    clip, x, y, frames = _trot_pairs()
+    rows = np.arange(10, 60)
+    f = frames[rows]
+    world = np.stack(
+        [clip.rotations[f][:, list(LEG_ROWS)], clip.rotations[f + 1][:, list(LEG_ROWS)]]
+    )
+    expected = angular_update_deg(world)[0]
+    measured = leg_turn_deg(torch.as_tensor(x[rows]), torch.as_tensor(y[rows])).numpy()
+    np.testing.assert_allclose(measured, expected, atol=0.05)
+    assert expected.mean() > 1.0  # the legs swing: the test can fail
+
+
+def _damped(x_t: torch.Tensor, y_t: torch.Tensor, share: float) -> torch.Tensor:
+    """y with every leg joint's axes moved only `share` of the way from x's: legs that swing
+    less (the clip walks straight, so the root's turn does not enter)."""
+    damped = y_t.clone()
+    for field in ("forward", "up"):
+        to = OUTPUT.field(np.arange(OUTPUT.size), "joints", field)[list(LEG_ROWS)].reshape(-1)
+        start = INPUT.field(np.arange(INPUT.size), "joints", field)[list(LEG_ROWS)].reshape(-1)
+        damped[:, to] = x_t[:, start] + share * (y_t[:, to] - x_t[:, start])
+    return damped
+
+
+def test_term_is_zero_for_the_mocap_and_grows_for_still_legs():
+    _, x, y, _ = _trot_pairs()
+    x_t, y_t = torch.as_tensor(x[10:60]), torch.as_tensor(y[10:60])
+    assert leg_motion_loss(x_t, y_t, x_t, y_t).item() < 1e-6
+    truth = leg_turn_deg(x_t, y_t)
+    damped = _damped(x_t, y_t, 0.2).requires_grad_(True)
+    turned = leg_turn_deg(x_t, damped)
+    # Axes moved a fifth of the way in a straight line turn about a fifth of the angle.
+    np.testing.assert_allclose(turned.mean().item(), 0.2 * truth.mean().item(), rtol=0.1)
+    loss = leg_motion_loss(x_t, damped, x_t, y_t)
+    np.testing.assert_allclose(loss.item(), (truth - turned).square().mean().item(), rtol=1e-5)
+    assert loss.item() > 0.5 * (0.8 * truth).square().mean().item()
+    loss.backward()  # a gradient that swings the legs further
+    stepped = damped.detach() - 1e-3 * damped.grad
+    assert leg_motion_loss(x_t, stepped, x_t, y_t).item() < loss.item()
+
+
+def test_leg_motion_counts_only_the_networks_own_frames():
+    """From the mocap's x the turn mostly measures where the prediction lands against the
+    mocap's pose, so frame_loss leaves the term out there."""
+    _, x, y, _ = _trot_pairs()
+    rows = np.arange(10, 14)
+    size_x, size_y = INPUT.size, OUTPUT.size
+    normalisation = {
+        "x_mean": torch.zeros(size_x), "x_std": torch.ones(size_x),
+        "y_mean": torch.zeros(size_y), "y_std": torch.ones(size_y),
+        "x_min": torch.full((size_x,), -1e3), "x_max": torch.full((size_x,), 1e3),
+    }  # fmt: skip
+    standard = closed_loop.Standardiser(normalisation, size_y)
+    split = SimpleNamespace(x=torch.as_tensor(x), y=torch.as_tensor(y), planted=None)
+    weights = closed_loop.ClosedLoopConfig(leg_motion_weight=1.0)
+    damped = _damped(split.x[rows], split.y[rows], 0.5)
+    x_rows = split.x[rows]
+    mse_only, terms = closed_loop.frame_loss(damped, x_rows, rows, split, standard, weights, False)
+    assert terms["leg_motion"] == 0.0
+    with_term, terms = closed_loop.frame_loss(damped, x_rows, rows, split, standard, weights, True)
+    assert terms["leg_motion"] > 0 and with_term.item() > mse_only.item()
+
+
+def test_finetune_logs_the_leg_motion_term(tiny_dataset, tmp_path):
+    from canis.training.train import LAST, train
+    from conftest import tiny_config
+
+    from canis.cli import main
+
+    train(tiny_config(tiny_dataset), tmp_path / "one_step", progress=False)
+    out = tmp_path / "run"
+    options = ["--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4", "--own-frames", "3"]
+    start = ["--start", str(tmp_path / "one_step" / LAST), "--dataset", str(tiny_dataset)]
+    assert (
+        main(["finetune", *start, "--out", str(out), *options, "--leg-motion-weight", "0.1"]) == 0
+    )
+    header, row = (out / "log.csv").read_text().splitlines()
+    assert float(dict(zip(header.split(","), row.split(","), strict=True))["leg_motion_term"]) > 0
+
+
+def test_a_log_begun_before_a_new_column_keeps_its_columns(tmp_path):
+    """Resuming a run logged by an older version: the new column is left out of its log rather
+    than shifting the columns after it."""
+    from canis.training.train import _append_log
+
+    log = tmp_path / "log.csv"
+    log.write_text("epoch,train_loss,validation_loss\n1,0.5,0.6\n")
+    _append_log(
+        log, {"epoch": 2, "train_loss": 0.4, "leg_motion_term": 3.0, "validation_loss": 0.55}
+    )
+    assert log.read_text().splitlines()[1:] == ["1,0.5,0.6", "2,0.4,0.55"]

@@ -1,0 +1,74 @@
+"""The leg-motion term (issue 17, leg stiffness): how far each leg joint turns in the predicted
+step, against how far the mocap's turned in the same frame.
+
+Every shipped network moves its legs less than the mocap (walk 1.52 against 2.95 deg/frame),
+and the walk's excess skating is the same deficit: swings of too little amplitude carried low
+(docs/EVALUATION.md). The MSE rewards that: where the phase of a swing is uncertain, the mean
+of the possible poses is a leg that hardly moves. This term compares magnitudes only, the angle
+turned per frame, so a swing a little out of phase with the mocap's costs nothing while a leg
+that does not swing does.
+
+The angle is the whole rotation of the joint's frame (forward, up and their cross product)
+between x's frame and y's, seen from x's root (y's axes turned back by the predicted yaw step,
+as contact_loss carries the paws): for orthonormal frames A and B the sum of |b_i - a_i|^2 over
+the three axes is 8 sin^2(theta / 2). Root frame, not parent-relative as the evaluation's
+stiffness (training/controller_metrics.py), since the leg is what is seen to swing;
+tests/test_leg_motion_loss.py checks it against the evaluation's angular update of the same
+root-frame rotations.
+"""
+
+from __future__ import annotations
+
+import torch
+from canis.runtime.features import FPS, INPUT, OUTPUT
+from canis.runtime.skeleton import DOG_GROUPS, DOG_JOINT_NAMES, DOG_LEG_GROUPS
+from canis.training.contact_loss import _field, rotate_xz
+
+# The rotating leg joints' rows in the contract (end sites carry no rotation of their own).
+LEG_ROWS = tuple(
+    DOG_JOINT_NAMES.index(name)
+    for group in DOG_LEG_GROUPS
+    for name in DOG_GROUPS[group]
+    if not name.endswith("Site")
+)
+
+
+def _frames(forward: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """(..., 3, 3) orthonormal frames (forward, up, side) from predicted axes, which are near
+    unit and near orthogonal but not exactly (Gram-Schmidt, forward kept)."""
+    forward = torch.nn.functional.normalize(forward, dim=-1)
+    up = torch.nn.functional.normalize(up - (up * forward).sum(-1, keepdim=True) * forward, dim=-1)
+    return torch.stack([forward, up, torch.cross(forward, up, dim=-1)], dim=-2)
+
+
+def _turned_back(axes: torch.Tensor, turn_rad: torch.Tensor) -> torch.Tensor:
+    """(B, L, 3) direction vectors from y's root frame into x's (the predicted yaw step)."""
+    xz = rotate_xz(axes[..., [0, 2]], turn_rad)
+    return torch.stack([xz[..., 0], axes[..., 1], xz[..., 1]], dim=-1)
+
+
+def leg_turn_deg(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
+    """(B, L) the angle in degrees each leg joint's frame turns from x's frame to y's, in the
+    root frame (LEG_ROWS order)."""
+    turn_rad = _field(OUTPUT, y_raw, "root_update", "yaw_velocity", [0])[:, 0, 0] / FPS
+    before = _frames(
+        _field(INPUT, x_raw, "joints", "forward", LEG_ROWS),
+        _field(INPUT, x_raw, "joints", "up", LEG_ROWS),
+    )
+    after = _frames(
+        _turned_back(_field(OUTPUT, y_raw, "joints", "forward", LEG_ROWS), turn_rad),
+        _turned_back(_field(OUTPUT, y_raw, "joints", "up", LEG_ROWS), turn_rad),
+    )
+    chord_sq = (after - before).square().sum((-1, -2))  # 8 sin^2(theta / 2)
+    # The floor keeps the gradient of the square root finite for a joint that does not turn.
+    half_sine = (chord_sq / 8.0).clamp(min=1e-12, max=1.0).sqrt()
+    return torch.rad2deg(2.0 * torch.asin(half_sine))
+
+
+def leg_motion_loss(
+    x_raw: torch.Tensor, y_raw: torch.Tensor, x_mocap_raw: torch.Tensor, y_mocap_raw: torch.Tensor
+) -> torch.Tensor:
+    """Mean squared difference (deg/frame)^2 between each leg joint's predicted turn and the
+    mocap's in the same frame."""
+    truth = leg_turn_deg(x_mocap_raw, y_mocap_raw).detach()
+    return (leg_turn_deg(x_raw, y_raw) - truth).square().mean()
