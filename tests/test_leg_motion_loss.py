@@ -68,18 +68,23 @@ def test_term_is_zero_for_the_mocap_and_grows_for_still_legs():
     assert leg_motion_loss(x_t, stepped, x_t, y_t).item() < loss.item()
 
 
-def test_leg_motion_counts_only_the_networks_own_frames():
-    """From the mocap's x the turn mostly measures where the prediction lands against the
-    mocap's pose, so frame_loss leaves the term out there."""
-    _, x, y, _ = _trot_pairs()
-    rows = np.arange(10, 14)
+def _raw_units() -> closed_loop.Standardiser:
+    """A standardiser that leaves values as they are (mean 0, std 1, no clamp in reach)."""
     size_x, size_y = INPUT.size, OUTPUT.size
     normalisation = {
         "x_mean": torch.zeros(size_x), "x_std": torch.ones(size_x),
         "y_mean": torch.zeros(size_y), "y_std": torch.ones(size_y),
         "x_min": torch.full((size_x,), -1e3), "x_max": torch.full((size_x,), 1e3),
     }  # fmt: skip
-    standard = closed_loop.Standardiser(normalisation, size_y)
+    return closed_loop.Standardiser(normalisation, size_y)
+
+
+def test_leg_motion_counts_only_the_networks_own_frames():
+    """From the mocap's x the turn mostly measures where the prediction lands against the
+    mocap's pose, so frame_loss leaves the term out there."""
+    _, x, y, _ = _trot_pairs()
+    rows = np.arange(10, 14)
+    standard = _raw_units()
     split = SimpleNamespace(x=torch.as_tensor(x), y=torch.as_tensor(y), planted=None)
     weights = closed_loop.ClosedLoopConfig(leg_motion_weight=1.0)
     damped = _damped(split.x[rows], split.y[rows], 0.5)
@@ -124,13 +129,7 @@ def test_leg_motion_is_measured_without_dropout():
     """The term sees the network as the game runs it (eval mode: no dropout jitter) and leaves
     it in training mode; the MSE is not counted twice."""
     _, x, y, _ = _trot_pairs()
-    size_x, size_y = INPUT.size, OUTPUT.size
-    normalisation = {
-        "x_mean": torch.zeros(size_x), "x_std": torch.ones(size_x),
-        "y_mean": torch.zeros(size_y), "y_std": torch.ones(size_y),
-        "x_min": torch.full((size_x,), -1e3), "x_max": torch.full((size_x,), 1e3),
-    }  # fmt: skip
-    standard = closed_loop.Standardiser(normalisation, size_y)
+    standard = _raw_units()
     after = np.append(np.arange(1, len(x)), -1)
     split = SimpleNamespace(
         x=torch.as_tensor(x), y=torch.as_tensor(y), after=after, phase=torch.zeros(len(x))
