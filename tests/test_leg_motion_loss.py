@@ -49,37 +49,23 @@ def _damped(x_t: torch.Tensor, y_t: torch.Tensor, share: float) -> torch.Tensor:
 
 
 def test_term_is_zero_for_the_mocap_and_grows_for_still_legs():
-    """Over one stretch of 50 frames (F, B=1, L): the mocap's own turns cost nothing, in any
-    order of its frames; legs that swing a fifth as far cost the mean's shortfall, and the
-    gradient swings them further."""
     _, x, y, _ = _trot_pairs()
     x_t, y_t = torch.as_tensor(x[10:60]), torch.as_tensor(y[10:60])
-    truth = leg_turn_deg(x_t, y_t)[:, None]
-    assert leg_motion_loss(truth, truth).item() < 1e-9
-    # Only the amount of motion over the stretch is asked for, not its phase.
-    assert leg_motion_loss(truth.flip(0), truth).item() < 1e-9
-    assert (truth.flip(0) - truth).abs().max() > 1.0
+    assert leg_motion_loss(x_t, y_t, x_t, y_t).item() < 1e-6
+    # Legs moving as much as the mocap's, at other moments (the rows in another order), cost
+    # nothing: only the amount of motion is asked for, not its phase.
+    assert leg_motion_loss(x_t, y_t, x_t.flip(0), y_t.flip(0)).item() < 1e-6
+    assert (leg_turn_deg(x_t, y_t) - leg_turn_deg(x_t.flip(0), y_t.flip(0))).abs().max() > 1.0
+    truth = leg_turn_deg(x_t, y_t)
     damped = _damped(x_t, y_t, 0.2).requires_grad_(True)
-    turned = leg_turn_deg(x_t, damped)[:, None]
+    turned = leg_turn_deg(x_t, damped)
     # Axes moved a fifth of the way in a straight line turn about a fifth of the angle.
     np.testing.assert_allclose(turned.mean().item(), 0.2 * truth.mean().item(), rtol=0.1)
-    loss = leg_motion_loss(turned, truth)
+    loss = leg_motion_loss(x_t, damped, x_t, y_t)
     assert loss.item() > 0.5 * (0.8 * truth.mean(0)).square().mean().item()
     loss.backward()  # a gradient that swings the legs further
     stepped = damped.detach() - 1e-3 * damped.grad
-    assert leg_motion_loss(leg_turn_deg(x_t, stepped)[:, None], truth).item() < loss.item()
-
-
-def test_a_stirring_stretch_does_not_pay_for_a_still_one():
-    """Each stretch is held to its own clip: legs that move while the mocap's stand still,
-    beside legs that move half as much as the mocap's, cost the term though the batch's mean
-    turn is the mocap's (the batch-mean version let the standing dog stir)."""
-    _, x, y, _ = _trot_pairs()
-    moving = leg_turn_deg(torch.as_tensor(x[10:60]), torch.as_tensor(y[10:60]))
-    mocap = torch.stack([moving, torch.zeros_like(moving)], dim=1)  # walking, standing
-    predicted = torch.stack([0.5 * moving, 0.5 * moving], dim=1)
-    np.testing.assert_allclose(predicted.mean((0, 1)), mocap.mean((0, 1)), rtol=1e-6)
-    assert leg_motion_loss(predicted, mocap).item() > 0.2 * moving.mean(0).square().mean().item()
+    assert leg_motion_loss(x_t, stepped, x_t, y_t).item() < loss.item()
 
 
 def _raw_units() -> closed_loop.Standardiser:
@@ -91,6 +77,22 @@ def _raw_units() -> closed_loop.Standardiser:
         "x_min": torch.full((size_x,), -1e3), "x_max": torch.full((size_x,), 1e3),
     }  # fmt: skip
     return closed_loop.Standardiser(normalisation, size_y)
+
+
+def test_leg_motion_counts_only_the_networks_own_frames():
+    """From the mocap's x the turn mostly measures where the prediction lands against the
+    mocap's pose, so frame_loss leaves the term out there."""
+    _, x, y, _ = _trot_pairs()
+    rows = np.arange(10, 14)
+    standard = _raw_units()
+    split = SimpleNamespace(x=torch.as_tensor(x), y=torch.as_tensor(y), planted=None)
+    weights = closed_loop.ClosedLoopConfig(leg_motion_weight=1.0)
+    damped = _damped(split.x[rows], split.y[rows], 0.5)
+    x_rows = split.x[rows]
+    mse_only, terms = closed_loop.frame_loss(damped, x_rows, rows, split, standard, weights, False)
+    assert terms["leg_motion"] == 0.0
+    with_term, terms = closed_loop.frame_loss(damped, x_rows, rows, split, standard, weights, True)
+    assert terms["leg_motion"] > 0 and with_term.item() > mse_only.item()
 
 
 def test_finetune_logs_the_leg_motion_term(tiny_dataset, tmp_path):
@@ -146,12 +148,5 @@ def test_leg_motion_is_measured_without_dropout():
     )
     assert modes and not any(modes) and model.training
     assert values["contact"] == 0.0 and values["leg_motion"] > 0.1
-    # The term alone, weighted: the stretch's MSE, far from 0 for this pose, is not in it.
+    # The term alone (weight 1): the stretch's MSE, far from 0 for this pose, is not in it.
     np.testing.assert_allclose(term.item(), values["leg_motion"], rtol=1e-6)
-    # Without own frames there is nothing to measure: the mocap's x only shows where the
-    # prediction lands.
-    modes.clear()
-    term, values = closed_loop.leg_motion_stretch(
-        model, predict, split, np.arange(10, 14), standard, loop, 0
-    )
-    assert term.item() == 0.0 and values["leg_motion"] == 0.0 and not modes

@@ -26,7 +26,7 @@ import torch
 from canis.runtime.features import FPS, INPUT, OUTPUT, LocalPose, decode_output, write_joints
 from canis.runtime.pose_update import next_local_pose
 from canis.training.contact_loss import contact_loss, skating_excess_loss
-from canis.training.leg_motion_loss import leg_motion_loss, leg_turn_deg
+from canis.training.leg_motion_loss import leg_motion_loss
 from canis.training.schedules import DROPOUT, WEIGHT_DECAY
 from torch import nn
 
@@ -153,16 +153,20 @@ def frame_loss(
     split,
     standard: Standardiser,
     weights: ClosedLoopConfig | None,
+    own: bool,
+    mse: bool = True,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """One frame's loss: the MSE of the prediction from x (standardised) against the mocap's
-    y of `rows`, plus the contact and skating terms `weights` weighs (None: the MSE alone);
-    returns (loss, each term's value for logging). The leg-motion term is a stretch's, not a
-    frame's (leg_motion_stretch)."""
-    loss = nn.functional.mse_loss(prediction, split.y[rows])
+    y of `rows` (unless `mse` is False), plus the terms `weights` weighs (None: the MSE alone);
+    returns (loss, each term's value for logging). `own`: x was rebuilt from the network's own
+    outputs; the leg-motion term is counted only there, since from the mocap's x it would
+    mostly measure how far the prediction lands from the mocap's pose, not how the legs move."""
+    loss = nn.functional.mse_loss(prediction, split.y[rows]) if mse else prediction.new_zeros(())
     terms = dict.fromkeys(TERMS, 0.0)
     if weights is None:
         return loss, terms
     x_raw, y_raw = standard.x_raw(x), standard.y_raw(prediction)
+    mocap = (standard.x_raw(split.x[rows]), standard.y_raw(split.y[rows]))
     values = {}
     if weights.contact_weight > 0:
         values["contact"] = (
@@ -170,32 +174,12 @@ def frame_loss(
             contact_loss(x_raw, y_raw, split.planted[rows]),
         )
     if weights.skating_weight > 0:
-        mocap = (standard.x_raw(split.x[rows]), standard.y_raw(split.y[rows]))
         values["skating"] = (weights.skating_weight, skating_excess_loss(x_raw, y_raw, *mocap))
+    if weights.leg_motion_weight > 0 and own:
+        values["leg_motion"] = (weights.leg_motion_weight, leg_motion_loss(x_raw, y_raw, *mocap))
     for name, (weight, term) in values.items():
         loss, terms[name] = loss + weight * term, term.item()
     return loss, terms
-
-
-def next_stretch_input(
-    x: torch.Tensor,
-    prediction: torch.Tensor,
-    rows: np.ndarray,
-    split,
-    standard: Standardiser,
-    from_network: bool,
-) -> tuple[torch.Tensor, np.ndarray]:
-    """The stretch's next (x, rows): the mocap's next x, or (`from_network`) the x rebuilt from
-    the prediction as the runtime rebuilds it."""
-    following = split.after[rows]
-    if not from_network:
-        return split.x[following], following
-    x_next_raw = next_input(
-        standard.x_raw(x).detach().numpy(),
-        standard.y_raw(prediction).detach().numpy(),
-        standard.x_raw(split.x[following]).numpy(),
-    )
-    return standard.x_standard(x_next_raw), following
 
 
 def stretch_loss(
@@ -206,63 +190,54 @@ def stretch_loss(
     ground_truth_frames: int,
     own_frames: int,
     weights: ClosedLoopConfig | None,
+    mse: bool = True,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Mean over the stretch of the one-step MSE plus the contact and skating terms `weights`
-    weighs (None: the MSE alone); returns (loss, each term's mean value for logging).
+    """Mean over the stretch of the one-step MSE (unless `mse` is False) plus the terms
+    `weights` weighs (None: the MSE alone); returns (loss, each term's mean value for logging).
     `split`: a StretchData; `predict(x, phase)`."""
+    x_train, after = split.x, split.after
     rows = starts
-    x = split.x[rows]
+    x = x_train[rows]
     total, term_totals = 0.0, dict.fromkeys(TERMS, 0.0)
     length = ground_truth_frames + own_frames
     for frame in range(length):
         prediction = predict(x, split.phase[rows])
-        loss, terms = frame_loss(prediction, x, rows, split, standard, weights)
+        own = frame >= ground_truth_frames
+        loss, terms = frame_loss(prediction, x, rows, split, standard, weights, own, mse)
         term_totals = {name: term_totals[name] + terms[name] for name in TERMS}
         total = total + loss
         if frame == length - 1:
             break
-        from_network = frame + 1 >= ground_truth_frames
-        x, rows = next_stretch_input(x, prediction, rows, split, standard, from_network)
+        following = after[rows]
+        if frame + 1 >= ground_truth_frames:  # the next input comes from the network
+            x_next_raw = next_input(
+                standard.x_raw(x).detach().numpy(),
+                standard.y_raw(prediction).detach().numpy(),
+                standard.x_raw(x_train[following]).numpy(),
+            )
+            x = standard.x_standard(x_next_raw)
+        else:
+            x = x_train[following]
+        rows = following
     return total / length, {name: value / length for name, value in term_totals.items()}
 
 
 def leg_motion_stretch(
     model, predict, split, starts, standard: Standardiser, loop: ClosedLoopConfig, own: int
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """The weighted leg-motion term (training/leg_motion_loss.py) of the stretches from
-    `starts`: each stretch's mean turn per leg joint over its own frames against its clip's
-    over the same frames; returns (term, its value for logging under "leg_motion").
-
-    The network runs without dropout and fed its own outputs, as in the game. Under dropout
-    every predicted step jitters and the term would ask the legs to move less: on training
-    stretches the shipped MANN-8's leg joints turn 1.0-2.3 deg/frame over 16 own frames
-    without dropout (the mocap's 1.1-3.4), 4.9-7.4 with dropout 0.3. Only the own frames
-    count: from the mocap's x the turn mostly measures where the prediction lands against the
-    mocap's pose, not how the legs move."""
-    terms = dict.fromkeys(TERMS, 0.0)
-    if own < 1:
-        return torch.zeros(()), terms
-    predicted, mocap = [], []
-    rows, x = starts, split.x[starts]
-    length = loop.ground_truth_frames + own
+    """The leg-motion term over the stretches from `starts`, the network run without dropout
+    and fed its own outputs, as in the game. Under dropout every predicted step jitters and the
+    term would ask the legs to move less: on training stretches the shipped MANN-8's leg joints
+    turn 1.0-2.3 deg/frame over 16 own frames without dropout (the mocap's 1.1-3.4), 4.9-7.4
+    with dropout 0.3, and the term is 0.2-0.9 (deg/frame)^2 a frame without, 15-22 with."""
+    weights = replace(loop, contact_weight=0.0, skating_weight=0.0)
     model.eval()
     try:
-        for frame in range(length):
-            prediction = predict(x, split.phase[rows])
-            if frame >= loop.ground_truth_frames:
-                raw = (standard.x_raw(x), standard.y_raw(prediction))
-                truth = (standard.x_raw(split.x[rows]), standard.y_raw(split.y[rows]))
-                predicted.append(leg_turn_deg(*raw))
-                mocap.append(leg_turn_deg(*truth))
-            if frame == length - 1:
-                break
-            from_network = frame + 1 >= loop.ground_truth_frames
-            x, rows = next_stretch_input(x, prediction, rows, split, standard, from_network)
+        return stretch_loss(
+            predict, split, starts, standard, loop.ground_truth_frames, own, weights, mse=False
+        )
     finally:
         model.train()
-    term = leg_motion_loss(torch.stack(predicted), torch.stack(mocap))
-    terms["leg_motion"] = term.item()
-    return loop.leg_motion_weight * term, terms
 
 
 class RuntimeRollouts:
@@ -301,8 +276,10 @@ class RuntimeRollouts:
         x = self.standard.x_standard(self.xs[picked].reshape(-1, INPUT.size))
         rows = self.rows[picked].reshape(-1)
         phase = torch.as_tensor(self.phases[picked].reshape(-1))
-        # The leg-motion term is measured on the stretches alone (fine_tune).
-        return frame_loss(predict(x, phase), x, rows, self.split, self.standard, loop)
+        # Every rollout frame is built by the runtime from the network's own outputs; the
+        # leg-motion term is measured on the stretches alone (fine_tune).
+        weights = replace(loop, leg_motion_weight=0.0)
+        return frame_loss(predict(x, phase), x, rows, self.split, self.standard, weights, True)
 
 
 class StretchData:
@@ -567,7 +544,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                     standard,
                     loop.ground_truth_frames,
                     own,
-                    loop,
+                    replace(loop, leg_motion_weight=0.0),
                 )
                 loss = loss + stretch
                 terms = {name: terms[name] + stretch_terms[name] for name in TERMS}

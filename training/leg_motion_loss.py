@@ -1,16 +1,13 @@
-"""The leg-motion term (issue 17, leg stiffness): how far each leg joint turns per predicted step,
-on average over a stretch of the network's own frames, against how far its clip's turned over
-the same frames.
+"""The leg-motion term (issue 17, leg stiffness): how far the leg joints turn per predicted step,
+on average over the batch, against how far the mocap's turned in the same frames.
 
 Every shipped network moves its legs less than the mocap (walk 1.52 against 2.95 deg/frame),
 and the walk's excess skating is the same deficit: swings of too little amplitude carried low
 (docs/EVALUATION.md). The MSE rewards that: where the phase of a swing is uncertain, the mean
-of the possible poses is a leg that hardly moves. This term compares each stretch's mean turn
-per joint, so it asks for as much leg motion as the clip's and not for it at the clip's
-moment (the mocap's turns are heavy-tailed besides: a mean of 2 deg/frame, an RMS of 3.9).
-Per stretch, not over the batch: a mean over the batch's rows let legs that stir while
-standing pay for legs that swing too little while walking (docs/EVALUATION.md, the eighth
-session). It is measured on the network run without dropout (closed_loop_training.
+of the possible poses is a leg that hardly moves. This term compares each joint's mean turn
+over the batch only, so it asks for as much leg motion as the mocap's and not for it at the
+mocap's moment (the mocap's turns are heavy-tailed besides: a mean of 2 deg/frame, an RMS of
+3.9). It is measured on the network run without dropout (closed_loop_training.
 leg_motion_stretch): under dropout the predicted steps jitter by several degrees a frame.
 
 The angle is the whole rotation of the joint's frame (forward, up and their cross product)
@@ -70,8 +67,10 @@ def leg_turn_deg(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
     return torch.rad2deg(2.0 * torch.asin(half_sine))
 
 
-def leg_motion_loss(predicted_deg: torch.Tensor, mocap_deg: torch.Tensor) -> torch.Tensor:
-    """Mean over stretches and leg joints of the squared difference (deg/frame)^2 between the
-    predicted and the mocap's mean turn over the stretch's frames; each (F, B, L) of
-    leg_turn_deg over F frames of B stretches."""
-    return (predicted_deg.mean(0) - mocap_deg.detach().mean(0)).square().mean()
+def leg_motion_loss(
+    x_raw: torch.Tensor, y_raw: torch.Tensor, x_mocap_raw: torch.Tensor, y_mocap_raw: torch.Tensor
+) -> torch.Tensor:
+    """Mean over the leg joints of the squared difference (deg/frame)^2 between the joint's
+    mean predicted turn over the batch and the mocap's over the same rows."""
+    truth = leg_turn_deg(x_mocap_raw, y_mocap_raw).detach().mean(0)
+    return (leg_turn_deg(x_raw, y_raw).mean(0) - truth).square().mean()
