@@ -58,9 +58,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--leg-motion-weight",
         type=float,
         default=0.0,
-        help="weight of the leg-motion term: each leg joint's turn in a predicted step from "
-        "the network's own input against the mocap's in that frame, squared deg/frame "
-        "(0: off; training/leg_motion_loss.py)",
+        help="weight of the leg-motion term: each leg joint's mean turn per predicted step "
+        "over the batch, the network run without dropout on its own frames, against the "
+        "mocap's in the same frames, squared deg/frame (0: off; training/leg_motion_loss.py)",
     )
     finetune.add_argument(
         "--feedback",

@@ -166,7 +166,9 @@ def frame_loss(
     if weights is None:
         return loss, terms
     x_raw, y_raw = standard.x_raw(x), standard.y_raw(prediction)
-    mocap = (standard.x_raw(split.x[rows]), standard.y_raw(split.y[rows]))
+    mocap = ()
+    if weights.skating_weight > 0 or (weights.leg_motion_weight > 0 and own):
+        mocap = (standard.x_raw(split.x[rows]), standard.y_raw(split.y[rows]))
     values = {}
     if weights.contact_weight > 0:
         values["contact"] = (
