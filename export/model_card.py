@@ -204,7 +204,8 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
         f"{loop['contact_weight']}, dropout {loop.get('dropout', DROPOUT)}, weight decay "
         f"{loop.get('weight_decay', WEIGHT_DECAY)}"
         + (
-            f", leg-motion weight {loop['leg_motion_weight']} (training/leg_motion_loss.py)"
+            f", leg-motion weight {loop['leg_motion_weight']} over each "
+            f"{loop.get('leg_motion_groups', 'batch')} (training/leg_motion_loss.py)"
             if loop.get("leg_motion_weight")
             else ""
         )
@@ -247,6 +248,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
     later = f" --skating-weight {loop['skating_weight']}" if loop.get("skating_weight") else ""
     if loop.get("leg_motion_weight"):
         later += f" --leg-motion-weight {loop['leg_motion_weight']}"
+        if loop.get("leg_motion_groups", "batch") != "batch":
+            later += f" --leg-motion-groups {loop['leg_motion_groups']}"
     if loop.get("feedback", "pose") != "pose":
         later += (
             f" --feedback {loop['feedback']} --rollout-dogs {loop['rollout_dogs']} "

@@ -2,6 +2,7 @@
 evaluation's angular update of the joint's rotation; the term is 0 for the mocap, grows for
 legs that move less on average, and counts only frames fed the network's own outputs."""
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -68,6 +69,27 @@ def test_term_is_zero_for_the_mocap_and_grows_for_still_legs():
     assert leg_motion_loss(x_t, stepped, x_t, y_t).item() < loss.item()
 
 
+def test_grouped_term_keeps_still_legs_from_paying_for_short_swings():
+    """Over the batch, legs that swing half as far as the mocap's plus legs that stir where the
+    mocap's stand still can average out to the mocap's motion; held group by group (an action
+    and gait each) they cannot."""
+    _, x, y, _ = _trot_pairs()
+    x_t, y_t = torch.as_tensor(x[10:40]), torch.as_tensor(y[10:40])
+    half = _damped(x_t, y_t, 0.5)
+    still = _damped(x_t, y_t, 0.0)
+    x_both = torch.cat([x_t, x_t])
+    predicted = torch.cat([half, half])  # the walking legs swing short, the standing ones stir
+    mocap = torch.cat([y_t, still])
+    groups = torch.tensor([3] * len(x_t) + [7] * len(x_t))
+    over_batch = leg_motion_loss(x_both, predicted, x_both, mocap)
+    by_group = leg_motion_loss(x_both, predicted, x_both, mocap, groups)
+    assert by_group.item() > 20 * over_batch.item()
+    # Each group's shortfall, weighed by its rows: here both groups miss by half the swing.
+    truth = leg_turn_deg(x_t, y_t).mean(0)
+    np.testing.assert_allclose(by_group.item(), (0.5 * truth).square().mean().item(), rtol=0.25)
+    assert leg_motion_loss(x_both, mocap, x_both, mocap, groups).item() < 1e-6
+
+
 def _raw_units() -> closed_loop.Standardiser:
     """A standardiser that leaves values as they are (mean 0, std 1, no clamp in reach)."""
     size_x, size_y = INPUT.size, OUTPUT.size
@@ -79,20 +101,66 @@ def _raw_units() -> closed_loop.Standardiser:
     return closed_loop.Standardiser(normalisation, size_y)
 
 
+def _trot_split():
+    _, x, y, _ = _trot_pairs()
+    after = np.append(np.arange(1, len(x)), -1)
+    return SimpleNamespace(
+        x=torch.as_tensor(x),
+        y=torch.as_tensor(y),
+        after=after,
+        phase=torch.zeros(len(x)),
+        action_gait=np.where(np.arange(len(x)) % 3 == 0, 5, 9),  # two groups, interleaved
+    )
+
+
+def _still_legs(split):
+    """predict(x, phase) that returns one pose whatever the input: the legs stop in the own
+    frames."""
+    constant = split.y[:1]
+    return lambda x_in, phase: constant.repeat(len(x_in), 1)
+
+
 def test_leg_motion_counts_only_the_networks_own_frames():
     """From the mocap's x the turn mostly measures where the prediction lands against the
-    mocap's pose, so frame_loss leaves the term out there."""
-    _, x, y, _ = _trot_pairs()
-    rows = np.arange(10, 14)
-    standard = _raw_units()
-    split = SimpleNamespace(x=torch.as_tensor(x), y=torch.as_tensor(y), planted=None)
-    weights = closed_loop.ClosedLoopConfig(leg_motion_weight=1.0)
-    damped = _damped(split.x[rows], split.y[rows], 0.5)
-    x_rows = split.x[rows]
-    mse_only, terms = closed_loop.frame_loss(damped, x_rows, rows, split, standard, weights, False)
-    assert terms["leg_motion"] == 0.0
-    with_term, terms = closed_loop.frame_loss(damped, x_rows, rows, split, standard, weights, True)
-    assert terms["leg_motion"] > 0 and with_term.item() > mse_only.item()
+    mocap's pose, so the term leaves those frames out (they count as the stretch's frames)."""
+    split, standard, model = _trot_split(), _raw_units(), torch.nn.Dropout(0.3)
+    starts = np.arange(10, 14)
+    for groups in ("batch", "action-gait"):
+        loop = closed_loop.ClosedLoopConfig(
+            ground_truth_frames=3, leg_motion_weight=2.0, leg_motion_groups=groups
+        )
+        args = (model, _still_legs(split), split, starts, standard, loop)
+        term, values = closed_loop.leg_motion_stretch(*args, 0)
+        assert term.item() == 0.0 and values["leg_motion"] == 0.0
+        term, values = closed_loop.leg_motion_stretch(*args, 2)
+        assert values["leg_motion"] > 0.1
+        np.testing.assert_allclose(term.item(), 2.0 * values["leg_motion"], rtol=1e-6)
+
+
+def test_batch_groups_are_each_frames_rows():
+    """ "batch": each own frame's batch mean against the mocap's, averaged over the stretch's
+    frames; "action-gait": each action and gait's rows over all the own frames."""
+    split, standard, model = _trot_split(), _raw_units(), torch.nn.Dropout(0.3)
+    starts, predict = np.arange(10, 16), _still_legs(split)
+    loop = closed_loop.ClosedLoopConfig(ground_truth_frames=1, leg_motion_weight=1.0)
+    _, values = closed_loop.leg_motion_stretch(model, predict, split, starts, standard, loop, 2)
+    x0 = split.y[:1].repeat(len(starts), 1)  # the own frames' inputs: rebuilt from the pose
+    x_own = torch.as_tensor(
+        closed_loop.next_input(split.x[starts].numpy(), x0.numpy(), split.x[starts + 1].numpy())
+    )
+    # The second own frame starts from the same pose again (the prediction does not change).
+    by_frame = [
+        leg_motion_loss(x_own, x0, split.x[starts + k], split.y[starts + k]) for k in (1, 2)
+    ]
+    expected = (by_frame[0] + by_frame[1]).item() / 3  # two own frames of three
+    np.testing.assert_allclose(values["leg_motion"], expected, rtol=1e-4)
+    grouped = replace(loop, leg_motion_groups="action-gait")
+    _, values = closed_loop.leg_motion_stretch(model, predict, split, starts, standard, grouped, 2)
+    rows = np.concatenate([starts + 1, starts + 2])
+    labels = torch.as_tensor(split.action_gait[rows])
+    x_both, y_both = torch.cat([x_own, x_own]), torch.cat([x0, x0])
+    expected = leg_motion_loss(x_both, y_both, split.x[rows], split.y[rows], labels).item()
+    np.testing.assert_allclose(values["leg_motion"], expected * 2 / 3, rtol=1e-4)
 
 
 def test_finetune_logs_the_leg_motion_term(tiny_dataset, tmp_path):
@@ -105,11 +173,13 @@ def test_finetune_logs_the_leg_motion_term(tiny_dataset, tmp_path):
     out = tmp_path / "run"
     options = ["--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4", "--own-frames", "3"]
     start = ["--start", str(tmp_path / "one_step" / LAST), "--dataset", str(tiny_dataset)]
-    assert (
-        main(["finetune", *start, "--out", str(out), *options, "--leg-motion-weight", "0.1"]) == 0
-    )
-    header, row = (out / "log.csv").read_text().splitlines()
-    assert float(dict(zip(header.split(","), row.split(","), strict=True))["leg_motion_term"]) > 0
+    term = ["--leg-motion-weight", "0.1"]
+    for groups in ("batch", "action-gait"):
+        run = ["--out", str(out / groups), *options, *term, "--leg-motion-groups", groups]
+        assert main(["finetune", *start, *run]) == 0
+        header, row = (out / groups / "log.csv").read_text().splitlines()
+        logged = dict(zip(header.split(","), row.split(","), strict=True))
+        assert float(logged["leg_motion_term"]) > 0
 
 
 def test_a_log_begun_before_a_new_column_keeps_its_columns(tmp_path):

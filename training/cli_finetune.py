@@ -63,6 +63,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "mocap's in the same frames, squared deg/frame (0: off; training/leg_motion_loss.py)",
     )
     finetune.add_argument(
+        "--leg-motion-groups",
+        choices=("batch", "action-gait"),
+        default="batch",
+        help="the leg-motion term's means: over the whole batch, or over each action and gait "
+        "in it on its own (a standing dog's legs then held to the mocap's stillness, not "
+        "free to stir for walking legs that swing too little)",
+    )
+    finetune.add_argument(
         "--feedback",
         choices=("pose", "runtime", "both"),
         default="pose",
@@ -147,6 +155,7 @@ def run_finetune(args) -> int:
         contact_weight=args.contact_weight,
         skating_weight=args.skating_weight,
         leg_motion_weight=args.leg_motion_weight,
+        leg_motion_groups=args.leg_motion_groups,
         feedback=args.feedback,
         rollout_dogs=args.rollout_dogs,
         rollout_path_share=args.rollout_path_share,

@@ -24,6 +24,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 from canis.runtime.features import FPS, INPUT, OUTPUT, LocalPose, decode_output, write_joints
+from canis.runtime.gaits import GAITS, NO_GAIT
 from canis.runtime.pose_update import next_local_pose
 from canis.training.contact_loss import contact_loss, skating_excess_loss
 from canis.training.leg_motion_loss import leg_motion_loss
@@ -33,6 +34,7 @@ from torch import nn
 JOINT_FIELDS = ("position", "forward", "up", "velocity")
 FEEDBACK = ("pose", "runtime", "both")
 MAX_MATCH_FRAMES = 50
+LEG_MOTION_GROUPS = ("batch", "action-gait")
 
 
 @dataclass
@@ -43,6 +45,9 @@ class ClosedLoopConfig:
     contact_weight: float = 0.0  # 0: no contact term (training/contact_loss.py)
     skating_weight: float = 0.0  # 0: no skating term (contact_loss.skating_excess_loss)
     leg_motion_weight: float = 0.0  # 0: no leg-motion term (training/leg_motion_loss.py)
+    # Over what the leg-motion term takes its means: "batch" or "action-gait" (each action and
+    # gait of the batch's rows on its own).
+    leg_motion_groups: str = "batch"
     # "pose": the pose block rebuilt from the prediction, the trajectory the mocap's (here);
     # "runtime": every input built by the runtime itself (training/runtime_rollout.py), the
     # rollouts own_frames long from the mocap's state, refreshed every epoch; "both": the two
@@ -59,6 +64,11 @@ class ClosedLoopConfig:
     def __post_init__(self):
         if self.feedback not in FEEDBACK:
             raise ValueError(f"--feedback {self.feedback!r}: one of {', '.join(FEEDBACK)}")
+        if self.leg_motion_groups not in LEG_MOTION_GROUPS:
+            raise ValueError(
+                f"--leg-motion-groups {self.leg_motion_groups!r}: one of "
+                f"{', '.join(LEG_MOTION_GROUPS)}"
+            )
         if not 0 <= self.rollout_match_frames <= MAX_MATCH_FRAMES:
             raise ValueError(
                 f"--rollout-match-frames {self.rollout_match_frames}: must be between 0 and "
@@ -153,22 +163,17 @@ def frame_loss(
     split,
     standard: Standardiser,
     weights: ClosedLoopConfig | None,
-    own: bool,
     mse: bool = True,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """One frame's loss: the MSE of the prediction from x (standardised) against the mocap's
-    y of `rows` (unless `mse` is False), plus the terms `weights` weighs (None: the MSE alone);
-    returns (loss, each term's value for logging). `own`: x was rebuilt from the network's own
-    outputs; the leg-motion term is counted only there, since from the mocap's x it would
-    mostly measure how far the prediction lands from the mocap's pose, not how the legs move."""
+    y of `rows` (unless `mse` is False), plus the per-frame terms `weights` weighs (None: the
+    MSE alone); returns (loss, each term's value for logging). The leg-motion term is not a
+    per-frame one: leg_motion_stretch."""
     loss = nn.functional.mse_loss(prediction, split.y[rows]) if mse else prediction.new_zeros(())
     terms = dict.fromkeys(TERMS, 0.0)
     if weights is None:
         return loss, terms
     x_raw, y_raw = standard.x_raw(x), standard.y_raw(prediction)
-    mocap = ()
-    if weights.skating_weight > 0 or (weights.leg_motion_weight > 0 and own):
-        mocap = (standard.x_raw(split.x[rows]), standard.y_raw(split.y[rows]))
     values = {}
     if weights.contact_weight > 0:
         values["contact"] = (
@@ -176,12 +181,37 @@ def frame_loss(
             contact_loss(x_raw, y_raw, split.planted[rows]),
         )
     if weights.skating_weight > 0:
+        mocap = (standard.x_raw(split.x[rows]), standard.y_raw(split.y[rows]))
         values["skating"] = (weights.skating_weight, skating_excess_loss(x_raw, y_raw, *mocap))
-    if weights.leg_motion_weight > 0 and own:
-        values["leg_motion"] = (weights.leg_motion_weight, leg_motion_loss(x_raw, y_raw, *mocap))
     for name, (weight, term) in values.items():
         loss, terms[name] = loss + weight * term, term.item()
     return loss, terms
+
+
+def stretch_frames(predict, split, starts: np.ndarray, standard: Standardiser, gt: int, own: int):
+    """The stretches from `starts`: `gt` frames fed the mocap's x, then `own` fed x rebuilt
+    from the network's previous output. Yields (frame, own, x, rows, prediction) for each
+    frame, x standardised and `rows` the mocap's rows the frame stands for."""
+    x_train, after = split.x, split.after
+    rows = starts
+    x = x_train[rows]
+    length = gt + own
+    for frame in range(length):
+        prediction = predict(x, split.phase[rows])
+        yield frame, frame >= gt, x, rows, prediction
+        if frame == length - 1:
+            return
+        following = after[rows]
+        if frame + 1 >= gt:  # the next input comes from the network
+            x_next_raw = next_input(
+                standard.x_raw(x).detach().numpy(),
+                standard.y_raw(prediction).detach().numpy(),
+                standard.x_raw(x_train[following]).numpy(),
+            )
+            x = standard.x_standard(x_next_raw)
+        else:
+            x = x_train[following]
+        rows = following
 
 
 def stretch_loss(
@@ -192,54 +222,64 @@ def stretch_loss(
     ground_truth_frames: int,
     own_frames: int,
     weights: ClosedLoopConfig | None,
-    mse: bool = True,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Mean over the stretch of the one-step MSE (unless `mse` is False) plus the terms
-    `weights` weighs (None: the MSE alone); returns (loss, each term's mean value for logging).
-    `split`: a StretchData; `predict(x, phase)`."""
-    x_train, after = split.x, split.after
-    rows = starts
-    x = x_train[rows]
+    """Mean over the stretch of the one-step MSE plus the per-frame terms `weights` weighs
+    (None: the MSE alone); returns (loss, each term's mean value for logging). `split`: a
+    StretchData; `predict(x, phase)`."""
     total, term_totals = 0.0, dict.fromkeys(TERMS, 0.0)
     length = ground_truth_frames + own_frames
-    for frame in range(length):
-        prediction = predict(x, split.phase[rows])
-        own = frame >= ground_truth_frames
-        loss, terms = frame_loss(prediction, x, rows, split, standard, weights, own, mse)
+    for _, _, x, rows, prediction in stretch_frames(
+        predict, split, starts, standard, ground_truth_frames, own_frames
+    ):
+        loss, terms = frame_loss(prediction, x, rows, split, standard, weights)
         term_totals = {name: term_totals[name] + terms[name] for name in TERMS}
         total = total + loss
-        if frame == length - 1:
-            break
-        following = after[rows]
-        if frame + 1 >= ground_truth_frames:  # the next input comes from the network
-            x_next_raw = next_input(
-                standard.x_raw(x).detach().numpy(),
-                standard.y_raw(prediction).detach().numpy(),
-                standard.x_raw(x_train[following]).numpy(),
-            )
-            x = standard.x_standard(x_next_raw)
-        else:
-            x = x_train[following]
-        rows = following
     return total / length, {name: value / length for name, value in term_totals.items()}
 
 
 def leg_motion_stretch(
     model, predict, split, starts, standard: Standardiser, loop: ClosedLoopConfig, own: int
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """The leg-motion term over the stretches from `starts`, the network run without dropout
-    and fed its own outputs, as in the game. Under dropout every predicted step jitters and the
-    term would ask the legs to move less: on training stretches the shipped MANN-8's leg joints
-    turn 1.0-2.3 deg/frame over 16 own frames without dropout (the mocap's 1.1-3.4), 4.9-7.4
-    with dropout 0.3, and the term is 0.2-0.9 (deg/frame)^2 a frame without, 15-22 with."""
-    weights = replace(loop, contact_weight=0.0, skating_weight=0.0)
+    """The weighted leg-motion term over the stretches from `starts`, on their own frames
+    only (from the mocap's x the turn would mostly measure how far the prediction lands from
+    the mocap's pose, not how the legs move), the network run without dropout and fed its own
+    outputs, as in the game. Under dropout every predicted step jitters and the term would
+    ask the legs to move less: on training stretches the shipped MANN-8's leg joints turn
+    1.0-2.3 deg/frame over 16 own frames without dropout (the mocap's 1.1-3.4), 4.9-7.4 with
+    dropout 0.3, and the term is 0.2-0.9 (deg/frame)^2 a frame without, 15-22 with.
+
+    The means are taken over each frame's rows ("batch") or over each action and gait's rows
+    in all the own frames ("action-gait"); counted over the stretch as the per-frame terms
+    are (the ground-truth frames adding nothing). Returns (weighted term, TERMS' values)."""
+    x_raws, y_raws, all_rows, frames = [], [], [], []
     model.eval()
     try:
-        return stretch_loss(
-            predict, split, starts, standard, loop.ground_truth_frames, own, weights, mse=False
-        )
+        for frame, is_own, x, rows, prediction in stretch_frames(
+            predict, split, starts, standard, loop.ground_truth_frames, own
+        ):
+            if is_own:
+                x_raws.append(standard.x_raw(x))
+                y_raws.append(standard.y_raw(prediction))
+                all_rows.append(rows)
+                frames.append(np.full(len(rows), frame))
     finally:
         model.train()
+    terms = dict.fromkeys(TERMS, 0.0)
+    if not all_rows:
+        return torch.zeros(()), terms
+    rows = np.concatenate(all_rows)
+    groups = (
+        np.concatenate(frames) if loop.leg_motion_groups == "batch" else split.action_gait[rows]
+    )
+    term = leg_motion_loss(
+        torch.cat(x_raws),
+        torch.cat(y_raws),
+        standard.x_raw(split.x[rows]),
+        standard.y_raw(split.y[rows]),
+        torch.as_tensor(groups),
+    ) * (own / (loop.ground_truth_frames + own))
+    terms["leg_motion"] = term.item()
+    return loop.leg_motion_weight * term, terms
 
 
 class RuntimeRollouts:
@@ -278,10 +318,8 @@ class RuntimeRollouts:
         x = self.standard.x_standard(self.xs[picked].reshape(-1, INPUT.size))
         rows = self.rows[picked].reshape(-1)
         phase = torch.as_tensor(self.phases[picked].reshape(-1))
-        # Every rollout frame is built by the runtime from the network's own outputs; the
-        # leg-motion term is measured on the stretches alone (fine_tune).
-        weights = replace(loop, leg_motion_weight=0.0)
-        return frame_loss(predict(x, phase), x, rows, self.split, self.standard, weights, True)
+        # The leg-motion term is measured on the stretches alone (fine_tune).
+        return frame_loss(predict(x, phase), x, rows, self.split, self.standard, loop)
 
 
 class StretchData:
@@ -299,6 +337,9 @@ class StretchData:
         contact = arrays.arrays.get("contact_next")
         self.planted = None if contact is None else torch.as_tensor(contact[rows])
         self.action = arrays["action"][rows].astype(np.int64)
+        # One label per (action, gait) pair; NO_GAIT off locomotion is a gait of its own here.
+        gait = arrays["gait"][rows].astype(np.int64) - NO_GAIT
+        self.action_gait = self.action * (len(GAITS) + 1) + gait
 
 
 def check_resumable(path, saved: dict, identity: dict) -> None:
@@ -323,6 +364,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "rollout_path_share": 0.5,
         "rollout_match_frames": 0,
         "leg_motion_weight": 0.0,
+        "leg_motion_groups": "batch",
     }
     previous, identity = unset | previous, unset | identity
     differ = [
@@ -546,7 +588,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                     standard,
                     loop.ground_truth_frames,
                     own,
-                    replace(loop, leg_motion_weight=0.0),
+                    loop,
                 )
                 loss = loss + stretch
                 terms = {name: terms[name] + stretch_terms[name] for name in TERMS}

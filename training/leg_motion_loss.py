@@ -1,5 +1,6 @@
 """The leg-motion term (issue 17, leg stiffness): how far the leg joints turn per predicted step,
-on average over the batch, against how far the mocap's turned in the same frames.
+on average over the batch or over each action and gait in it, against how far the mocap's
+turned in the same frames.
 
 Every shipped network moves its legs less than the mocap (walk 1.52 against 2.95 deg/frame),
 and the walk's excess skating is the same deficit: swings of too little amplitude carried low
@@ -68,9 +69,27 @@ def leg_turn_deg(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
 
 
 def leg_motion_loss(
-    x_raw: torch.Tensor, y_raw: torch.Tensor, x_mocap_raw: torch.Tensor, y_mocap_raw: torch.Tensor
+    x_raw: torch.Tensor,
+    y_raw: torch.Tensor,
+    x_mocap_raw: torch.Tensor,
+    y_mocap_raw: torch.Tensor,
+    groups: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Mean over the leg joints of the squared difference (deg/frame)^2 between the joint's
-    mean predicted turn over the batch and the mocap's over the same rows."""
-    truth = leg_turn_deg(x_mocap_raw, y_mocap_raw).detach().mean(0)
-    return (leg_turn_deg(x_raw, y_raw).mean(0) - truth).square().mean()
+    mean predicted turn and the mocap's over the same rows, the mean taken over each group of
+    rows (`groups` (B,) integer labels; None: the whole batch is one group) and the groups
+    weighed by their rows. Within a group motion can move between rows; across groups it
+    cannot, so a standing dog's stirring legs do not pay for a walking dog's short swings."""
+    if groups is None:
+        groups = torch.zeros(x_raw.shape[0], dtype=torch.int64)
+    _, member = torch.unique(groups, return_inverse=True)
+    share = torch.nn.functional.one_hot(member).to(x_raw.dtype)  # (B, G)
+    rows = share.sum(0)
+    share = share / rows  # each group's column sums to 1: its mean
+
+    def group_means(turn: torch.Tensor) -> torch.Tensor:  # (G, L)
+        return share.T @ turn
+
+    truth = group_means(leg_turn_deg(x_mocap_raw, y_mocap_raw).detach())
+    shortfall = (group_means(leg_turn_deg(x_raw, y_raw)) - truth).square().mean(1)
+    return (shortfall * rows).sum() / rows.sum()
