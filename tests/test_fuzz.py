@@ -5,6 +5,7 @@ import json
 import math
 
 import numpy as np
+from canis.runtime.actions import ACTION_NAMES, ALIASES
 from canis.runtime.controller import DT_S
 from canis.runtime.trajectory import MAX_SPEED_MPS, ControlState, extrapolate
 from canis.tools.run import ScriptDriver, load_script
@@ -82,7 +83,7 @@ events = st.lists(
             "speed": st.floats(0, 10),
             "turn": st.floats(-5, 5),
             "facing": st.floats(-10, 10),
-            "action": st.sampled_from(["idle", "move", "jump", "sit", "stand", "lie"]),
+            "action": st.sampled_from(ACTION_NAMES + tuple(ALIASES)),
         },
     ),
     min_size=1,
