@@ -42,6 +42,7 @@ from canis.runtime.transition import TransitionModel, shipped_transition_model_p
 
 CAPTURE_FPS = 30
 HUD_REFRESH_DRAWS = 10
+PLOT_PANEL_RGBA = (236, 240, 244, 200)  # light, mostly opaque: the plots' lines read on it
 CAMERA_KEY_RATE_RADPS = 1.5
 HELP = (
     "WASD/arrows move  Shift canter  Q/E turn  Space jump  1 stand 2 sit 3 beg 4 lie  "
@@ -128,6 +129,9 @@ class DemoApp:
             )
         }
         self.stage_legend = self._stage_legend(pyglet, self.hud.batch)
+        # A light panel behind the plots, their titles and the legend: on the green ground the
+        # grey and cyan stages and the thin lines could not be told apart.
+        self.plot_panel = pyglet.shapes.Rectangle(4, 4, 932, 138, color=PLOT_PANEL_RGBA)
         self.profiler = Profiler()
         self.loop = FixedTimestep()
         self.player = PlayerControl()
@@ -436,6 +440,7 @@ class DemoApp:
         from pyglet.gl import GL_DEPTH_TEST, glDisable
 
         glDisable(GL_DEPTH_TEST)
+        self.plot_panel.draw()
         has_experts = self.controller.expert_weights is not None
         if self.draws % HUD_REFRESH_DRAWS == 1:  # rebuilt with the HUD text
             # Every stage, transition and render included, and the untimed rest, per frame.

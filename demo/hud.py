@@ -32,7 +32,7 @@ STAGE_COLOURS = {
     "transition": (0.85, 0.2, 0.55),
     "ik": (0.2, 0.7, 0.2),
     "render": (0.55, 0.45, 0.1),
-    "other": (0.75, 0.75, 0.75),  # what no stage timed inside the frame
+    "other": (0.3, 0.3, 0.3),  # what no stage timed inside the frame
 }
 BUDGET_COLOUR = (0.9, 0.1, 0.1)
 EXPERT_COLOURS = [
