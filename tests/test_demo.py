@@ -452,7 +452,12 @@ def documented_worst_cm() -> float:
     return max(worsts)
 
 
-DOCUMENTED_WORST_CM = documented_worst_cm()
+# A fixed ceiling beside the table's worst: the table is regenerated for each shipped network,
+# so a network whose postures pop would otherwise pass against its own table (a candidate of
+# 2026-11-28 popped 17.8-22.9 cm/frame; the shipped one's worst is 9.5, and a canter's own
+# fastest joint moves 12-13 cm in a frame).
+POSTURE_CEILING_CM = 12.0
+DOCUMENTED_WORST_CM = min(documented_worst_cm(), POSTURE_CEILING_CM)
 
 
 def test_the_shipped_network_determines_its_head_and_shoulders_in_the_hill_canter(shipped_app):
@@ -540,6 +545,16 @@ def test_posture_keys_while_moving_on_hills_stop_first_then_go_smoothly(
     assert app.player.action == "move" and app.shown_speed_mps > 0.2
     press(app, key.W, release=True)
     press(app, key.R)
+
+
+def test_a_standing_dog_stands_still(shipped_app):
+    """No key held: no joint moves more than a centimetre in a frame (the shipped network
+    0.24; a fine-tune whose legs stirred while standing moved one 3.8 cm)."""
+    app, key = shipped_app, shipped_app.key
+    press(app, key.R)
+    steps(app, 60)
+    end = app.steps + 120
+    assert max(joint_steps_cm(app, lambda: app.steps >= end)) < 1.0
 
 
 def test_r_resets_the_dog_and_drops_a_held_posture(shipped_app):
