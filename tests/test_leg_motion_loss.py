@@ -110,6 +110,7 @@ def _trot_split():
         after=after,
         phase=torch.zeros(len(x)),
         action_gait=np.where(np.arange(len(x)) % 3 == 0, 5, 9),  # two groups, interleaved
+        gait=np.where(np.arange(len(x)) % 3 == 0, -1, 2),  # every third row off locomotion
     )
 
 
@@ -161,6 +162,19 @@ def test_batch_groups_are_each_frames_rows():
     x_both, y_both = torch.cat([x_own, x_own]), torch.cat([x0, x0])
     expected = leg_motion_loss(x_both, y_both, split.x[rows], split.y[rows], labels).item()
     np.testing.assert_allclose(values["leg_motion"], expected * 2 / 3, rtol=1e-4)
+    by_gait = replace(loop, leg_motion_groups="gait")
+    _, values = closed_loop.leg_motion_stretch(model, predict, split, starts, standard, by_gait, 2)
+    moving = split.gait[rows] != -1
+    assert 0 < moving.sum() < len(rows)
+    expected = leg_motion_loss(
+        x_both[moving], y_both[moving], split.x[rows[moving]], split.y[rows[moving]]
+    ).item()
+    np.testing.assert_allclose(values["leg_motion"], expected * 2 / 3, rtol=1e-4)
+    split.gait[:] = -1  # no row on locomotion: no term
+    term, values = closed_loop.leg_motion_stretch(
+        model, predict, split, starts, standard, by_gait, 2
+    )
+    assert term.item() == 0.0 and values["leg_motion"] == 0.0
 
 
 def test_finetune_logs_the_leg_motion_term(tiny_dataset, tmp_path):

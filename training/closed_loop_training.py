@@ -34,7 +34,7 @@ from torch import nn
 JOINT_FIELDS = ("position", "forward", "up", "velocity")
 FEEDBACK = ("pose", "runtime", "both")
 MAX_MATCH_FRAMES = 50
-LEG_MOTION_GROUPS = ("batch", "action-gait")
+LEG_MOTION_GROUPS = ("batch", "action-gait", "gait")
 
 
 @dataclass
@@ -45,8 +45,8 @@ class ClosedLoopConfig:
     contact_weight: float = 0.0  # 0: no contact term (training/contact_loss.py)
     skating_weight: float = 0.0  # 0: no skating term (contact_loss.skating_excess_loss)
     leg_motion_weight: float = 0.0  # 0: no leg-motion term (training/leg_motion_loss.py)
-    # Over what the leg-motion term takes its means: "batch" or "action-gait" (each action and
-    # gait of the batch's rows on its own).
+    # Over what the leg-motion term takes its means: "batch", "action-gait" (each action and
+    # gait of the batch's rows on its own) or "gait" (each gait's, the rows off locomotion out).
     leg_motion_groups: str = "batch"
     # "pose": the pose block rebuilt from the prediction, the trajectory the mocap's (here);
     # "runtime": every input built by the runtime itself (training/runtime_rollout.py), the
@@ -248,8 +248,9 @@ def leg_motion_stretch(
     1.0-2.3 deg/frame over 16 own frames without dropout (the mocap's 1.1-3.4), 4.9-7.4 with
     dropout 0.3, and the term is 0.2-0.9 (deg/frame)^2 a frame without, 15-22 with.
 
-    The means are taken over each frame's rows ("batch") or over each action and gait's rows
-    in all the own frames ("action-gait"); counted over the stretch as the per-frame terms
+    The means are taken over each frame's rows ("batch"), over each action and gait's rows in
+    all the own frames ("action-gait") or over each gait's, the rows off locomotion left out
+    ("gait"); counted over the stretch as the per-frame terms
     are (the ground-truth frames adding nothing). Returns (weighted term, TERMS' values)."""
     x_raws, y_raws, all_rows, frames = [], [], [], []
     model.eval()
@@ -267,13 +268,22 @@ def leg_motion_stretch(
     terms = dict.fromkeys(TERMS, 0.0)
     if not all_rows:
         return torch.zeros(()), terms
-    rows = np.concatenate(all_rows)
-    groups = (
-        np.concatenate(frames) if loop.leg_motion_groups == "batch" else split.action_gait[rows]
-    )
+    rows, frames = np.concatenate(all_rows), np.concatenate(frames)
+    x_raw, y_raw = torch.cat(x_raws), torch.cat(y_raws)
+    counted = np.ones(len(rows), bool)
+    if loop.leg_motion_groups == "batch":
+        groups = frames
+    elif loop.leg_motion_groups == "action-gait":
+        groups = split.action_gait[rows]
+    else:
+        groups = split.gait[rows]
+        counted = groups != NO_GAIT
+    if not counted.any():
+        return torch.zeros(()), terms
+    rows, groups = rows[counted], groups[counted]
     term = leg_motion_loss(
-        torch.cat(x_raws),
-        torch.cat(y_raws),
+        x_raw[counted],
+        y_raw[counted],
         standard.x_raw(split.x[rows]),
         standard.y_raw(split.y[rows]),
         torch.as_tensor(groups),
@@ -338,8 +348,8 @@ class StretchData:
         self.planted = None if contact is None else torch.as_tensor(contact[rows])
         self.action = arrays["action"][rows].astype(np.int64)
         # One label per (action, gait) pair; NO_GAIT off locomotion is a gait of its own here.
-        gait = arrays["gait"][rows].astype(np.int64) - NO_GAIT
-        self.action_gait = self.action * (len(GAITS) + 1) + gait
+        self.gait = arrays["gait"][rows].astype(np.int64)
+        self.action_gait = self.action * (len(GAITS) + 1) + self.gait - NO_GAIT
 
 
 def check_resumable(path, saved: dict, identity: dict) -> None:
