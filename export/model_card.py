@@ -205,7 +205,8 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
         f"{loop.get('weight_decay', WEIGHT_DECAY)}"
         + (
             f", leg-motion weight {loop['leg_motion_weight']} over each "
-            f"{loop.get('leg_motion_groups', 'batch')} (training/leg_motion_loss.py)"
+            f"{loop.get('leg_motion_groups', 'batch')} on the "
+            f"{loop.get('leg_motion_on', 'stretches')} (training/leg_motion_loss.py)"
             if loop.get("leg_motion_weight")
             else ""
         )
@@ -250,6 +251,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --leg-motion-weight {loop['leg_motion_weight']}"
         if loop.get("leg_motion_groups", "batch") != "batch":
             later += f" --leg-motion-groups {loop['leg_motion_groups']}"
+        if loop.get("leg_motion_on", "stretches") != "stretches":
+            later += f" --leg-motion-on {loop['leg_motion_on']}"
     if loop.get("feedback", "pose") != "pose":
         later += (
             f" --feedback {loop['feedback']} --rollout-dogs {loop['rollout_dogs']} "

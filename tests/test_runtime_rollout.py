@@ -187,3 +187,35 @@ def test_input_gap_measures_the_mocaps_own_input_as_the_network_does(tiny_datase
         }
         assert all(np.isfinite(v) and v > 0 for v in figures.values())
     assert gap["path"]["mocap x"] == gap["stick"]["mocap x"]  # the same frames, the same x
+
+
+def test_leg_motion_on_rollouts_is_logged_and_named_in_the_card(tiny_dataset, tmp_path, capsys):
+    """--leg-motion-on rollouts: the term is taken one step from the runtime's rollouts (the
+    trajectory the dog's own), logged, and part of the configuration; without rollouts it is
+    refused, naming the option."""
+    from canis.training.train import LAST, train
+    from conftest import tiny_config
+    from test_closed_loop_training import finetune
+
+    start = tmp_path / "one_step"
+    train(tiny_config(tiny_dataset), start, progress=False)
+    out = tmp_path / "run"
+    legs = ("--leg-motion-weight", "0.5", "--leg-motion-on", "rollouts")
+    both = ("--feedback", "both", "--rollout-dogs", "8")
+    assert finetune(tiny_dataset, start / LAST, out, *both, *legs) == 0
+    log = (out / "log.csv").read_text().splitlines()
+    rows = [dict(zip(log[0].split(","), line.split(","), strict=True)) for line in log[1:]]
+    assert all(float(r["leg_motion_term"]) > 0 for r in rows)
+    from canis.cli import main
+
+    tuned = tmp_path / "tuned.onnx"
+    export = ["export", str(out / LAST), "--out", str(tuned), "--dataset", str(tiny_dataset)]
+    assert main([*export, "--card", "--card-seconds", "1"]) == 0
+    assert (
+        "--leg-motion-weight 0.5 --leg-motion-on rollouts" in tuned.with_suffix(".md").read_text()
+    )
+    capsys.readouterr()
+    refused = tmp_path / "refused"
+    assert finetune(tiny_dataset, start / LAST, refused, *legs) == 2
+    assert "--leg-motion-on rollouts: needs the runtime's rollouts" in capsys.readouterr().err
+    assert not refused.exists()

@@ -72,6 +72,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "with the rows off locomotion left out",
     )
     finetune.add_argument(
+        "--leg-motion-on",
+        choices=("stretches", "rollouts"),
+        default="stretches",
+        help="where the leg-motion term is measured: on the stretches (the pose fed back, the "
+        "trajectory the mocap's) or one step from each frame of the runtime's rollouts (the "
+        "trajectory the dog's own, as in the game; --feedback runtime or both)",
+    )
+    finetune.add_argument(
         "--feedback",
         choices=("pose", "runtime", "both"),
         default="pose",
@@ -157,6 +165,7 @@ def run_finetune(args) -> int:
         skating_weight=args.skating_weight,
         leg_motion_weight=args.leg_motion_weight,
         leg_motion_groups=args.leg_motion_groups,
+        leg_motion_on=args.leg_motion_on,
         feedback=args.feedback,
         rollout_dogs=args.rollout_dogs,
         rollout_path_share=args.rollout_path_share,

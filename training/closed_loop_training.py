@@ -35,6 +35,7 @@ JOINT_FIELDS = ("position", "forward", "up", "velocity")
 FEEDBACK = ("pose", "runtime", "both")
 MAX_MATCH_FRAMES = 50
 LEG_MOTION_GROUPS = ("batch", "action-gait", "gait")
+LEG_MOTION_ON = ("stretches", "rollouts")
 
 
 @dataclass
@@ -48,6 +49,10 @@ class ClosedLoopConfig:
     # Over what the leg-motion term takes its means: "batch", "action-gait" (each action and
     # gait of the batch's rows on its own) or "gait" (each gait's, the rows off locomotion out).
     leg_motion_groups: str = "batch"
+    # Where the leg-motion term is measured: "stretches" (the pose fed back, the trajectory the
+    # mocap's) or "rollouts" (one step from each frame of the runtime's rollouts, whose
+    # trajectory is the dog's own as in the game; needs --feedback runtime or both).
+    leg_motion_on: str = "stretches"
     # "pose": the pose block rebuilt from the prediction, the trajectory the mocap's (here);
     # "runtime": every input built by the runtime itself (training/runtime_rollout.py), the
     # rollouts own_frames long from the mocap's state, refreshed every epoch; "both": the two
@@ -78,11 +83,21 @@ class ClosedLoopConfig:
             raise ValueError(
                 f"--rollout-path-share {self.rollout_path_share}: must be between 0 and 1"
             )
-        if self.feedback == "runtime" and self.leg_motion_weight > 0:
+        if self.leg_motion_on not in LEG_MOTION_ON:
             raise ValueError(
-                "--leg-motion-weight: is measured on the stretches the pose is fed back in; "
-                "use --feedback pose or both"
+                f"--leg-motion-on {self.leg_motion_on!r}: one of {', '.join(LEG_MOTION_ON)}"
             )
+        if self.leg_motion_weight > 0:
+            if self.leg_motion_on == "stretches" and self.feedback == "runtime":
+                raise ValueError(
+                    "--leg-motion-weight: is measured on the stretches the pose is fed back "
+                    "in; use --feedback pose or both, or --leg-motion-on rollouts"
+                )
+            if self.leg_motion_on == "rollouts" and self.feedback == "pose":
+                raise ValueError(
+                    "--leg-motion-on rollouts: needs the runtime's rollouts; use --feedback "
+                    "runtime or both"
+                )
         if self.feedback != "pose" and (self.own_frames < 1 or self.rollout_dogs < 1):
             raise ValueError(
                 f"--feedback {self.feedback}: needs --own-frames (the rollout's length) and "
@@ -237,6 +252,38 @@ def stretch_loss(
     return total / length, {name: value / length for name, value in term_totals.items()}
 
 
+def grouped_leg_motion(
+    x_raw: torch.Tensor,
+    y_raw: torch.Tensor,
+    rows: np.ndarray,
+    frames: np.ndarray,
+    split,
+    standard: Standardiser,
+    loop: ClosedLoopConfig,
+) -> torch.Tensor:
+    """leg_motion_loss of the steps x_raw -> y_raw against the mocap's `rows`, the means over
+    loop.leg_motion_groups: each frame's rows (`frames`: each step's frame in its stretch or
+    rollout), each action and gait's, or each gait's with the rows off locomotion left out."""
+    counted = np.ones(len(rows), bool)
+    if loop.leg_motion_groups == "batch":
+        groups = frames
+    elif loop.leg_motion_groups == "action-gait":
+        groups = split.action_gait[rows]
+    else:
+        groups = split.gait[rows]
+        counted = groups != NO_GAIT
+    if not counted.any():
+        return x_raw.new_zeros(())
+    rows, groups = rows[counted], groups[counted]
+    return leg_motion_loss(
+        x_raw[counted],
+        y_raw[counted],
+        standard.x_raw(split.x[rows]),
+        standard.y_raw(split.y[rows]),
+        torch.as_tensor(groups),
+    )
+
+
 def leg_motion_stretch(
     model, predict, split, starts, standard: Standardiser, loop: ClosedLoopConfig, own: int
 ) -> tuple[torch.Tensor, dict[str, float]]:
@@ -269,24 +316,8 @@ def leg_motion_stretch(
     if not all_rows:
         return torch.zeros(()), terms
     rows, frames = np.concatenate(all_rows), np.concatenate(frames)
-    x_raw, y_raw = torch.cat(x_raws), torch.cat(y_raws)
-    counted = np.ones(len(rows), bool)
-    if loop.leg_motion_groups == "batch":
-        groups = frames
-    elif loop.leg_motion_groups == "action-gait":
-        groups = split.action_gait[rows]
-    else:
-        groups = split.gait[rows]
-        counted = groups != NO_GAIT
-    if not counted.any():
-        return torch.zeros(()), terms
-    rows, groups = rows[counted], groups[counted]
-    term = leg_motion_loss(
-        x_raw[counted],
-        y_raw[counted],
-        standard.x_raw(split.x[rows]),
-        standard.y_raw(split.y[rows]),
-        torch.as_tensor(groups),
+    term = grouped_leg_motion(
+        torch.cat(x_raws), torch.cat(y_raws), rows, frames, split, standard, loop
     ) * (own / (loop.ground_truth_frames + own))
     terms["leg_motion"] = term.item()
     return loop.leg_motion_weight * term, terms
@@ -328,8 +359,21 @@ class RuntimeRollouts:
         x = self.standard.x_standard(self.xs[picked].reshape(-1, INPUT.size))
         rows = self.rows[picked].reshape(-1)
         phase = torch.as_tensor(self.phases[picked].reshape(-1))
-        # The leg-motion term is measured on the stretches alone (fine_tune).
-        return frame_loss(predict(x, phase), x, rows, self.split, self.standard, loop)
+        loss, terms = frame_loss(predict(x, phase), x, rows, self.split, self.standard, loop)
+        if loop.leg_motion_weight > 0 and loop.leg_motion_on == "rollouts":
+            # Without dropout, as leg_motion_stretch (its docstring says why).
+            self.model.eval()
+            try:
+                prediction = predict(x, phase)
+            finally:
+                self.model.train()
+            frames = np.tile(np.arange(self.rows.shape[1]), batch_size)
+            legs = grouped_leg_motion(
+                self.standard.x_raw(x), self.standard.y_raw(prediction), rows, frames,
+                self.split, self.standard, loop,
+            )  # fmt: skip
+            loss, terms["leg_motion"] = loss + loop.leg_motion_weight * legs, legs.item()
+        return loss, terms
 
 
 class StretchData:
@@ -375,6 +419,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "rollout_match_frames": 0,
         "leg_motion_weight": 0.0,
         "leg_motion_groups": "batch",
+        "leg_motion_on": "stretches",
     }
     previous, identity = unset | previous, unset | identity
     differ = [
@@ -602,7 +647,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 )
                 loss = loss + stretch
                 terms = {name: terms[name] + stretch_terms[name] for name in TERMS}
-            if loop.leg_motion_weight > 0:
+            if loop.leg_motion_weight > 0 and loop.leg_motion_on == "stretches":
                 legs, leg_terms = leg_motion_stretch(
                     model, predict_training, train_split, batch, standard, loop, own
                 )
