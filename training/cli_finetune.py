@@ -59,8 +59,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         type=float,
         default=0.0,
         help="weight of the leg-motion term: each leg joint's mean turn per predicted step "
-        "over the batch, the network run without dropout on its own frames, against the "
-        "mocap's in the same frames, squared deg/frame (0: off; training/leg_motion_loss.py)",
+        "over the rows of --leg-motion-groups, the network run without dropout on its own "
+        "frames, against the mocap's in the same frames, squared deg/frame (0: off; "
+        "training/leg_motion_loss.py)",
     )
     finetune.add_argument(
         "--leg-motion-groups",

@@ -178,13 +178,12 @@ def frame_loss(
     split,
     standard: Standardiser,
     weights: ClosedLoopConfig | None,
-    mse: bool = True,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """One frame's loss: the MSE of the prediction from x (standardised) against the mocap's
-    y of `rows` (unless `mse` is False), plus the per-frame terms `weights` weighs (None: the
-    MSE alone); returns (loss, each term's value for logging). The leg-motion term is not a
-    per-frame one: leg_motion_stretch."""
-    loss = nn.functional.mse_loss(prediction, split.y[rows]) if mse else prediction.new_zeros(())
+    y of `rows`, plus the per-frame terms `weights` weighs (None: the MSE alone); returns
+    (loss, each term's value for logging). The leg-motion term is not a per-frame one:
+    leg_motion_stretch and RuntimeRollouts.loss."""
+    loss = nn.functional.mse_loss(prediction, split.y[rows])
     terms = dict.fromkeys(TERMS, 0.0)
     if weights is None:
         return loss, terms

@@ -1,6 +1,7 @@
 """The leg-motion term (issue 17, leg stiffness): how far the leg joints turn per predicted step,
-on average over the batch or over each action and gait in it, against how far the mocap's
-turned in the same frames.
+on average over a group of rows (each frame's batch, each gait, each action and gait), against
+how far the mocap's turned in the same frames (which grouping did what: docs/EVALUATION.md, the
+eighth and ninth sessions of the fine-tuning).
 
 Every shipped network moves its legs less than the mocap (walk 1.52 against 2.95 deg/frame),
 and the walk's excess skating is the same deficit: swings of too little amplitude carried low
