@@ -23,7 +23,7 @@ from canis.runtime.features import ACTIONS
 from canis.runtime.trajectory import ControlState
 
 SCENE_PARTS = ("terrain", "shadow", "dog", "trajectories")  # Scene.hidden's names
-HUD_PARTS = ("hud text", "hud plots")
+HUD_PARTS = ("hud text", "hud plots", "hud panel")  # the panel: the light box behind the plots
 
 
 def measure_parts(model, view: str = "body", rounds: int = 8, block: int = 20, warmup: int = 3):
@@ -39,12 +39,13 @@ def measure_parts(model, view: str = "body", rounds: int = 8, block: int = 20, w
     control = ControlState(np.array([[0.0, 1.9]]), np.zeros(1), np.array([ACTIONS.index("move")]))
     app.window.switch_to()
     app.scene.show_body = view == "body"
-    draw_text, draw_plots = app.hud.draw, app.plots.draw
+    draw_text, draw_plots, draw_panel = app.hud.draw, app.plots.draw, app.plot_panel.draw
 
     def leave_out(part: str | None) -> None:
         app.scene.hidden = {part} if part in SCENE_PARTS else set()
         app.hud.draw = (lambda w, h: None) if part == "hud text" else draw_text
         app.plots.draw = (lambda w, h: None) if part == "hud plots" else draw_plots
+        app.plot_panel.draw = (lambda: None) if part == "hud panel" else draw_panel
 
     variants = [None, *SCENE_PARTS, *HUD_PARTS]
     samples = {v: [] for v in variants}

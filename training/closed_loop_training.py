@@ -294,10 +294,9 @@ def leg_motion_stretch(
     1.0-2.3 deg/frame over 16 own frames without dropout (the mocap's 1.1-3.4), 4.9-7.4 with
     dropout 0.3, and the term is 0.2-0.9 (deg/frame)^2 a frame without, 15-22 with.
 
-    The means are taken over each frame's rows ("batch"), over each action and gait's rows in
-    all the own frames ("action-gait") or over each gait's, the rows off locomotion left out
-    ("gait"); counted over the stretch as the per-frame terms
-    are (the ground-truth frames adding nothing). Returns (weighted term, TERMS' values)."""
+    The means are taken as grouped_leg_motion says, over all the own frames; the term counts
+    over the stretch as the per-frame terms do (the ground-truth frames adding nothing).
+    Returns (weighted term, TERMS' values)."""
     x_raws, y_raws, all_rows, frames = [], [], [], []
     model.eval()
     try:
