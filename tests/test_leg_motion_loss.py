@@ -140,7 +140,9 @@ def test_leg_motion_counts_only_the_networks_own_frames():
 
 def test_batch_groups_are_each_frames_rows():
     """ "batch": each own frame's batch mean against the mocap's, averaged over the stretch's
-    frames; "action-gait": each action and gait's rows over all the own frames."""
+    frames; "action-gait": each action and gait's rows over all the own frames; "gait": each
+    gait's rows, those off locomotion left out; "locomotion": each own frame's rows on
+    locomotion."""
     split, standard, model = _trot_split(), _raw_units(), torch.nn.Dropout(0.3)
     starts, predict = np.arange(10, 16), _still_legs(split)
     loop = closed_loop.ClosedLoopConfig(ground_truth_frames=1, leg_motion_weight=1.0)
@@ -155,6 +157,7 @@ def test_batch_groups_are_each_frames_rows():
     ]
     expected = (by_frame[0] + by_frame[1]).item() / 3  # two own frames of three
     np.testing.assert_allclose(values["leg_motion"], expected, rtol=1e-4)
+    whole_batch = values["leg_motion"]
     grouped = replace(loop, leg_motion_groups="action-gait")
     _, values = closed_loop.leg_motion_stretch(model, predict, split, starts, standard, grouped, 2)
     rows = np.concatenate([starts + 1, starts + 2])
@@ -170,11 +173,28 @@ def test_batch_groups_are_each_frames_rows():
         x_both[moving], y_both[moving], split.x[rows[moving]], split.y[rows[moving]]
     ).item()
     np.testing.assert_allclose(values["leg_motion"], expected * 2 / 3, rtol=1e-4)
+    # "locomotion": each own frame's rows as "batch", the rows off locomotion left out.
+    on_feet = replace(loop, leg_motion_groups="locomotion")
+    _, values = closed_loop.leg_motion_stretch(model, predict, split, starts, standard, on_feet, 2)
+    by_frame = []
+    for k in (1, 2):
+        kept = split.gait[starts + k] != -1
+        assert 0 < kept.sum() < len(starts)
+        by_frame.append(
+            kept.sum()
+            * leg_motion_loss(
+                x_own[kept], x0[kept], split.x[starts[kept] + k], split.y[starts[kept] + k]
+            ).item()
+        )
+    expected = sum(by_frame) / moving.sum()  # the frames weighed by their rows on locomotion
+    np.testing.assert_allclose(values["leg_motion"], expected * 2 / 3, rtol=1e-4)
+    assert abs(values["leg_motion"] - whole_batch) > 1e-3 * whole_batch  # the standing rows out
     split.gait[:] = -1  # no row on locomotion: no term
-    term, values = closed_loop.leg_motion_stretch(
-        model, predict, split, starts, standard, by_gait, 2
-    )
-    assert term.item() == 0.0 and values["leg_motion"] == 0.0
+    for groups in (by_gait, on_feet):
+        term, values = closed_loop.leg_motion_stretch(
+            model, predict, split, starts, standard, groups, 2
+        )
+        assert term.item() == 0.0 and values["leg_motion"] == 0.0
 
 
 def test_finetune_logs_the_leg_motion_term(tiny_dataset, tmp_path):
@@ -188,7 +208,7 @@ def test_finetune_logs_the_leg_motion_term(tiny_dataset, tmp_path):
     options = ["--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4", "--own-frames", "3"]
     start = ["--start", str(tmp_path / "one_step" / LAST), "--dataset", str(tiny_dataset)]
     term = ["--leg-motion-weight", "0.1"]
-    for groups in ("batch", "action-gait"):
+    for groups in ("batch", "locomotion", "action-gait"):
         run = ["--out", str(out / groups), *options, *term, "--leg-motion-groups", groups]
         assert main(["finetune", *start, *run]) == 0
         header, row = (out / groups / "log.csv").read_text().splitlines()

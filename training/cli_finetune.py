@@ -65,9 +65,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     finetune.add_argument(
         "--leg-motion-groups",
-        choices=("batch", "action-gait", "gait"),
+        choices=("batch", "locomotion", "action-gait", "gait"),
         default="batch",
-        help="the leg-motion term's means: over each frame's batch, over each action and gait "
+        help="the leg-motion term's means: over each frame's batch, over each frame's rows on "
+        "locomotion (standing, sitting and lying rows left out), over each action and gait "
         "in the batch on its own (a standing dog's legs then held to the mocap's standing "
         "dogs', not free to stir for walking legs that swing too little), or over each gait "
         "with the rows off locomotion left out",

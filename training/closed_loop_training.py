@@ -34,7 +34,7 @@ from torch import nn
 JOINT_FIELDS = ("position", "forward", "up", "velocity")
 FEEDBACK = ("pose", "runtime", "both")
 MAX_MATCH_FRAMES = 50
-LEG_MOTION_GROUPS = ("batch", "action-gait", "gait")
+LEG_MOTION_GROUPS = ("batch", "locomotion", "action-gait", "gait")
 LEG_MOTION_ON = ("stretches", "rollouts")
 
 
@@ -46,8 +46,10 @@ class ClosedLoopConfig:
     contact_weight: float = 0.0  # 0: no contact term (training/contact_loss.py)
     skating_weight: float = 0.0  # 0: no skating term (contact_loss.skating_excess_loss)
     leg_motion_weight: float = 0.0  # 0: no leg-motion term (training/leg_motion_loss.py)
-    # Over what the leg-motion term takes its means: "batch", "action-gait" (each action and
-    # gait of the batch's rows on its own) or "gait" (each gait's, the rows off locomotion out).
+    # Over what the leg-motion term takes its means: "batch" (each frame's rows), "locomotion"
+    # (each frame's rows on locomotion: the standing, sitting and lying rows left out),
+    # "action-gait" (each action and gait of the batch's rows on its own) or "gait" (each
+    # gait's, the rows off locomotion left out).
     leg_motion_groups: str = "batch"
     # Where the leg-motion term is measured: "stretches" (the pose fed back, the trajectory the
     # mocap's) or "rollouts" (one step from each frame of the runtime's rollouts, whose
@@ -262,10 +264,14 @@ def grouped_leg_motion(
 ) -> torch.Tensor:
     """leg_motion_loss of the steps x_raw -> y_raw against the mocap's `rows`, the means over
     loop.leg_motion_groups: each frame's rows (`frames`: each step's frame in its stretch or
-    rollout), each action and gait's, or each gait's with the rows off locomotion left out."""
+    rollout), the same with the rows off locomotion left out, each action and gait's, or each
+    gait's with the rows off locomotion left out."""
     counted = np.ones(len(rows), bool)
     if loop.leg_motion_groups == "batch":
         groups = frames
+    elif loop.leg_motion_groups == "locomotion":
+        groups = frames
+        counted = split.gait[rows] != NO_GAIT
     elif loop.leg_motion_groups == "action-gait":
         groups = split.action_gait[rows]
     else:
