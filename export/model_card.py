@@ -211,6 +211,11 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
             else ""
         )
         + (
+            f", stillness weight {loop['stillness_weight']} off locomotion"
+            if loop.get("stillness_weight")
+            else ""
+        )
+        + (
             f"; feedback {loop['feedback']} (rollouts through the runtime: "
             "training/runtime_rollout.py)"
             if loop.get("feedback", "pose") != "pose"
@@ -253,6 +258,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
             later += f" --leg-motion-groups {loop['leg_motion_groups']}"
         if loop.get("leg_motion_on", "stretches") != "stretches":
             later += f" --leg-motion-on {loop['leg_motion_on']}"
+    if loop.get("stillness_weight"):
+        later += f" --stillness-weight {loop['stillness_weight']}"
     if loop.get("feedback", "pose") != "pose":
         later += (
             f" --feedback {loop['feedback']} --rollout-dogs {loop['rollout_dogs']} "

@@ -203,6 +203,12 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
     assert "leg_motion_weight 0.0 (now 0.1)" in capsys.readouterr().err
     assert finetune(tiny_dataset, started, out, "--leg-motion-weight", "nan") == 2
     assert "--leg-motion-weight nan: must be finite and >= 0" in capsys.readouterr().err
+    # And the stillness term.
+    args = ("--contact-weight", "0.01", "--resume", "--stillness-weight", "2")
+    assert finetune(tiny_dataset, started, out, *args) == 2
+    assert "stillness_weight 0.0 (now 2.0)" in capsys.readouterr().err
+    assert finetune(tiny_dataset, started, out, "--stillness-weight", "-1") == 2
+    assert "--stillness-weight -1.0: must be finite and >= 0" in capsys.readouterr().err
     assert len((out / "log.csv").read_text().splitlines()) == 3  # the run is untouched
 
 

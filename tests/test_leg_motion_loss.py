@@ -10,7 +10,13 @@ import torch
 from canis.runtime.features import INPUT, OUTPUT
 from canis.training import closed_loop_training as closed_loop
 from canis.training.controller_metrics import angular_update_deg
-from canis.training.leg_motion_loss import LEG_ROWS, leg_motion_loss, leg_turn_deg
+from canis.training.leg_motion_loss import (
+    LEG_ROWS,
+    ROTATING_ROWS,
+    leg_motion_loss,
+    leg_turn_deg,
+    stillness_loss,
+)
 
 
 def _trot_pairs():
@@ -88,6 +94,26 @@ def test_grouped_term_keeps_still_legs_from_paying_for_short_swings():
     truth = leg_turn_deg(x_t, y_t).mean(0)
     np.testing.assert_allclose(by_group.item(), (0.5 * truth).square().mean().item(), rtol=0.25)
     assert leg_motion_loss(x_both, mocap, x_both, mocap, groups).item() < 1e-6
+
+
+def test_stillness_term_charges_only_motion_beyond_the_mocaps():
+    """Zero for the mocap's own motion and for less; for more (a dog stirring where the mocap's
+    stood still) it grows, and its gradient calms the joints."""
+    _, x, y, _ = _trot_pairs()
+    x_t, y_t = torch.as_tensor(x[10:40]), torch.as_tensor(y[10:40])
+    still = _damped(x_t, y_t, 0.0)
+    assert len(ROTATING_ROWS) > len(LEG_ROWS)  # head and spine watched too
+    assert stillness_loss(x_t, y_t, x_t, y_t).item() < 1e-6
+    assert stillness_loss(x_t, _damped(x_t, y_t, 0.5), x_t, y_t).item() == 0.0
+    stirring = y_t.clone().requires_grad_(True)  # moves as the trot where the mocap stands
+    loss = stillness_loss(x_t, stirring, x_t, still)
+    excess = leg_turn_deg(x_t, y_t, ROTATING_ROWS) - leg_turn_deg(x_t, still, ROTATING_ROWS)
+    np.testing.assert_allclose(loss.item(), excess.clamp(min=0).square().mean().item(), rtol=1e-5)
+    assert loss.item() > 1.0
+    loss.backward()
+    calmer = stirring.detach() - 1e-3 * stirring.grad
+    assert stillness_loss(x_t, calmer, x_t, still).item() < loss.item()
+    assert stillness_loss(x_t[:0], y_t[:0], x_t[:0], y_t[:0]).item() == 0.0
 
 
 def _raw_units() -> closed_loop.Standardiser:
@@ -197,6 +223,48 @@ def test_batch_groups_are_each_frames_rows():
         assert term.item() == 0.0 and values["leg_motion"] == 0.0
 
 
+def test_stillness_is_taken_on_the_own_frames_off_locomotion():
+    """The term sees only the own frames' rows off locomotion, without the leg-motion term
+    when its weight is 0, and adds nothing where no row is off locomotion."""
+    split, standard, model = _trot_split(), _raw_units(), torch.nn.Dropout(0.3)
+    split.phase = torch.arange(len(split.x), dtype=torch.float32)  # the row, for the predictor
+
+    def jumping(x_in, phase):  # another frame's pose for each row: joints jump about
+        return split.y[(phase.long() * 7) % 40]
+
+    starts = np.arange(10, 16)
+    loop = closed_loop.ClosedLoopConfig(ground_truth_frames=1, stillness_weight=3.0)
+    term, values = closed_loop.leg_motion_stretch(model, jumping, split, starts, standard, loop, 2)
+    assert values["leg_motion"] == 0.0
+    own = [
+        (x, rows, prediction)
+        for _, is_own, x, rows, prediction in closed_loop.stretch_frames(
+            jumping, split, starts, standard, 1, 2
+        )
+        if is_own
+    ]
+    x_own, rows, y_own = (torch.cat([torch.as_tensor(o[i]) for o in own]) for i in range(3))
+    rows = rows.numpy()
+    idle = split.gait[rows] == -1
+    assert 0 < idle.sum() < len(rows)
+    expected = stillness_loss(
+        x_own[idle], y_own[idle], split.x[rows[idle]], split.y[rows[idle]]
+    ).item()
+    assert expected > 1.0
+    np.testing.assert_allclose(values["stillness"], expected * 2 / 3, rtol=1e-4)
+    np.testing.assert_allclose(term.item(), 3.0 * values["stillness"], rtol=1e-6)
+    split.gait[:] = 2  # every row on locomotion
+    term, values = closed_loop.leg_motion_stretch(model, jumping, split, starts, standard, loop, 2)
+    assert term.item() == 0.0 and values["stillness"] == 0.0
+
+
+def test_stillness_needs_the_stretches():
+    import pytest
+
+    with pytest.raises(ValueError, match="--stillness-weight"):
+        closed_loop.ClosedLoopConfig(stillness_weight=1.0, feedback="runtime", own_frames=4)
+
+
 def test_finetune_logs_the_leg_motion_term(tiny_dataset, tmp_path):
     from canis.training.train import LAST, train
     from conftest import tiny_config
@@ -214,6 +282,16 @@ def test_finetune_logs_the_leg_motion_term(tiny_dataset, tmp_path):
         header, row = (out / groups / "log.csv").read_text().splitlines()
         logged = dict(zip(header.split(","), row.split(","), strict=True))
         assert float(logged["leg_motion_term"]) > 0
+    run = ["--out", str(out / "still"), *options, "--stillness-weight", "1"]
+    assert main(["finetune", *start, *run]) == 0
+    header, row = (out / "still" / "log.csv").read_text().splitlines()
+    logged = dict(zip(header.split(","), row.split(","), strict=True))
+    assert float(logged["stillness_term"]) >= 0 and float(logged["leg_motion_term"]) == 0
+    tuned = tmp_path / "still.onnx"
+    export = ["export", str(out / "still" / LAST), "--out", str(tuned)]
+    assert main([*export, "--dataset", str(tiny_dataset), "--card", "--card-seconds", "1"]) == 0
+    card = tuned.with_suffix(".md").read_text()
+    assert "--stillness-weight 1.0" in card and "stillness weight 1.0 off locomotion" in card
 
 
 def test_a_log_begun_before_a_new_column_keeps_its_columns(tmp_path):

@@ -82,6 +82,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "trajectory the dog's own, as in the game; --feedback runtime or both)",
     )
     finetune.add_argument(
+        "--stillness-weight",
+        type=float,
+        default=0.0,
+        help="weight of the stillness term: on the stretches' own frames off locomotion "
+        "(standing, sitting, lying), each joint's turn per predicted step beyond the mocap's "
+        "in the same frame, squared deg/frame, the network run without dropout (0: off; "
+        "training/leg_motion_loss.py)",
+    )
+    finetune.add_argument(
         "--feedback",
         choices=("pose", "runtime", "both"),
         default="pose",
@@ -156,6 +165,7 @@ def run_finetune(args) -> int:
         ("--contact-weight", args.contact_weight),
         ("--skating-weight", args.skating_weight),
         ("--leg-motion-weight", args.leg_motion_weight),
+        ("--stillness-weight", args.stillness_weight),
     ):
         if not (math.isfinite(weight) and weight >= 0):
             raise ValueError(f"{option} {weight}: must be finite and >= 0")
@@ -168,6 +178,7 @@ def run_finetune(args) -> int:
         leg_motion_weight=args.leg_motion_weight,
         leg_motion_groups=args.leg_motion_groups,
         leg_motion_on=args.leg_motion_on,
+        stillness_weight=args.stillness_weight,
         feedback=args.feedback,
         rollout_dogs=args.rollout_dogs,
         rollout_path_share=args.rollout_path_share,

@@ -27,7 +27,7 @@ from canis.runtime.features import FPS, INPUT, OUTPUT, LocalPose, decode_output,
 from canis.runtime.gaits import GAITS, NO_GAIT
 from canis.runtime.pose_update import next_local_pose
 from canis.training.contact_loss import contact_loss, skating_excess_loss
-from canis.training.leg_motion_loss import leg_motion_loss
+from canis.training.leg_motion_loss import leg_motion_loss, stillness_loss
 from canis.training.schedules import DROPOUT, WEIGHT_DECAY
 from torch import nn
 
@@ -55,6 +55,9 @@ class ClosedLoopConfig:
     # mocap's) or "rollouts" (one step from each frame of the runtime's rollouts, whose
     # trajectory is the dog's own as in the game; needs --feedback runtime or both).
     leg_motion_on: str = "stretches"
+    # 0: no stillness term (leg_motion_loss.stillness_loss): on the stretches' own frames off
+    # locomotion, each joint's turn beyond the mocap's in the same row.
+    stillness_weight: float = 0.0
     # "pose": the pose block rebuilt from the prediction, the trajectory the mocap's (here);
     # "runtime": every input built by the runtime itself (training/runtime_rollout.py), the
     # rollouts own_frames long from the mocap's state, refreshed every epoch; "both": the two
@@ -100,6 +103,11 @@ class ClosedLoopConfig:
                     "--leg-motion-on rollouts: needs the runtime's rollouts; use --feedback "
                     "runtime or both"
                 )
+        if self.stillness_weight > 0 and self.feedback == "runtime":
+            raise ValueError(
+                "--stillness-weight: is measured on the stretches the pose is fed back in; "
+                "use --feedback pose or both"
+            )
         if self.feedback != "pose" and (self.own_frames < 1 or self.rollout_dogs < 1):
             raise ValueError(
                 f"--feedback {self.feedback}: needs --own-frames (the rollout's length) and "
@@ -170,7 +178,8 @@ class Standardiser:
         return torch.maximum(torch.minimum(x, self.x_max), self.x_min)
 
 
-TERMS = ("contact", "skating", "leg_motion")  # the loss's terms beside the MSE, as logged
+# The loss's terms beside the MSE, as logged.
+TERMS = ("contact", "skating", "leg_motion", "stillness")
 
 
 def frame_loss(
@@ -292,17 +301,18 @@ def grouped_leg_motion(
 def leg_motion_stretch(
     model, predict, split, starts, standard: Standardiser, loop: ClosedLoopConfig, own: int
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """The weighted leg-motion term over the stretches from `starts`, on their own frames
-    only (from the mocap's x the turn would mostly measure how far the prediction lands from
-    the mocap's pose, not how the legs move), the network run without dropout and fed its own
-    outputs, as in the game. Under dropout every predicted step jitters and the term would
-    ask the legs to move less: on training stretches the shipped MANN-8's leg joints turn
+    """The weighted leg-motion and stillness terms over the stretches from `starts`, on their
+    own frames only (from the mocap's x the turn would mostly measure how far the prediction
+    lands from the mocap's pose, not how the legs move), the network run without dropout and
+    fed its own outputs, as in the game. Under dropout every predicted step jitters and the
+    term would ask the legs to move less: on training stretches the shipped MANN-8's leg joints turn
     1.0-2.3 deg/frame over 16 own frames without dropout (the mocap's 1.1-3.4), 4.9-7.4 with
     dropout 0.3, and the term is 0.2-0.9 (deg/frame)^2 a frame without, 15-22 with.
 
-    The means are taken as grouped_leg_motion says, over all the own frames; the term counts
-    over the stretch as the per-frame terms do (the ground-truth frames adding nothing).
-    Returns (weighted term, TERMS' values)."""
+    The means are taken as grouped_leg_motion says, over all the own frames; the stillness
+    term over the own frames' rows off locomotion. Each counts over the stretch as the
+    per-frame terms do (the ground-truth frames adding nothing). Returns (weighted terms,
+    TERMS' values)."""
     x_raws, y_raws, all_rows, frames = [], [], [], []
     model.eval()
     try:
@@ -320,11 +330,24 @@ def leg_motion_stretch(
     if not all_rows:
         return torch.zeros(()), terms
     rows, frames = np.concatenate(all_rows), np.concatenate(frames)
-    term = grouped_leg_motion(
-        torch.cat(x_raws), torch.cat(y_raws), rows, frames, split, standard, loop
-    ) * (own / (loop.ground_truth_frames + own))
-    terms["leg_motion"] = term.item()
-    return loop.leg_motion_weight * term, terms
+    x_raw, y_raw = torch.cat(x_raws), torch.cat(y_raws)
+    share = own / (loop.ground_truth_frames + own)
+    total = torch.zeros(())
+    if loop.leg_motion_weight > 0 and loop.leg_motion_on == "stretches":
+        term = grouped_leg_motion(x_raw, y_raw, rows, frames, split, standard, loop) * share
+        terms["leg_motion"] = term.item()
+        total = total + loop.leg_motion_weight * term
+    if loop.stillness_weight > 0:
+        idle = split.gait[rows] == NO_GAIT
+        term = share * stillness_loss(
+            x_raw[idle],
+            y_raw[idle],
+            standard.x_raw(split.x[rows[idle]]),
+            standard.y_raw(split.y[rows[idle]]),
+        )
+        terms["stillness"] = term.item()
+        total = total + loop.stillness_weight * term
+    return total, terms
 
 
 class RuntimeRollouts:
@@ -424,6 +447,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "leg_motion_weight": 0.0,
         "leg_motion_groups": "batch",
         "leg_motion_on": "stretches",
+        "stillness_weight": 0.0,
     }
     previous, identity = unset | previous, unset | identity
     differ = [
@@ -651,11 +675,15 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 )
                 loss = loss + stretch
                 terms = {name: terms[name] + stretch_terms[name] for name in TERMS}
-            if loop.leg_motion_weight > 0 and loop.leg_motion_on == "stretches":
-                legs, leg_terms = leg_motion_stretch(
+            if (
+                loop.leg_motion_weight > 0 and loop.leg_motion_on == "stretches"
+            ) or loop.stillness_weight > 0:
+                motion, motion_terms = leg_motion_stretch(
                     model, predict_training, train_split, batch, standard, loop, own
                 )
-                loss, terms["leg_motion"] = loss + legs, leg_terms["leg_motion"]
+                loss = loss + motion
+                terms["leg_motion"] += motion_terms["leg_motion"]
+                terms["stillness"] = motion_terms["stillness"]
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
