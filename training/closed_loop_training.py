@@ -683,7 +683,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 )
                 loss = loss + motion
                 terms["leg_motion"] += motion_terms["leg_motion"]
-                terms["stillness"] = motion_terms["stillness"]
+                terms["stillness"] += motion_terms["stillness"]
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

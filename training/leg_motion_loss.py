@@ -1,7 +1,8 @@
 """The leg-motion term (issue 17, leg stiffness): how far the leg joints turn per predicted step,
-on average over a group of rows (each frame's batch, each gait, each action and gait), against
-how far the mocap's turned in the same frames (which grouping did what: docs/EVALUATION.md, the
-eighth and ninth sessions of the fine-tuning).
+on average over a group of rows (each frame's batch or its rows on locomotion, each gait, each
+action and gait), against how far the mocap's turned in the same frames; and the stillness
+term, each joint's turn beyond the mocap's in the same row, for rows off locomotion (which did
+what: docs/EVALUATION.md, the eighth to tenth sessions of the fine-tuning).
 
 Every shipped network moves its legs less than the mocap (walk 1.52 against 2.95 deg/frame),
 and the walk's excess skating is the same deficit: swings of too little amplitude carried low
