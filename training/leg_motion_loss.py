@@ -29,13 +29,17 @@ from canis.runtime.features import FPS, INPUT, OUTPUT
 from canis.runtime.skeleton import DOG_GROUPS, DOG_JOINT_NAMES, DOG_LEG_GROUPS
 from canis.training.contact_loss import _field, rotate_xz
 
-# The rotating leg joints' rows in the contract (end sites carry no rotation of their own).
-LEG_ROWS = tuple(
-    DOG_JOINT_NAMES.index(name)
-    for group in DOG_LEG_GROUPS
-    for name in DOG_GROUPS[group]
-    if not name.endswith("Site")
-)
+
+def _rotating_rows(names) -> tuple[int, ...]:
+    """The contract's rows of the named joints that rotate (end sites carry no rotation of
+    their own), in the names' order."""
+    return tuple(DOG_JOINT_NAMES.index(name) for name in names if not name.endswith("Site"))
+
+
+LEG_ROWS = _rotating_rows(name for group in DOG_LEG_GROUPS for name in DOG_GROUPS[group])
+# Every rotating joint: what the stillness term watches (a standing dog's stirring was seen
+# in its head and front legs).
+ROTATING_ROWS = _rotating_rows(DOG_JOINT_NAMES)
 
 
 def _frames(forward: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
@@ -50,13 +54,6 @@ def _turned_back(axes: torch.Tensor, turn_rad: torch.Tensor) -> torch.Tensor:
     """(B, L, 3) direction vectors from y's root frame into x's (the predicted yaw step)."""
     xz = rotate_xz(axes[..., [0, 2]], turn_rad)
     return torch.stack([xz[..., 0], axes[..., 1], xz[..., 1]], dim=-1)
-
-
-# Every joint's row that carries a rotation of its own: what the stillness term watches (a
-# standing dog's stirring was seen in its head and front legs).
-ROTATING_ROWS = tuple(
-    index for index, name in enumerate(DOG_JOINT_NAMES) if not name.endswith("Site")
-)
 
 
 def leg_turn_deg(
@@ -115,8 +112,9 @@ def stillness_loss(
     """Mean over the rows and the rotating joints of the squared excess (deg/frame)^2 of each
     joint's predicted turn over the mocap's in the same row: zero where the dog moves no more
     than the mocap's did, so a mocap dog's weight shift is allowed and a stirring one is not.
-    Meant for rows off locomotion, beside the leg-motion term's means, which let a standing
-    dog's legs drift into motion for the walking ones (docs/EVALUATION.md, the tenth session).
+    Meant for rows off locomotion, beside the leg-motion term, whose means let a standing dog
+    stir; measured there, it did not keep the runtime's placed dog still (docs/EVALUATION.md,
+    the tenth session).
     """
     if len(x_raw) == 0:
         return x_raw.new_zeros(())
