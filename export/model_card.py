@@ -216,6 +216,12 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
             else ""
         )
         + (
+            f", placed-stillness weight {loop['placed_stillness_weight']} on "
+            f"{loop['placed_dogs']} placed dogs (training/placed_stillness.py)"
+            if loop.get("placed_stillness_weight")
+            else ""
+        )
+        + (
             f"; feedback {loop['feedback']} (rollouts through the runtime: "
             "training/runtime_rollout.py)"
             if loop.get("feedback", "pose") != "pose"
@@ -260,6 +266,11 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
             later += f" --leg-motion-on {loop['leg_motion_on']}"
     if loop.get("stillness_weight"):
         later += f" --stillness-weight {loop['stillness_weight']}"
+    if loop.get("placed_stillness_weight"):
+        later += (
+            f" --placed-stillness-weight {loop['placed_stillness_weight']} "
+            f"--placed-dogs {loop['placed_dogs']}"
+        )
     if loop.get("feedback", "pose") != "pose":
         later += (
             f" --feedback {loop['feedback']} --rollout-dogs {loop['rollout_dogs']} "

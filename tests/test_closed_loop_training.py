@@ -209,6 +209,15 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
     assert "stillness_weight 0.0 (now 2.0)" in capsys.readouterr().err
     assert finetune(tiny_dataset, started, out, "--stillness-weight", "-1") == 2
     assert "--stillness-weight -1.0: must be finite and >= 0" in capsys.readouterr().err
+    # And the placed-stillness term (training/placed_stillness.py).
+    args = ("--contact-weight", "0.01", "--resume", "--placed-stillness-weight", "1")
+    assert finetune(tiny_dataset, started, out, *args) == 2
+    assert "placed_stillness_weight 0.0 (now 1.0)" in capsys.readouterr().err
+    assert finetune(tiny_dataset, started, out, "--placed-stillness-weight", "inf") == 2
+    assert "--placed-stillness-weight inf: must be finite and >= 0" in capsys.readouterr().err
+    args = ("--placed-stillness-weight", "1", "--placed-dogs", "1")
+    assert finetune(tiny_dataset, started, out, *args) == 2
+    assert "--placed-dogs 1: needs 2 or more" in capsys.readouterr().err
     assert len((out / "log.csv").read_text().splitlines()) == 3  # the run is untouched
 
 

@@ -91,6 +91,23 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "training/leg_motion_loss.py)",
     )
     finetune.add_argument(
+        "--placed-stillness-weight",
+        type=float,
+        default=0.0,
+        help="weight of the placed-stillness term: each epoch --placed-dogs dogs placed "
+        "standing by the runtime (the standing keyframe, as the demo's R, or a mocap standing "
+        "frame) and asked nothing for 3 s; each joint's turn and the root's step beyond a "
+        "small allowance, squared, the network run without dropout (0: off; "
+        "training/placed_stillness.py)",
+    )
+    finetune.add_argument(
+        "--placed-dogs",
+        type=int,
+        default=64,
+        help="--placed-stillness-weight: the dogs placed each epoch (a quarter in the standing "
+        "keyframe)",
+    )
+    finetune.add_argument(
         "--feedback",
         choices=("pose", "runtime", "both"),
         default="pose",
@@ -166,6 +183,7 @@ def run_finetune(args) -> int:
         ("--skating-weight", args.skating_weight),
         ("--leg-motion-weight", args.leg_motion_weight),
         ("--stillness-weight", args.stillness_weight),
+        ("--placed-stillness-weight", args.placed_stillness_weight),
     ):
         if not (math.isfinite(weight) and weight >= 0):
             raise ValueError(f"{option} {weight}: must be finite and >= 0")
@@ -179,6 +197,8 @@ def run_finetune(args) -> int:
         leg_motion_groups=args.leg_motion_groups,
         leg_motion_on=args.leg_motion_on,
         stillness_weight=args.stillness_weight,
+        placed_stillness_weight=args.placed_stillness_weight,
+        placed_dogs=args.placed_dogs,
         feedback=args.feedback,
         rollout_dogs=args.rollout_dogs,
         rollout_path_share=args.rollout_path_share,

@@ -28,6 +28,7 @@ from canis.runtime.gaits import GAITS, NO_GAIT
 from canis.runtime.pose_update import next_local_pose
 from canis.training.contact_loss import contact_loss, skating_excess_loss
 from canis.training.leg_motion_loss import leg_motion_loss, stillness_loss
+from canis.training.placed_stillness import PlacedDogs
 from canis.training.schedules import DROPOUT, WEIGHT_DECAY
 from torch import nn
 
@@ -58,6 +59,10 @@ class ClosedLoopConfig:
     # 0: no stillness term (leg_motion_loss.stillness_loss): on the stretches' own frames off
     # locomotion, each joint's turn beyond the mocap's in the same row.
     stillness_weight: float = 0.0
+    # 0: no placed-stillness term (training/placed_stillness.py): the runtime's own dogs placed
+    # standing and asked nothing, refreshed each epoch, `placed_dogs` of them, kept still.
+    placed_stillness_weight: float = 0.0
+    placed_dogs: int = 64
     # "pose": the pose block rebuilt from the prediction, the trajectory the mocap's (here);
     # "runtime": every input built by the runtime itself (training/runtime_rollout.py), the
     # rollouts own_frames long from the mocap's state, refreshed every epoch; "both": the two
@@ -107,6 +112,11 @@ class ClosedLoopConfig:
             raise ValueError(
                 "--stillness-weight: is measured on the stretches the pose is fed back in; "
                 "use --feedback pose or both"
+            )
+        if self.placed_stillness_weight > 0 and self.placed_dogs < 2:
+            raise ValueError(
+                f"--placed-dogs {self.placed_dogs}: needs 2 or more (the keyframe's dogs and "
+                "the mocap's)"
             )
         if self.feedback != "pose" and (self.own_frames < 1 or self.rollout_dogs < 1):
             raise ValueError(
@@ -179,7 +189,7 @@ class Standardiser:
 
 
 # The loss's terms beside the MSE, as logged.
-TERMS = ("contact", "skating", "leg_motion", "stillness")
+TERMS = ("contact", "skating", "leg_motion", "stillness", "placed_stillness")
 
 
 def frame_loss(
@@ -448,6 +458,8 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "leg_motion_groups": "batch",
         "leg_motion_on": "stretches",
         "stillness_weight": 0.0,
+        "placed_stillness_weight": 0.0,
+        "placed_dogs": 64,
     }
     previous, identity = unset | previous, unset | identity
     differ = [
@@ -643,9 +655,16 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         with autocast(settings.precision, cpu):
             return _predict(model, kind, x, phase).float()
 
-    rollouts = None
+    rollouts = placed = None
     if loop.feedback != "pose":
         rollouts = RuntimeRollouts(model, saved, data, train_split, standard, run_dir)
+    if loop.placed_stillness_weight > 0:
+        if kind == "pfnn":
+            raise ValueError(
+                "--placed-stillness-weight: places MANN and vanilla networks only (PFNN's phase "
+                "is not placed)"
+            )
+        placed = PlacedDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
     for epoch in range(first_epoch, settings.epochs):
         own = loop.own_frames_at(epoch)
         length = own if loop.feedback == "runtime" else loop.ground_truth_frames + own
@@ -654,6 +673,8 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         rollout_seconds = 0.0
         if rollouts is not None:  # this epoch's rollouts, by the weights it starts from
             rollout_seconds = rollouts.refresh(loop, own, generator)
+        if placed is not None:  # this epoch's placed dogs, likewise
+            rollout_seconds += placed.refresh(generator)
         if loop.feedback != "runtime":
             starts = stretch_starts(train_split.after, loop.ground_truth_frames + own)
         model.train()
@@ -684,6 +705,10 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 loss = loss + motion
                 terms["leg_motion"] += motion_terms["leg_motion"]
                 terms["stillness"] += motion_terms["stillness"]
+            if placed is not None:  # as many steps as a batch of stretches has own frames
+                still = placed.loss(predict_training, settings.batch_size * max(own, 1), generator)
+                loss = loss + loop.placed_stillness_weight * still
+                terms["placed_stillness"] = still.item()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
