@@ -222,6 +222,11 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
             else ""
         )
         + (
+            f", bone weight {loop['bone_weight']} (training/bone_loss.py)"
+            if loop.get("bone_weight")
+            else ""
+        )
+        + (
             f"; feedback {loop['feedback']} (rollouts through the runtime: "
             "training/runtime_rollout.py)"
             if loop.get("feedback", "pose") != "pose"
@@ -271,6 +276,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
             f" --placed-stillness-weight {loop['placed_stillness_weight']} "
             f"--placed-dogs {loop['placed_dogs']}"
         )
+    if loop.get("bone_weight"):
+        later += f" --bone-weight {loop['bone_weight']}"
     if loop.get("feedback", "pose") != "pose":
         later += (
             f" --feedback {loop['feedback']} --rollout-dogs {loop['rollout_dogs']} "

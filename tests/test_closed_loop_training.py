@@ -218,6 +218,12 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
     args = ("--placed-stillness-weight", "1", "--placed-dogs", "1")
     assert finetune(tiny_dataset, started, out, *args) == 2
     assert "--placed-dogs 1: needs 2 or more" in capsys.readouterr().err
+    # And the bone term (training/bone_loss.py).
+    args = ("--contact-weight", "0.01", "--resume", "--bone-weight", "0.5")
+    assert finetune(tiny_dataset, started, out, *args) == 2
+    assert "bone_weight 0.0 (now 0.5)" in capsys.readouterr().err
+    assert finetune(tiny_dataset, started, out, "--bone-weight", "-0.5") == 2
+    assert "--bone-weight -0.5: must be finite and >= 0" in capsys.readouterr().err
     assert len((out / "log.csv").read_text().splitlines()) == 3  # the run is untouched
 
 

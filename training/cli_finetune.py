@@ -108,6 +108,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "keyframe)",
     )
     finetune.add_argument(
+        "--bone-weight",
+        type=float,
+        default=0.0,
+        help="weight of the bone term: on every frame, each predicted bone vector against its "
+        "parent's predicted rotation applied to the skeleton's offset, squared cm (0: off; "
+        "training/bone_loss.py)",
+    )
+    finetune.add_argument(
         "--feedback",
         choices=("pose", "runtime", "both"),
         default="pose",
@@ -184,6 +192,7 @@ def run_finetune(args) -> int:
         ("--leg-motion-weight", args.leg_motion_weight),
         ("--stillness-weight", args.stillness_weight),
         ("--placed-stillness-weight", args.placed_stillness_weight),
+        ("--bone-weight", args.bone_weight),
     ):
         if not (math.isfinite(weight) and weight >= 0):
             raise ValueError(f"{option} {weight}: must be finite and >= 0")
@@ -199,6 +208,7 @@ def run_finetune(args) -> int:
         stillness_weight=args.stillness_weight,
         placed_stillness_weight=args.placed_stillness_weight,
         placed_dogs=args.placed_dogs,
+        bone_weight=args.bone_weight,
         feedback=args.feedback,
         rollout_dogs=args.rollout_dogs,
         rollout_path_share=args.rollout_path_share,

@@ -26,6 +26,7 @@ import torch
 from canis.runtime.features import FPS, INPUT, OUTPUT, LocalPose, decode_output, write_joints
 from canis.runtime.gaits import GAITS, NO_GAIT
 from canis.runtime.pose_update import next_local_pose
+from canis.training.bone_loss import bone_loss
 from canis.training.contact_loss import contact_loss, skating_excess_loss
 from canis.training.leg_motion_loss import leg_motion_loss, stillness_loss
 from canis.training.placed_stillness import PlacedDogs
@@ -63,6 +64,9 @@ class ClosedLoopConfig:
     # standing and asked nothing, refreshed each epoch, `placed_dogs` of them, kept still.
     placed_stillness_weight: float = 0.0
     placed_dogs: int = 64
+    # 0: no bone term (training/bone_loss.py): each frame's predicted positions held to its
+    # predicted rotations.
+    bone_weight: float = 0.0
     # "pose": the pose block rebuilt from the prediction, the trajectory the mocap's (here);
     # "runtime": every input built by the runtime itself (training/runtime_rollout.py), the
     # rollouts own_frames long from the mocap's state, refreshed every epoch; "both": the two
@@ -189,7 +193,7 @@ class Standardiser:
 
 
 # The loss's terms beside the MSE, as logged.
-TERMS = ("contact", "skating", "leg_motion", "stillness", "placed_stillness")
+TERMS = ("contact", "skating", "leg_motion", "stillness", "placed_stillness", "bone")
 
 
 def frame_loss(
@@ -218,6 +222,8 @@ def frame_loss(
     if weights.skating_weight > 0:
         mocap = (standard.x_raw(split.x[rows]), standard.y_raw(split.y[rows]))
         values["skating"] = (weights.skating_weight, skating_excess_loss(x_raw, y_raw, *mocap))
+    if weights.bone_weight > 0:
+        values["bone"] = (weights.bone_weight, bone_loss(y_raw))
     for name, (weight, term) in values.items():
         loss, terms[name] = loss + weight * term, term.item()
     return loss, terms
@@ -460,6 +466,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "stillness_weight": 0.0,
         "placed_stillness_weight": 0.0,
         "placed_dogs": 64,
+        "bone_weight": 0.0,
     }
     previous, identity = unset | previous, unset | identity
     differ = [
