@@ -43,6 +43,12 @@ def test_a_still_dog_costs_nothing_and_a_stirring_one_more_the_more_it_moves():
     half = placed_stillness_loss(x_t, _moved(x_t, y_t, 0.5)).item()
     whole = placed_stillness_loss(x_t, _moved(x_t, y_t, 1.0)).item()
     assert 0 < half < whole
+    # Joints turning less than the allowance cost nothing.
+    from canis.training.leg_motion_loss import leg_turn_deg
+
+    slight = _moved(x_t, y_t, 0.005)
+    assert leg_turn_deg(x_t, slight, ROTATING_ROWS).max().item() < JOINT_ALLOWANCE_DEG
+    assert placed_stillness_loss(x_t, slight).item() == 0.0
     assert placed_stillness_loss(x_t[:0], y_t[:0]).item() == 0.0
 
 
@@ -58,7 +64,6 @@ def test_the_root_slide_counts_beyond_its_allowance_in_mm_per_frame():
     assert (sliding.grad[:, velocity] > 0).all()
     creeping = _moved(x_t, y_t, 0.0, (0.5 * ROOT_ALLOWANCE_MM * FPS / 1000, 0.0))
     assert placed_stillness_loss(x_t, creeping).item() < 1e-9
-    assert JOINT_ALLOWANCE_DEG > 0
 
 
 def _training_rows(dataset_path):

@@ -26,6 +26,7 @@ import torch
 from canis.runtime.features import OUTPUT
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.training.contact_loss import _field
+from canis.training.leg_motion_loss import _frames
 
 
 @functools.lru_cache(maxsize=1)
@@ -39,10 +40,10 @@ def _bones() -> tuple[np.ndarray, np.ndarray, torch.Tensor]:
 
 def joint_axes(forward: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """(..., 3, 3) rotation matrices, columns (x, y, z), from predicted axes as the runtime
-    turns them into rotations: z the forward normalised, x = up x z normalised, y = z x x."""
-    z = torch.nn.functional.normalize(forward, dim=-1)
-    x = torch.nn.functional.normalize(torch.cross(up, z, dim=-1), dim=-1)
-    return torch.stack([x, torch.cross(z, x, dim=-1), z], dim=-1)
+    turns them into rotations (z the forward normalised, y the up made orthogonal to it):
+    leg_motion_loss's frames (rows forward, up, forward x up) as columns, x = y x z."""
+    forward, up, side = _frames(forward, up).unbind(-2)
+    return torch.stack([-side, up, forward], dim=-1)
 
 
 def bone_loss(y_raw: torch.Tensor) -> torch.Tensor:

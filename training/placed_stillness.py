@@ -38,8 +38,8 @@ from canis.training.contact_loss import _field
 from canis.training.leg_motion_loss import ROTATING_ROWS, leg_turn_deg
 
 # A placed dog's motion that costs nothing, per frame: each joint's turn (about the mocap's
-# idle median; 0.5 deg at the neck's base moves the head 0.4 cm) and the root's step (1.2 cm/s:
-# 10 s before the foot lock lets a paw go).
+# idle median, 0.52) and the root's step (1.2 cm/s: 10 s before the foot lock, which lets go
+# at 12 cm, lets a paw go).
 JOINT_ALLOWANCE_DEG = 0.5
 ROOT_ALLOWANCE_MM = 0.2
 PLACED_FRAMES = 180  # the demo's standing test watches the first 3 s after R
