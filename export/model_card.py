@@ -222,6 +222,12 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
             else ""
         )
         + (
+            f", placed-speed weight {loop['placed_speed_weight']} on "
+            f"{loop['placed_dogs']} moving dogs (training/placed_speed.py)"
+            if loop.get("placed_speed_weight")
+            else ""
+        )
+        + (
             f", bone weight {loop['bone_weight']} (training/bone_loss.py)"
             if loop.get("bone_weight")
             else ""
@@ -276,6 +282,10 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
             f" --placed-stillness-weight {loop['placed_stillness_weight']} "
             f"--placed-dogs {loop['placed_dogs']}"
         )
+    if loop.get("placed_speed_weight"):
+        later += f" --placed-speed-weight {loop['placed_speed_weight']}"
+        if not loop.get("placed_stillness_weight"):
+            later += f" --placed-dogs {loop['placed_dogs']}"
     if loop.get("bone_weight"):
         later += f" --bone-weight {loop['bone_weight']}"
     if loop.get("feedback", "pose") != "pose":

@@ -218,6 +218,15 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
     args = ("--placed-stillness-weight", "1", "--placed-dogs", "1")
     assert finetune(tiny_dataset, started, out, *args) == 2
     assert "--placed-dogs 1: needs 2 or more" in capsys.readouterr().err
+    # And the placed-speed term (training/placed_speed.py).
+    args = ("--contact-weight", "0.01", "--resume", "--placed-speed-weight", "1")
+    assert finetune(tiny_dataset, started, out, *args) == 2
+    assert "placed_speed_weight 0.0 (now 1.0)" in capsys.readouterr().err
+    assert finetune(tiny_dataset, started, out, "--placed-speed-weight", "-2") == 2
+    assert "--placed-speed-weight -2.0: must be finite and >= 0" in capsys.readouterr().err
+    args = ("--placed-speed-weight", "1", "--placed-dogs", "0")
+    assert finetune(tiny_dataset, started, out, *args) == 2
+    assert "--placed-dogs 0: needs 1 or more" in capsys.readouterr().err
     # And the bone term (training/bone_loss.py).
     args = ("--contact-weight", "0.01", "--resume", "--bone-weight", "0.5")
     assert finetune(tiny_dataset, started, out, *args) == 2

@@ -101,7 +101,8 @@ def test_placed_dogs_inputs_are_the_runtimes(tiny_dataset, tiny_model):
     assert (distance < 1e-4).all()
 
 
-def test_finetune_logs_the_placed_stillness_and_bone_terms_and_names_them(tiny_dataset, tmp_path):
+def test_finetune_logs_the_placed_and_bone_terms_and_names_them(tiny_dataset, tmp_path):
+    """The placed-stillness, placed-speed (training/placed_speed.py) and bone terms in one run."""
     from canis.training.train import LAST, train
     from conftest import tiny_config
 
@@ -113,13 +114,14 @@ def test_finetune_logs_the_placed_stillness_and_bone_terms_and_names_them(tiny_d
         "finetune", "--start", str(tmp_path / "one_step" / LAST), "--dataset", str(tiny_dataset),
         "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
         "--own-frames", "3", "--placed-stillness-weight", "2", "--placed-dogs", "4",
-        "--bone-weight", "0.5",
+        "--placed-speed-weight", "3", "--bone-weight", "0.5",
     ]  # fmt: skip
     assert main(run) == 0
     header, row = (out / "log.csv").read_text().splitlines()
     logged = dict(zip(header.split(","), row.split(","), strict=True))
     assert float(logged["placed_stillness_term"]) > 0  # an untrained dog stirs
     assert float(logged["rollout_seconds"]) > 0
+    assert float(logged["placed_speed_term"]) > 0  # an untrained dog misses the speed asked
     assert float(logged["bone_term"]) > 0  # an untrained network's bones are off
     tuned = tmp_path / "placed.onnx"
     export = ["export", str(out / LAST), "--out", str(tuned), "--dataset", str(tiny_dataset)]
@@ -127,4 +129,5 @@ def test_finetune_logs_the_placed_stillness_and_bone_terms_and_names_them(tiny_d
     card = tuned.with_suffix(".md").read_text()
     assert "--placed-stillness-weight 2.0 --placed-dogs 4" in card
     assert "placed-stillness weight 2.0 on 4 placed dogs" in card
+    assert "--placed-speed-weight 3.0" in card and "placed-speed weight 3.0 on 4" in card
     assert "--bone-weight 0.5" in card and "bone weight 0.5" in card

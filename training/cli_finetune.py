@@ -104,8 +104,18 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--placed-dogs",
         type=int,
         default=64,
-        help="--placed-stillness-weight: the dogs placed each epoch (a quarter in the standing "
-        "keyframe)",
+        help="--placed-stillness-weight and --placed-speed-weight: the dogs placed each epoch "
+        "for each term (for the first, a quarter in the standing keyframe)",
+    )
+    finetune.add_argument(
+        "--placed-speed-weight",
+        type=float,
+        default=0.0,
+        help="weight of the placed-speed term: each epoch --placed-dogs dogs driven by the "
+        "runtime from the standing keyframe, its speed tracking off, each asked a speed "
+        "(0.4-3.6 m/s, half turning) until settled; each dog's mean predicted root speed "
+        "against the asked, relative, beyond 5%%, squared, the network run without dropout "
+        "(0: off; training/placed_speed.py)",
     )
     finetune.add_argument(
         "--bone-weight",
@@ -192,6 +202,7 @@ def run_finetune(args) -> int:
         ("--leg-motion-weight", args.leg_motion_weight),
         ("--stillness-weight", args.stillness_weight),
         ("--placed-stillness-weight", args.placed_stillness_weight),
+        ("--placed-speed-weight", args.placed_speed_weight),
         ("--bone-weight", args.bone_weight),
     ):
         if not (math.isfinite(weight) and weight >= 0):
@@ -208,6 +219,7 @@ def run_finetune(args) -> int:
         stillness_weight=args.stillness_weight,
         placed_stillness_weight=args.placed_stillness_weight,
         placed_dogs=args.placed_dogs,
+        placed_speed_weight=args.placed_speed_weight,
         bone_weight=args.bone_weight,
         feedback=args.feedback,
         rollout_dogs=args.rollout_dogs,

@@ -29,6 +29,7 @@ from canis.runtime.pose_update import next_local_pose
 from canis.training.bone_loss import bone_loss
 from canis.training.contact_loss import contact_loss, skating_excess_loss
 from canis.training.leg_motion_loss import leg_motion_loss, stillness_loss
+from canis.training.placed_speed import DOGS_PER_STEP, MovingDogs
 from canis.training.placed_stillness import PlacedDogs
 from canis.training.schedules import DROPOUT, WEIGHT_DECAY
 from torch import nn
@@ -64,6 +65,9 @@ class ClosedLoopConfig:
     # standing and asked nothing, refreshed each epoch, `placed_dogs` of them, kept still.
     placed_stillness_weight: float = 0.0
     placed_dogs: int = 64
+    # 0: no placed-speed term (training/placed_speed.py): the runtime's own dogs asked a speed
+    # with its speed tracking off, refreshed each epoch, `placed_dogs` of them, brought to it.
+    placed_speed_weight: float = 0.0
     # 0: no bone term (training/bone_loss.py): each frame's predicted positions held to its
     # predicted rotations.
     bone_weight: float = 0.0
@@ -122,6 +126,8 @@ class ClosedLoopConfig:
                 f"--placed-dogs {self.placed_dogs}: needs 2 or more (the keyframe's dogs and "
                 "the mocap's)"
             )
+        if self.placed_speed_weight > 0 and self.placed_dogs < 1:
+            raise ValueError(f"--placed-dogs {self.placed_dogs}: needs 1 or more")
         if self.feedback != "pose" and (self.own_frames < 1 or self.rollout_dogs < 1):
             raise ValueError(
                 f"--feedback {self.feedback}: needs --own-frames (the rollout's length) and "
@@ -193,7 +199,9 @@ class Standardiser:
 
 
 # The loss's terms beside the MSE, as logged.
-TERMS = ("contact", "skating", "leg_motion", "stillness", "placed_stillness", "bone")
+TERMS = (
+    "contact", "skating", "leg_motion", "stillness", "placed_stillness", "placed_speed", "bone",
+)  # fmt: skip
 
 
 def frame_loss(
@@ -466,6 +474,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "stillness_weight": 0.0,
         "placed_stillness_weight": 0.0,
         "placed_dogs": 64,
+        "placed_speed_weight": 0.0,
         "bone_weight": 0.0,
     }
     previous, identity = unset | previous, unset | identity
@@ -662,7 +671,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         with autocast(settings.precision, cpu):
             return _predict(model, kind, x, phase).float()
 
-    rollouts = placed = None
+    rollouts = placed = moving = None
     if loop.feedback != "pose":
         rollouts = RuntimeRollouts(model, saved, data, train_split, standard, run_dir)
     if loop.placed_stillness_weight > 0:
@@ -672,6 +681,13 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 "is not placed)"
             )
         placed = PlacedDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
+    if loop.placed_speed_weight > 0:
+        if kind == "pfnn":
+            raise ValueError(
+                "--placed-speed-weight: places MANN and vanilla networks only (PFNN's phase "
+                "is not placed)"
+            )
+        moving = MovingDogs(model, saved, data, standard, run_dir, loop.placed_dogs)
     for epoch in range(first_epoch, settings.epochs):
         own = loop.own_frames_at(epoch)
         length = own if loop.feedback == "runtime" else loop.ground_truth_frames + own
@@ -682,6 +698,8 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             rollout_seconds = rollouts.refresh(loop, own, generator)
         if placed is not None:  # this epoch's placed dogs, likewise
             rollout_seconds += placed.refresh(generator)
+        if moving is not None:
+            rollout_seconds += moving.refresh(generator)
         if loop.feedback != "runtime":
             starts = stretch_starts(train_split.after, loop.ground_truth_frames + own)
         model.train()
@@ -716,6 +734,10 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 still = placed.loss(predict_training, settings.batch_size * max(own, 1), generator)
                 loss = loss + loop.placed_stillness_weight * still
                 terms["placed_stillness"] = still.item()
+            if moving is not None:
+                speed = moving.loss(predict_training, DOGS_PER_STEP, generator)
+                loss = loss + loop.placed_speed_weight * speed
+                terms["placed_speed"] = speed.item()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

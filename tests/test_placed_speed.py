@@ -1,0 +1,78 @@
+"""The placed-speed term (training/placed_speed.py): nothing for a dog whose mean speed is within
+the allowance of the asked, however its speed rises and falls within the stride; growing
+beyond, with a gradient toward the asked speed; the moving dogs' inputs are the runtime's own."""
+
+import numpy as np
+import torch
+from canis.runtime.features import INPUT, OUTPUT
+from canis.training.placed_speed import (
+    SPEED_ALLOWANCE,
+    placed_speed_loss,
+    root_speed_mps,
+)
+
+VELOCITY = OUTPUT.field(np.arange(OUTPUT.size), "root_update", "velocity")[0]
+
+
+def _moving(speeds_mps: np.ndarray) -> torch.Tensor:
+    """y rows (dogs * frames) whose root moves forward (+z) at the given speeds (dogs, frames)."""
+    y = torch.zeros(speeds_mps.size, OUTPUT.size)
+    y[:, VELOCITY[1]] = torch.as_tensor(speeds_mps.reshape(-1), dtype=torch.float32)
+    return y
+
+
+def test_the_mean_speed_counts_beyond_the_allowance_and_the_stride_is_free():
+    asked = torch.tensor([0.5, 2.0])
+    stride = 1 + 0.3 * np.sin(np.linspace(0, 2 * np.pi, 16, endpoint=False))  # mean 1
+    on_speed = _moving(asked.numpy()[:, None] * stride[None])
+    assert placed_speed_loss(on_speed, asked).item() < 1e-9
+    within = _moving(asked.numpy()[:, None] * (1 - 0.8 * SPEED_ALLOWANCE) * np.ones((2, 16)))
+    assert placed_speed_loss(within, asked).item() < 1e-9
+    # The first dog at 60% of its speed, the second on it: (0.4 - allowance)^2 / 2.
+    slow = _moving(np.array([[0.3] * 16, [2.0] * 16])).requires_grad_()
+    loss = placed_speed_loss(slow, asked)
+    np.testing.assert_allclose(loss.item(), (0.4 - SPEED_ALLOWANCE) ** 2 / 2, rtol=1e-5)
+    loss.backward()  # its gradient speeds the slow dog up and leaves the other alone
+    assert (slow.grad[:16, VELOCITY[1]] < 0).all() and (slow.grad[16:] == 0).all()
+    fast = _moving(np.array([[0.5] * 16, [3.0] * 16]))
+    np.testing.assert_allclose(
+        placed_speed_loss(fast, asked).item(), (0.5 - SPEED_ALLOWANCE) ** 2 / 2, rtol=1e-5
+    )
+    # The speed is the velocity's length, whichever way the root goes.
+    sideways = torch.zeros(1, OUTPUT.size)
+    sideways[0, VELOCITY[0]], sideways[0, VELOCITY[1]] = 0.6, -0.8
+    np.testing.assert_allclose(root_speed_mps(sideways).item(), 1.0, rtol=1e-6)
+    assert placed_speed_loss(on_speed[:0], asked[:0]).item() == 0.0
+
+
+def test_moving_dogs_inputs_are_the_runtimes(tiny_model):
+    """Each dog's kept inputs are what a Controller from the standing keyframe, its speed
+    tracking off, builds when given that dog's commands."""
+    from canis.runtime.controller import DT_S, Controller
+    from canis.runtime.inference import MotionModel
+    from canis.runtime.root import yaw_direction_xz
+    from canis.runtime.trajectory import ControlState
+    from canis.training.placed_speed import (
+        LEAD_IN_FRAMES,
+        MOVE,
+        SETTLE_FRAMES,
+        asked_commands,
+        moving_inputs,
+    )
+
+    xs, asked = moving_inputs(tiny_model, 3, np.random.default_rng(1), kept_frames=4)
+    assert xs.shape == (3, 4, INPUT.size) and np.isfinite(xs).all()
+    again, turn_radps, lead_in = asked_commands(3, np.random.default_rng(1))
+    np.testing.assert_array_equal(asked, again)
+    assert ((0.4 <= asked) & (asked <= 3.6)).all()
+    dog = 2
+    controller = Controller(MotionModel(tiny_model, threads=1), speed_tracking=False)
+    facing, expected = 0.0, []
+    for frame in range(LEAD_IN_FRAMES + SETTLE_FRAMES + 4):
+        speed = lead_in[dog] if frame < LEAD_IN_FRAMES else asked[dog]
+        if frame >= LEAD_IN_FRAMES:
+            facing += turn_radps[dog] * DT_S
+        velocity = speed * yaw_direction_xz(np.array([facing]))
+        x = controller.step(ControlState(velocity, np.array([facing]), np.array([MOVE])))
+        expected.append(x[0].copy())
+    np.testing.assert_allclose(xs[dog], np.array(expected[-4:]), atol=1e-4)  # batch rounding
