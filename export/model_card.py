@@ -228,7 +228,9 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
             else ""
         )
         + (
-            f", bone weight {loop['bone_weight']} (training/bone_loss.py)"
+            f", bone weight {loop['bone_weight']}"
+            + (" on the positions only" if loop.get("bone_positions_only") else "")
+            + " (training/bone_loss.py)"
             if loop.get("bone_weight")
             else ""
         )
@@ -288,6 +290,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
             later += f" --placed-dogs {loop['placed_dogs']}"
     if loop.get("bone_weight"):
         later += f" --bone-weight {loop['bone_weight']}"
+        if loop.get("bone_positions_only"):
+            later += " --bone-positions-only"
     if loop.get("feedback", "pose") != "pose":
         later += (
             f" --feedback {loop['feedback']} --rollout-dogs {loop['rollout_dogs']} "

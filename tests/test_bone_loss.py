@@ -44,6 +44,24 @@ def test_its_gradient_brings_a_bone_back_to_its_rotation():
     assert bone_loss(stepped).item() < loss.item()
 
 
+def test_positions_only_moves_the_positions_and_leaves_the_rotations():
+    y = _trot_y()
+    moved = y.clone()
+    moved[:, OUTPUT.field(np.arange(OUTPUT.size), "joints", "position")[5][1]] += 0.03
+    both, alone = moved.clone().requires_grad_(), moved.clone().requires_grad_()
+    bone_loss(both).backward()
+    loss = bone_loss(alone, positions_only=True)
+    loss.backward()
+    np.testing.assert_allclose(loss.item(), bone_loss(moved).item(), rtol=1e-6)
+    axes = np.concatenate(
+        [OUTPUT.field(np.arange(OUTPUT.size), "joints", f).reshape(-1) for f in ("forward", "up")]
+    )
+    positions = OUTPUT.field(np.arange(OUTPUT.size), "joints", "position").reshape(-1)
+    assert both.grad[:, axes].abs().max() > 0  # the whole term turns the rotations too
+    assert alone.grad[:, axes].abs().max() == 0
+    np.testing.assert_allclose(alone.grad[:, positions], both.grad[:, positions], atol=1e-7)
+
+
 def test_axes_become_the_rotation_the_runtime_draws():
     from canis.runtime.rotations import quat_from_forward_up, quat_to_matrix
 

@@ -233,6 +233,11 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
     assert "bone_weight 0.0 (now 0.5)" in capsys.readouterr().err
     assert finetune(tiny_dataset, started, out, "--bone-weight", "-0.5") == 2
     assert "--bone-weight -0.5: must be finite and >= 0" in capsys.readouterr().err
+    args = ("--contact-weight", "0.01", "--resume", "--bone-weight", "0.5", "--bone-positions-only")
+    assert finetune(tiny_dataset, started, out, *args) == 2
+    assert "bone_positions_only False (now True)" in capsys.readouterr().err
+    assert finetune(tiny_dataset, started, out, "--bone-positions-only") == 2
+    assert "--bone-positions-only: needs --bone-weight" in capsys.readouterr().err
     assert len((out / "log.csv").read_text().splitlines()) == 3  # the run is untouched
 
 

@@ -114,7 +114,7 @@ def test_finetune_logs_the_placed_and_bone_terms_and_names_them(tiny_dataset, tm
         "finetune", "--start", str(tmp_path / "one_step" / LAST), "--dataset", str(tiny_dataset),
         "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
         "--own-frames", "3", "--placed-stillness-weight", "2", "--placed-dogs", "4",
-        "--placed-speed-weight", "3", "--bone-weight", "0.5",
+        "--placed-speed-weight", "3", "--bone-weight", "0.5", "--bone-positions-only",
     ]  # fmt: skip
     assert main(run) == 0
     header, row = (out / "log.csv").read_text().splitlines()
@@ -130,4 +130,5 @@ def test_finetune_logs_the_placed_and_bone_terms_and_names_them(tiny_dataset, tm
     assert "--placed-stillness-weight 2.0 --placed-dogs 4" in card
     assert "placed-stillness weight 2.0 on 4 placed dogs" in card
     assert "--placed-speed-weight 3.0" in card and "placed-speed weight 3.0 on 4" in card
-    assert "--bone-weight 0.5" in card and "bone weight 0.5" in card
+    assert "--bone-weight 0.5 --bone-positions-only" in card
+    assert "bone weight 0.5 on the positions only" in card

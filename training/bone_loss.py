@@ -15,6 +15,11 @@ position minus parent position, root frame) and the parent's predicted rotation 
 skeleton's offset of the child, averaged over the bones. The rotation is built from the axes as
 the runtime builds it (forward normalised, up orthogonalised: native/src/directions.cpp); for
 the mocap's own frames the term is 0 (tests/test_bone_loss.py).
+
+With `positions_only` the rotations are held fixed (detached) and the term moves the positions
+alone: the dog is drawn from the rotations, and at weights that stop the pops the whole term
+also turned the legs' rotations back toward the skating the leg-motion term took away
+(docs/EVALUATION.md, the twelfth session).
 """
 
 from __future__ import annotations
@@ -46,9 +51,10 @@ def joint_axes(forward: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return torch.stack([-side, up, forward], dim=-1)
 
 
-def bone_loss(y_raw: torch.Tensor) -> torch.Tensor:
+def bone_loss(y_raw: torch.Tensor, positions_only: bool = False) -> torch.Tensor:
     """Mean over the rows and bones of the squared distance, in cm^2, between each predicted
-    bone vector and its parent's predicted rotation applied to the bone's offset."""
+    bone vector and its parent's predicted rotation applied to the bone's offset; with
+    `positions_only` no gradient reaches the rotations."""
     children, parents, offsets = _bones()
     every = range(OUTPUT.block("joints").rows)
     positions = _field(OUTPUT, y_raw, "joints", "position", every)
@@ -56,6 +62,8 @@ def bone_loss(y_raw: torch.Tensor) -> torch.Tensor:
         _field(OUTPUT, y_raw, "joints", "forward", every),
         _field(OUTPUT, y_raw, "joints", "up", every),
     )
+    if positions_only:
+        axes = axes.detach()
     bone = positions[:, children] - positions[:, parents]
     rotated = torch.einsum("nbij,bj->nbi", axes[:, parents], offsets.to(y_raw.dtype))
     return ((bone - rotated) * 100.0).square().sum(-1).mean()

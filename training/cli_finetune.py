@@ -126,6 +126,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "training/bone_loss.py)",
     )
     finetune.add_argument(
+        "--bone-positions-only",
+        action="store_true",
+        help="--bone-weight: the term moves the predicted positions alone, the rotations (the "
+        "dog is drawn from) held fixed",
+    )
+    finetune.add_argument(
         "--feedback",
         choices=("pose", "runtime", "both"),
         default="pose",
@@ -221,6 +227,7 @@ def run_finetune(args) -> int:
         placed_dogs=args.placed_dogs,
         placed_speed_weight=args.placed_speed_weight,
         bone_weight=args.bone_weight,
+        bone_positions_only=args.bone_positions_only,
         feedback=args.feedback,
         rollout_dogs=args.rollout_dogs,
         rollout_path_share=args.rollout_path_share,

@@ -71,6 +71,7 @@ class ClosedLoopConfig:
     # 0: no bone term (training/bone_loss.py): each frame's predicted positions held to its
     # predicted rotations.
     bone_weight: float = 0.0
+    bone_positions_only: bool = False  # the bone term moves the positions alone
     # "pose": the pose block rebuilt from the prediction, the trajectory the mocap's (here);
     # "runtime": every input built by the runtime itself (training/runtime_rollout.py), the
     # rollouts own_frames long from the mocap's state, refreshed every epoch; "both": the two
@@ -126,6 +127,8 @@ class ClosedLoopConfig:
                 f"--placed-dogs {self.placed_dogs}: needs 2 or more (the keyframe's dogs and "
                 "the mocap's)"
             )
+        if self.bone_positions_only and self.bone_weight == 0:
+            raise ValueError("--bone-positions-only: needs --bone-weight")
         if self.placed_speed_weight > 0 and self.placed_dogs < 1:
             raise ValueError(f"--placed-dogs {self.placed_dogs}: needs 1 or more")
         if self.feedback != "pose" and (self.own_frames < 1 or self.rollout_dogs < 1):
@@ -231,7 +234,7 @@ def frame_loss(
         mocap = (standard.x_raw(split.x[rows]), standard.y_raw(split.y[rows]))
         values["skating"] = (weights.skating_weight, skating_excess_loss(x_raw, y_raw, *mocap))
     if weights.bone_weight > 0:
-        values["bone"] = (weights.bone_weight, bone_loss(y_raw))
+        values["bone"] = (weights.bone_weight, bone_loss(y_raw, weights.bone_positions_only))
     for name, (weight, term) in values.items():
         loss, terms[name] = loss + weight * term, term.item()
     return loss, terms
@@ -476,6 +479,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "placed_dogs": 64,
         "placed_speed_weight": 0.0,
         "bone_weight": 0.0,
+        "bone_positions_only": False,
     }
     previous, identity = unset | previous, unset | identity
     differ = [
