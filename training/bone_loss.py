@@ -17,9 +17,9 @@ the runtime builds it (forward normalised, up orthogonalised: native/src/directi
 the mocap's own frames the term is 0 (tests/test_bone_loss.py).
 
 With `positions_only` the rotations are held fixed (detached) and the term moves the positions
-alone: the dog is drawn from the rotations, and at weights that stop the pops the whole term
-also turned the legs' rotations back toward the skating the leg-motion term took away
-(docs/EVALUATION.md, the twelfth session).
+alone, since the dog is drawn from the rotations: at the weights that stop the pops (0.2-0.3)
+the whole term cost the leg-motion fine-tunes their walk's and turn's skating gain. Measured
+(docs/EVALUATION.md, the twelfth session): the positions alone cost it nearly as much.
 """
 
 from __future__ import annotations
