@@ -32,10 +32,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from canis.runtime.features import ACTIONS, FPS, OUTPUT
+from canis.runtime.features import ACTIONS, FPS
 from canis.runtime.trajectory import ControlState
-from canis.training.contact_loss import _field
 from canis.training.leg_motion_loss import ROTATING_ROWS, leg_turn_deg
+from canis.training.placed_speed import root_speed_mps
 
 # A placed dog's motion that costs nothing, per frame: each joint's turn (about the mocap's
 # idle median, 0.52) and the root's step (1.2 cm/s: 10 s before the foot lock, which lets go
@@ -54,9 +54,7 @@ def placed_stillness_loss(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Ten
     if len(x_raw) == 0:
         return x_raw.new_zeros(())
     turn_deg = leg_turn_deg(x_raw, y_raw, ROTATING_ROWS)
-    velocity_mps = _field(OUTPUT, y_raw, "root_update", "velocity", [0])[:, 0]
-    # The floor keeps the square root's gradient finite for a root that does not move.
-    step_mm = velocity_mps.square().sum(-1).clamp(min=1e-12).sqrt() * 1000.0 / FPS
+    step_mm = root_speed_mps(y_raw) * 1000.0 / FPS
     joints = (turn_deg - JOINT_ALLOWANCE_DEG).clamp(min=0).square().mean(1)
     root = (step_mm - ROOT_ALLOWANCE_MM).clamp(min=0).square()
     return (joints + root).mean()
