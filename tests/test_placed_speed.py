@@ -76,3 +76,21 @@ def test_moving_dogs_inputs_are_the_runtimes(tiny_model):
         x = controller.step(ControlState(velocity, np.array([facing]), np.array([MOVE])))
         expected.append(x[0].copy())
     np.testing.assert_allclose(xs[dog], np.array(expected[-4:]), atol=1e-4)  # batch rounding
+
+
+def test_pfnn_is_not_placed(tiny_dataset, tmp_path, capsys):
+    """PFNN's phase is its own state, which neither placed term sets: both refuse it by name."""
+    from canis.training.train import LAST, train
+    from conftest import tiny_config
+
+    from canis.cli import main
+
+    train(tiny_config(tiny_dataset, kind="pfnn"), tmp_path / "pfnn", progress=False)
+    run = [
+        "finetune", "--start", str(tmp_path / "pfnn" / LAST), "--dataset", str(tiny_dataset),
+        "--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "4", "--own-frames", "2",
+    ]  # fmt: skip
+    for option in ("--placed-speed-weight", "--placed-stillness-weight"):
+        capsys.readouterr()
+        assert main([*run, "--out", str(tmp_path / option), option, "1"]) == 2
+        assert f"{option}: places MANN and vanilla networks only" in capsys.readouterr().err
