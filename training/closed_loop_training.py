@@ -678,19 +678,17 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
     rollouts = placed = moving = None
     if loop.feedback != "pose":
         rollouts = RuntimeRollouts(model, saved, data, train_split, standard, run_dir)
-    if loop.placed_stillness_weight > 0:
-        if kind == "pfnn":
+    for option, weight in (
+        ("--placed-stillness-weight", loop.placed_stillness_weight),
+        ("--placed-speed-weight", loop.placed_speed_weight),
+    ):
+        if weight > 0 and kind == "pfnn":
             raise ValueError(
-                "--placed-stillness-weight: places MANN and vanilla networks only (PFNN's phase "
-                "is not placed)"
+                f"{option}: places MANN and vanilla networks only (PFNN's phase is not placed)"
             )
+    if loop.placed_stillness_weight > 0:
         placed = PlacedDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
     if loop.placed_speed_weight > 0:
-        if kind == "pfnn":
-            raise ValueError(
-                "--placed-speed-weight: places MANN and vanilla networks only (PFNN's phase "
-                "is not placed)"
-            )
         moving = MovingDogs(model, saved, data, standard, run_dir, loop.placed_dogs)
     for epoch in range(first_epoch, settings.epochs):
         own = loop.own_frames_at(epoch)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from canis.runtime.features import ACTIONS, OUTPUT
+from canis.runtime.features import ACTIONS, INPUT, OUTPUT
 from canis.runtime.root import yaw_direction_xz
 from canis.runtime.trajectory import ControlState
 from canis.training.contact_loss import _field
@@ -91,20 +91,17 @@ def moving_inputs(
     controller = Controller(MotionModel(model_path, threads=1), count=dogs, speed_tracking=False)
     facing_rad = controller.root_yaw_rad.copy()
     move = np.full(dogs, MOVE)
-    xs = None
-    total = LEAD_IN_FRAMES + SETTLE_FRAMES + kept_frames
-    for frame in range(total):
+    xs = np.empty((dogs, kept_frames, INPUT.size), np.float32)
+    first_kept = LEAD_IN_FRAMES + SETTLE_FRAMES
+    for frame in range(first_kept + kept_frames):
         leading = frame < LEAD_IN_FRAMES
         speed = lead_in if leading else asked
         if not leading:
             facing_rad = facing_rad + turn_radps * DT_S
         velocity = speed[:, None] * yaw_direction_xz(facing_rad)
         x = controller.step(ControlState(velocity, facing_rad.copy(), move))
-        kept = frame - (total - kept_frames)
-        if kept >= 0:
-            if xs is None:
-                xs = np.empty((dogs, kept_frames, x.shape[1]), np.float32)
-            xs[:, kept] = x
+        if frame >= first_kept:
+            xs[:, frame - first_kept] = x
     controller.close()
     return xs, asked
 
