@@ -177,6 +177,30 @@ def test_export_matches_the_torch_rollout(tiny_transitions, tmp_path):
     assert "--batch-size 4 --units 32 --lr" in text
 
 
+def test_a_rotations_rtn_exports_and_the_runtime_runs_it_at_any_batch(tiny_transitions, tmp_path):
+    """The rotations residual's step (quaternions in the graph) exports with the rollout
+    parity, and the runtime's transition_to runs it for one dog and for three."""
+    from dataclasses import replace
+
+    from canis.export.rtn_export import export_rtn
+    from canis.training.train_rtn import LAST
+
+    config = replace(tiny_rtn_config(tiny_transitions, units=32), residual="rotations")
+    train_rtn(config, tmp_path, progress=False)
+    report = export_rtn(tmp_path / LAST, tmp_path / "rtn_step.onnx", tiny_transitions)
+    assert max(report["rollout_max_abs_error"].values()) < 1e-3
+    model = TransitionModel(tmp_path / "rtn_step.onnx")
+    assert model.metadata["canis.residual"] == "rotations"
+    for count in (1, 3):
+        c = Controller(MotionModel(MANN), count=count, transition_model=model)
+        still = ControlState(np.zeros((count, 2)), np.zeros(count), np.zeros(count, dtype=int))
+        c.step(still)
+        started = c.transition_to("sit", 8)
+        for _ in range(started.frames):
+            c.step(still)
+        assert np.all(np.isfinite(c.display_pose()[0])) and not c.in_transition().any()
+
+
 def controller(tiny_rtn, count=2) -> Controller:
     return Controller(MotionModel(MANN), count=count, transition_model=TransitionModel(tiny_rtn))
 

@@ -101,6 +101,12 @@ def test_the_shipped_rtn_is_rebuilt_from_its_onnx_graphs():
         np.testing.assert_allclose(g, e.numpy(), atol=1e-4)
     with pytest.raises(ValueError, match=r"expected one \(64, 256\) hidden-gate matrix, found 0"):
         rtn_weights_from_onnx(FIXTURES / "tiny_rtn_step.onnx", empty_rtn(units=64))
+    # The rotations residual has the interpolation residual's layers: it may start from it;
+    # the paper's residual (no root corrections) may not.
+    rotations = empty_rtn("rotations", units=32)
+    rotations.load_state_dict(rtn_weights_from_onnx(FIXTURES / "tiny_rtn_step.onnx", rotations))
+    with pytest.raises(ValueError, match="residual 'interpolation', whose layers are not those"):
+        rtn_weights_from_onnx(FIXTURES / "tiny_rtn_step.onnx", empty_rtn("previous", units=32))
 
 
 def request(seed=0):

@@ -173,9 +173,12 @@ def rtn_weights_from_onnx(step_path: str | Path, model) -> dict[str, torch.Tenso
             raise ValueError(f"{path}: not an RTN graph (canis.kind {m.get('canis.kind')!r})")
         if m.get("canis.precision", "fp32") != "fp32":
             raise ValueError(f"{path}: is {m['canis.precision']}; start from the fp32 model")
-    if meta.get("canis.residual") != model.residual:
+    from canis.training.rtn import SAME_LAYERS
+
+    residual = meta.get("canis.residual")
+    if SAME_LAYERS.get(residual) != SAME_LAYERS[model.residual]:
         raise ValueError(
-            f"{step_path}: residual {meta.get('canis.residual')!r}, not the model's "
+            f"{step_path}: residual {residual!r}, whose layers are not those of the model's "
             f"{model.residual!r}"
         )
     tensors = {

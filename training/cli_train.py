@@ -107,10 +107,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     train_rtn.add_argument("--seed", type=int, default=0)
     train_rtn.add_argument(
         "--residual",
-        choices=("interpolation", "previous"),
+        choices=("interpolation", "rotations", "previous"),
         default="interpolation",
-        help="what the decoder corrects: one interpolation step toward the target (default) "
-        "or the previous frame (the RTN paper's)",
+        help="what the decoder corrects: one interpolation step toward the target (default), "
+        "the same with each joint's axes turned along their rotation (rotations), or the "
+        "previous frame (the RTN paper's)",
     )
     train_rtn.add_argument("--resume", action="store_true", help="continue the run in --out")
     train_rtn.add_argument(

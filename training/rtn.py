@@ -7,7 +7,10 @@ target, the root 1/tta of the way to the target's place and yaw, and the decoder
 correction to that: with a zero correction the rollout is exactly the linear interpolation from
 the last context frame (the INT baseline), so the network learns what interpolation misses
 (the idea of Oreshkin et al.'s Delta-interpolator, 2023). The frame's root velocity is then the
-motion between the two placements. Both are measured in docs/EVALUATION.md.
+motion between the two placements. "rotations" is "interpolation" with each joint's axes moved
+along the rotation they stand for (training/axis_interpolation.py) instead of channel by
+channel, which passes through zero when the rotations are far apart. Each is measured in
+docs/EVALUATION.md.
 
 One `step` reads a frame (raw units, runtime/transition_frames.py), where the root stands
 relative to the target, the target frame, the frames left to the target, and the LSTM state;
@@ -44,6 +47,7 @@ from canis.runtime.transition_frames import (
     TTA_CLAMP_FRAMES,
     UPS,
 )
+from canis.training.axis_interpolation import interpolate_axes
 from torch import nn
 
 FRAME_ENCODER = (512, 512)
@@ -67,7 +71,14 @@ def layer_widths(units: int = LSTM_UNITS) -> dict[str, tuple[int, ...]]:
 
 
 OFFSET_SIZE = PLACEMENT_SIZE + FRAME_SIZE - 3  # placement + every pose part of the frame
-RESIDUALS = ("interpolation", "previous")
+RESIDUALS = ("interpolation", "rotations", "previous")
+# Each residual's layers, named by a residual that has them: a network trained with one can
+# start another's fine-tuning where they name the same (the corrections then adapt to the base).
+SAME_LAYERS = {
+    "interpolation": "interpolation",
+    "rotations": "interpolation",
+    "previous": "previous",
+}
 # The interpolation residual's root correction, per unit of decoder output.
 ROOT_CORRECTION_M = 0.05
 YAW_CORRECTION_RAD = 0.05
@@ -254,9 +265,10 @@ class Rtn(nn.Module):
         self.target_encoder = mlp([FRAME_SIZE, *future_encoder], last_activation=True)
         self.offset_encoder = mlp([OFFSET_SIZE, *future_encoder], last_activation=True)
         self.lstm = LstmCell(self.frame_code + 2 * self.future_code, units)
-        extra = 3 if residual == "interpolation" else 0  # root (x, z) and yaw corrections
+        # root (x, z) and yaw corrections
+        extra = 3 if SAME_LAYERS[residual] == "interpolation" else 0
         self.decoder = mlp([units, *decoder, FRAME_SIZE + extra], last_activation=False)
-        if residual == "interpolation":  # start as exactly the interpolation
+        if extra:  # start as exactly the interpolation
             nn.init.zeros_(self.decoder[-1].weight)
             nn.init.zeros_(self.decoder[-1].bias)
         self.initialiser = mlp([FRAME_SIZE, *initialiser, 2 * units], False)
@@ -302,6 +314,8 @@ class Rtn(nn.Module):
             return next_frames, advance_placement(placements, next_frames), h, c
         share = 1.0 / torch.clamp(frames_to_arrival, min=1.0)
         base = standard + (self.standardise(targets) - standard) * share
+        if self.residual == "rotations":
+            base = self._axes_turned(base, frames, targets, share)
         pose = (base + correction[:, :FRAME_SIZE]) * self.frame_std + self.frame_mean
         next_placements = interpolate_placement(
             placements,
@@ -311,6 +325,23 @@ class Rtn(nn.Module):
         )
         motion = root_motion_between(placements, next_placements)
         return torch.cat([motion, pose[:, 3:]], dim=1), next_placements, h, c
+
+    def _axes_turned(self, base, frames, targets, share):
+        """`base` with its joint axes the rotations' own blend (training/axis_interpolation.py)
+        rather than the channels' linear one, standardised as the rest of it."""
+        n = frames.shape[0]
+
+        def axes(f):
+            return (
+                f[:, FORWARDS].reshape(n, ROTATED_COUNT, 3),
+                f[:, UPS].reshape(n, ROTATED_COUNT, 3),
+            )
+
+        forward, up = interpolate_axes(*axes(frames), *axes(targets), share)
+        turned = torch.cat([forward.reshape(n, -1), up.reshape(n, -1)], dim=1)
+        axes_slice = slice(FORWARDS.start, UPS.stop)  # forwards then ups, adjacent
+        turned = (turned - self.frame_mean[axes_slice]) / self.frame_std[axes_slice]
+        return torch.cat([base[:, : FORWARDS.start], turned, base[:, UPS.stop :]], dim=1)
 
 
 def empty_rtn(

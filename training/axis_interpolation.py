@@ -1,0 +1,137 @@
+"""Joint axes moved toward a target's along the rotation they stand for, in torch, for the
+RTN's step (training/rtn.py, residual "rotations"), so inside its exported graph.
+
+A joint's forward and up axes (runtime/transition_frames.py) interpolated channel by channel
+pass through zero when the two rotations are far apart: a forearm whose roll must turn by
+half a circle has its up axis shrink, cross the forward and come back reversed, and the
+rotation shown from such axes (Gram-Schmidt, forward first) flips in one frame (a 25 cm jump
+of a paw, measured in docs/EVALUATION.md). Here each pair becomes a unit quaternion, the two
+are blended along the shorter arc (normalised linear interpolation: never through zero,
+since the shorter arc keeps the two within 90 degrees in quaternion space), and the blend
+goes back to unit axes.
+
+The conversions are those of runtime/rotations.py (quat_from_forward_up, quat_to_forward_up)
+written again in torch because they run inside the network's graph; tests/test_axis_interpolation.py
+holds them equal to the runtime's.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# Shepperd's method's smallest divisor: the candidate chosen has 4q^2 >= 1; the others are
+# clamped only so that their (unused) gradients stay finite.
+_FLOOR = 1e-6
+
+
+def _shepperd_matrix() -> torch.Tensor:
+    """(10, 16): [1, m] @ it = Shepperd's four candidate rows (4 x 4, flattened) of a rotation
+    matrix m flattened column by column (m[i][j] at 3 j + i). Candidate k is 4 q_k times the
+    quaternion (w, x, y, z); each of its entries is linear in m, so one MatMul makes them all
+    (the step runs once a frame, and ONNX Runtime's cost is per operator)."""
+
+    def at(i: int, j: int) -> int:
+        return 1 + 3 * j + i  # column 0 is the constant 1
+
+    rows = [
+        [(0, 1), (at(0, 0), 1), (at(1, 1), 1), (at(2, 2), 1)],  # 4 w^2 ...
+        [(at(2, 1), 1), (at(1, 2), -1)],
+        [(at(0, 2), 1), (at(2, 0), -1)],
+        [(at(1, 0), 1), (at(0, 1), -1)],
+        [(at(2, 1), 1), (at(1, 2), -1)],  # 4 x ...
+        [(0, 1), (at(0, 0), 1), (at(1, 1), -1), (at(2, 2), -1)],
+        [(at(0, 1), 1), (at(1, 0), 1)],
+        [(at(0, 2), 1), (at(2, 0), 1)],
+        [(at(0, 2), 1), (at(2, 0), -1)],  # 4 y ...
+        [(at(0, 1), 1), (at(1, 0), 1)],
+        [(0, 1), (at(0, 0), -1), (at(1, 1), 1), (at(2, 2), -1)],
+        [(at(1, 2), 1), (at(2, 1), 1)],
+        [(at(1, 0), 1), (at(0, 1), -1)],  # 4 z ...
+        [(at(0, 2), 1), (at(2, 0), 1)],
+        [(at(1, 2), 1), (at(2, 1), 1)],
+        [(0, 1), (at(0, 0), -1), (at(1, 1), -1), (at(2, 2), 1)],
+    ]
+    matrix = torch.zeros(10, 16, dtype=torch.float64)
+    for column, terms in enumerate(rows):
+        for row, sign in terms:
+            matrix[row, column] = sign
+    return matrix
+
+
+_SHEPPERD = _shepperd_matrix()
+_DIAGONAL = [0, 5, 10, 15]  # candidate k's own entry: 4 q_k^2
+
+
+def _unit(v: torch.Tensor) -> torch.Tensor:
+    return v / v.norm(dim=-1, keepdim=True).clamp(min=1e-8)
+
+
+def _cross(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # Index gathers rather than torch.linalg.cross, which the ONNX exporter does not take.
+    first, second = [1, 2, 0], [2, 0, 1]
+    return a[..., first] * b[..., second] - a[..., second] * b[..., first]
+
+
+def quaternions_from_axes(forward: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """Unit quaternions (..., 4) (w, x, y, z), of either sign, of axis pairs (..., 3): local +z
+    is `forward`, local +y as close to `up` as orthogonality allows (forward wins). Not unit
+    length is fine."""
+    z = _unit(forward)
+    x = _unit(_cross(up, z))
+    y = _cross(z, x)
+    ones = torch.ones_like(z[..., :1])
+    matrix = torch.cat([ones, x, y, z], dim=-1)  # the columns x, y, z: m flattened by column
+    candidates = (matrix @ _SHEPPERD.to(matrix.dtype)).unflatten(-1, (4, 4))
+    diagonal = candidates.flatten(-2)[..., _DIAGONAL]
+    pick = diagonal.argmax(dim=-1, keepdim=True)  # the largest: accurate near 180 degrees
+    chosen = torch.gather(candidates, -2, pick[..., None].expand_as(candidates[..., :1, :]))
+    chosen = chosen.squeeze(-2)
+    # Either sign: interpolate_axes picks the one on the shorter arc.
+    return chosen / (torch.gather(diagonal, -1, pick).clamp(min=_FLOOR).sqrt() * 2)
+
+
+def _axes_matrix() -> tuple[torch.Tensor, torch.Tensor]:
+    """(16, 6) and (6,): the forward and up axes of a unit quaternion q are products q_i q_j
+    (flattened at 4 i + j) @ the matrix + the constant, one MatMul as in _shepperd_matrix."""
+    w, x, y, z = range(4)
+    terms = [
+        [(x, z, 2), (w, y, 2)],  # forward
+        [(y, z, 2), (w, x, -2)],
+        [(x, x, -2), (y, y, -2)],
+        [(x, y, 2), (w, z, -2)],  # up
+        [(x, x, -2), (z, z, -2)],
+        [(y, z, 2), (w, x, 2)],
+    ]
+    matrix = torch.zeros(16, 6, dtype=torch.float64)
+    for column, products in enumerate(terms):
+        for i, j, factor in products:
+            matrix[4 * i + j, column] = factor
+    return matrix, torch.tensor([0.0, 0, 1, 0, 1, 0], dtype=torch.float64)
+
+
+_AXES, _AXES_CONSTANT = _axes_matrix()
+
+
+def axes_from_quaternions(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The local +z (forward) and +y (up) axes (..., 3) of unit quaternions (..., 4)."""
+    products = (q[..., :, None] * q[..., None, :]).flatten(-2)
+    axes = products @ _AXES.to(q.dtype) + _AXES_CONSTANT.to(q.dtype)
+    return axes[..., :3], axes[..., 3:]
+
+
+def interpolate_axes(
+    forward: torch.Tensor,
+    up: torch.Tensor,
+    target_forward: torch.Tensor,
+    target_up: torch.Tensor,
+    share: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unit axes (..., 3) `share` of the way (broadcast against (...)) along the shorter arc
+    from the rotation of (forward, up) to that of (target_forward, target_up)."""
+    # Both ends in one call: half the operators in the exported step.
+    start, end = quaternions_from_axes(
+        torch.stack([forward, target_forward]), torch.stack([up, target_up])
+    ).unbind(0)
+    end = torch.where((start * end).sum(-1, keepdim=True) < 0, -end, end)
+    blended = _unit(start + (end - start) * share[..., None])
+    return axes_from_quaternions(blended)
