@@ -5,10 +5,11 @@ A joint's forward and up axes (runtime/transition_frames.py) interpolated channe
 pass through zero when the two rotations are far apart: a forearm whose roll must turn by
 half a circle has its up axis shrink, cross the forward and come back reversed, and the
 rotation shown from such axes (Gram-Schmidt, forward first) flips in one frame (a 25 cm jump
-of a paw, measured in docs/EVALUATION.md). Here each pair becomes a unit quaternion, the two
-are blended along the shorter arc (normalised linear interpolation: never through zero,
-since the shorter arc keeps the two within 90 degrees in quaternion space), and the blend
-goes back to unit axes.
+of a paw, measured in docs/EVALUATION.md). Here, where the two rotations are far apart, each
+pair becomes a unit quaternion, the two are blended along the shorter arc (normalised linear
+interpolation: never through zero, since the shorter arc keeps the two within 90 degrees in
+quaternion space), and the blend goes back to unit axes; where they are close the channels'
+blend is kept (interpolate_axes says why).
 
 The conversions are those of runtime/rotations.py (quat_from_forward_up, quat_to_forward_up)
 written again in torch because they run inside the network's graph; tests/test_axis_interpolation.py
@@ -16,6 +17,8 @@ holds them equal to the runtime's.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -125,21 +128,45 @@ def interpolate_axes(
     target_forward: torch.Tensor,
     target_up: torch.Tensor,
     share: torch.Tensor,
+    arc_joints: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Unit axes (..., 3) `share` of the way (broadcast against (...)) along the shorter arc
-    from the rotation of (forward, up) to that of (target_forward, target_up).
+    """Axes (..., 3) `share` of the way (broadcast against (...)) from (forward, up) to
+    (target_forward, target_up): channel by channel where the two rotations are within
+    ARC_FROM_DEG of each other, along the shorter arc between them (unit axes) where they are
+    ARC_FULL_DEG or more apart, a blend of the two between.
+
+    `arc_joints` (J,) 1 where a joint may take the arc, 0 where it keeps the channels' blend
+    (None: every joint may).
+
+    The channels' blend is kept where it is sound because it keeps what both ends share (the
+    network learned its corrections on it, and its standardised loss weighs a channel by its
+    deviation). Within 60 degrees it stays within 13% of unit length; it reaches zero only
+    near half a turn, where the arc takes over.
 
     In the inputs' precision even under bf16 autocast (which would round the MatMuls to three
     digits: an error of 1e-2 where an axis channel's standard deviation is 3e-3)."""
     with torch.autocast(forward.device.type, enabled=False):
-        return _interpolate_axes(forward, up, target_forward, target_up, share)
+        return _interpolate_axes(forward, up, target_forward, target_up, share, arc_joints)
 
 
-def _interpolate_axes(forward, up, target_forward, target_up, share):
+# Between these angles of the rotation from a joint's axes to the target's, the base moves
+# from the channels' blend to the arc (as cosines of half the angle: a quaternion's dot).
+ARC_FROM_DEG, ARC_FULL_DEG = 60.0, 120.0
+_ARC_FROM_DOT = math.cos(math.radians(ARC_FROM_DEG) / 2)
+_ARC_FULL_DOT = math.cos(math.radians(ARC_FULL_DEG) / 2)
+
+
+def _interpolate_axes(forward, up, target_forward, target_up, share, arc_joints):
+    share = share[..., None]
     # Both ends in one call: half the operators in the exported step.
     start, end = quaternions_from_axes(
         torch.stack([forward, target_forward]), torch.stack([up, target_up])
     ).unbind(0)
-    end = torch.where((start * end).sum(-1, keepdim=True) < 0, -end, end)
-    blended = _unit(start + (end - start) * share[..., None])
-    return axes_from_quaternions(blended)
+    dot = (start * end).sum(-1, keepdim=True)
+    end = torch.where(dot < 0, -end, end)
+    arc = axes_from_quaternions(_unit(start + (end - start) * share))
+    arc_weight = ((_ARC_FROM_DOT - dot.abs()) / (_ARC_FROM_DOT - _ARC_FULL_DOT)).clamp(0, 1)
+    if arc_joints is not None:
+        arc_weight = arc_weight * arc_joints.to(arc_weight.dtype)[:, None]
+    channels = (forward + (target_forward - forward) * share, up + (target_up - up) * share)
+    return tuple(c + (a - c) * arc_weight for c, a in zip(channels, arc, strict=True))
