@@ -1,6 +1,6 @@
-"""The RTN's "rotations" residual: joint axes moved along their rotation (the torch conversions
-held equal to the runtime's), never through zero, and the fresh network's rollout that
-rotation blend."""
+"""The RTN's "rotations" residual: joint axes moved along their rotation where they are far
+apart (the torch conversions held equal to the runtime's), never through zero, the channels'
+blend kept where they are close, and a fresh network's rollout made of that base."""
 
 import numpy as np
 import torch
