@@ -12,8 +12,9 @@ quaternion space), and the blend goes back to unit axes; where they are close th
 blend is kept (interpolate_axes says why).
 
 The conversions are those of runtime/rotations.py (quat_from_forward_up, quat_to_forward_up)
-written again in torch because they run inside the network's graph; tests/test_axis_interpolation.py
-holds them equal to the runtime's.
+written again in torch because they run inside the network's graph (the axes' Gram-Schmidt is
+training/bone_loss.py's joint_axes); tests/test_axis_interpolation.py holds them equal to the
+runtime's.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from __future__ import annotations
 import math
 
 import torch
+from canis.training.bone_loss import joint_axes
+from torch.nn.functional import normalize
 
 # Shepperd's method's smallest divisor: the candidate chosen has 4q^2 >= 1; the others are
 # clamped only so that their (unused) gradients stay finite.
@@ -65,25 +68,12 @@ _SHEPPERD = _shepperd_matrix()
 _DIAGONAL = [0, 5, 10, 15]  # candidate k's own entry: 4 q_k^2
 
 
-def _unit(v: torch.Tensor) -> torch.Tensor:
-    return v / v.norm(dim=-1, keepdim=True).clamp(min=1e-8)
-
-
-def _cross(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    # Index gathers rather than torch.linalg.cross, which the ONNX exporter does not take.
-    first, second = [1, 2, 0], [2, 0, 1]
-    return a[..., first] * b[..., second] - a[..., second] * b[..., first]
-
-
 def quaternions_from_axes(forward: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """Unit quaternions (..., 4) (w, x, y, z), of either sign, of axis pairs (..., 3): local +z
     is `forward`, local +y as close to `up` as orthogonality allows (forward wins). Not unit
     length is fine."""
-    z = _unit(forward)
-    x = _unit(_cross(up, z))
-    y = _cross(z, x)
-    ones = torch.ones_like(z[..., :1])
-    matrix = torch.cat([ones, x, y, z], dim=-1)  # the columns x, y, z: m flattened by column
+    columns = joint_axes(forward, up).transpose(-1, -2).flatten(-2)  # x, y, z: m by column
+    matrix = torch.cat([torch.ones_like(columns[..., :1]), columns], dim=-1)
     candidates = (matrix @ _SHEPPERD.to(matrix.dtype)).unflatten(-1, (4, 4))
     diagonal = candidates.flatten(-2)[..., _DIAGONAL]
     pick = diagonal.argmax(dim=-1, keepdim=True)  # the largest: accurate near 180 degrees
@@ -164,7 +154,7 @@ def _interpolate_axes(forward, up, target_forward, target_up, share, arc_joints)
     ).unbind(0)
     dot = (start * end).sum(-1, keepdim=True)
     end = torch.where(dot < 0, -end, end)
-    arc = axes_from_quaternions(_unit(start + (end - start) * share))
+    arc = axes_from_quaternions(normalize(start + (end - start) * share, dim=-1))
     arc_weight = ((_ARC_FROM_DOT - dot.abs()) / (_ARC_FROM_DOT - _ARC_FULL_DOT)).clamp(0, 1)
     if arc_joints is not None:
         arc_weight = arc_weight * arc_joints.to(arc_weight.dtype)[:, None]
