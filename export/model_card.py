@@ -228,6 +228,12 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
             else ""
         )
         + (
+            f", replay-skating weight {loop['replay_skating_weight']} on "
+            f"{loop['placed_dogs']} replaying dogs (training/replay_skating.py)"
+            if loop.get("replay_skating_weight")
+            else ""
+        )
+        + (
             f", bone weight {loop['bone_weight']}"
             + (" on the positions only" if loop.get("bone_positions_only") else "")
             + " (training/bone_loss.py)"
@@ -286,8 +292,11 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         )
     if loop.get("placed_speed_weight"):
         later += f" --placed-speed-weight {loop['placed_speed_weight']}"
-        if not loop.get("placed_stillness_weight"):
-            later += f" --placed-dogs {loop['placed_dogs']}"
+    if loop.get("replay_skating_weight"):
+        later += f" --replay-skating-weight {loop['replay_skating_weight']}"
+    placed = ("placed_stillness_weight", "placed_speed_weight", "replay_skating_weight")
+    if not loop.get("placed_stillness_weight") and any(loop.get(key) for key in placed):
+        later += f" --placed-dogs {loop['placed_dogs']}"
     if loop.get("bone_weight"):
         later += f" --bone-weight {loop['bone_weight']}"
         if loop.get("bone_positions_only"):

@@ -227,6 +227,10 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
     args = ("--placed-speed-weight", "1", "--placed-dogs", "0")
     assert finetune(tiny_dataset, started, out, *args) == 2
     assert "--placed-dogs 0: needs 1 or more" in capsys.readouterr().err
+    # And the replay-skating term (training/replay_skating.py).
+    args = ("--contact-weight", "0.01", "--resume", "--replay-skating-weight", "1")
+    assert finetune(tiny_dataset, started, out, *args) == 2
+    assert "replay_skating_weight 0.0 (now 1.0)" in capsys.readouterr().err
     # And the bone term (training/bone_loss.py).
     args = ("--contact-weight", "0.01", "--resume", "--bone-weight", "0.5")
     assert finetune(tiny_dataset, started, out, *args) == 2

@@ -79,7 +79,7 @@ def test_moving_dogs_inputs_are_the_runtimes(tiny_model):
 
 
 def test_pfnn_is_not_placed(tiny_dataset, tmp_path, capsys):
-    """PFNN's phase is its own state, which neither placed term sets: both refuse it by name."""
+    """PFNN's phase is its own state, which no placed term sets: each refuses it by name."""
     from canis.training.train import LAST, train
     from conftest import tiny_config
 
@@ -90,7 +90,7 @@ def test_pfnn_is_not_placed(tiny_dataset, tmp_path, capsys):
         "finetune", "--start", str(tmp_path / "pfnn" / LAST), "--dataset", str(tiny_dataset),
         "--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "4", "--own-frames", "2",
     ]  # fmt: skip
-    for option in ("--placed-speed-weight", "--placed-stillness-weight"):
+    for option in ("--placed-speed-weight", "--placed-stillness-weight", "--replay-skating-weight"):
         capsys.readouterr()
         assert main([*run, "--out", str(tmp_path / option), option, "1"]) == 2
         assert f"{option}: places MANN and vanilla networks only" in capsys.readouterr().err

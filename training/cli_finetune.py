@@ -104,8 +104,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--placed-dogs",
         type=int,
         default=64,
-        help="--placed-stillness-weight and --placed-speed-weight: the dogs placed each epoch "
-        "for each term (for the first, a quarter in the standing keyframe)",
+        help="--placed-stillness-weight, --placed-speed-weight and --replay-skating-weight: "
+        "the dogs placed each epoch for each term (for the first, a quarter in the standing "
+        "keyframe)",
     )
     finetune.add_argument(
         "--placed-speed-weight",
@@ -116,6 +117,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "(0.4-3.6 m/s, half turning) until settled; each dog's mean predicted root speed "
         "against the asked, relative, beyond 5%%, squared, the network run without dropout "
         "(0: off; training/placed_speed.py)",
+    )
+    finetune.add_argument(
+        "--replay-skating-weight",
+        type=float,
+        default=0.0,
+        help="weight of the replay-skating term: each epoch --placed-dogs dogs placed in the "
+        "mocap's state at training frames and driven by the runtime with their clips' own "
+        "commands for 2 s; each dog's mean foot skating over a few of its steps beyond the "
+        "mocap's on the same frames, cm/frame, the network run without dropout (0: off; "
+        "training/replay_skating.py)",
     )
     finetune.add_argument(
         "--bone-weight",
@@ -209,6 +220,7 @@ def run_finetune(args) -> int:
         ("--stillness-weight", args.stillness_weight),
         ("--placed-stillness-weight", args.placed_stillness_weight),
         ("--placed-speed-weight", args.placed_speed_weight),
+        ("--replay-skating-weight", args.replay_skating_weight),
         ("--bone-weight", args.bone_weight),
     ):
         if not (math.isfinite(weight) and weight >= 0):
@@ -226,6 +238,7 @@ def run_finetune(args) -> int:
         placed_stillness_weight=args.placed_stillness_weight,
         placed_dogs=args.placed_dogs,
         placed_speed_weight=args.placed_speed_weight,
+        replay_skating_weight=args.replay_skating_weight,
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,
         feedback=args.feedback,

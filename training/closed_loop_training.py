@@ -31,6 +31,8 @@ from canis.training.contact_loss import contact_loss, skating_excess_loss
 from canis.training.leg_motion_loss import leg_motion_loss, stillness_loss
 from canis.training.placed_speed import DOGS_PER_STEP, MovingDogs
 from canis.training.placed_stillness import PlacedDogs
+from canis.training.replay_skating import DOGS_PER_STEP as REPLAY_DOGS_PER_STEP
+from canis.training.replay_skating import ReplayDogs
 from canis.training.schedules import DROPOUT, WEIGHT_DECAY
 from torch import nn
 
@@ -68,6 +70,10 @@ class ClosedLoopConfig:
     # 0: no placed-speed term (training/placed_speed.py): the runtime's own dogs asked a speed
     # with its speed tracking off, refreshed each epoch, `placed_dogs` of them, brought to it.
     placed_speed_weight: float = 0.0
+    # 0: no replay-skating term (training/replay_skating.py): the runtime's own dogs driven by
+    # their clips' commands, refreshed each epoch, `placed_dogs` of them, skating no more than
+    # the mocap on the same frames.
+    replay_skating_weight: float = 0.0
     # 0: no bone term (training/bone_loss.py): each frame's predicted positions held to its
     # predicted rotations.
     bone_weight: float = 0.0
@@ -129,7 +135,9 @@ class ClosedLoopConfig:
             )
         if self.bone_positions_only and self.bone_weight == 0:
             raise ValueError("--bone-positions-only: needs --bone-weight")
-        if self.placed_speed_weight > 0 and self.placed_dogs < 1:
+        if (
+            self.placed_speed_weight > 0 or self.replay_skating_weight > 0
+        ) and self.placed_dogs < 1:
             raise ValueError(f"--placed-dogs {self.placed_dogs}: needs 1 or more")
         if self.feedback != "pose" and (self.own_frames < 1 or self.rollout_dogs < 1):
             raise ValueError(
@@ -203,7 +211,8 @@ class Standardiser:
 
 # The loss's terms beside the MSE, as logged.
 TERMS = (
-    "contact", "skating", "leg_motion", "stillness", "placed_stillness", "placed_speed", "bone",
+    "contact", "skating", "leg_motion", "stillness", "placed_stillness", "placed_speed",
+    "replay_skating", "bone",
 )  # fmt: skip
 
 
@@ -478,6 +487,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "placed_stillness_weight": 0.0,
         "placed_dogs": 64,
         "placed_speed_weight": 0.0,
+        "replay_skating_weight": 0.0,
         "bone_weight": 0.0,
         "bone_positions_only": False,
     }
@@ -675,12 +685,13 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         with autocast(settings.precision, cpu):
             return _predict(model, kind, x, phase).float()
 
-    rollouts = placed = moving = None
+    rollouts = placed = moving = replaying = None
     if loop.feedback != "pose":
         rollouts = RuntimeRollouts(model, saved, data, train_split, standard, run_dir)
     for option, weight in (
         ("--placed-stillness-weight", loop.placed_stillness_weight),
         ("--placed-speed-weight", loop.placed_speed_weight),
+        ("--replay-skating-weight", loop.replay_skating_weight),
     ):
         if weight > 0 and kind == "pfnn":
             raise ValueError(
@@ -690,6 +701,8 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         placed = PlacedDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
     if loop.placed_speed_weight > 0:
         moving = MovingDogs(model, saved, data, standard, run_dir, loop.placed_dogs)
+    if loop.replay_skating_weight > 0:
+        replaying = ReplayDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
     for epoch in range(first_epoch, settings.epochs):
         own = loop.own_frames_at(epoch)
         length = own if loop.feedback == "runtime" else loop.ground_truth_frames + own
@@ -702,6 +715,8 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             rollout_seconds += placed.refresh(generator)
         if moving is not None:
             rollout_seconds += moving.refresh(generator)
+        if replaying is not None:
+            rollout_seconds += replaying.refresh(generator)
         if loop.feedback != "runtime":
             starts = stretch_starts(train_split.after, loop.ground_truth_frames + own)
         model.train()
@@ -740,6 +755,10 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 speed = moving.loss(predict_training, DOGS_PER_STEP, generator)
                 loss = loss + loop.placed_speed_weight * speed
                 terms["placed_speed"] = speed.item()
+            if replaying is not None:
+                skating = replaying.loss(predict_training, REPLAY_DOGS_PER_STEP, generator)
+                loss = loss + loop.replay_skating_weight * skating
+                terms["replay_skating"] = skating.item()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

@@ -1,0 +1,101 @@
+"""The replay-skating term (training/replay_skating.py): nothing for a dog that skates no more
+than its clip did on the same frames, and one dog's margin does not pay for another's excess;
+in a fine-tuning run it is logged and named on the card, and data too short to replay is
+refused by name."""
+
+import numpy as np
+import pytest
+import torch
+from canis.runtime.features import FPS, INPUT, OUTPUT, PAW_ROWS
+from canis.training.replay_skating import replay_skating_loss
+
+X_PAWS = INPUT.field(np.arange(INPUT.size), "joints", "position")[list(PAW_ROWS)]  # (4, 3)
+Y_PAWS = OUTPUT.field(np.arange(OUTPUT.size), "joints", "position")[list(PAW_ROWS)]
+
+
+def _steps(slide_cm_per_frame: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """x, y rows whose four paws stand on the ground (height 0) and slide forward (+x) by the
+    given distances (rows,) in one frame, the root still."""
+    rows = len(slide_cm_per_frame)
+    x, y = torch.zeros(rows, INPUT.size), torch.zeros(rows, OUTPUT.size)
+    for paw in range(4):
+        x[:, X_PAWS[paw, 2]] = y[:, Y_PAWS[paw, 2]] = 0.1 * (paw + 1)
+        y[:, Y_PAWS[paw, 0]] = torch.as_tensor(slide_cm_per_frame / 100.0, dtype=torch.float32)
+    return x, y
+
+
+def test_each_dog_pays_its_own_excess_over_its_clip():
+    mocap_x, mocap_y = _steps(np.full(8, 0.1))  # 2 dogs of 4 rows; the clip slides 0.1 cm
+    # As the clip, and less than it: nothing.
+    for slide in (0.1, 0.02):
+        x, y = _steps(np.full(8, slide))
+        assert replay_skating_loss(x, y, mocap_x, mocap_y, 2).item() < 1e-7
+    # The first dog slides 0.4 cm a frame, the second none: the first's 0.3 over, halved.
+    x, y = _steps(np.array([0.4] * 4 + [0.0] * 4))
+    y.requires_grad_()
+    loss = replay_skating_loss(x, y, mocap_x, mocap_y, 2)
+    np.testing.assert_allclose(loss.item(), 0.3 / 2, rtol=1e-4)
+    loss.backward()  # it slows the first dog's paws and leaves the second's alone
+    assert (y.grad[:4, Y_PAWS[:, 0]] > 0).all() and (y.grad[4:] == 0).all()
+    # A paw lifted 2.5 cm or more does not skate, however it moves.
+    y_lifted = y.detach().clone()
+    y_lifted[:, Y_PAWS[:, 1]] = 0.025
+    assert replay_skating_loss(x, y_lifted, mocap_x, mocap_y, 2).item() < 1e-7
+    assert replay_skating_loss(x[:0], y[:0], mocap_x[:0], mocap_y[:0], 0).item() == 0.0
+    assert FPS == 60  # the distances above are per frame at the contract's rate
+
+
+def _finetune(tiny_dataset, tmp_path, out, *extra) -> int:
+    from canis.training.train import LAST, train
+    from conftest import tiny_config
+
+    from canis.cli import main
+
+    start = tmp_path / "one_step"
+    if not (start / LAST).exists():
+        train(tiny_config(tiny_dataset), start, progress=False)
+    run = [
+        "finetune", "--start", str(start / LAST), "--dataset", str(tiny_dataset),
+        "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
+        "--own-frames", "3", "--placed-dogs", "4", "--replay-skating-weight", "2", *extra,
+    ]  # fmt: skip
+    return main(run)
+
+
+def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch, capsys):
+    from canis.training import replay_skating
+    from canis.training.train import LAST
+
+    from canis.cli import main
+
+    # The synthetic clips are 3-4 s: 2 s of replay and a second of history each side is more.
+    assert _finetune(tiny_dataset, tmp_path, tmp_path / "short") == 2
+    error = capsys.readouterr().err
+    assert "--replay-skating-weight: no training clip is long enough to replay 120" in error
+    monkeypatch.setattr(replay_skating, "REPLAY_FRAMES", replay_skating.SKIPPED_FRAMES + 10)
+    out = tmp_path / "replay"
+    assert _finetune(tiny_dataset, tmp_path, out) == 0
+    header, row = (out / "log.csv").read_text().splitlines()
+    logged = dict(zip(header.split(","), row.split(","), strict=True))
+    assert float(logged["replay_skating_term"]) > 0  # an untrained dog skates
+    assert float(logged["rollout_seconds"]) > 0
+    tuned = tmp_path / "replay.onnx"
+    export = ["export", str(out / LAST), "--out", str(tuned), "--dataset", str(tiny_dataset)]
+    assert main([*export, "--card", "--card-seconds", "1"]) == 0
+    card = tuned.with_suffix(".md").read_text()
+    assert "--replay-skating-weight 2.0 --placed-dogs 4" in card
+    assert "replay-skating weight 2.0 on 4 replaying dogs" in card
+
+
+@pytest.mark.parametrize("weight", ["-1", "nan"])
+def test_a_bad_weight_is_refused(tiny_dataset, tmp_path, capsys, weight):
+    from canis.cli import main
+
+    run = [
+        "finetune", "--start", str(tmp_path / "none.safetensors"), "--dataset",
+        str(tiny_dataset), "--out", str(tmp_path / "out"), "--replay-skating-weight", weight,
+    ]  # fmt: skip
+    assert main(run) == 2
+    assert f"--replay-skating-weight {float(weight)}: must be finite and >= 0" in (
+        capsys.readouterr().err
+    )

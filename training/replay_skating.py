@@ -1,0 +1,111 @@
+"""The replay-skating term (issue 17): the runtime's own dogs, driven by the clips' own commands,
+skate no more than the mocap did on the same frames.
+
+The skating term on the training stretches (contact_loss.skating_excess_loss, the sixth
+session's (K1)) taught the network to stop skating there, and what it learnt did not carry to
+the runtime's dogs: there the trajectory is the dog's own past and a blend of the command with
+the network's last prediction, never the mocap's (docs/EVALUATION.md). And since the eleventh
+session's leg-motion and placed-stillness terms the shipped MANN-8, replayed with the mocap's
+own commands (training/replay_quality.py), skates more than the network before them, its front
+paws 2-3.5x (the thirteenth session).
+
+So each epoch, as the placed terms' dogs, the network exported from the current weights drives
+dogs through the runtime: each placed in the mocap's state at a training frame and driven by its
+clip's own commands for REPLAY_FRAMES steps (runtime_rollout.rollout_pairs, as `--feedback
+runtime`'s rollouts: starts, stops, turns and gait changes as the clips have them; half of them
+given the clip's path, the others steered as from a stick). The term is one step from a few of
+each dog's inputs, the network run without dropout as in the game: each dog's mean foot skating
+over them (the evaluation's measure, contact_loss.skating_cm) beyond the mocap's own over the
+same frames of its clip. A dog that skates less than its clip costs nothing, and one dog's
+margin does not pay for another's excess.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from canis.training.contact_loss import skating_cm
+from canis.training.runtime_rollout import (
+    BACK_FRAMES,
+    chain_length,
+    rollout_pairs,
+    rollout_starts,
+)
+
+REPLAY_FRAMES = 120  # 2 s of each clip's own commands from the mocap's state
+# The first steps after placing are still the mocap's own distribution (the history and the
+# pose are the clip's); the term takes the later ones, where the dog runs on its own.
+SKIPPED_FRAMES = 30
+FRAMES_PER_DOG = 16  # each dog's steps a batch takes, at random points of its stride
+DOGS_PER_STEP = 8  # a batch's dogs: 128 steps, as the placed-speed term's
+PATH_SHARE = 0.5  # of the dogs given the clip's path ahead (runtime_rollout.rollout_pairs)
+
+
+def replay_skating_loss(
+    x_raw: torch.Tensor,
+    y_raw: torch.Tensor,
+    x_mocap_raw: torch.Tensor,
+    y_mocap_raw: torch.Tensor,
+    dogs: int,
+) -> torch.Tensor:
+    """Rows (dogs * frames) grouped by dog: the mean over the dogs of each dog's mean skating
+    (cm/frame, over its rows and paws) beyond the mocap's own over the same rows' frames."""
+    if dogs == 0:
+        return y_raw.new_zeros(())
+    predicted = skating_cm(x_raw, y_raw).reshape(dogs, -1).mean(1)
+    mocap = skating_cm(x_mocap_raw, y_mocap_raw).reshape(dogs, -1).mean(1)
+    return (predicted - mocap.detach()).clamp(min=0).mean()
+
+
+class ReplayDogs:
+    """Each epoch's replaying dogs (by the network exported from the weights the epoch starts
+    from) and the term over a batch of their steps."""
+
+    def __init__(self, model, saved: dict, data, split, standard, run_dir, dogs: int):
+        self.model, self.saved, self.data, self.standard = model, saved, data, standard
+        self.split = split
+        self.path = Path(run_dir) / "replay.onnx"
+        self.x_raw = standard.x_raw(split.x).numpy()
+        self.y_raw = standard.y_raw(split.y).numpy()
+        self.dogs = dogs
+        self.frames = REPLAY_FRAMES  # read here, so that a test can shorten it
+        if len(rollout_starts(split.after, self.frames)) == 0:
+            raise ValueError(
+                f"--replay-skating-weight: no training clip is long enough to replay "
+                f"{self.frames} frames from (each needs {chain_length(self.frames)} frames: "
+                f"{BACK_FRAMES} of history before the start and the path ahead after it)"
+            )
+
+    def refresh(self, generator: np.random.Generator) -> float:
+        """New replaying dogs; returns the seconds they took (the export included)."""
+        from canis.export.onnx_export import ExportedModel, write_wrapped
+
+        started = time.perf_counter()
+        write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)
+        self.xs, self.rows, _ = rollout_pairs(
+            self.path, self.x_raw, self.y_raw, self.split.after, self.split.action, None,
+            self.dogs, self.frames, PATH_SHARE, generator,
+        )  # fmt: skip
+        return time.perf_counter() - started
+
+    def loss(self, predict, dogs: int, generator: np.random.Generator) -> torch.Tensor:
+        """replay_skating_loss over `dogs` dogs drawn from this epoch's, FRAMES_PER_DOG of each
+        one's steps after SKIPPED_FRAMES, the network run without dropout (as the game runs
+        it)."""
+        chosen = generator.choice(len(self.xs), dogs)
+        frames = generator.integers(SKIPPED_FRAMES, self.xs.shape[1], (dogs, FRAMES_PER_DOG))
+        x_raw = self.xs[chosen[:, None], frames].reshape(-1, self.xs.shape[2])
+        rows = self.rows[chosen[:, None], frames].reshape(-1)
+        self.model.eval()
+        try:
+            prediction = predict(self.standard.x_standard(x_raw), torch.zeros(len(x_raw)))
+        finally:
+            self.model.train()
+        mocap_x = torch.as_tensor(self.x_raw[rows])
+        mocap_y = torch.as_tensor(self.y_raw[rows])
+        return replay_skating_loss(
+            torch.as_tensor(x_raw), self.standard.y_raw(prediction), mocap_x, mocap_y, dogs
+        )
