@@ -1,26 +1,33 @@
-"""The replay-skating term (training/replay_skating.py): nothing for a dog that skates no more
-than its clip did on the same frames, and one dog's margin does not pay for another's excess;
-in a fine-tuning run it is logged and named on the card, and data too short to replay is
-refused by name."""
+"""The replay-skating term (training/replay_skating.py), on the paws as the runtime draws them:
+nothing for a dog that skates no more than its clip did on the same frames, and one dog's
+margin does not pay for another's excess; in a fine-tuning run it is logged and named on the
+card, and data too short to replay is refused by name."""
 
 import numpy as np
 import pytest
 import torch
 from canis.runtime.features import FPS, INPUT, OUTPUT, PAW_ROWS
 from canis.training.replay_skating import replay_skating_loss
+from canis.training.shown_pose import shown_positions_m
 
-X_PAWS = INPUT.field(np.arange(INPUT.size), "joints", "position")[list(PAW_ROWS)]  # (4, 3)
-Y_PAWS = OUTPUT.field(np.arange(OUTPUT.size), "joints", "position")[list(PAW_ROWS)]
+X_HIPS = INPUT.field(np.arange(INPUT.size), "joints", "position")[0]
+Y_HIPS = OUTPUT.field(np.arange(OUTPUT.size), "joints", "position")[0]
+Y_HIPS_VELOCITY = OUTPUT.field(np.arange(OUTPUT.size), "joints", "velocity")[0]
 
 
 def _steps(slide_cm_per_frame: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    """x, y rows whose four paws stand on the ground (height 0) and slide forward (+x) by the
-    given distances (rows,) in one frame, the root still."""
+    """x, y rows of a dog in its axes' rest pose, its paws at or under the ground, sliding
+    forward (+z) with its hips by the given distances (rows,) in one frame, the root still."""
     rows = len(slide_cm_per_frame)
     x, y = torch.zeros(rows, INPUT.size), torch.zeros(rows, OUTPUT.size)
-    for paw in range(4):
-        x[:, X_PAWS[paw, 2]] = y[:, Y_PAWS[paw, 2]] = 0.1 * (paw + 1)
-        y[:, Y_PAWS[paw, 0]] = torch.as_tensor(slide_cm_per_frame / 100.0, dtype=torch.float32)
+    for layout, values in ((INPUT, x), (OUTPUT, y)):
+        for field, axis in (("forward", 2), ("up", 1)):
+            values[:, layout.field(np.arange(layout.size), "joints", field)[:, axis]] = 1.0
+    rest = shown_positions_m(OUTPUT, y, torch.zeros(rows, 3))[:, list(PAW_ROWS), 1]
+    x[:, X_HIPS[1]] = y[:, Y_HIPS[1]] = -rest.max()  # the highest paw on the ground
+    slide_m = torch.as_tensor(slide_cm_per_frame / 100.0, dtype=torch.float32)
+    y[:, Y_HIPS[2]] = slide_m  # predicted there, and advanced there by its velocity
+    y[:, Y_HIPS_VELOCITY[2]] = slide_m * FPS
     return x, y
 
 
@@ -36,10 +43,10 @@ def test_each_dog_pays_its_own_excess_over_its_clip():
     loss = replay_skating_loss(x, y, mocap_x, mocap_y, 2)
     np.testing.assert_allclose(loss.item(), 0.3 / 2, rtol=1e-4)
     loss.backward()  # it slows the first dog's paws and leaves the second's alone
-    assert (y.grad[:4, Y_PAWS[:, 0]] > 0).all() and (y.grad[4:] == 0).all()
-    # A paw lifted 2.5 cm or more does not skate, however it moves.
+    assert (y.grad[:4, Y_HIPS[2]] > 0).all() and (y.grad[4:] == 0).all()
+    # Paws lifted 2.5 cm or more do not skate, however they move.
     y_lifted = y.detach().clone()
-    y_lifted[:, Y_PAWS[:, 1]] = 0.025
+    y_lifted[:, Y_HIPS[1]] += 0.6  # shown 0.3 higher: the blend takes half
     assert replay_skating_loss(x, y_lifted, mocap_x, mocap_y, 2).item() < 1e-7
     assert replay_skating_loss(x[:0], y[:0], mocap_x[:0], mocap_y[:0], 0).item() == 0.0
     assert FPS == 60  # the distances above are per frame at the contract's rate

@@ -34,14 +34,23 @@ def rotate_xz(vectors_xz: torch.Tensor, yaw_rad: torch.Tensor) -> torch.Tensor:
 def paw_world_velocity_mps(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
     """(B, 4, 3) each paw's velocity between x's frame and y's, in the previous root's frame
     (a world-aligned frame up to a yaw: its length is the world speed), in m/s."""
-    dt_s = 1.0 / FPS
     before = _field(INPUT, x_raw, "joints", "position", PAW_ROWS)
     after = _field(OUTPUT, y_raw, "joints", "position", PAW_ROWS)
+    return world_velocity_mps(before, after, y_raw)
+
+
+def world_velocity_mps(
+    before_m: torch.Tensor, after_m: torch.Tensor, y_raw: torch.Tensor
+) -> torch.Tensor:
+    """(B, P, 3) the velocity of points at `before_m` in x's root frame and `after_m` in y's
+    (B, P, 3), in x's root frame, in m/s: `after_m` carried back by the predicted turn and
+    step."""
+    dt_s = 1.0 / FPS
     root_velocity = _field(OUTPUT, y_raw, "root_update", "velocity", [0])[:, 0]
     turn_rad = _field(OUTPUT, y_raw, "root_update", "yaw_velocity", [0])[:, 0, 0] * dt_s
-    after_xz = rotate_xz(after[..., [0, 2]], turn_rad) + root_velocity[:, None] * dt_s
-    moved_xz = after_xz - before[..., [0, 2]]
-    moved_y = after[..., 1] - before[..., 1]
+    after_xz = rotate_xz(after_m[..., [0, 2]], turn_rad) + root_velocity[:, None] * dt_s
+    moved_xz = after_xz - before_m[..., [0, 2]]
+    moved_y = after_m[..., 1] - before_m[..., 1]
     return torch.cat([moved_xz[..., :1], moved_y[..., None], moved_xz[..., 1:]], -1) / dt_s
 
 
@@ -52,14 +61,23 @@ def contact_loss(x_raw: torch.Tensor, y_raw: torch.Tensor, planted: torch.Tensor
     return (speed_sq * weight).sum() / weight.sum().clamp(min=1.0)
 
 
-def skating_cm(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
+def skating_cm(x_raw: torch.Tensor, y_raw: torch.Tensor, shown: bool = False) -> torch.Tensor:
     """(B, 4) tools/motion_metrics.foot_skating_cm of each paw over the step from x's frame to
     y's, in torch (tests/test_closed_loop_training.py checks the two agree): the paw's
     horizontal world speed in cm/frame, weighted by 2 - 2^(h/H) under H, with h its height in
-    y's frame (root frame: above the ground under the root)."""
-    velocity = paw_world_velocity_mps(x_raw, y_raw)
+    y's frame (root frame: above the ground under the root). The paws are the predicted
+    positions, or with `shown` those the runtime draws from the predicted axes
+    (training/shown_pose.py), which the evaluation measures."""
+    if shown:
+        from canis.training.shown_pose import shown_step_m
+
+        before, after = shown_step_m(x_raw, y_raw, PAW_ROWS)
+        velocity = world_velocity_mps(before, after, y_raw)
+    else:
+        after = _field(OUTPUT, y_raw, "joints", "position", PAW_ROWS)
+        velocity = paw_world_velocity_mps(x_raw, y_raw)
     speed_cm = velocity[..., [0, 2]].norm(dim=-1) * (100.0 / FPS)
-    height_cm = _field(OUTPUT, y_raw, "joints", "position", PAW_ROWS)[..., 1] * 100.0
+    height_cm = after[..., 1] * 100.0
     weight = 2.0 - torch.pow(2.0, (height_cm / SKATING_HEIGHT_CM).clamp(0.0, 1.0))
     return torch.where(height_cm < SKATING_HEIGHT_CM, speed_cm * weight, 0.0)
 

@@ -1,0 +1,76 @@
+"""training/shown_pose.py is the runtime's own shown pose in torch: the hips by
+runtime/pose_update.next_local_pose, the joints by the runtime's forward kinematics of the
+predicted axes; and the skating term's `shown` paws are those."""
+
+import numpy as np
+import torch
+from canis.runtime.features import FPS, INPUT, OUTPUT, PAW_ROWS, decode_output
+from canis.runtime.kinematics import forward_kinematics, rotations_from_directions
+from canis.runtime.pose_update import next_local_pose
+from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+from canis.training.closed_loop_training import local_pose_of
+from canis.training.contact_loss import skating_cm
+from canis.training.shown_pose import shown_hips_m, shown_positions_m, shown_step_m
+
+
+def _rows(layout, count: int, generator: np.random.Generator) -> np.ndarray:
+    """Rows of `layout` whose axes are tilted unit-ish vectors (the forward near +z, the up
+    near +y, as a dog's joints are), everything else random."""
+    values = generator.normal(0.0, 0.3, (count, layout.size))
+    joints = len(Skeleton.from_json(shipped_dog_skeleton_path()).parents)
+    for field, axis in (("forward", 2), ("up", 1)):
+        index = layout.field(np.arange(layout.size), "joints", field)  # (J, 3)
+        direction = generator.normal(0.0, 0.4, (count, joints, 3))
+        direction[..., axis] += 1.0
+        values[:, index] = direction
+    return values.astype(np.float32)
+
+
+def test_the_shown_pose_is_the_runtimes():
+    generator = np.random.default_rng(3)
+    x_raw, y_raw = _rows(INPUT, 6, generator), _rows(OUTPUT, 6, generator)
+    skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
+    pose = next_local_pose(local_pose_of(x_raw), decode_output(y_raw.astype(np.float64)), 1 / FPS)
+    hips = shown_hips_m(torch.as_tensor(x_raw), torch.as_tensor(y_raw))
+    np.testing.assert_allclose(hips.numpy(), pose.positions_m[:, 0], atol=1e-5)
+    # The runtime's drawing of that pose (runtime/display.py, root at the origin, yaw 0).
+    local, _ = rotations_from_directions(skeleton, pose.forwards, pose.ups, np.zeros(6))
+    drawn, _ = forward_kinematics(skeleton, local, pose.positions_m[:, 0])
+    shown = shown_positions_m(OUTPUT, torch.as_tensor(y_raw), hips)
+    np.testing.assert_allclose(shown.numpy(), drawn, atol=1e-4)
+    # Before the step: x's own pose drawn, its hips where x says.
+    before, after = shown_step_m(torch.as_tensor(x_raw), torch.as_tensor(y_raw), PAW_ROWS)
+    x_pose = local_pose_of(x_raw)
+    local, _ = rotations_from_directions(skeleton, x_pose.forwards, x_pose.ups, np.zeros(6))
+    drawn_before, _ = forward_kinematics(skeleton, local, x_pose.positions_m[:, 0])
+    np.testing.assert_allclose(before.numpy(), drawn_before[:, list(PAW_ROWS)], atol=1e-4)
+    np.testing.assert_allclose(after.numpy(), drawn[:, list(PAW_ROWS)], atol=1e-4)
+
+
+def test_shown_skating_follows_the_axes_not_the_predicted_positions():
+    """Paws predicted in place but drawn sliding skate when shown, and not otherwise."""
+    generator = np.random.default_rng(4)
+    x_raw = _rows(INPUT, 4, generator)
+    x_raw[:, INPUT.block_slice("joints")] = 0.0
+    y_raw = np.zeros((4, OUTPUT.size), np.float32)
+    for layout, values in ((INPUT, x_raw), (OUTPUT, y_raw)):
+        for field, axis in (("forward", 2), ("up", 1)):
+            index = layout.field(np.arange(layout.size), "joints", field)
+            values[:, index[:, axis]] = 1.0
+    # The hips placed so that the highest paw of the axes' rest pose is 1 cm up.
+    rest = shown_positions_m(OUTPUT, torch.as_tensor(y_raw), torch.zeros(4, 3))
+    hips_y = 0.01 - rest[:, list(PAW_ROWS), 1].max().item()
+    for layout, values in ((INPUT, x_raw), (OUTPUT, y_raw)):
+        values[:, layout.field(np.arange(layout.size), "joints", "position")[0, 1]] = hips_y
+    x, y = torch.as_tensor(x_raw), torch.as_tensor(y_raw)
+    assert skating_cm(x, y, shown=True).abs().max() < 1e-5  # nothing moves
+    # The predicted hips move 1 cm forward, the predicted paws stay: only the drawn paws slide.
+    hips_z = OUTPUT.field(np.arange(OUTPUT.size), "joints", "position")[0, 2]
+    y_moved = y.clone()
+    y_moved[:, hips_z] = 0.01
+    predicted, shown = skating_cm(x, y_moved), skating_cm(x, y_moved, shown=True)
+    assert predicted.abs().max() < 1e-6
+    heights = shown_step_m(x, y_moved, PAW_ROWS)[1][..., 1]
+    low = heights < 0.025
+    # Half the centimetre (the blend), weighted by the paw's height: 0.5 cm at the ground.
+    assert low.any() and (shown[low] > 0.2).all() and (shown[low] < 0.5 + 1e-4).all()

@@ -1,0 +1,83 @@
+"""The pose the runtime shows, in torch, so that a loss can reach what the evaluation measures.
+
+The networks predict each joint's position and its rotation (forward and up axes) separately,
+and the dog is drawn from the rotations alone: forward kinematics from the hips
+(runtime/display.py), the hips where runtime/pose_update.next_local_pose keeps them (the
+predicted position averaged with the previous one advanced by the predicted velocity). So the
+evaluation's skating (training/controller_metrics.py on tools/closed_loop.record's shown
+positions) is a function of the predicted axes, not of the predicted paw positions the
+skating and contact terms of training/contact_loss.py measure; where the two disagree, those
+terms can fall while the shown paws go on sliding.
+
+Here both are rebuilt in torch: the hips by next_local_pose's formula, the other joints by
+forward kinematics of the axes as the runtime turns them into rotations (bone_loss.joint_axes;
+the axes are root-frame orientations, so each joint sits at its parent plus its parent's
+rotation applied to its offset). tests/test_shown_pose.py checks both against the runtime's
+own functions.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+from canis.runtime.features import FPS, INPUT, OUTPUT
+from canis.runtime.pose_update import JOINT_POSITION_BLEND
+from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
+from canis.training.bone_loss import joint_axes
+from canis.training.contact_loss import _field, rotate_xz
+
+HIPS = 0
+
+
+@functools.lru_cache(maxsize=1)
+def _skeleton() -> tuple[np.ndarray, torch.Tensor]:
+    """(parents (J,), offsets (J, 3) in metres) of the shipped dog."""
+    skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
+    return skeleton.parents, torch.as_tensor(skeleton.offsets_m, dtype=torch.float32)
+
+
+def shown_hips_m(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
+    """(B, 3) the hips' position in y's root frame as next_local_pose keeps it: x's hips seen
+    from the new root (the predicted step and turn) and advanced by the predicted velocity,
+    averaged with the predicted position."""
+    dt_s = 1.0 / FPS
+    previous = _field(INPUT, x_raw, "joints", "position", [HIPS])[:, 0]
+    predicted = _field(OUTPUT, y_raw, "joints", "position", [HIPS])[:, 0]
+    velocity = _field(OUTPUT, y_raw, "joints", "velocity", [HIPS])[:, 0]
+    step_m = _field(OUTPUT, y_raw, "root_update", "velocity", [0])[:, 0] * dt_s
+    turn_rad = _field(OUTPUT, y_raw, "root_update", "yaw_velocity", [0])[:, 0, 0] * dt_s
+    moved_xz = rotate_xz((previous[:, [0, 2]] - step_m)[:, None], -turn_rad)[:, 0]
+    moved = torch.stack([moved_xz[:, 0], previous[:, 1], moved_xz[:, 1]], dim=-1)
+    advanced = moved + velocity * dt_s
+    return predicted + (advanced - predicted) * JOINT_POSITION_BLEND
+
+
+def shown_positions_m(layout, values: torch.Tensor, hips_m: torch.Tensor) -> torch.Tensor:
+    """(B, J, 3) every joint's position in the root frame, drawn from the axes of `values` (x
+    or y rows of `layout`) by forward kinematics from `hips_m` (B, 3)."""
+    parents, offsets = _skeleton()
+    every = range(len(parents))
+    axes = joint_axes(
+        _field(layout, values, "joints", "forward", every),
+        _field(layout, values, "joints", "up", every),
+    )
+    offsets = offsets.to(values.dtype)
+    positions = [hips_m]
+    for joint in range(1, len(parents)):  # the skeleton lists each parent before its children
+        parent = int(parents[joint])
+        positions.append(positions[parent] + axes[:, parent] @ offsets[joint])
+    return torch.stack(positions, dim=1)
+
+
+def shown_step_m(
+    x_raw: torch.Tensor, y_raw: torch.Tensor, joints
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`joints`' shown positions before (x's pose, its own root frame) and after the step (y's
+    pose, in y's root frame): (B, len(joints), 3) each."""
+    rows = list(joints)
+    before_hips = _field(INPUT, x_raw, "joints", "position", [HIPS])[:, 0]
+    before = shown_positions_m(INPUT, x_raw, before_hips)[:, rows]
+    after = shown_positions_m(OUTPUT, y_raw, shown_hips_m(x_raw, y_raw))[:, rows]
+    return before, after
