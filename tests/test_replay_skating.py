@@ -1,7 +1,7 @@
 """The replay-skating term (training/replay_skating.py), on the paws as the runtime draws them:
-nothing for a dog that skates no more than its clip did on the same frames, and one dog's
-margin does not pay for another's excess; in a fine-tuning run it is logged and named on the
-card, and data too short to replay is refused by name."""
+nothing for a dog that skates no more than its clip did on the same frames and stands no
+higher, and one dog's margin does not pay for another's excess; in a fine-tuning run it is
+logged and named on the card, and data too short to replay is refused by name."""
 
 import numpy as np
 import pytest
@@ -15,16 +15,19 @@ Y_HIPS = OUTPUT.field(np.arange(OUTPUT.size), "joints", "position")[0]
 Y_HIPS_VELOCITY = OUTPUT.field(np.arange(OUTPUT.size), "joints", "velocity")[0]
 
 
-def _steps(slide_cm_per_frame: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    """x, y rows of a dog in its axes' rest pose, its paws at or under the ground, sliding
-    forward (+z) with its hips by the given distances (rows,) in one frame, the root still."""
+def _steps(
+    slide_cm_per_frame: np.ndarray, lowered_m: float = 0.002
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """x, y rows of a dog in its axes' rest pose, its paws under the ground by `lowered_m` or
+    more (the clip's at 0: the dogs' lowest paws below the clip's), sliding forward (+z) with
+    its hips by the given distances (rows,) in one frame, the root still."""
     rows = len(slide_cm_per_frame)
     x, y = torch.zeros(rows, INPUT.size), torch.zeros(rows, OUTPUT.size)
     for layout, values in ((INPUT, x), (OUTPUT, y)):
         for field, axis in (("forward", 2), ("up", 1)):
             values[:, layout.field(np.arange(layout.size), "joints", field)[:, axis]] = 1.0
     rest = shown_positions_m(OUTPUT, y, torch.zeros(rows, 3))[:, list(PAW_ROWS), 1]
-    x[:, X_HIPS[1]] = y[:, Y_HIPS[1]] = -rest.max()  # the highest paw on the ground
+    x[:, X_HIPS[1]] = y[:, Y_HIPS[1]] = -rest.max() - lowered_m  # the highest paw down
     slide_m = torch.as_tensor(slide_cm_per_frame / 100.0, dtype=torch.float32)
     y[:, Y_HIPS[2]] = slide_m  # predicted there, and advanced there by its velocity
     y[:, Y_HIPS_VELOCITY[2]] = slide_m * FPS
@@ -32,7 +35,7 @@ def _steps(slide_cm_per_frame: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def test_each_dog_pays_its_own_excess_over_its_clip():
-    mocap_x, mocap_y = _steps(np.full(8, 0.1))  # 2 dogs of 4 rows; the clip slides 0.1 cm
+    mocap_x, mocap_y = _steps(np.full(8, 0.1), 0.0)  # 2 dogs of 4 rows; the clip slides 0.1 cm
     # As the clip, and less than it: nothing.
     for slide in (0.1, 0.02):
         x, y = _steps(np.full(8, slide))
@@ -44,10 +47,16 @@ def test_each_dog_pays_its_own_excess_over_its_clip():
     np.testing.assert_allclose(loss.item(), 0.3 / 2, rtol=1e-4)
     loss.backward()  # it slows the first dog's paws and leaves the second's alone
     assert (y.grad[:4, Y_HIPS[2]] > 0).all() and (y.grad[4:] == 0).all()
-    # Paws lifted 2.5 cm or more do not skate, however they move.
+    # Paws lifted 2.5 cm or more do not skate, however they move, but pay for the height:
+    # every paw's lowest 29.8 cm above the clip's.
     y_lifted = y.detach().clone()
     y_lifted[:, Y_HIPS[1]] += 0.6  # shown 0.3 higher: the blend takes half
-    assert replay_skating_loss(x, y_lifted, mocap_x, mocap_y, 2).item() < 1e-7
+    np.testing.assert_allclose(
+        replay_skating_loss(x, y_lifted, mocap_x, mocap_y, 2).item(), 29.8, rtol=1e-4
+    )
+    # A dog standing lower than its clip costs nothing for it.
+    x_still, y_still = _steps(np.full(8, 0.1), 0.2)
+    assert replay_skating_loss(x_still, y_still, mocap_x, mocap_y, 2).item() < 1e-6
     assert replay_skating_loss(x[:0], y[:0], mocap_x[:0], mocap_y[:0], 0).item() == 0.0
     assert FPS == 60  # the distances above are per frame at the contract's rate
 

@@ -63,21 +63,24 @@ def contact_loss(x_raw: torch.Tensor, y_raw: torch.Tensor, planted: torch.Tensor
 
 def skating_cm(x_raw: torch.Tensor, y_raw: torch.Tensor, shown: bool = False) -> torch.Tensor:
     """(B, 4) tools/motion_metrics.foot_skating_cm of each paw over the step from x's frame to
-    y's, in torch (tests/test_closed_loop_training.py checks the two agree): the paw's
-    horizontal world speed in cm/frame, weighted by 2 - 2^(h/H) under H, with h its height in
-    y's frame (root frame: above the ground under the root). The paws are the predicted
-    positions, or with `shown` those the runtime draws from the predicted axes
+    y's, in torch (tests/test_closed_loop_training.py checks the two agree). The paws are the
+    predicted positions, or with `shown` those the runtime draws from the predicted axes
     (training/shown_pose.py), which the evaluation measures."""
     if shown:
         from canis.training.shown_pose import shown_step_m
 
         before, after = shown_step_m(x_raw, y_raw, PAW_ROWS)
-        velocity = world_velocity_mps(before, after, y_raw)
-    else:
-        after = _field(OUTPUT, y_raw, "joints", "position", PAW_ROWS)
-        velocity = paw_world_velocity_mps(x_raw, y_raw)
-    speed_cm = velocity[..., [0, 2]].norm(dim=-1) * (100.0 / FPS)
-    height_cm = after[..., 1] * 100.0
+        return step_skating_cm(world_velocity_mps(before, after, y_raw), after)
+    after = _field(OUTPUT, y_raw, "joints", "position", PAW_ROWS)
+    return step_skating_cm(paw_world_velocity_mps(x_raw, y_raw), after)
+
+
+def step_skating_cm(velocity_mps: torch.Tensor, after_m: torch.Tensor) -> torch.Tensor:
+    """(B, P) the skating of points moving at `velocity_mps` (B, P, 3) that end at `after_m`
+    (B, P, 3, root frame): the horizontal world speed in cm/frame, weighted by 2 - 2^(h/H)
+    under H, with h the height above the ground under the root."""
+    speed_cm = velocity_mps[..., [0, 2]].norm(dim=-1) * (100.0 / FPS)
+    height_cm = after_m[..., 1] * 100.0
     weight = 2.0 - torch.pow(2.0, (height_cm / SKATING_HEIGHT_CM).clamp(0.0, 1.0))
     return torch.where(height_cm < SKATING_HEIGHT_CM, speed_cm * weight, 0.0)
 
