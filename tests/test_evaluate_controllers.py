@@ -38,8 +38,10 @@ def test_skating_counts_only_low_paws_by_the_papers_weight():
     positions[:, paws, 0], positions[:, paws, 2] = paw_xz[..., 0], paw_xz[..., 1]
     positions[:, paws, 1] = heights
     rotations = np.tile([1.0, 0, 0, 0], (frames, SKELETON.joint_count, 1))
-    skating = motion_quality(SKELETON, positions, rotations)["skating_cm"]
-    assert np.allclose(skating.mean(axis=0), [1.0, 2 - 2**0.5, 0.0, 0.0])
+    quality = motion_quality(SKELETON, positions, rotations)
+    assert np.allclose(quality["skating_cm"].mean(axis=0), [1.0, 2 - 2**0.5, 0.0, 0.0])
+    # The swinging paw is the one the measure does not count at all.
+    assert (quality["paws_down"].mean(axis=0) == [1, 1, 0, 1]).all()
 
 
 def test_stiffness_is_each_leg_joints_local_turn_per_frame():
@@ -173,7 +175,9 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
         results[name] = entry
     assert all(results["MANN8"]["finite"].values())
     assert results["MANN8"]["path_cm"]["circle"] < 100
-    results["GT"] = {k: results["MANN8"][k] for k in ("skating_cm", "skating_back_cm")}
+    results["GT"] = {
+        k: results["MANN8"][k] for k in ("skating_cm", "skating_back_cm", "paws_down_share")
+    }
     results["GT"] |= {k: results["MANN8"][k] for k in ("stiffness_deg", "stiffness_back_deg")}
     results["GT"]["steps"] = {"walk": 1, "canter": 1, "turn": 1}
     results["MANN8"]["with_foot_lock"] = {"skating_cm": {"walk": 0.1, "canter": 0.2, "turn": 0.3}}
@@ -200,6 +204,10 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
     assert "kept" in text and "<!-- controllers:begin -->" in text
     assert f"| walk | all | {results['GT']['skating_cm']['walk']:.3f} |" in text
     assert "| circle | cm |" in text and "jump 0.01 vs 0.30" in text
+    down = results["MANN8"]["paws_down_share"]
+    assert 0 < down["walk"] <= 1  # a walking dog has paws down
+    shares = " / ".join(f"{down[s]:.0%}" for s in ("walk", "canter", "turn"))
+    assert f"where the measure counts skating at all (walk / canter / turn): GT {shares}" in text
     assert "| model | 0.5 m/s | 3.3 m/s |" in text  # the gait table, at the speeds driven
     assert "MANN8 skating in walk" in text and "(+0%): within 25%" in text
     assert "| MANN8 + lock |" in text and "MANN8 skating walk 0.100" in text

@@ -2,6 +2,8 @@
 ground-truth clips and for the controllers' recordings alike.
 
 - Foot skating (cm/frame): canis.tools.motion_metrics.foot_skating_cm, the paper's formula.
+- Paws down: the share of paw-steps ending under the skating measure's 2.5 cm, where skating
+  is counted at all; a dog that carries its paws higher skates nothing by the paper's measure.
 - Leg stiffness (degrees/frame): the mean angle each leg joint's local (parent-relative)
   rotation turns by from one frame to the next. Local, so that the whole body turning is not
   counted as leg motion; end sites carry no rotation of their own and are left out.
@@ -13,7 +15,7 @@ import numpy as np
 from canis.runtime.kinematics import local_rotations
 from canis.runtime.rotations import quat_conjugate, quat_multiply
 from canis.runtime.skeleton import DOG_GROUPS, DOG_LEG_GROUPS, Skeleton
-from canis.tools.motion_metrics import foot_skating_cm
+from canis.tools.motion_metrics import SKATING_HEIGHT_CM, foot_skating_cm
 
 BACK_LEG_GROUPS = ("back_left_leg", "back_right_leg")
 BACK_PAWS = slice(2, 4)  # paws group order: left front, right front, left hind, right hind
@@ -43,29 +45,34 @@ def motion_quality(
     counted: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Per-frame-step measures of one continuous stretch of F frames: skating (F-1, 4) in
-    cm/frame per paw and leg joint updates (F-1, L) in degrees, each over the step from frame
-    f to f + 1; `counted` (F,) keeps the steps whose both ends are counted. Heights are above
-    `ground_m` (scalar or (F,))."""
+    cm/frame per paw, whether each paw ends the step under the skating measure's height (F-1,
+    4), and leg joint updates (F-1, L) in degrees, each over the step from frame f to f + 1;
+    `counted` (F,) keeps the steps whose both ends are counted. Heights are above `ground_m`
+    (scalar or (F,))."""
     paws = world_positions_m[:, skeleton.group("paws")]
     ground = np.broadcast_to(np.asarray(ground_m, dtype=np.float64), (len(paws),))
-    skating = foot_skating_cm(paws[..., [0, 2]], paws[..., 1] - ground[:, None])
+    heights_m = paws[..., 1] - ground[:, None]
+    skating = foot_skating_cm(paws[..., [0, 2]], heights_m)
+    down = heights_m[1:] * 100 < SKATING_HEIGHT_CM  # the step's end, as the skating weighs it
     legs = leg_joints(skeleton)
     updates = angular_update_deg(local_rotations(skeleton, world_rotations)[:, legs])
     if counted is not None:
         keep = counted[:-1] & counted[1:]
-        skating, updates = skating[keep], updates[keep]
-    return {"skating_cm": skating, "leg_updates_deg": updates}
+        skating, down, updates = skating[keep], down[keep], updates[keep]
+    return {"skating_cm": skating, "paws_down": down, "leg_updates_deg": updates}
 
 
 def summarise(skeleton: Skeleton, parts: list[dict[str, np.ndarray]]) -> dict[str, float]:
     """Means over every step of the parts (each from motion_quality): all legs and back legs."""
     skating = np.concatenate([p["skating_cm"] for p in parts])
+    down = np.concatenate([p["paws_down"] for p in parts])
     updates = np.concatenate([p["leg_updates_deg"] for p in parts])
     legs = leg_joints(skeleton)
     back = np.isin(legs, leg_joints(skeleton, BACK_LEG_GROUPS))
     return {
         "skating_cm": float(skating.mean()),
         "skating_back_cm": float(skating[:, BACK_PAWS].mean()),
+        "paws_down_share": float(down.mean()),
         "stiffness_deg": float(updates.mean()),
         "stiffness_back_deg": float(updates[:, back].mean()),
         "steps": int(len(skating)),

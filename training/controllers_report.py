@@ -39,6 +39,23 @@ def _quality_table(results, names, metric: str, unit: str) -> list[str]:
     return lines + [""]
 
 
+def _paws_down_line(results, names) -> list[str]:
+    """The share of paw-steps the skating measure counts at all (under 2.5 cm): a dog that
+    carries its paws higher than the mocap's skates less by the measure without planting them
+    better."""
+    cells = "; ".join(
+        f"{n} " + " / ".join(f"{results[n]['paws_down_share'][s]:.0%}" for s in SCENARIOS)
+        for n in names
+    )
+    scenarios = " / ".join(SCENARIOS)
+    return [
+        f"Paw-steps under 2.5 cm, where the measure counts skating at all ({scenarios}): {cells}."
+        " A dog that carries its paws higher than the mocap skates less by the "
+        "measure without planting them better.",
+        "",
+    ]
+
+
 def _foot_lock_table(results, models) -> list[str]:
     with_lock = [n for n in models if "with_foot_lock" in results[n]]
     if not with_lock:
@@ -128,6 +145,7 @@ def markdown(results: dict, command: str, figures_link: str = "images") -> str:
         "### Foot skating (Table 2), cm/frame, lower is better",
         "",
         *_quality_table(results, names, "skating_cm", "cm/frame"),
+        *_paws_down_line(results, names),
         *checks(results),
         *_foot_lock_table(results, models),
         "### Leg stiffness (Table 3): mean angular update per leg joint, degrees/frame, "

@@ -197,7 +197,7 @@ def main(argv=None) -> None:
                 f"{name} {scenario}: skating {s['skating_cm']:.3f} cm/frame (back legs"
                 f" {s['skating_back_cm']:.3f}), stiffness {s['stiffness_deg']:.2f} deg/frame"
                 f" (back legs {s['stiffness_back_deg']:.2f}), mean speed {s['mean_speed_mps']:.2f}"
-                f" m/s, {s['steps']} steps"
+                f" m/s, paws under 2.5 cm {s['paws_down_share']:.0%}, {s['steps']} steps"
             )
 
 
