@@ -115,3 +115,15 @@ def test_a_bad_weight_is_refused(tiny_dataset, tmp_path, capsys, weight):
     assert f"--replay-skating-weight {float(weight)}: must be finite and >= 0" in (
         capsys.readouterr().err
     )
+
+
+def test_the_measure_reads_the_replaying_dogs(tiny_dataset, tiny_model, monkeypatch):
+    """`python -m canis.training.replay_skating`: the term's dogs measured for a model, the
+    drawn and predicted paws and the mocap's on the same frames."""
+    from canis.training import replay_skating
+
+    monkeypatch.setattr(replay_skating, "REPLAY_FRAMES", replay_skating.SKIPPED_FRAMES + 10)
+    figures = replay_skating.measure([tiny_model], tiny_dataset, dogs=3)[str(tiny_model)]
+    assert set(figures) == {"predicted", "shown", "mocap", "paws_down"}
+    assert all(np.isfinite(v) and v >= 0 for v in figures.values())
+    assert figures["paws_down"] <= 1

@@ -135,3 +135,59 @@ class ReplayDogs:
         return replay_skating_loss(
             torch.as_tensor(x_raw), self.standard.y_raw(prediction), mocap_x, mocap_y, dogs
         )
+
+
+def measure(models: list[Path], dataset: Path, dogs: int = 64, seed: int = 0) -> dict:
+    """{model: {"predicted", "shown", "mocap", "paws_down"}}: the replaying dogs' mean skating
+    (cm/frame) of the predicted and the drawn paws over their steps after SKIPPED_FRAMES, the
+    mocap's over the same frames, and the share of drawn paws under 2.5 cm; each model's dogs
+    drawn alike (`seed`)."""
+    from canis.runtime.features import OUTPUT
+    from canis.runtime.inference import MotionModel
+    from canis.tools.motion_metrics import SKATING_HEIGHT_CM
+    from canis.training.closed_loop_training import Standardiser, StretchData
+    from canis.training.contact_loss import skating_cm
+    from canis.training.train import TrainingData
+
+    data = TrainingData(str(dataset), "mann", torch.device("cpu"))
+    split = StretchData(str(dataset), data, validation=False)
+    standard = Standardiser(data.normalisation, OUTPUT.size)
+    x_raw, y_raw = standard.x_raw(split.x).numpy(), standard.y_raw(split.y).numpy()
+    figures = {}
+    for path in models:
+        generator = np.random.default_rng(seed)
+        xs, rows, _ = rollout_pairs(
+            path, x_raw, y_raw, split.after, split.action, None, dogs, REPLAY_FRAMES,
+            PATH_SHARE, generator,
+        )  # fmt: skip
+        x = xs[:, SKIPPED_FRAMES:].reshape(-1, xs.shape[2])
+        kept = rows[:, SKIPPED_FRAMES:].reshape(-1)
+        model = MotionModel(path, threads=1)
+        y = np.concatenate([model.run(x[i : i + 512])["y"] for i in range(0, len(x), 512)])
+        x_t, y_t = torch.as_tensor(x), torch.as_tensor(y)
+        mocap = torch.as_tensor(x_raw[kept]), torch.as_tensor(y_raw[kept])
+        heights_cm = shown_step_m(x_t, y_t, PAW_ROWS)[1][..., 1] * 100.0
+        figures[str(path)] = {
+            "predicted": skating_cm(x_t, y_t).mean().item(),
+            "shown": skating_cm(x_t, y_t, shown=True).mean().item(),
+            "mocap": skating_cm(*mocap, shown=True).mean().item(),
+            "paws_down": (heights_cm < SKATING_HEIGHT_CM).float().mean().item(),
+        }
+    return figures
+
+
+def main(argv=None) -> None:
+    """python -m canis.training.replay_skating MODEL.onnx ... [--dataset D]: each model's
+    replaying dogs (the term's, 64 of them, seed 0) measured as the term sees them."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("models", nargs="+", type=Path)
+    parser.add_argument("--dataset", type=Path, default=Path("data/dog_dataset.npz"))
+    args = parser.parse_args(argv)
+    print(json.dumps(measure(args.models, args.dataset), indent=1))
+
+
+if __name__ == "__main__":
+    main()
