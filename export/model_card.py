@@ -201,7 +201,9 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
         f"{loop['ground_truth_frames']} mocap inputs then up to {loop['own_frames']} rebuilt "
         f"from the network's own outputs (curriculum over {loop['curriculum_epochs']} epochs; "
         "0: one-step), contact weight "
-        f"{loop['contact_weight']}, dropout {loop.get('dropout', DROPOUT)}, weight decay "
+        f"{loop['contact_weight']}"
+        + (" on the drawn paws" if loop.get("contact_paws", "predicted") == "drawn" else "")
+        + f", dropout {loop.get('dropout', DROPOUT)}, weight decay "
         f"{loop.get('weight_decay', WEIGHT_DECAY)}"
         + (
             f", leg-motion weight {loop['leg_motion_weight']} over each "
@@ -277,6 +279,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
     restandardise = " --restandardise" if config.get("restandardised") else ""
     # Options added after the first fine-tunes: named only where a run set them.
     later = f" --skating-weight {loop['skating_weight']}" if loop.get("skating_weight") else ""
+    if loop.get("contact_paws", "predicted") != "predicted":
+        later += f" --contact-paws {loop['contact_paws']}"
     if loop.get("leg_motion_weight"):
         later += f" --leg-motion-weight {loop['leg_motion_weight']}"
         if loop.get("leg_motion_groups", "batch") != "batch":

@@ -197,6 +197,10 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
     assert "skating_weight 0.0 (now 0.5)" in capsys.readouterr().err
     assert finetune(tiny_dataset, started, out, "--skating-weight", "-1") == 2
     assert "--skating-weight -1.0: must be finite and >= 0" in capsys.readouterr().err
+    # Whose paws the contact term measures, too.
+    args = ("--contact-weight", "0.01", "--resume", "--contact-paws", "drawn")
+    assert finetune(tiny_dataset, started, out, *args) == 2
+    assert "contact_paws 'predicted' (now 'drawn')" in capsys.readouterr().err
     # The leg-motion term too (training/leg_motion_loss.py).
     args = ("--contact-weight", "0.01", "--resume", "--leg-motion-weight", "0.1")
     assert finetune(tiny_dataset, started, out, *args) == 2

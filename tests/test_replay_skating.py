@@ -73,7 +73,8 @@ def _finetune(tiny_dataset, tmp_path, out, *extra) -> int:
     run = [
         "finetune", "--start", str(start / LAST), "--dataset", str(tiny_dataset),
         "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
-        "--own-frames", "3", "--placed-dogs", "4", "--replay-skating-weight", "2", *extra,
+        "--own-frames", "3", "--placed-dogs", "4", "--replay-skating-weight", "2",
+        "--contact-weight", "0.1", "--contact-paws", "drawn", *extra,
     ]  # fmt: skip
     return main(run)
 
@@ -101,6 +102,8 @@ def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, mo
     card = tuned.with_suffix(".md").read_text()
     assert "--replay-skating-weight 2.0 --placed-dogs 4" in card
     assert "replay-skating weight 2.0 on 4 replaying dogs" in card
+    assert "--contact-paws drawn" in card and "contact weight 0.1 on the drawn paws" in card
+    assert float(logged["contact_term"]) > 0
 
 
 @pytest.mark.parametrize("weight", ["-1", "nan"])

@@ -47,8 +47,9 @@ def test_the_shown_pose_is_the_runtimes():
     np.testing.assert_allclose(after.numpy(), drawn[:, list(PAW_ROWS)], atol=1e-4)
 
 
-def test_shown_skating_follows_the_axes_not_the_predicted_positions():
-    """Paws predicted in place but drawn sliding skate when shown, and not otherwise."""
+def _still_and_moved_rows():
+    """x, y rows of a dog in its axes' rest pose, standing still, its highest paw 1 cm up; and
+    y with the predicted hips 1 cm forward, the predicted paws where they were."""
     generator = np.random.default_rng(4)
     x_raw = _rows(INPUT, 4, generator)
     x_raw[:, INPUT.block_slice("joints")] = 0.0
@@ -63,14 +64,34 @@ def test_shown_skating_follows_the_axes_not_the_predicted_positions():
     for layout, values in ((INPUT, x_raw), (OUTPUT, y_raw)):
         values[:, layout.field(np.arange(layout.size), "joints", "position")[0, 1]] = hips_y
     x, y = torch.as_tensor(x_raw), torch.as_tensor(y_raw)
-    assert skating_cm(x, y, shown=True).abs().max() < 1e-5  # nothing moves
-    # The predicted hips move 1 cm forward, the predicted paws stay: only the drawn paws slide.
     hips_z = OUTPUT.field(np.arange(OUTPUT.size), "joints", "position")[0, 2]
     y_moved = y.clone()
     y_moved[:, hips_z] = 0.01
+    return x, y, y_moved
+
+
+def test_shown_skating_follows_the_axes_not_the_predicted_positions():
+    """Paws predicted in place but drawn sliding skate when shown, and not otherwise."""
+    x, y, y_moved = _still_and_moved_rows()
+    assert skating_cm(x, y, shown=True).abs().max() < 1e-5  # nothing moves
+    # The predicted hips move 1 cm forward, the predicted paws stay: only the drawn paws slide.
     predicted, shown = skating_cm(x, y_moved), skating_cm(x, y_moved, shown=True)
     assert predicted.abs().max() < 1e-6
     heights = shown_step_m(x, y_moved, PAW_ROWS)[1][..., 1]
     low = heights < 0.025
     # Half the centimetre (the blend), weighted by the paw's height: 0.5 cm at the ground.
     assert low.any() and (shown[low] > 0.2).all() and (shown[low] < 0.5 + 1e-4).all()
+
+
+def test_the_contact_term_on_the_drawn_paws():
+    """`--contact-paws drawn`: the planted paws' motion as drawn from the axes; paws predicted
+    in place but drawn sliding cost, paws not planted do not."""
+    from canis.training.contact_loss import contact_loss
+
+    x, y, y_moved = _still_and_moved_rows()
+    planted = torch.ones(4, 4, dtype=torch.bool)
+    assert contact_loss(x, y, planted, drawn=True).item() < 1e-8
+    assert contact_loss(x, y_moved, planted).item() < 1e-8  # the predicted paws stay
+    # The drawn paws move half the hips' centimetre a frame: (0.005 m * 60)^2 = 0.09 (m/s)^2.
+    np.testing.assert_allclose(contact_loss(x, y_moved, planted, drawn=True).item(), 0.09, 1e-4)
+    assert contact_loss(x, y_moved, ~planted, drawn=True).item() == 0.0

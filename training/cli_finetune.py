@@ -48,6 +48,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="weight of the planted-paw world-motion term (0: off; training/contact_loss.py)",
     )
     finetune.add_argument(
+        "--contact-paws",
+        choices=("predicted", "drawn"),
+        default="predicted",
+        help="--contact-weight: the paws whose motion it measures: the predicted paw "
+        "positions (default), or the paws the runtime draws from the predicted axes, which "
+        "the evaluation measures (training/shown_pose.py)",
+    )
+    finetune.add_argument(
         "--skating-weight",
         type=float,
         default=0.0,
@@ -230,6 +238,7 @@ def run_finetune(args) -> int:
         own_frames=args.own_frames,
         curriculum_epochs=args.curriculum_epochs,
         contact_weight=args.contact_weight,
+        contact_paws=args.contact_paws,
         skating_weight=args.skating_weight,
         leg_motion_weight=args.leg_motion_weight,
         leg_motion_groups=args.leg_motion_groups,

@@ -38,6 +38,7 @@ from torch import nn
 
 JOINT_FIELDS = ("position", "forward", "up", "velocity")
 FEEDBACK = ("pose", "runtime", "both")
+CONTACT_PAWS = ("predicted", "drawn")
 MAX_MATCH_FRAMES = 50
 LEG_MOTION_GROUPS = ("batch", "locomotion", "action-gait", "gait")
 LEG_MOTION_ON = ("stretches", "rollouts")
@@ -49,6 +50,10 @@ class ClosedLoopConfig:
     own_frames: int = 8  # frames fed the network's own output, at the curriculum's end
     curriculum_epochs: int = 4  # own frames grow linearly from 1 over these epochs
     contact_weight: float = 0.0  # 0: no contact term (training/contact_loss.py)
+    # Whose motion the contact term measures: the "predicted" paw positions, or the paws the
+    # runtime "drawn" from the predicted axes (training/shown_pose.py), which the evaluation
+    # measures.
+    contact_paws: str = "predicted"
     skating_weight: float = 0.0  # 0: no skating term (contact_loss.skating_excess_loss)
     leg_motion_weight: float = 0.0  # 0: no leg-motion term (training/leg_motion_loss.py)
     # Over what the leg-motion term takes its means: "batch" (each frame's rows), "locomotion"
@@ -92,6 +97,10 @@ class ClosedLoopConfig:
     rollout_match_frames: int = 0
 
     def __post_init__(self):
+        if self.contact_paws not in CONTACT_PAWS:
+            raise ValueError(
+                f"--contact-paws {self.contact_paws!r}: one of {', '.join(CONTACT_PAWS)}"
+            )
         if self.feedback not in FEEDBACK:
             raise ValueError(f"--feedback {self.feedback!r}: one of {', '.join(FEEDBACK)}")
         if self.leg_motion_groups not in LEG_MOTION_GROUPS:
@@ -237,7 +246,7 @@ def frame_loss(
     if weights.contact_weight > 0:
         values["contact"] = (
             weights.contact_weight,
-            contact_loss(x_raw, y_raw, split.planted[rows]),
+            contact_loss(x_raw, y_raw, split.planted[rows], weights.contact_paws == "drawn"),
         )
     if weights.skating_weight > 0:
         mocap = (standard.x_raw(split.x[rows]), standard.y_raw(split.y[rows]))
@@ -476,6 +485,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "dropout": DROPOUT,
         "weight_decay": WEIGHT_DECAY,
         "skating_weight": 0.0,
+        "contact_paws": "predicted",
         "feedback": "pose",
         "rollout_dogs": 2048,
         "rollout_path_share": 0.5,

@@ -54,9 +54,19 @@ def world_velocity_mps(
     return torch.cat([moved_xz[..., :1], moved_y[..., None], moved_xz[..., 1:]], -1) / dt_s
 
 
-def contact_loss(x_raw: torch.Tensor, y_raw: torch.Tensor, planted: torch.Tensor) -> torch.Tensor:
-    """Mean squared world speed (m/s)^2 of the paws planted in y's frame (planted: (B, 4))."""
-    speed_sq = paw_world_velocity_mps(x_raw, y_raw).square().sum(-1)
+def contact_loss(
+    x_raw: torch.Tensor, y_raw: torch.Tensor, planted: torch.Tensor, drawn: bool = False
+) -> torch.Tensor:
+    """Mean squared world speed (m/s)^2 of the paws planted in y's frame (planted: (B, 4)): the
+    predicted paw positions, or with `drawn` the paws the runtime draws from the predicted
+    axes (training/shown_pose.py)."""
+    if drawn:
+        from canis.training.shown_pose import shown_step_m
+
+        velocity = world_velocity_mps(*shown_step_m(x_raw, y_raw, PAW_ROWS), y_raw)
+    else:
+        velocity = paw_world_velocity_mps(x_raw, y_raw)
+    speed_sq = velocity.square().sum(-1)
     weight = planted.to(speed_sq.dtype)
     return (speed_sq * weight).sum() / weight.sum().clamp(min=1.0)
 
