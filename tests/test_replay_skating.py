@@ -127,6 +127,6 @@ def test_the_measure_reads_the_replaying_dogs(tiny_dataset, tiny_model, monkeypa
 
     monkeypatch.setattr(replay_skating, "REPLAY_FRAMES", replay_skating.SKIPPED_FRAMES + 10)
     figures = replay_skating.measure([tiny_model], tiny_dataset, dogs=3)[str(tiny_model)]
-    assert set(figures) == {"predicted", "shown", "mocap", "paws_down", "mocap_paws_down"}
+    assert set(figures) == {"predicted", "drawn", "mocap", "paws_down", "mocap_paws_down"}
     assert all(np.isfinite(v) and v >= 0 for v in figures.values())
     assert figures["paws_down"] <= 1 and figures["mocap_paws_down"] > 0

@@ -73,9 +73,9 @@ def _still_and_moved_rows():
 def test_shown_skating_follows_the_axes_not_the_predicted_positions():
     """Paws predicted in place but drawn sliding skate when shown, and not otherwise."""
     x, y, y_moved = _still_and_moved_rows()
-    assert skating_cm(x, y, shown=True).abs().max() < 1e-5  # nothing moves
+    assert skating_cm(x, y, drawn=True).abs().max() < 1e-5  # nothing moves
     # The predicted hips move 1 cm forward, the predicted paws stay: only the drawn paws slide.
-    predicted, shown = skating_cm(x, y_moved), skating_cm(x, y_moved, shown=True)
+    predicted, shown = skating_cm(x, y_moved), skating_cm(x, y_moved, drawn=True)
     assert predicted.abs().max() < 1e-6
     heights = shown_step_m(x, y_moved, PAW_ROWS)[1][..., 1]
     low = heights < 0.025

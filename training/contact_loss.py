@@ -71,12 +71,12 @@ def contact_loss(
     return (speed_sq * weight).sum() / weight.sum().clamp(min=1.0)
 
 
-def skating_cm(x_raw: torch.Tensor, y_raw: torch.Tensor, shown: bool = False) -> torch.Tensor:
+def skating_cm(x_raw: torch.Tensor, y_raw: torch.Tensor, drawn: bool = False) -> torch.Tensor:
     """(B, 4) tools/motion_metrics.foot_skating_cm of each paw over the step from x's frame to
     y's, in torch (tests/test_closed_loop_training.py checks the two agree). The paws are the
-    predicted positions, or with `shown` those the runtime draws from the predicted axes
+    predicted positions, or with `drawn` those the runtime draws from the predicted axes
     (training/shown_pose.py), which the evaluation measures."""
-    if shown:
+    if drawn:
         from canis.training.shown_pose import shown_step_m
 
         before, after = shown_step_m(x_raw, y_raw, PAW_ROWS)

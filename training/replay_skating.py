@@ -142,7 +142,7 @@ class ReplayDogs:
 
 
 def measure(models: list[Path], dataset: Path, dogs: int = 64, seed: int = 0) -> dict:
-    """{model: {"predicted", "shown", "mocap", "paws_down", "mocap_paws_down"}}: the replaying
+    """{model: {"predicted", "drawn", "mocap", "paws_down", "mocap_paws_down"}}: the replaying
     dogs' mean skating (cm/frame) of the predicted and the drawn paws over their steps after
     SKIPPED_FRAMES, the mocap's over the same frames, and the share of drawn paws under 2.5 cm,
     the dogs' and the mocap's; each model's dogs drawn alike (`seed`)."""
@@ -174,8 +174,8 @@ def measure(models: list[Path], dataset: Path, dogs: int = 64, seed: int = 0) ->
         mocap_heights_cm = shown_step_m(*mocap, PAW_ROWS)[1][..., 1] * 100.0
         figures[str(path)] = {
             "predicted": skating_cm(x_t, y_t).mean().item(),
-            "shown": skating_cm(x_t, y_t, shown=True).mean().item(),
-            "mocap": skating_cm(*mocap, shown=True).mean().item(),
+            "drawn": skating_cm(x_t, y_t, drawn=True).mean().item(),
+            "mocap": skating_cm(*mocap, drawn=True).mean().item(),
             "paws_down": (heights_cm < SKATING_HEIGHT_CM).float().mean().item(),
             "mocap_paws_down": (mocap_heights_cm < SKATING_HEIGHT_CM).float().mean().item(),
         }
