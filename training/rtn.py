@@ -49,6 +49,8 @@ from canis.runtime.transition_frames import (
     UPS,
 )
 from canis.training.axis_interpolation import interpolate_axes
+from canis.training.bone_loss import joint_axes
+from canis.training.shown_pose import chain_positions
 from torch import nn
 
 FRAME_ENCODER = (512, 512)
@@ -208,19 +210,9 @@ def fk_positions(frames: torch.Tensor, parents, offsets_m: torch.Tensor) -> torc
     n = frames.shape[0]
     forward = frames[:, FORWARDS].reshape(n, ROTATED_COUNT, 3)
     up = frames[:, UPS].reshape(n, ROTATED_COUNT, 3)
-    z = forward / forward.norm(dim=-1, keepdim=True).clamp(min=1e-8)
-    x = torch.linalg.cross(up, z)
-    x = x / x.norm(dim=-1, keepdim=True).clamp(min=1e-8)
-    y = torch.linalg.cross(z, x)
     slot = {int(j): i for i, j in enumerate(ROTATED_JOINTS)}
-    positions = [frames[:, POSITIONS][:, 0:3]]
-    for joint in range(1, JOINT_COUNT):
-        parent, offset = int(parents[joint]), offsets_m[joint]
-        k = slot[parent]
-        positions.append(
-            positions[parent] + x[:, k] * offset[0] + y[:, k] * offset[1] + z[:, k] * offset[2]
-        )
-    return torch.stack(positions, dim=1)
+    axes = joint_axes(forward, up)  # (N, R, 3, 3), columns x, y, z
+    return chain_positions(frames[:, POSITIONS][:, 0:3], axes, parents, offsets_m, slot)
 
 
 class LstmCell(nn.Module):

@@ -32,10 +32,30 @@ HIPS = 0
 
 
 @functools.lru_cache(maxsize=1)
-def _skeleton() -> tuple[np.ndarray, torch.Tensor]:
-    """(parents (J,), offsets (J, 3) in metres) of the shipped dog."""
+def skeleton_tensors() -> tuple[np.ndarray, torch.Tensor]:
+    """(parents (J,), bone offsets (J, 3) in metres) of the shipped dog, for chain_positions."""
     skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
     return skeleton.parents, torch.as_tensor(skeleton.offsets_m, dtype=torch.float32)
+
+
+def chain_positions(
+    hips_m: torch.Tensor,
+    axes: torch.Tensor,
+    parents: np.ndarray,
+    offsets_m: torch.Tensor,
+    slot: dict[int, int] | None = None,
+) -> torch.Tensor:
+    """(N, J, 3) root-frame joint positions by forward kinematics from `hips_m` (N, 3): each
+    joint at its parent plus the parent's rotation (`axes` (N, R, 3, 3), columns x, y, z, in
+    the root frame) applied to its offset; `slot` maps a joint to its row of `axes` where not
+    every joint has one (the RTN's end sites carry no rotation)."""
+    offsets_m = offsets_m.to(axes.dtype)
+    positions = [hips_m]
+    for joint in range(1, len(parents)):  # the skeleton lists each parent before its children
+        parent = int(parents[joint])
+        rotation = axes[:, parent if slot is None else slot[parent]]
+        positions.append(positions[parent] + rotation @ offsets_m[joint])
+    return torch.stack(positions, dim=1)
 
 
 def shown_hips_m(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
@@ -57,18 +77,13 @@ def shown_hips_m(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
 def shown_positions_m(layout, values: torch.Tensor, hips_m: torch.Tensor) -> torch.Tensor:
     """(B, J, 3) every joint's position in the root frame, drawn from the axes of `values` (x
     or y rows of `layout`) by forward kinematics from `hips_m` (B, 3)."""
-    parents, offsets = _skeleton()
+    parents, offsets_m = skeleton_tensors()
     every = range(len(parents))
     axes = joint_axes(
         _field(layout, values, "joints", "forward", every),
         _field(layout, values, "joints", "up", every),
     )
-    offsets = offsets.to(values.dtype)
-    positions = [hips_m]
-    for joint in range(1, len(parents)):  # the skeleton lists each parent before its children
-        parent = int(parents[joint])
-        positions.append(positions[parent] + axes[:, parent] @ offsets[joint])
-    return torch.stack(positions, dim=1)
+    return chain_positions(hips_m, axes, parents, offsets_m)
 
 
 def shown_step_m(

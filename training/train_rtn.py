@@ -33,7 +33,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     MAX_TRANSITION_FRAMES,
@@ -58,6 +57,7 @@ from canis.training.rtn import (
     rollout,
     to_target_frame,
 )
+from canis.training.shown_pose import skeleton_tensors
 from canis.training.train import identity_difference
 from canis.training.transition_data import TransitionData
 from canis.training.transition_data import load as load_transitions
@@ -268,12 +268,6 @@ def initialisation_note(source: str) -> str:
         f"(`./run canis train-rtn --out {Path(source).parent} --steps {t['steps']} --lr "
         f"{t['lr']} --fk-weight {t.get('fk_weight', 0)} --stop-after {first['step']}`)."
     )
-
-
-def skeleton_tensors():
-    """(parents, bone offsets (J, 3) in metres) of the shipped dog, for fk_positions."""
-    skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
-    return skeleton.parents, torch.as_tensor(skeleton.offsets_m, dtype=torch.float32)
 
 
 def train_rtn(
