@@ -230,6 +230,12 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
             else ""
         )
         + (
+            f", moving-legs weight {loop['moving_legs_weight']} on "
+            f"{loop['placed_dogs']} moving dogs (training/moving_legs.py)"
+            if loop.get("moving_legs_weight")
+            else ""
+        )
+        + (
             f", replay-skating weight {loop['replay_skating_weight']} on "
             f"{loop['placed_dogs']} replaying dogs (training/replay_skating.py)"
             if loop.get("replay_skating_weight")
@@ -296,9 +302,14 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         )
     if loop.get("placed_speed_weight"):
         later += f" --placed-speed-weight {loop['placed_speed_weight']}"
+    if loop.get("moving_legs_weight"):
+        later += f" --moving-legs-weight {loop['moving_legs_weight']}"
     if loop.get("replay_skating_weight"):
         later += f" --replay-skating-weight {loop['replay_skating_weight']}"
-    placed = ("placed_stillness_weight", "placed_speed_weight", "replay_skating_weight")
+    placed = (
+        "placed_stillness_weight", "placed_speed_weight", "moving_legs_weight",
+        "replay_skating_weight",
+    )  # fmt: skip
     if not loop.get("placed_stillness_weight") and any(loop.get(key) for key in placed):
         later += f" --placed-dogs {loop['placed_dogs']}"
     if loop.get("bone_weight"):

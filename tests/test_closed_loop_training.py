@@ -231,6 +231,15 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
     args = ("--placed-speed-weight", "1", "--placed-dogs", "0")
     assert finetune(tiny_dataset, started, out, *args) == 2
     assert "--placed-dogs 0: needs 1 or more" in capsys.readouterr().err
+    # And the moving-legs term (training/moving_legs.py), on the same dogs.
+    args = ("--contact-weight", "0.01", "--resume", "--moving-legs-weight", "1")
+    assert finetune(tiny_dataset, started, out, *args) == 2
+    assert "moving_legs_weight 0.0 (now 1.0)" in capsys.readouterr().err
+    assert finetune(tiny_dataset, started, out, "--moving-legs-weight", "nan") == 2
+    assert "--moving-legs-weight nan: must be finite and >= 0" in capsys.readouterr().err
+    args = ("--moving-legs-weight", "1", "--placed-dogs", "0")
+    assert finetune(tiny_dataset, started, out, *args) == 2
+    assert "--placed-dogs 0: needs 1 or more" in capsys.readouterr().err
     # And the replay-skating term (training/replay_skating.py).
     args = ("--contact-weight", "0.01", "--resume", "--replay-skating-weight", "1")
     assert finetune(tiny_dataset, started, out, *args) == 2

@@ -90,7 +90,10 @@ def test_pfnn_is_not_placed(tiny_dataset, tmp_path, capsys):
         "finetune", "--start", str(tmp_path / "pfnn" / LAST), "--dataset", str(tiny_dataset),
         "--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "4", "--own-frames", "2",
     ]  # fmt: skip
-    for option in ("--placed-speed-weight", "--placed-stillness-weight", "--replay-skating-weight"):
+    for option in (
+        "--placed-speed-weight", "--moving-legs-weight", "--placed-stillness-weight",
+        "--replay-skating-weight",
+    ):
         capsys.readouterr()
         assert main([*run, "--out", str(tmp_path / option), option, "1"]) == 2
         assert f"{option}: places MANN and vanilla networks only" in capsys.readouterr().err

@@ -112,7 +112,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--placed-dogs",
         type=int,
         default=64,
-        help="--placed-stillness-weight, --placed-speed-weight and --replay-skating-weight: "
+        help="--placed-stillness-weight, --placed-speed-weight (and --moving-legs-weight) and "
+        "--replay-skating-weight: "
         "the dogs placed each epoch for each term (for the first, a quarter in the standing "
         "keyframe)",
     )
@@ -125,6 +126,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "(0.4-3.6 m/s, half turning) until settled; each dog's mean predicted root speed "
         "against the asked, relative, beyond 5%%, squared, the network run without dropout "
         "(0: off; training/placed_speed.py)",
+    )
+    finetune.add_argument(
+        "--moving-legs-weight",
+        type=float,
+        default=0.0,
+        help="weight of the moving-legs term: on the placed-speed term's dogs (driven each "
+        "epoch, with or without that term), each leg joint's mean turn against the mocap's "
+        "locomotion frames' at the dog's asked speed, the shortfall beyond 5%%, squared "
+        "(deg/frame)^2, the network run without dropout (0: off; training/moving_legs.py)",
     )
     finetune.add_argument(
         "--replay-skating-weight",
@@ -228,6 +238,7 @@ def run_finetune(args) -> int:
         ("--stillness-weight", args.stillness_weight),
         ("--placed-stillness-weight", args.placed_stillness_weight),
         ("--placed-speed-weight", args.placed_speed_weight),
+        ("--moving-legs-weight", args.moving_legs_weight),
         ("--replay-skating-weight", args.replay_skating_weight),
         ("--bone-weight", args.bone_weight),
     ):
@@ -247,6 +258,7 @@ def run_finetune(args) -> int:
         placed_stillness_weight=args.placed_stillness_weight,
         placed_dogs=args.placed_dogs,
         placed_speed_weight=args.placed_speed_weight,
+        moving_legs_weight=args.moving_legs_weight,
         replay_skating_weight=args.replay_skating_weight,
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,

@@ -29,6 +29,7 @@ from canis.runtime.pose_update import next_local_pose
 from canis.training.bone_loss import bone_loss
 from canis.training.contact_loss import contact_loss, skating_excess_loss
 from canis.training.leg_motion_loss import leg_motion_loss, stillness_loss
+from canis.training.moving_legs import leg_turn_by_speed
 from canis.training.placed_speed import DOGS_PER_STEP, MovingDogs
 from canis.training.placed_stillness import PlacedDogs
 from canis.training.replay_skating import DOGS_PER_STEP as REPLAY_DOGS_PER_STEP
@@ -75,6 +76,9 @@ class ClosedLoopConfig:
     # 0: no placed-speed term (training/placed_speed.py): the runtime's own dogs asked a speed
     # with its speed tracking off, refreshed each epoch, `placed_dogs` of them, brought to it.
     placed_speed_weight: float = 0.0
+    # 0: no moving-legs term (training/moving_legs.py): on the placed-speed term's dogs, each
+    # leg joint's turn held up to the mocap's at the dog's asked speed.
+    moving_legs_weight: float = 0.0
     # 0: no replay-skating term (training/replay_skating.py): the runtime's own dogs driven by
     # their clips' commands, refreshed each epoch, `placed_dogs` of them, skating no more than
     # the mocap on the same frames.
@@ -145,7 +149,9 @@ class ClosedLoopConfig:
         if self.bone_positions_only and self.bone_weight == 0:
             raise ValueError("--bone-positions-only: needs --bone-weight")
         if (
-            self.placed_speed_weight > 0 or self.replay_skating_weight > 0
+            self.placed_speed_weight > 0
+            or self.moving_legs_weight > 0
+            or self.replay_skating_weight > 0
         ) and self.placed_dogs < 1:
             raise ValueError(f"--placed-dogs {self.placed_dogs}: needs 1 or more")
         if self.feedback != "pose" and (self.own_frames < 1 or self.rollout_dogs < 1):
@@ -221,7 +227,7 @@ class Standardiser:
 # The loss's terms beside the MSE, as logged.
 TERMS = (
     "contact", "skating", "leg_motion", "stillness", "placed_stillness", "placed_speed",
-    "replay_skating", "bone",
+    "moving_legs", "replay_skating", "bone",
 )  # fmt: skip
 
 
@@ -497,6 +503,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "placed_stillness_weight": 0.0,
         "placed_dogs": 64,
         "placed_speed_weight": 0.0,
+        "moving_legs_weight": 0.0,
         "replay_skating_weight": 0.0,
         "bone_weight": 0.0,
         "bone_positions_only": False,
@@ -701,6 +708,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
     for option, weight in (
         ("--placed-stillness-weight", loop.placed_stillness_weight),
         ("--placed-speed-weight", loop.placed_speed_weight),
+        ("--moving-legs-weight", loop.moving_legs_weight),
         ("--replay-skating-weight", loop.replay_skating_weight),
     ):
         if weight > 0 and kind == "pfnn":
@@ -709,8 +717,13 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             )
     if loop.placed_stillness_weight > 0:
         placed = PlacedDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
-    if loop.placed_speed_weight > 0:
-        moving = MovingDogs(model, saved, data, standard, run_dir, loop.placed_dogs)
+    if loop.placed_speed_weight > 0 or loop.moving_legs_weight > 0:
+        legs = None
+        if loop.moving_legs_weight > 0:
+            legs = leg_turn_by_speed(
+                standard.x_raw(train_split.x), standard.y_raw(train_split.y), train_split.action
+            )
+        moving = MovingDogs(model, saved, data, standard, run_dir, loop.placed_dogs, legs)
     if loop.replay_skating_weight > 0:
         replaying = ReplayDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
     for epoch in range(first_epoch, settings.epochs):
@@ -762,9 +775,10 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 loss = loss + loop.placed_stillness_weight * still
                 terms["placed_stillness"] = still.item()
             if moving is not None:
-                speed = moving.loss(predict_training, DOGS_PER_STEP, generator)
-                loss = loss + loop.placed_speed_weight * speed
+                speed, legs = moving.loss(predict_training, DOGS_PER_STEP, generator)
+                loss = loss + loop.placed_speed_weight * speed + loop.moving_legs_weight * legs
                 terms["placed_speed"] = speed.item()
+                terms["moving_legs"] = legs.item()
             if replaying is not None:
                 skating = replaying.loss(predict_training, REPLAY_DOGS_PER_STEP, generator)
                 loss = loss + loop.replay_skating_weight * skating

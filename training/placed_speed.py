@@ -108,12 +108,14 @@ def moving_inputs(
 
 class MovingDogs:
     """Each epoch's moving dogs (moving_inputs, by the network exported from the weights the
-    epoch starts from) and the term over a batch of their steps."""
+    epoch starts from) and the terms over a batch of their steps: the placed-speed term, and
+    the moving-legs term (training/moving_legs.py) when given the mocap's legs by speed."""
 
-    def __init__(self, model, saved: dict, data, standard, run_dir, dogs: int):
+    def __init__(self, model, saved: dict, data, standard, run_dir, dogs: int, legs=None):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
         self.path = Path(run_dir) / "moving.onnx"
         self.dogs = dogs
+        self.legs = legs  # None, or leg_turn_by_speed's (centres m/s, turn deg/frame)
 
     def refresh(self, generator: np.random.Generator) -> float:
         """New moving dogs; returns the seconds they took (the export included)."""
@@ -126,9 +128,12 @@ class MovingDogs:
         self.xs, self.asked_mps = moving_inputs(self.path, self.dogs, generator)
         return time.perf_counter() - started
 
-    def loss(self, predict, dogs: int, generator: np.random.Generator) -> torch.Tensor:
-        """placed_speed_loss over `dogs` dogs drawn from this epoch's, FRAMES_PER_DOG of each
-        one's kept steps, the network run without dropout (as the game runs it)."""
+    def loss(self, predict, dogs: int, generator: np.random.Generator):
+        """(placed_speed_loss, moving_legs_loss or 0) over `dogs` dogs drawn from this epoch's,
+        FRAMES_PER_DOG of each one's kept steps, the network run without dropout (as the game
+        runs it)."""
+        from canis.training.moving_legs import moving_legs_loss, reference_at
+
         chosen = generator.choice(len(self.xs), dogs)
         frames = generator.integers(0, self.xs.shape[1], (dogs, FRAMES_PER_DOG))
         x_raw = self.xs[chosen[:, None], frames].reshape(-1, self.xs.shape[2])
@@ -138,5 +143,13 @@ class MovingDogs:
             prediction = predict(x, torch.zeros(len(x)))
         finally:
             self.model.train()
+        y_raw = self.standard.y_raw(prediction)
         asked = torch.as_tensor(self.asked_mps[chosen], dtype=prediction.dtype)
-        return placed_speed_loss(self.standard.y_raw(prediction), asked)
+        speed = placed_speed_loss(y_raw, asked)
+        if self.legs is None:
+            return speed, y_raw.new_zeros(())
+        reference = reference_at(*self.legs, self.asked_mps[chosen])
+        legs = moving_legs_loss(
+            self.standard.x_raw(x), y_raw, torch.as_tensor(reference, dtype=prediction.dtype)
+        )
+        return speed, legs

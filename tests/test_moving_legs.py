@@ -1,0 +1,94 @@
+"""The moving-legs term (training/moving_legs.py): the mocap's leg motion by speed from its
+locomotion frames; nothing for a dog whose legs turn as much as that (or more, or within the
+allowance), a gradient that swings them further where they fall short; the fine-tuning logs it
+and the card names it."""
+
+import numpy as np
+import pytest
+import torch
+from canis.runtime.features import OUTPUT
+from canis.training.leg_motion_loss import leg_turn_deg
+from canis.training.moving_legs import (
+    LEG_ALLOWANCE,
+    MOVE,
+    leg_turn_by_speed,
+    moving_legs_loss,
+    reference_at,
+)
+from test_leg_motion_loss import _damped, _trot_pairs
+
+VELOCITY = OUTPUT.field(np.arange(OUTPUT.size), "root_update", "velocity")[0]
+
+
+def test_the_reference_is_the_mocaps_legs_by_speed():
+    _, x, y, _ = _trot_pairs()
+    # Two speeds' worth of the same trot: every row once at 1.5 m/s as captured, and once at
+    # 0.5 m/s with its legs moved only half as far.
+    x_t = torch.as_tensor(np.concatenate([x, x]))
+    y_t = torch.as_tensor(np.concatenate([y, y]))
+    half = len(x)
+    y_t[:, VELOCITY] = torch.tensor([0.0, 1.5])
+    y_t[:half, VELOCITY[1]] = 0.5
+    y_t[:half] = _damped(x_t[:half], y_t[:half], 0.5)
+    action = np.full(len(x_t), MOVE)
+    with pytest.raises(ValueError, match="too few locomotion frames"):
+        leg_turn_by_speed(x_t, y_t, action)  # fewer than MIN_BIN_ROWS in each bin
+    x_t, y_t = x_t.repeat(30, 1), y_t.repeat(30, 1)
+    action = np.tile(action, 30)
+    action[: 2 * half] = MOVE + 1  # rows not asked to move are left out of the reference
+    centres, turn = leg_turn_by_speed(x_t, y_t, action)
+    assert len(centres) == 2 and turn.shape == (2, leg_turn_deg(x_t[:1], y_t[:1]).shape[1])
+    slow, fast = (abs(centres - 0.5) < 0.1), (abs(centres - 1.5) < 0.1)
+    np.testing.assert_allclose(turn[slow].mean(), 0.5 * turn[fast].mean(), rtol=0.1)
+    between = reference_at(centres, turn, np.array([0.3, centres.mean(), 3.0]))
+    np.testing.assert_allclose(between[0], turn[slow][0])  # the end bins' beyond them
+    np.testing.assert_allclose(between[1], turn.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(between[2], turn[fast][0])
+
+
+def test_only_the_shortfall_beyond_the_allowance_counts():
+    _, x, y, _ = _trot_pairs()
+    x_t, y_t = torch.as_tensor(x[10:58]), torch.as_tensor(y[10:58])  # 3 dogs of 16 steps
+    truth = leg_turn_deg(x_t, y_t).reshape(3, 16, -1).mean(1)
+    assert moving_legs_loss(x_t, y_t, truth).item() == 0.0
+    assert moving_legs_loss(x_t, y_t, truth * (1 + 0.9 * LEG_ALLOWANCE)).item() == 0.0
+    assert moving_legs_loss(x_t, y_t, 0.5 * truth).item() == 0.0  # more motion is free
+    damped = _damped(x_t, y_t, 0.3).requires_grad_(True)
+    loss = moving_legs_loss(x_t, damped, truth)
+    turned = leg_turn_deg(x_t, damped).reshape(3, 16, -1).mean(1).detach()
+    expected = (truth * (1 - LEG_ALLOWANCE) - turned).clamp(min=0).square().mean()
+    np.testing.assert_allclose(loss.item(), expected.item(), rtol=1e-5)
+    assert loss.item() > 0.1
+    loss.backward()  # a gradient that swings the legs further
+    stepped = damped.detach() - 1e-3 * damped.grad
+    assert moving_legs_loss(x_t, stepped, truth).item() < loss.item()
+    assert moving_legs_loss(x_t[:0], y_t[:0], truth[:0]).item() == 0.0
+
+
+def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch):
+    from canis.training import moving_legs
+    from canis.training.train import LAST, train
+    from conftest import tiny_config
+
+    from canis.cli import main
+
+    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)  # the synthetic clips are short
+    start = tmp_path / "one_step"
+    train(tiny_config(tiny_dataset), start, progress=False)
+    out = tmp_path / "legs"
+    run = [
+        "finetune", "--start", str(start / LAST), "--dataset", str(tiny_dataset),
+        "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
+        "--own-frames", "3", "--placed-dogs", "4", "--moving-legs-weight", "3",
+    ]  # fmt: skip
+    assert main(run) == 0
+    header, row = (out / "log.csv").read_text().splitlines()
+    logged = dict(zip(header.split(","), row.split(","), strict=True))
+    assert float(logged["moving_legs_term"]) > 0  # an untrained dog's legs hardly move
+    assert float(logged["placed_speed_term"]) > 0  # measured on the same dogs, weight 0
+    tuned = tmp_path / "legs.onnx"
+    export = ["export", str(out / LAST), "--out", str(tuned), "--dataset", str(tiny_dataset)]
+    assert main([*export, "--card", "--card-seconds", "1"]) == 0
+    card = tuned.with_suffix(".md").read_text()
+    assert "--moving-legs-weight 3.0 --placed-dogs 4" in card
+    assert "moving-legs weight 3.0 on 4 moving dogs" in card

@@ -1,0 +1,126 @@
+"""The moving-legs term (issue 17, leg stiffness): the runtime's own dogs, asked a steady speed,
+moving their legs as much as the mocap's dogs at that speed.
+
+The leg-motion term (training/leg_motion_loss.py) asks for the mocap's leg motion on the
+training stretches, whose trajectory is the mocap's; there the shipped network's legs already
+move as the mocap's (docs/EVALUATION.md, the eighth session). Where they do not is the game's
+steady command: on the placed-speed term's dogs (training/placed_speed.py: from the standing
+keyframe, asked a speed for 2 s, speed tracking off) the shipped MANN-8's leg joints turn 2.05
+deg/frame asked 0.3-0.5 m/s where the mocap's locomotion frames at those speeds turn 2.89
+(-29%), 3.06 against 3.51 at 0.5-0.7 m/s, and within 10% from 0.9 m/s up (seed 0, 64 dogs;
+`python -m canis.training.moving_legs MODEL.onnx` prints the table). The controllers
+evaluation's walk is asked 0.56 m/s, its turn 0.59: the slow end is where the stiffness misses.
+
+So on those same dogs' steps (one prediction serves both terms) each dog's mean turn of each leg
+joint over its sampled steps is held to the mocap's mean for that joint at the dog's asked
+speed (interpolated between speed bins of the training split's locomotion frames), and only
+the shortfall beyond LEG_ALLOWANCE counts: more motion than the mocap's is left to the batch
+leg-motion term and the placed-stillness term. The turn is leg_turn_deg's (root frame, the
+predicted yaw step taken out), the measure the other leg terms use.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from canis.runtime.features import ACTIONS
+from canis.training.leg_motion_loss import leg_turn_deg
+from canis.training.placed_speed import SPEED_RANGE_MPS, root_speed_mps
+
+LEG_ALLOWANCE = 0.05  # relative to the mocap's turn: a shortfall within it costs nothing
+SPEED_BIN_MPS = 0.2
+MIN_BIN_ROWS = 100  # a speed bin with fewer locomotion frames is left out of the reference
+MOVE = ACTIONS.index("move")
+
+
+def leg_turn_by_speed(
+    x_raw: torch.Tensor, y_raw: torch.Tensor, action: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The mocap's reference from its rows (x, y raw; action per row): (speed bin centres m/s
+    (S,), each leg joint's mean turn deg/frame in each bin (S, L)) over the frames asked to
+    move, binned by their root speed over SPEED_RANGE_MPS."""
+    with torch.no_grad():
+        speed_mps = root_speed_mps(y_raw).numpy()
+        turn_deg = leg_turn_deg(x_raw, y_raw).numpy()
+    low, high = SPEED_RANGE_MPS
+    edges = np.arange(low - SPEED_BIN_MPS, high + 2 * SPEED_BIN_MPS, SPEED_BIN_MPS)
+    centres, means = [], []
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        rows = (action == MOVE) & (speed_mps >= lo) & (speed_mps < hi)
+        if rows.sum() >= MIN_BIN_ROWS:
+            centres.append((lo + hi) / 2)
+            means.append(turn_deg[rows].mean(0))
+    if len(centres) < 2:
+        raise ValueError(
+            "--moving-legs-weight: the training clips have too few locomotion frames between "
+            f"{low} and {high} m/s to give the legs' motion by speed"
+        )
+    return np.array(centres), np.stack(means)
+
+
+def reference_at(centres_mps: np.ndarray, turn_deg: np.ndarray, speed_mps: np.ndarray):
+    """(dogs, L) each leg joint's mocap turn at each speed, linear between the bins' centres
+    (the end bins' values beyond them)."""
+    return np.stack(
+        [np.interp(speed_mps, centres_mps, turn_deg[:, j]) for j in range(turn_deg.shape[1])],
+        axis=1,
+    )
+
+
+def moving_legs_loss(
+    x_raw: torch.Tensor, y_raw: torch.Tensor, reference_deg: torch.Tensor
+) -> torch.Tensor:
+    """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference_deg (dogs, L): the mean over
+    dogs and leg joints of the squared shortfall (deg/frame) of each joint's mean turn over the
+    dog's frames below the reference less LEG_ALLOWANCE of it."""
+    if len(reference_deg) == 0:
+        return y_raw.new_zeros(())
+    turn_deg = leg_turn_deg(x_raw, y_raw).reshape(len(reference_deg), -1, reference_deg.shape[1])
+    floor_deg = reference_deg * (1 - LEG_ALLOWANCE)
+    return (floor_deg - turn_deg.mean(1)).clamp(min=0).square().mean()
+
+
+def main(argv=None) -> None:
+    """Print each model's moving dogs' leg turn against the mocap's, by asked speed."""
+    import argparse
+
+    import onnxruntime as ort
+    from canis.training.dataset import load as load_dataset
+    from canis.training.placed_speed import moving_inputs
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("models", nargs="+")
+    parser.add_argument("--dataset", default="data/dog_dataset.npz")
+    parser.add_argument("--dogs", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    arrays = load_dataset(args.dataset)
+    train = ~arrays["validation"]
+    centres, turn = leg_turn_by_speed(
+        torch.as_tensor(arrays["X"][train]), torch.as_tensor(arrays["Y"][train]),
+        arrays["action"][train],
+    )  # fmt: skip
+    edges = [0.4, 0.5, 0.7, 0.9, 1.2, 1.6, 2.0, 2.5, 3.0, 3.6]
+    for model in args.models:
+        xs, asked = moving_inputs(model, args.dogs, np.random.default_rng(args.seed))
+        session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+        x = xs.reshape(-1, xs.shape[2])
+        y = session.run(["y"], {"x": x})[0]
+        dog_deg = leg_turn_deg(torch.as_tensor(x), torch.as_tensor(y)).numpy()
+        dog_deg = dog_deg.reshape(args.dogs, -1, dog_deg.shape[1]).mean(1)
+        mocap_deg = reference_at(centres, turn, asked)
+        term = moving_legs_loss(
+            torch.as_tensor(x), torch.as_tensor(y), torch.as_tensor(mocap_deg, dtype=torch.float32)
+        )
+        print(f"{model}: term {term.item():.4f} (deg/frame)^2")
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+            dogs = (asked >= lo) & (asked < hi)
+            if dogs.any():
+                print(
+                    f"  asked {lo:.1f}-{hi:.1f} m/s ({dogs.sum()} dogs): legs turn "
+                    f"{dog_deg[dogs].mean():.2f} deg/frame, the mocap's {mocap_deg[dogs].mean():.2f}"
+                )
+
+
+if __name__ == "__main__":
+    main()
