@@ -118,7 +118,8 @@ def main(argv=None) -> None:
             if dogs.any():
                 print(
                     f"  asked {lo:.1f}-{hi:.1f} m/s ({dogs.sum()} dogs): legs turn "
-                    f"{dog_deg[dogs].mean():.2f} deg/frame, the mocap's {mocap_deg[dogs].mean():.2f}"
+                    f"{dog_deg[dogs].mean():.2f} deg/frame, "
+                    f"the mocap's {mocap_deg[dogs].mean():.2f}"
                 )
 
 
