@@ -91,7 +91,9 @@ def test_pfnn_is_not_placed(tiny_dataset, tmp_path, capsys):
         "--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "4", "--own-frames", "2",
     ]  # fmt: skip
     for option in (
-        "--placed-speed-weight", "--moving-legs-weight", "--placed-stillness-weight",
+        "--placed-speed-weight",
+        "--moving-legs-weight",
+        "--placed-stillness-weight",
         "--replay-skating-weight",
     ):
         capsys.readouterr()
