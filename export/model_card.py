@@ -312,6 +312,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
     )  # fmt: skip
     if not loop.get("placed_stillness_weight") and any(loop.get(key) for key in placed):
         later += f" --placed-dogs {loop['placed_dogs']}"
+    if loop.get("placed_refresh_steps"):
+        later += f" --placed-refresh-steps {loop['placed_refresh_steps']}"
     if loop.get("bone_weight"):
         later += f" --bone-weight {loop['bone_weight']}"
         if loop.get("bone_positions_only"):

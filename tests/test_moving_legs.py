@@ -65,14 +65,23 @@ def test_only_the_shortfall_beyond_the_allowance_counts():
     assert moving_legs_loss(x_t[:0], y_t[:0], truth[:0]).item() == 0.0
 
 
-def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch):
+def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch, capsys):
     from canis.training import moving_legs
+    from canis.training.placed_speed import MovingDogs
     from canis.training.train import LAST, train
     from conftest import tiny_config
 
     from canis.cli import main
 
     monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)  # the synthetic clips are short
+    refreshed = []
+    refresh = MovingDogs.refresh
+
+    def counted(dogs, generator):
+        refreshed.append(dogs.dogs)
+        return refresh(dogs, generator)
+
+    monkeypatch.setattr(MovingDogs, "refresh", counted)
     start = tmp_path / "one_step"
     train(tiny_config(tiny_dataset), start, progress=False)
     out = tmp_path / "legs"
@@ -80,8 +89,10 @@ def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, mo
         "finetune", "--start", str(start / LAST), "--dataset", str(tiny_dataset),
         "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
         "--own-frames", "3", "--placed-dogs", "4", "--moving-legs-weight", "3",
+        "--placed-refresh-steps", "1",
     ]  # fmt: skip
     assert main(run) == 0
+    assert len(refreshed) == 2  # at the epoch's start and after its first step
     header, row = (out / "log.csv").read_text().splitlines()
     logged = dict(zip(header.split(","), row.split(","), strict=True))
     assert float(logged["moving_legs_term"]) > 0  # an untrained dog's legs hardly move
@@ -92,3 +103,9 @@ def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, mo
     card = tuned.with_suffix(".md").read_text()
     assert "--moving-legs-weight 3.0 --placed-dogs 4" in card
     assert "moving-legs weight 3.0 on 4 moving dogs" in card
+    assert "--placed-refresh-steps 1" in card
+    # A resume with the dogs refreshed otherwise is another loss configuration.
+    assert main([*run[:-2], "--epochs", "2", "--resume"]) == 2
+    assert "placed_refresh_steps 1 (now 0)" in capsys.readouterr().err
+    assert main([*run[:-1], "-1"]) == 2
+    assert "--placed-refresh-steps -1: must be 0 (each epoch) or more" in capsys.readouterr().err

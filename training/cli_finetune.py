@@ -118,6 +118,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "keyframe)",
     )
     finetune.add_argument(
+        "--placed-refresh-steps",
+        type=int,
+        default=0,
+        help="the placed terms' dogs driven anew by the current weights every N steps as "
+        "well as at each epoch's start (0: at each epoch's start only)",
+    )
+    finetune.add_argument(
         "--placed-speed-weight",
         type=float,
         default=0.0,
@@ -257,6 +264,7 @@ def run_finetune(args) -> int:
         stillness_weight=args.stillness_weight,
         placed_stillness_weight=args.placed_stillness_weight,
         placed_dogs=args.placed_dogs,
+        placed_refresh_steps=args.placed_refresh_steps,
         placed_speed_weight=args.placed_speed_weight,
         moving_legs_weight=args.moving_legs_weight,
         replay_skating_weight=args.replay_skating_weight,

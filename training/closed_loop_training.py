@@ -73,6 +73,10 @@ class ClosedLoopConfig:
     # standing and asked nothing, refreshed each epoch, `placed_dogs` of them, kept still.
     placed_stillness_weight: float = 0.0
     placed_dogs: int = 64
+    # > 0: the placed terms' dogs are driven anew by the current weights every this many steps
+    # as well as at each epoch's start (0: at each epoch's start only). A one-step term on the
+    # same dogs for a whole epoch can fit their steps without changing how a fresh dog moves.
+    placed_refresh_steps: int = 0
     # 0: no placed-speed term (training/placed_speed.py): the runtime's own dogs asked a speed
     # with its speed tracking off, refreshed each epoch, `placed_dogs` of them, brought to it.
     placed_speed_weight: float = 0.0
@@ -145,6 +149,11 @@ class ClosedLoopConfig:
             raise ValueError(
                 f"--placed-dogs {self.placed_dogs}: needs 2 or more (the keyframe's dogs and "
                 "the mocap's)"
+            )
+        if self.placed_refresh_steps < 0:
+            raise ValueError(
+                f"--placed-refresh-steps {self.placed_refresh_steps}: must be 0 (each epoch) "
+                "or more"
             )
         if self.bone_positions_only and self.bone_weight == 0:
             raise ValueError("--bone-positions-only: needs --bone-weight")
@@ -502,6 +511,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "stillness_weight": 0.0,
         "placed_stillness_weight": 0.0,
         "placed_dogs": 64,
+        "placed_refresh_steps": 0,
         "placed_speed_weight": 0.0,
         "moving_legs_weight": 0.0,
         "replay_skating_weight": 0.0,
@@ -734,17 +744,17 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         rollout_seconds = 0.0
         if rollouts is not None:  # this epoch's rollouts, by the weights it starts from
             rollout_seconds = rollouts.refresh(loop, own, generator)
-        if placed is not None:  # this epoch's placed dogs, likewise
-            rollout_seconds += placed.refresh(generator)
-        if moving is not None:
-            rollout_seconds += moving.refresh(generator)
-        if replaying is not None:
-            rollout_seconds += replaying.refresh(generator)
+        placed_terms = [dogs for dogs in (placed, moving, replaying) if dogs is not None]
+        for dogs in placed_terms:  # this epoch's placed dogs, likewise
+            rollout_seconds += dogs.refresh(generator)
         if loop.feedback != "runtime":
             starts = stretch_starts(train_split.after, loop.ground_truth_frames + own)
         model.train()
         started, loss_sum, term_sums = time.perf_counter(), 0.0, dict.fromkeys(TERMS, 0.0)
-        for _ in range(settings.steps_per_epoch):
+        for step in range(settings.steps_per_epoch):
+            if step > 0 and loop.placed_refresh_steps and step % loop.placed_refresh_steps == 0:
+                for dogs in placed_terms:  # driven again by the weights as they are now
+                    rollout_seconds += dogs.refresh(generator)
             loss, terms = 0.0, dict.fromkeys(TERMS, 0.0)
             if rollouts is not None:
                 loss, terms = rollouts.loss(predict_training, settings.batch_size, generator, loop)
