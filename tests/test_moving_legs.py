@@ -109,3 +109,14 @@ def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, mo
     assert "placed_refresh_steps 1 (now 0)" in capsys.readouterr().err
     assert main([*run[:-1], "-1"]) == 2
     assert "--placed-refresh-steps -1: must be 0 (each epoch) or more" in capsys.readouterr().err
+    # Over stretches of 4 steps, the pose fed back with its gradient.
+    unrolled = tmp_path / "unrolled"
+    assert main([*run[:6], str(unrolled), *run[7:], "--moving-unroll-frames", "4"]) == 0
+    header, row = (unrolled / "log.csv").read_text().splitlines()
+    logged = dict(zip(header.split(","), row.split(","), strict=True))
+    assert np.isfinite(float(logged["moving_legs_term"]))
+    export = ["export", str(unrolled / LAST), "--out", str(tmp_path / "unrolled.onnx")]
+    assert main([*export, "--dataset", str(tiny_dataset), "--card", "--card-seconds", "1"]) == 0
+    assert "--moving-unroll-frames 4" in (tmp_path / "unrolled.md").read_text()
+    assert main([*run, "--moving-unroll-frames", "17"]) == 2
+    assert "--moving-unroll-frames 17: must be between 1 and 16" in capsys.readouterr().err

@@ -95,3 +95,22 @@ def test_the_contact_term_on_the_drawn_paws():
     # The drawn paws move half the hips' centimetre a frame: (0.005 m * 60)^2 = 0.09 (m/s)^2.
     np.testing.assert_allclose(contact_loss(x, y_moved, planted, drawn=True).item(), 0.09, 1e-4)
     assert contact_loss(x, y_moved, ~planted, drawn=True).item() == 0.0
+
+
+def test_the_pose_fed_back_is_the_runtimes():
+    """fed_back_input is closed_loop_training.next_input (the runtime's next_local_pose and
+    write_joints) in torch, and its gradient reaches the prediction."""
+    from canis.training.closed_loop_training import next_input
+    from canis.training.shown_pose import fed_back_input
+
+    generator = np.random.default_rng(5)
+    x_raw, y_raw = _rows(INPUT, 6, generator), _rows(OUTPUT, 6, generator)
+    x_next_raw = _rows(INPUT, 6, generator)
+    expected = next_input(x_raw, y_raw, x_next_raw)
+    y = torch.as_tensor(y_raw).requires_grad_()
+    fed = fed_back_input(torch.as_tensor(x_raw), y, torch.as_tensor(x_next_raw))
+    np.testing.assert_allclose(fed.detach().numpy(), expected, atol=1e-5)
+    trajectory = INPUT.block_slice("trajectory")
+    assert (fed[:, trajectory] == torch.as_tensor(x_next_raw)[:, trajectory]).all()
+    fed[:, INPUT.block_slice("joints")].sum().backward()
+    assert y.grad.abs().sum() > 0

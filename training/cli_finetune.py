@@ -144,6 +144,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "(deg/frame)^2, the network run without dropout (0: off; training/moving_legs.py)",
     )
     finetune.add_argument(
+        "--moving-unroll-frames",
+        type=int,
+        default=1,
+        help="the moving dogs' terms (--placed-speed-weight, --moving-legs-weight) over "
+        "stretches of K steps, each step's input the recorded one with the pose the previous "
+        "prediction leaves, fed back with its gradient (1: one step from each recorded input)",
+    )
+    finetune.add_argument(
         "--replay-skating-weight",
         type=float,
         default=0.0,
@@ -267,6 +275,7 @@ def run_finetune(args) -> int:
         placed_refresh_steps=args.placed_refresh_steps,
         placed_speed_weight=args.placed_speed_weight,
         moving_legs_weight=args.moving_legs_weight,
+        moving_unroll_frames=args.moving_unroll_frames,
         replay_skating_weight=args.replay_skating_weight,
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,

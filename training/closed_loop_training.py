@@ -30,7 +30,7 @@ from canis.training.bone_loss import bone_loss
 from canis.training.contact_loss import contact_loss, skating_excess_loss
 from canis.training.leg_motion_loss import leg_motion_loss, stillness_loss
 from canis.training.moving_legs import leg_turn_by_speed
-from canis.training.placed_speed import DOGS_PER_STEP, MovingDogs
+from canis.training.placed_speed import DOGS_PER_STEP, FRAMES_PER_DOG, MovingDogs
 from canis.training.placed_stillness import PlacedDogs
 from canis.training.replay_skating import DOGS_PER_STEP as REPLAY_DOGS_PER_STEP
 from canis.training.replay_skating import ReplayDogs
@@ -41,6 +41,7 @@ JOINT_FIELDS = ("position", "forward", "up", "velocity")
 FEEDBACK = ("pose", "runtime", "both")
 CONTACT_PAWS = ("predicted", "drawn")
 MAX_MATCH_FRAMES = 50
+MAX_UNROLL_FRAMES = FRAMES_PER_DOG  # a moving dog's steps in a batch
 LEG_MOTION_GROUPS = ("batch", "locomotion", "action-gait", "gait")
 LEG_MOTION_ON = ("stretches", "rollouts")
 
@@ -83,6 +84,9 @@ class ClosedLoopConfig:
     # 0: no moving-legs term (training/moving_legs.py): on the placed-speed term's dogs, each
     # leg joint's turn held up to the mocap's at the dog's asked speed.
     moving_legs_weight: float = 0.0
+    # > 1: the moving dogs' terms run over stretches of this many steps with the pose fed back
+    # with its gradient (placed_speed.MovingDogs); 1: one step from each recorded input.
+    moving_unroll_frames: int = 1
     # 0: no replay-skating term (training/replay_skating.py): the runtime's own dogs driven by
     # their clips' commands, refreshed each epoch, `placed_dogs` of them, skating no more than
     # the mocap on the same frames.
@@ -149,6 +153,11 @@ class ClosedLoopConfig:
             raise ValueError(
                 f"--placed-dogs {self.placed_dogs}: needs 2 or more (the keyframe's dogs and "
                 "the mocap's)"
+            )
+        if not 1 <= self.moving_unroll_frames <= MAX_UNROLL_FRAMES:
+            raise ValueError(
+                f"--moving-unroll-frames {self.moving_unroll_frames}: must be between 1 and "
+                f"{MAX_UNROLL_FRAMES} (the moving dogs' steps a batch takes)"
             )
         if self.placed_refresh_steps < 0:
             raise ValueError(
@@ -514,6 +523,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "placed_refresh_steps": 0,
         "placed_speed_weight": 0.0,
         "moving_legs_weight": 0.0,
+        "moving_unroll_frames": 1,
         "replay_skating_weight": 0.0,
         "bone_weight": 0.0,
         "bone_positions_only": False,
@@ -733,7 +743,10 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             legs = leg_turn_by_speed(
                 standard.x_raw(train_split.x), standard.y_raw(train_split.y), train_split.action
             )
-        moving = MovingDogs(model, saved, data, standard, run_dir, loop.placed_dogs, legs)
+        moving = MovingDogs(
+            model, saved, data, standard, run_dir, loop.placed_dogs, legs,
+            loop.moving_unroll_frames,
+        )  # fmt: skip
     if loop.replay_skating_weight > 0:
         replaying = ReplayDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
     for epoch in range(first_epoch, settings.epochs):

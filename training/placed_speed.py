@@ -111,11 +111,17 @@ class MovingDogs:
     epoch starts from) and the terms over a batch of their steps: the placed-speed term, and
     the moving-legs term (training/moving_legs.py) when given the mocap's legs by speed."""
 
-    def __init__(self, model, saved: dict, data, standard, run_dir, dogs: int, legs=None):
+    def __init__(
+        self, model, saved: dict, data, standard, run_dir, dogs: int, legs=None, unroll: int = 1
+    ):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
         self.path = Path(run_dir) / "moving.onnx"
         self.dogs = dogs
         self.legs = legs  # None, or leg_turn_by_speed's (centres m/s, turn deg/frame)
+        # > 1: the terms run over stretches of this many steps, each step's input the recorded
+        # one with the pose the previous prediction leaves (shown_pose.fed_back_input), so
+        # their gradient follows the dog through the frames after a step.
+        self.unroll = unroll
 
     def refresh(self, generator: np.random.Generator) -> float:
         """New moving dogs; returns the seconds they took (the export included)."""
@@ -128,6 +134,29 @@ class MovingDogs:
         self.xs, self.asked_mps = moving_inputs(self.path, self.dogs, generator)
         return time.perf_counter() - started
 
+    def _steps(self, predict, chosen: np.ndarray, generator: np.random.Generator):
+        """(x raw, y raw) of FRAMES_PER_DOG steps of each chosen dog, grouped by dog: stretches
+        of self.unroll steps from random kept steps, the pose fed back after the first."""
+        from canis.training.shown_pose import fed_back_input
+
+        stretches = max(1, FRAMES_PER_DOG // self.unroll)
+        first = generator.integers(0, self.xs.shape[1] - self.unroll + 1, (len(chosen), stretches))
+        width = self.xs.shape[2]
+        x_raw = torch.as_tensor(self.xs[chosen[:, None], first].reshape(-1, width))
+        xs_raw, ys_raw = [], []
+        for k in range(self.unroll):
+            x = self.standard.x_standard(x_raw)
+            y_raw = self.standard.y_raw(predict(x, torch.zeros(len(x))))
+            xs_raw.append(self.standard.x_raw(x))
+            ys_raw.append(y_raw)
+            if k + 1 < self.unroll:
+                recorded = self.xs[chosen[:, None], first + k + 1].reshape(-1, width)
+                x_raw = fed_back_input(x_raw, y_raw, torch.as_tensor(recorded))
+        grouped = [
+            torch.stack(steps, 1).reshape(-1, steps[0].shape[1]) for steps in (xs_raw, ys_raw)
+        ]
+        return grouped[0], grouped[1]
+
     def loss(self, predict, dogs: int, generator: np.random.Generator):
         """(placed_speed_loss, moving_legs_loss or 0) over `dogs` dogs drawn from this epoch's,
         FRAMES_PER_DOG of each one's kept steps, the network run without dropout (as the game
@@ -135,21 +164,15 @@ class MovingDogs:
         from canis.training.moving_legs import moving_legs_loss, reference_at
 
         chosen = generator.choice(len(self.xs), dogs)
-        frames = generator.integers(0, self.xs.shape[1], (dogs, FRAMES_PER_DOG))
-        x_raw = self.xs[chosen[:, None], frames].reshape(-1, self.xs.shape[2])
-        x = self.standard.x_standard(x_raw)
         self.model.eval()
         try:
-            prediction = predict(x, torch.zeros(len(x)))
+            x_raw, y_raw = self._steps(predict, chosen, generator)
         finally:
             self.model.train()
-        y_raw = self.standard.y_raw(prediction)
-        asked = torch.as_tensor(self.asked_mps[chosen], dtype=prediction.dtype)
+        asked = torch.as_tensor(self.asked_mps[chosen], dtype=y_raw.dtype)
         speed = placed_speed_loss(y_raw, asked)
         if self.legs is None:
             return speed, y_raw.new_zeros(())
         reference = reference_at(*self.legs, self.asked_mps[chosen])
-        legs = moving_legs_loss(
-            self.standard.x_raw(x), y_raw, torch.as_tensor(reference, dtype=prediction.dtype)
-        )
+        legs = moving_legs_loss(x_raw, y_raw, torch.as_tensor(reference, dtype=y_raw.dtype))
         return speed, legs

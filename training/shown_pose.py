@@ -22,7 +22,7 @@ import functools
 
 import numpy as np
 import torch
-from canis.runtime.features import FPS, INPUT, OUTPUT
+from canis.runtime.features import FPS, INPUT, JOINT_COUNT, OUTPUT
 from canis.runtime.pose_update import JOINT_POSITION_BLEND
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.training.bone_loss import joint_axes
@@ -58,20 +58,44 @@ def chain_positions(
     return torch.stack(positions, dim=1)
 
 
-def shown_hips_m(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
-    """(B, 3) the hips' position in y's root frame as next_local_pose keeps it: x's hips seen
-    from the new root (the predicted step and turn) and advanced by the predicted velocity,
-    averaged with the predicted position."""
+def kept_positions_m(x_raw: torch.Tensor, y_raw: torch.Tensor, joints) -> torch.Tensor:
+    """(B, len(joints), 3) `joints`' positions in y's root frame as next_local_pose keeps them:
+    x's seen from the new root (the predicted step and turn) and advanced by the predicted
+    velocities, averaged with the predicted positions."""
     dt_s = 1.0 / FPS
-    previous = _field(INPUT, x_raw, "joints", "position", [HIPS])[:, 0]
-    predicted = _field(OUTPUT, y_raw, "joints", "position", [HIPS])[:, 0]
-    velocity = _field(OUTPUT, y_raw, "joints", "velocity", [HIPS])[:, 0]
+    rows = list(joints)
+    previous = _field(INPUT, x_raw, "joints", "position", rows)
+    predicted = _field(OUTPUT, y_raw, "joints", "position", rows)
+    velocity = _field(OUTPUT, y_raw, "joints", "velocity", rows)
     step_m = _field(OUTPUT, y_raw, "root_update", "velocity", [0])[:, 0] * dt_s
     turn_rad = _field(OUTPUT, y_raw, "root_update", "yaw_velocity", [0])[:, 0, 0] * dt_s
-    moved_xz = rotate_xz((previous[:, [0, 2]] - step_m)[:, None], -turn_rad)[:, 0]
-    moved = torch.stack([moved_xz[:, 0], previous[:, 1], moved_xz[:, 1]], dim=-1)
+    moved_xz = rotate_xz(previous[..., [0, 2]] - step_m[:, None], -turn_rad)
+    moved = torch.stack([moved_xz[..., 0], previous[..., 1], moved_xz[..., 1]], dim=-1)
     advanced = moved + velocity * dt_s
     return predicted + (advanced - predicted) * JOINT_POSITION_BLEND
+
+
+def shown_hips_m(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
+    """(B, 3) the hips' position in y's root frame as next_local_pose keeps it."""
+    return kept_positions_m(x_raw, y_raw, [HIPS])[:, 0]
+
+
+def fed_back_input(
+    x_raw: torch.Tensor, y_raw: torch.Tensor, x_next_raw: torch.Tensor
+) -> torch.Tensor:
+    """x_next_raw (B, 480) with its pose replaced by the one the runtime keeps after
+    predicting y_raw from x_raw (closed_loop_training.next_input in torch, with its gradient):
+    the kept positions, and y's axes and velocities as they are."""
+    every = range(JOINT_COUNT)
+    fed = x_next_raw.clone()
+    values = {
+        "position": kept_positions_m(x_raw, y_raw, every),
+        **{f: _field(OUTPUT, y_raw, "joints", f, every) for f in ("forward", "up", "velocity")},
+    }
+    for name, value in values.items():
+        columns = INPUT.field(np.arange(INPUT.size), "joints", name).reshape(-1)
+        fed[:, columns] = value.reshape(len(fed), -1).to(fed.dtype)
+    return fed
 
 
 def shown_positions_m(layout, values: torch.Tensor, hips_m: torch.Tensor) -> torch.Tensor:
