@@ -332,3 +332,24 @@ def test_leg_motion_is_measured_without_dropout():
     assert values["contact"] == 0.0 and values["leg_motion"] > 0.1
     # The term alone (weight 1): the stretch's MSE, far from 0 for this pose, is not in it.
     np.testing.assert_allclose(term.item(), values["leg_motion"], rtol=1e-6)
+
+
+def test_a_half_turn_has_a_finite_gradient():
+    """A joint turned half a circle in a step (its chord rounds to 8, or past it) reads about
+    180 degrees with a finite gradient: at the arcsine's end its slope is infinite, and a NaN
+    gradient from one such joint once made a fine-tune's weights NaN."""
+    _, x, y, _ = _trot_pairs()
+    x_t = torch.as_tensor(x[10:12])
+    y_t = torch.as_tensor(y[10:12]).clone()
+    forward = OUTPUT.field(np.arange(OUTPUT.size), "joints", "forward")[list(LEG_ROWS)]
+    x_forward = INPUT.field(np.arange(INPUT.size), "joints", "forward")[list(LEG_ROWS)]
+    y_t[:, forward.reshape(-1)] = -x_t[:, x_forward.reshape(-1)]  # turned about the up axis
+    up = OUTPUT.field(np.arange(OUTPUT.size), "joints", "up")[list(LEG_ROWS)]
+    x_up = INPUT.field(np.arange(INPUT.size), "joints", "up")[list(LEG_ROWS)]
+    y_t[:, up.reshape(-1)] = x_t[:, x_up.reshape(-1)]
+    y_t[:, OUTPUT.field(np.arange(OUTPUT.size), "root_update", "yaw_velocity")] = 0.0
+    y_t.requires_grad_(True)
+    turned = leg_turn_deg(x_t, y_t)
+    assert (turned > 179.0).all()
+    turned.sum().backward()
+    assert torch.isfinite(y_t.grad).all()

@@ -120,3 +120,41 @@ def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, mo
     assert "--moving-unroll-frames 4" in (tmp_path / "unrolled.md").read_text()
     assert main([*run, "--moving-unroll-frames", "17"]) == 2
     assert "--moving-unroll-frames 17: must be between 1 and 16" in capsys.readouterr().err
+
+
+def test_a_non_finite_step_stops_the_run_and_keeps_the_checkpoint(
+    tiny_dataset, tmp_path, monkeypatch, capsys
+):
+    """A loss or gradient that is not finite stops the fine-tuning before the optimiser steps,
+    naming the epoch, the step and the terms; the run's checkpoint stays as the last finished
+    epoch wrote it."""
+    from canis.training import moving_legs
+    from canis.training.placed_speed import MovingDogs
+    from canis.training.train import LAST, train
+    from conftest import tiny_config
+
+    from canis.cli import main
+
+    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)
+    start = tmp_path / "one_step"
+    train(tiny_config(tiny_dataset), start, progress=False)
+    out = tmp_path / "run"
+    run = [
+        "finetune", "--start", str(start / LAST), "--dataset", str(tiny_dataset),
+        "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
+        "--own-frames", "3", "--placed-dogs", "4", "--moving-legs-weight", "1",
+    ]  # fmt: skip
+    assert main(run) == 0
+    saved = (out / LAST).read_bytes()
+    measured = MovingDogs.loss
+
+    def poisoned(dogs, predict, count, generator):
+        speed, legs = measured(dogs, predict, count, generator)
+        return speed, legs * float("nan")
+
+    monkeypatch.setattr(MovingDogs, "loss", poisoned)
+    assert main([*run[:8], "2", *run[9:], "--resume"]) == 2
+    error = capsys.readouterr().err
+    assert "fine-tuning epoch 2, step 1: the loss (nan) or its gradient is not finite" in error
+    assert "moving_legs nan" in error
+    assert (out / LAST).read_bytes() == saved

@@ -492,6 +492,20 @@ class StretchData:
         self.action_gait = self.action * (len(GAITS) + 1) + self.gait - NO_GAIT
 
 
+def check_finite_step(model, loss, terms: dict, epoch: int, step: int, checkpoint) -> None:
+    """Stop before a step that would make the weights non-finite: the run's last checkpoint
+    (the previous epoch's) is kept, and the error names the terms as they stood."""
+    gradients = [p.grad for p in model.parameters() if p.grad is not None]
+    if torch.isfinite(loss) and all(torch.isfinite(g).all() for g in gradients):
+        return
+    values = ", ".join(f"{name} {value:.4g}" for name, value in terms.items() if value)
+    raise FloatingPointError(
+        f"fine-tuning epoch {epoch + 1}, step {step + 1}: the loss ({loss.item():.4g}) or its "
+        f"gradient is not finite (terms: {values or 'none'}); stopped before the step: "
+        f"{checkpoint} is as the last finished epoch left it"
+    )
+
+
 def check_resumable(path, saved: dict, identity: dict) -> None:
     """A resumed fine-tuning must use the loss configuration it started with: name what
     differs (issue 17's bad input)."""
@@ -808,6 +822,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 terms["replay_skating"] = skating.item()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            check_finite_step(model, loss, terms, epoch, step, run_dir / LAST)
             optimizer.step()
             loss_sum += loss.item()
             term_sums = {name: term_sums[name] + terms[name] for name in TERMS}

@@ -36,6 +36,8 @@ def _rotating_rows(names) -> tuple[int, ...]:
     return tuple(DOG_JOINT_NAMES.index(name) for name in names if not name.endswith("Site"))
 
 
+HALF_TURN_MARGIN = 1e-6  # of sin^2(theta / 2): a turn reads at most 179.89 degrees
+
 LEG_ROWS = _rotating_rows(name for group in DOG_LEG_GROUPS for name in DOG_GROUPS[group])
 # Every rotating joint: what the stillness term watches (a standing dog's stirring was seen
 # in its head and front legs).
@@ -71,9 +73,12 @@ def leg_turn_deg(
         _turned_back(_field(OUTPUT, y_raw, "joints", "up", joints), turn_rad),
     )
     chord_sq = (after - before).square().sum((-1, -2))  # 8 sin^2(theta / 2)
-    # The floor keeps the gradient of the square root finite for a joint that does not turn.
-    half_sine = (chord_sq / 8.0).clamp(min=1e-12, max=1.0).sqrt()
-    return torch.rad2deg(2.0 * torch.asin(half_sine))
+    # The floor keeps the gradient of the square root finite for a joint that does not turn;
+    # the ceiling under 1 that of the arcsine for one that turns half a circle, whose chord
+    # can round past 8: at 1 the clamp's zero times the arcsine's infinite slope is NaN, and
+    # one such joint made a fine-tune's weights NaN (docs/EVALUATION.md, the fifteenth session).
+    half_sine_sq = (chord_sq / 8.0).clamp(min=1e-12, max=1.0 - HALF_TURN_MARGIN)
+    return torch.rad2deg(2.0 * torch.asin(half_sine_sq.sqrt()))
 
 
 def leg_motion_loss(
