@@ -304,6 +304,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --placed-speed-weight {loop['placed_speed_weight']}"
     if loop.get("moving_legs_weight"):
         later += f" --moving-legs-weight {loop['moving_legs_weight']}"
+    if loop.get("moving_legs_both_ways"):
+        later += " --moving-legs-both-ways"
     if loop.get("moving_unroll_frames", 1) != 1:
         later += f" --moving-unroll-frames {loop['moving_unroll_frames']}"
     if loop.get("replay_skating_weight"):

@@ -53,6 +53,11 @@ def test_only_the_shortfall_beyond_the_allowance_counts():
     assert moving_legs_loss(x_t, y_t, truth).item() == 0.0
     assert moving_legs_loss(x_t, y_t, truth * (1 + 0.9 * LEG_ALLOWANCE)).item() == 0.0
     assert moving_legs_loss(x_t, y_t, 0.5 * truth).item() == 0.0  # more motion is free
+    # ... unless both ways count: then the excess beyond the allowance does.
+    expected = ((truth - 0.5 * truth) - 0.5 * truth * LEG_ALLOWANCE).square().mean()
+    both = moving_legs_loss(x_t, y_t, 0.5 * truth, both_ways=True)
+    np.testing.assert_allclose(both.item(), expected.item(), rtol=1e-5)
+    assert moving_legs_loss(x_t, y_t, truth, both_ways=True).item() == 0.0
     damped = _damped(x_t, y_t, 0.3).requires_grad_(True)
     loss = moving_legs_loss(x_t, damped, truth)
     turned = leg_turn_deg(x_t, damped).reshape(3, 16, -1).mean(1).detach()
@@ -118,6 +123,8 @@ def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, mo
     export = ["export", str(unrolled / LAST), "--out", str(tmp_path / "unrolled.onnx")]
     assert main([*export, "--dataset", str(tiny_dataset), "--card", "--card-seconds", "1"]) == 0
     assert "--moving-unroll-frames 4" in (tmp_path / "unrolled.md").read_text()
+    assert main([*run[:-4], "--moving-legs-both-ways"]) == 2
+    assert "--moving-legs-both-ways: needs --moving-legs-weight" in capsys.readouterr().err
     assert main([*run, "--moving-unroll-frames", "17"]) == 2
     assert "--moving-unroll-frames 17: must be between 1 and 16" in capsys.readouterr().err
 

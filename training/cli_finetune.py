@@ -144,6 +144,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "(deg/frame)^2, the network run without dropout (0: off; training/moving_legs.py)",
     )
     finetune.add_argument(
+        "--moving-legs-both-ways",
+        action="store_true",
+        help="the moving-legs term counts a leg joint turning more than the mocap's, beyond "
+        "the allowance, as well as less",
+    )
+    finetune.add_argument(
         "--moving-unroll-frames",
         type=int,
         default=1,
@@ -276,6 +282,7 @@ def run_finetune(args) -> int:
         placed_speed_weight=args.placed_speed_weight,
         moving_legs_weight=args.moving_legs_weight,
         moving_unroll_frames=args.moving_unroll_frames,
+        moving_legs_both_ways=args.moving_legs_both_ways,
         replay_skating_weight=args.replay_skating_weight,
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,

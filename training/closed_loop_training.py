@@ -87,6 +87,7 @@ class ClosedLoopConfig:
     # > 1: the moving dogs' terms run over stretches of this many steps with the pose fed back
     # with its gradient (placed_speed.MovingDogs); 1: one step from each recorded input.
     moving_unroll_frames: int = 1
+    moving_legs_both_ways: bool = False  # the moving-legs term counts legs moving too much too
     # 0: no replay-skating term (training/replay_skating.py): the runtime's own dogs driven by
     # their clips' commands, refreshed each epoch, `placed_dogs` of them, skating no more than
     # the mocap on the same frames.
@@ -159,6 +160,8 @@ class ClosedLoopConfig:
                 f"--moving-unroll-frames {self.moving_unroll_frames}: must be between 1 and "
                 f"{MAX_UNROLL_FRAMES} (the moving dogs' steps a batch takes)"
             )
+        if self.moving_legs_both_ways and self.moving_legs_weight == 0:
+            raise ValueError("--moving-legs-both-ways: needs --moving-legs-weight")
         if self.placed_refresh_steps < 0:
             raise ValueError(
                 f"--placed-refresh-steps {self.placed_refresh_steps}: must be 0 (each epoch) "
@@ -538,6 +541,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "placed_speed_weight": 0.0,
         "moving_legs_weight": 0.0,
         "moving_unroll_frames": 1,
+        "moving_legs_both_ways": False,
         "replay_skating_weight": 0.0,
         "bone_weight": 0.0,
         "bone_positions_only": False,
@@ -759,7 +763,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             )
         moving = MovingDogs(
             model, saved, data, standard, run_dir, loop.placed_dogs, legs,
-            loop.moving_unroll_frames,
+            loop.moving_unroll_frames, loop.moving_legs_both_ways,
         )  # fmt: skip
     if loop.replay_skating_weight > 0:
         replaying = ReplayDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)

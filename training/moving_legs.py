@@ -68,16 +68,22 @@ def reference_at(centres_mps: np.ndarray, turn_deg: np.ndarray, speed_mps: np.nd
 
 
 def moving_legs_loss(
-    x_raw: torch.Tensor, y_raw: torch.Tensor, reference_deg: torch.Tensor
+    x_raw: torch.Tensor,
+    y_raw: torch.Tensor,
+    reference_deg: torch.Tensor,
+    both_ways: bool = False,
 ) -> torch.Tensor:
     """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference_deg (dogs, L): the mean over
     dogs and leg joints of the squared shortfall (deg/frame) of each joint's mean turn over the
-    dog's frames below the reference less LEG_ALLOWANCE of it."""
+    dog's frames below the reference, beyond LEG_ALLOWANCE of it; `both_ways`: the excess
+    above it too."""
     if len(reference_deg) == 0:
         return y_raw.new_zeros(())
     turn_deg = leg_turn_deg(x_raw, y_raw).reshape(len(reference_deg), -1, reference_deg.shape[1])
-    floor_deg = reference_deg * (1 - LEG_ALLOWANCE)
-    return (floor_deg - turn_deg.mean(1)).clamp(min=0).square().mean()
+    miss_deg = reference_deg - turn_deg.mean(1)
+    if both_ways:
+        miss_deg = miss_deg.abs()
+    return (miss_deg - reference_deg * LEG_ALLOWANCE).clamp(min=0).square().mean()
 
 
 def main(argv=None) -> None:

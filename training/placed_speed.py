@@ -112,7 +112,16 @@ class MovingDogs:
     the moving-legs term (training/moving_legs.py) when given the mocap's legs by speed."""
 
     def __init__(
-        self, model, saved: dict, data, standard, run_dir, dogs: int, legs=None, unroll: int = 1
+        self,
+        model,
+        saved: dict,
+        data,
+        standard,
+        run_dir,
+        dogs: int,
+        legs=None,
+        unroll: int = 1,
+        legs_both_ways: bool = False,
     ):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
         self.path = Path(run_dir) / "moving.onnx"
@@ -122,6 +131,7 @@ class MovingDogs:
         # one with the pose the previous prediction leaves (shown_pose.fed_back_input), so
         # their gradient follows the dog through the frames after a step.
         self.unroll = unroll
+        self.legs_both_ways = legs_both_ways  # the moving-legs term counts motion beyond too
 
     def refresh(self, generator: np.random.Generator) -> float:
         """New moving dogs; returns the seconds they took (the export included)."""
@@ -174,5 +184,6 @@ class MovingDogs:
         if self.legs is None:
             return speed, y_raw.new_zeros(())
         reference = reference_at(*self.legs, self.asked_mps[chosen])
-        legs = moving_legs_loss(x_raw, y_raw, torch.as_tensor(reference, dtype=y_raw.dtype))
+        reference = torch.as_tensor(reference, dtype=y_raw.dtype)
+        legs = moving_legs_loss(x_raw, y_raw, reference, self.legs_both_ways)
         return speed, legs
