@@ -70,15 +70,30 @@ def test_only_the_shortfall_beyond_the_allowance_counts():
     assert moving_legs_loss(x_t[:0], y_t[:0], truth[:0]).item() == 0.0
 
 
-def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch, capsys):
+def _finetune_args(tiny_dataset, tmp_path, monkeypatch, out, weight: str) -> list[str]:
+    """`canis finetune` arguments for one short epoch of the moving-legs term at `weight`, from
+    a one-step network trained on the synthetic dogs (whose clips are short: the reference's
+    bins may hold fewer rows)."""
     from canis.training import moving_legs
-    from canis.training.placed_speed import MovingDogs
     from canis.training.train import LAST, train
     from conftest import tiny_config
 
+    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)
+    start = tmp_path / "one_step"
+    train(tiny_config(tiny_dataset), start, progress=False)
+    return [
+        "finetune", "--start", str(start / LAST), "--dataset", str(tiny_dataset),
+        "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
+        "--own-frames", "3", "--placed-dogs", "4", "--moving-legs-weight", weight,
+    ]  # fmt: skip
+
+
+def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch, capsys):
+    from canis.training.placed_speed import MovingDogs
+    from canis.training.train import LAST
+
     from canis.cli import main
 
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)  # the synthetic clips are short
     refreshed = []
     refresh = MovingDogs.refresh
 
@@ -87,13 +102,9 @@ def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, mo
         return refresh(dogs, generator)
 
     monkeypatch.setattr(MovingDogs, "refresh", counted)
-    start = tmp_path / "one_step"
-    train(tiny_config(tiny_dataset), start, progress=False)
     out = tmp_path / "legs"
     run = [
-        "finetune", "--start", str(start / LAST), "--dataset", str(tiny_dataset),
-        "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
-        "--own-frames", "3", "--placed-dogs", "4", "--moving-legs-weight", "3",
+        *_finetune_args(tiny_dataset, tmp_path, monkeypatch, out, "3"),
         "--placed-refresh-steps", "1",
     ]  # fmt: skip
     assert main(run) == 0
@@ -135,22 +146,13 @@ def test_a_non_finite_step_stops_the_run_and_keeps_the_checkpoint(
     """A loss or gradient that is not finite stops the fine-tuning before the optimiser steps,
     naming the epoch, the step and the terms; the run's checkpoint stays as the last finished
     epoch wrote it."""
-    from canis.training import moving_legs
     from canis.training.placed_speed import MovingDogs
-    from canis.training.train import LAST, train
-    from conftest import tiny_config
+    from canis.training.train import LAST
 
     from canis.cli import main
 
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)
-    start = tmp_path / "one_step"
-    train(tiny_config(tiny_dataset), start, progress=False)
     out = tmp_path / "run"
-    run = [
-        "finetune", "--start", str(start / LAST), "--dataset", str(tiny_dataset),
-        "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
-        "--own-frames", "3", "--placed-dogs", "4", "--moving-legs-weight", "1",
-    ]  # fmt: skip
+    run = _finetune_args(tiny_dataset, tmp_path, monkeypatch, out, "1")
     assert main(run) == 0
     saved = (out / LAST).read_bytes()
     measured = MovingDogs.loss
