@@ -35,7 +35,10 @@ def test_the_reference_is_the_mocaps_legs_by_speed():
         leg_turn_by_speed(x_t, y_t, action)  # fewer than MIN_BIN_ROWS in each bin
     x_t, y_t = x_t.repeat(30, 1), y_t.repeat(30, 1)
     action = np.tile(action, 30)
-    action[: 2 * half] = MOVE + 1  # rows not asked to move are left out of the reference
+    # Rows not asked to move are left out of the reference: one copy's, moved to 2.5 m/s,
+    # would make a third bin if they counted.
+    action[: 2 * half] = MOVE + 1
+    y_t[: 2 * half, VELOCITY[1]] = 2.5
     centres, turn = leg_turn_by_speed(x_t, y_t, action)
     assert len(centres) == 2 and turn.shape == (2, leg_turn_deg(x_t[:1], y_t[:1]).shape[1])
     slow, fast = (abs(centres - 0.5) < 0.1), (abs(centres - 1.5) < 0.1)

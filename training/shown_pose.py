@@ -93,8 +93,7 @@ def fed_back_input(
         **{f: _field(OUTPUT, y_raw, "joints", f, every) for f in ("forward", "up", "velocity")},
     }
     for name, value in values.items():
-        columns = INPUT.field(np.arange(INPUT.size), "joints", name).reshape(-1)
-        fed[:, columns] = value.reshape(len(fed), -1).to(fed.dtype)
+        fed[:, INPUT.indices("joints", name)] = value.reshape(len(fed), -1).to(fed.dtype)
     return fed
 
 
