@@ -236,6 +236,12 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
             else ""
         )
         + (
+            f", moving-skating weight {loop['moving_skating_weight']} on "
+            f"{loop['placed_dogs']} moving dogs (training/moving_skating.py)"
+            if loop.get("moving_skating_weight")
+            else ""
+        )
+        + (
             f", replay-skating weight {loop['replay_skating_weight']} on "
             f"{loop['placed_dogs']} replaying dogs (training/replay_skating.py)"
             if loop.get("replay_skating_weight")
@@ -306,13 +312,15 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --moving-legs-weight {loop['moving_legs_weight']}"
     if loop.get("moving_legs_both_ways"):
         later += " --moving-legs-both-ways"
+    if loop.get("moving_skating_weight"):
+        later += f" --moving-skating-weight {loop['moving_skating_weight']}"
     if loop.get("moving_unroll_frames", 1) != 1:
         later += f" --moving-unroll-frames {loop['moving_unroll_frames']}"
     if loop.get("replay_skating_weight"):
         later += f" --replay-skating-weight {loop['replay_skating_weight']}"
     placed = (
         "placed_stillness_weight", "placed_speed_weight", "moving_legs_weight",
-        "replay_skating_weight",
+        "moving_skating_weight", "replay_skating_weight",
     )  # fmt: skip
     if not loop.get("placed_stillness_weight") and any(loop.get(key) for key in placed):
         later += f" --placed-dogs {loop['placed_dogs']}"

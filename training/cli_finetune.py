@@ -112,8 +112,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--placed-dogs",
         type=int,
         default=64,
-        help="--placed-stillness-weight, --placed-speed-weight (and --moving-legs-weight) and "
-        "--replay-skating-weight: "
+        help="--placed-stillness-weight, --placed-speed-weight (and --moving-legs-weight, "
+        "--moving-skating-weight) and --replay-skating-weight: "
         "the dogs placed each epoch for each term (for the first, a quarter in the standing "
         "keyframe)",
     )
@@ -150,10 +150,20 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "the allowance, as well as less",
     )
     finetune.add_argument(
+        "--moving-skating-weight",
+        type=float,
+        default=0.0,
+        help="weight of the moving-skating term: on the placed-speed term's dogs, each dog's "
+        "mean foot skating of the shown paws beyond the mocap's locomotion frames' at the "
+        "dog's asked speed (cm/frame), plus its paws' mean heights beyond the mocap's there "
+        "(cm), the network run without dropout (0: off; training/moving_skating.py)",
+    )
+    finetune.add_argument(
         "--moving-unroll-frames",
         type=int,
         default=1,
-        help="the moving dogs' terms (--placed-speed-weight, --moving-legs-weight) over "
+        help="the moving dogs' terms (--placed-speed-weight, --moving-legs-weight, "
+        "--moving-skating-weight) over "
         "stretches of K steps, each step's input the recorded one with the pose the previous "
         "prediction leaves, fed back with its gradient (1: one step from each recorded input)",
     )
@@ -260,6 +270,7 @@ def run_finetune(args) -> int:
         ("--placed-stillness-weight", args.placed_stillness_weight),
         ("--placed-speed-weight", args.placed_speed_weight),
         ("--moving-legs-weight", args.moving_legs_weight),
+        ("--moving-skating-weight", args.moving_skating_weight),
         ("--replay-skating-weight", args.replay_skating_weight),
         ("--bone-weight", args.bone_weight),
     ):
@@ -283,6 +294,7 @@ def run_finetune(args) -> int:
         moving_legs_weight=args.moving_legs_weight,
         moving_unroll_frames=args.moving_unroll_frames,
         moving_legs_both_ways=args.moving_legs_both_ways,
+        moving_skating_weight=args.moving_skating_weight,
         replay_skating_weight=args.replay_skating_weight,
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,

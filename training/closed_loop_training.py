@@ -30,6 +30,7 @@ from canis.training.bone_loss import bone_loss
 from canis.training.contact_loss import contact_loss, skating_excess_loss
 from canis.training.leg_motion_loss import leg_motion_loss, stillness_loss
 from canis.training.moving_legs import leg_turn_by_speed
+from canis.training.moving_skating import skating_by_speed
 from canis.training.placed_speed import DOGS_PER_STEP, FRAMES_PER_DOG, MovingDogs
 from canis.training.placed_stillness import PlacedDogs
 from canis.training.replay_skating import DOGS_PER_STEP as REPLAY_DOGS_PER_STEP
@@ -88,6 +89,9 @@ class ClosedLoopConfig:
     # with its gradient (placed_speed.MovingDogs); 1: one step from each recorded input.
     moving_unroll_frames: int = 1
     moving_legs_both_ways: bool = False  # the moving-legs term counts legs moving too much too
+    # 0: no moving-skating term (training/moving_skating.py): on the placed-speed term's dogs,
+    # the shown paws' skating and heights held down to the mocap's at the dog's asked speed.
+    moving_skating_weight: float = 0.0
     # 0: no replay-skating term (training/replay_skating.py): the runtime's own dogs driven by
     # their clips' commands, refreshed each epoch, `placed_dogs` of them, skating no more than
     # the mocap on the same frames.
@@ -172,6 +176,7 @@ class ClosedLoopConfig:
         if (
             self.placed_speed_weight > 0
             or self.moving_legs_weight > 0
+            or self.moving_skating_weight > 0
             or self.replay_skating_weight > 0
         ) and self.placed_dogs < 1:
             raise ValueError(f"--placed-dogs {self.placed_dogs}: needs 1 or more")
@@ -248,7 +253,7 @@ class Standardiser:
 # The loss's terms beside the MSE, as logged.
 TERMS = (
     "contact", "skating", "leg_motion", "stillness", "placed_stillness", "placed_speed",
-    "moving_legs", "replay_skating", "bone",
+    "moving_legs", "moving_skating", "replay_skating", "bone",
 )  # fmt: skip
 
 
@@ -542,6 +547,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_legs_weight": 0.0,
         "moving_unroll_frames": 1,
         "moving_legs_both_ways": False,
+        "moving_skating_weight": 0.0,
         "replay_skating_weight": 0.0,
         "bone_weight": 0.0,
         "bone_positions_only": False,
@@ -747,6 +753,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         ("--placed-stillness-weight", loop.placed_stillness_weight),
         ("--placed-speed-weight", loop.placed_speed_weight),
         ("--moving-legs-weight", loop.moving_legs_weight),
+        ("--moving-skating-weight", loop.moving_skating_weight),
         ("--replay-skating-weight", loop.replay_skating_weight),
     ):
         if weight > 0 and kind == "pfnn":
@@ -755,15 +762,17 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             )
     if loop.placed_stillness_weight > 0:
         placed = PlacedDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
-    if loop.placed_speed_weight > 0 or loop.moving_legs_weight > 0:
-        legs = None
-        if loop.moving_legs_weight > 0:
-            legs = leg_turn_by_speed(
-                standard.x_raw(train_split.x), standard.y_raw(train_split.y), train_split.action
-            )
+    if (
+        loop.placed_speed_weight > 0
+        or loop.moving_legs_weight > 0
+        or loop.moving_skating_weight > 0
+    ):
+        mocap = standard.x_raw(train_split.x), standard.y_raw(train_split.y), train_split.action
+        legs = leg_turn_by_speed(*mocap) if loop.moving_legs_weight > 0 else None
+        paws = skating_by_speed(*mocap) if loop.moving_skating_weight > 0 else None
         moving = MovingDogs(
             model, saved, data, standard, run_dir, loop.placed_dogs, legs,
-            loop.moving_unroll_frames, loop.moving_legs_both_ways,
+            loop.moving_unroll_frames, loop.moving_legs_both_ways, paws,
         )  # fmt: skip
     if loop.replay_skating_weight > 0:
         replaying = ReplayDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
@@ -816,10 +825,16 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 loss = loss + loop.placed_stillness_weight * still
                 terms["placed_stillness"] = still.item()
             if moving is not None:
-                speed, legs = moving.loss(predict_training, DOGS_PER_STEP, generator)
-                loss = loss + loop.placed_speed_weight * speed + loop.moving_legs_weight * legs
+                speed, legs, paws = moving.loss(predict_training, DOGS_PER_STEP, generator)
+                loss = (
+                    loss
+                    + loop.placed_speed_weight * speed
+                    + loop.moving_legs_weight * legs
+                    + loop.moving_skating_weight * paws
+                )
                 terms["placed_speed"] = speed.item()
                 terms["moving_legs"] = legs.item()
+                terms["moving_skating"] = paws.item()
             if replaying is not None:
                 skating = replaying.loss(predict_training, REPLAY_DOGS_PER_STEP, generator)
                 loss = loss + loop.replay_skating_weight * skating

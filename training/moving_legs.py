@@ -45,8 +45,19 @@ def leg_turn_by_speed(
     (S,), each leg joint's mean turn deg/frame in each bin (S, L)) over the frames asked to
     move, binned by their root speed over SPEED_RANGE_MPS."""
     with torch.no_grad():
-        speed_mps = root_speed_mps(y_raw).numpy()
         turn_deg = leg_turn_deg(x_raw, y_raw).numpy()
+    return mean_by_speed(turn_deg, y_raw, action, "--moving-legs-weight", "the legs' motion")
+
+
+def mean_by_speed(
+    values: np.ndarray, y_raw: torch.Tensor, action: np.ndarray, option: str, what: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """(speed bin centres m/s (S,), the mean of `values` (N, K) in each bin (S, K)) over the
+    rows asked to move, binned by their predicted root speed (y_raw) over SPEED_RANGE_MPS;
+    bins with fewer than MIN_BIN_ROWS rows left out. `option` and `what` name the term in the
+    error raised where fewer than two bins are left."""
+    with torch.no_grad():
+        speed_mps = root_speed_mps(y_raw).numpy()
     low, high = SPEED_RANGE_MPS
     edges = np.arange(low - SPEED_BIN_MPS, high + 2 * SPEED_BIN_MPS, SPEED_BIN_MPS)
     centres, means = [], []
@@ -54,21 +65,21 @@ def leg_turn_by_speed(
         rows = (action == MOVE) & (speed_mps >= lo) & (speed_mps < hi)
         if rows.sum() >= MIN_BIN_ROWS:
             centres.append((lo + hi) / 2)
-            means.append(turn_deg[rows].mean(0))
+            means.append(values[rows].mean(0))
     if len(centres) < 2:
         raise ValueError(
-            "--moving-legs-weight: the training clips have too few locomotion frames between "
-            f"{low} and {high} m/s to give the legs' motion by speed"
+            f"{option}: the training clips have too few locomotion frames between "
+            f"{low} and {high} m/s to give {what} by speed"
         )
     return np.array(centres), np.stack(means)
 
 
-def reference_at(centres_mps: np.ndarray, turn_deg: np.ndarray, speed_mps: np.ndarray):
-    """(dogs, L) each leg joint's mocap turn at each speed, linear between the bins' centres
-    (the end bins' values beyond them)."""
+def reference_at(centres_mps: np.ndarray, means: np.ndarray, speed_mps: np.ndarray):
+    """(dogs, K) the mocap's means by speed (mean_by_speed's (S, K): each leg joint's turn, or
+    the moving-skating term's paws) at each dog's speed, linear between the bins' centres (the
+    end bins' values beyond them)."""
     return np.stack(
-        [np.interp(speed_mps, centres_mps, turn_deg[:, j]) for j in range(turn_deg.shape[1])],
-        axis=1,
+        [np.interp(speed_mps, centres_mps, means[:, k]) for k in range(means.shape[1])], axis=1
     )
 
 

@@ -108,8 +108,9 @@ def moving_inputs(
 
 class MovingDogs:
     """Each epoch's moving dogs (moving_inputs, by the network exported from the weights the
-    epoch starts from) and the terms over a batch of their steps: the placed-speed term, and
-    the moving-legs term (training/moving_legs.py) when given the mocap's legs by speed."""
+    epoch starts from) and the terms over a batch of their steps: the placed-speed term, the
+    moving-legs term (training/moving_legs.py) when given the mocap's legs by speed, and the
+    moving-skating term (training/moving_skating.py) when given the mocap's paws by speed."""
 
     def __init__(
         self,
@@ -122,6 +123,7 @@ class MovingDogs:
         legs=None,
         unroll: int = 1,
         legs_both_ways: bool = False,
+        skating=None,
     ):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
         self.path = Path(run_dir) / "moving.onnx"
@@ -132,6 +134,7 @@ class MovingDogs:
         # their gradient follows the dog through the frames after a step.
         self.unroll = unroll
         self.legs_both_ways = legs_both_ways  # the moving-legs term counts motion beyond too
+        self.skating = skating  # None, or moving_skating.skating_by_speed's (centres, paws)
 
     def refresh(self, generator: np.random.Generator) -> float:
         """New moving dogs; returns the seconds they took (the export included)."""
@@ -168,10 +171,11 @@ class MovingDogs:
         return grouped[0], grouped[1]
 
     def loss(self, predict, dogs: int, generator: np.random.Generator):
-        """(placed_speed_loss, moving_legs_loss or 0) over `dogs` dogs drawn from this epoch's,
-        FRAMES_PER_DOG of each one's kept steps, the network run without dropout (as the game
-        runs it)."""
+        """(placed_speed_loss, moving_legs_loss or 0, moving_skating_loss or 0) over `dogs`
+        dogs drawn from this epoch's, FRAMES_PER_DOG of each one's kept steps, the network run
+        without dropout (as the game runs it)."""
         from canis.training.moving_legs import moving_legs_loss, reference_at
+        from canis.training.moving_skating import moving_skating_loss
 
         chosen = generator.choice(len(self.xs), dogs)
         self.model.eval()
@@ -179,11 +183,13 @@ class MovingDogs:
             x_raw, y_raw = self._steps(predict, chosen, generator)
         finally:
             self.model.train()
-        asked = torch.as_tensor(self.asked_mps[chosen], dtype=y_raw.dtype)
-        speed = placed_speed_loss(y_raw, asked)
-        if self.legs is None:
-            return speed, y_raw.new_zeros(())
-        reference = reference_at(*self.legs, self.asked_mps[chosen])
-        reference = torch.as_tensor(reference, dtype=y_raw.dtype)
-        legs = moving_legs_loss(x_raw, y_raw, reference, self.legs_both_ways)
-        return speed, legs
+        asked_mps = self.asked_mps[chosen]
+        speed = placed_speed_loss(y_raw, torch.as_tensor(asked_mps, dtype=y_raw.dtype))
+        legs = skating = y_raw.new_zeros(())
+        if self.legs is not None:
+            reference = torch.as_tensor(reference_at(*self.legs, asked_mps), dtype=y_raw.dtype)
+            legs = moving_legs_loss(x_raw, y_raw, reference, self.legs_both_ways)
+        if self.skating is not None:
+            reference = torch.as_tensor(reference_at(*self.skating, asked_mps), dtype=y_raw.dtype)
+            skating = moving_skating_loss(x_raw, y_raw, reference)
+        return speed, legs, skating

@@ -40,13 +40,13 @@ from pathlib import Path
 import numpy as np
 import torch
 from canis.runtime.features import PAW_ROWS
-from canis.training.contact_loss import step_skating_cm, world_velocity_mps
 from canis.training.runtime_rollout import (
     BACK_FRAMES,
     chain_length,
     rollout_pairs,
     rollout_starts,
 )
+from canis.training.moving_skating import shown_skating_and_height_cm
 from canis.training.shown_pose import shown_step_m
 
 REPLAY_FRAMES = 120  # 2 s of each clip's own commands from the mocap's state
@@ -56,15 +56,6 @@ SKIPPED_FRAMES = 30
 FRAMES_PER_DOG = 16  # each dog's steps a batch takes, at random points of its stride
 DOGS_PER_STEP = 8  # a batch's dogs: 128 steps, as the placed-speed term's
 PATH_SHARE = 0.5  # of the dogs given the clip's path ahead (runtime_rollout.rollout_pairs)
-
-
-def _shown_skating_and_height_cm(
-    x_raw: torch.Tensor, y_raw: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, 4) each shown paw's skating over the step (cm/frame) and its height after it (cm)."""
-    before, after = shown_step_m(x_raw, y_raw, PAW_ROWS)
-    skating = step_skating_cm(world_velocity_mps(before, after, y_raw), after)
-    return skating, after[..., 1] * 100.0
 
 
 def replay_skating_loss(
@@ -81,9 +72,9 @@ def replay_skating_loss(
     skating measure's 2.5 cm pays for the height instead."""
     if dogs == 0:
         return y_raw.new_zeros(())
-    skating, height = (v.reshape(dogs, -1, 4) for v in _shown_skating_and_height_cm(x_raw, y_raw))
+    skating, height = (v.reshape(dogs, -1, 4) for v in shown_skating_and_height_cm(x_raw, y_raw))
     with torch.no_grad():
-        mocap = _shown_skating_and_height_cm(x_mocap_raw, y_mocap_raw)
+        mocap = shown_skating_and_height_cm(x_mocap_raw, y_mocap_raw)
         mocap_skating, mocap_height = (v.reshape(dogs, -1, 4) for v in mocap)
     skating_excess = (skating.mean((1, 2)) - mocap_skating.mean((1, 2))).clamp(min=0)
     lowest_excess = (height.amin(1) - mocap_height.amin(1)).clamp(min=0).mean(1)

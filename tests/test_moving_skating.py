@@ -1,0 +1,106 @@
+"""The moving-skating term (training/moving_skating.py): the mocap's shown paws by speed from its
+locomotion frames; nothing for a dog that skates no more than that and carries its paws no
+higher (beyond the allowance), each dog paying its own excess; the fine-tuning logs it and the
+card names it."""
+
+import numpy as np
+import pytest
+import torch
+from canis.runtime.features import OUTPUT
+from canis.training.moving_legs import MOVE, reference_at
+from canis.training.moving_skating import (
+    HEIGHT_ALLOWANCE_CM,
+    moving_skating_loss,
+    shown_skating_and_height_cm,
+    skating_by_speed,
+)
+from test_replay_skating import Y_HIPS, Y_HIPS_VELOCITY, _steps
+
+Y_ROOT_VELOCITY = OUTPUT.field(np.arange(OUTPUT.size), "root_update", "velocity")[0]
+
+
+def _at_speed(slide_cm: float, speed_mps: float, rows: int):
+    """_steps' dog sliding slide_cm a frame, its root moving forward at speed_mps."""
+    x, y = _steps(np.full(rows, slide_cm), 0.0)
+    y[:, Y_ROOT_VELOCITY[1]] = speed_mps
+    return x, y
+
+
+def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
+    from canis.training import moving_legs
+
+    slow, fast = _at_speed(0.1, 0.5, 40), _at_speed(0.6, 1.5, 40)
+    x, y = torch.cat([slow[0], fast[0]]), torch.cat([slow[1], fast[1]])
+    skating_cm, height_cm = shown_skating_and_height_cm(x, y)
+    expected = [skating_cm[:40].mean().item(), skating_cm[40:].mean().item()]
+    assert expected[1] > expected[0] + 0.1
+    action = np.full(len(x), MOVE)
+    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 41)
+    with pytest.raises(ValueError, match="--moving-skating-weight: the training clips"):
+        skating_by_speed(x, y, action)
+    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 40)
+    centres, paws = skating_by_speed(x, y, action)
+    assert paws.shape == (2, 5)
+    np.testing.assert_allclose(paws[:, 0], expected, rtol=1e-5)
+    np.testing.assert_allclose(paws[0, 1:], height_cm[:40].mean(0), rtol=1e-5)
+    # Rows not asked to move are left out: counted, the slow bin would move.
+    action[:10] = MOVE + 1
+    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 30)
+    y_moved = y.clone()
+    y_moved[:10, Y_HIPS[2]] += 0.05
+    np.testing.assert_allclose(skating_by_speed(x, y_moved, action)[1][:, 0], expected, rtol=1e-5)
+    between = reference_at(centres, paws, np.array([1.0]))
+    np.testing.assert_allclose(between[0, 0], np.mean(expected), rtol=1e-5)
+
+
+def test_each_dog_pays_its_own_excess():
+    x, y = _steps(np.full(8, 0.1), 0.0)  # 2 dogs of 4 rows
+    skating_cm, height_cm = shown_skating_and_height_cm(x, y)
+    reference = torch.cat([skating_cm.mean(1, keepdim=True), height_cm], 1)[::4]  # (2, 5)
+    assert moving_skating_loss(x, y, reference).item() < 1e-6
+    # The first dog slides 0.4 cm a frame, the second none: the first's 0.3 over, halved.
+    x, y = _steps(np.array([0.4] * 4 + [0.0] * 4), 0.0)
+    y.requires_grad_()
+    loss = moving_skating_loss(x, y, reference)
+    np.testing.assert_allclose(loss.item(), 0.3 / 2, rtol=1e-3)
+    loss.backward()  # it slows the first dog's paws and leaves the second's alone
+    assert (y.grad[:4, Y_HIPS[2]] > 0).all() and (y.grad[4:] == 0).all()
+    # Paws lifted 30 cm do not skate, but pay for the height beyond the allowance.
+    lifted = y.detach().clone()
+    lifted[:, Y_HIPS[1]] += 0.6  # shown 0.3 higher: the blend takes half
+    np.testing.assert_allclose(
+        moving_skating_loss(x, lifted, reference).item(), 30.0 - HEIGHT_ALLOWANCE_CM, rtol=1e-3
+    )
+    # Within the allowance, or lower than the mocap's: free.
+    for change_m in (0.8 * HEIGHT_ALLOWANCE_CM / 100 * 2, -0.1):
+        moved = y.detach().clone()
+        moved[:, Y_HIPS[1]] += change_m
+        moved[:4, Y_HIPS[2]] = moved[:4, Y_HIPS_VELOCITY[2]] = 0.0  # the first dog not sliding
+        assert moving_skating_loss(x, moved, reference).item() < 1e-5
+    assert moving_skating_loss(x[:0], y[:0], reference[:0]).item() == 0.0
+
+
+def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch, capsys):
+    from canis.training.train import LAST
+    from test_moving_legs import _finetune_args
+
+    from canis.cli import main
+
+    out = tmp_path / "paws"
+    run = _finetune_args(tiny_dataset, tmp_path, monkeypatch, out, "0")
+    run += ["--moving-skating-weight", "2", "--moving-unroll-frames", "4"]
+    assert main(run) == 0
+    header, row = (out / "log.csv").read_text().splitlines()
+    logged = dict(zip(header.split(","), row.split(","), strict=True))
+    assert float(logged["moving_skating_term"]) > 0  # an untrained dog's paws slide
+    assert float(logged["moving_legs_term"]) == 0
+    tuned = tmp_path / "paws.onnx"
+    export = ["export", str(out / LAST), "--out", str(tuned), "--dataset", str(tiny_dataset)]
+    assert main([*export, "--card", "--card-seconds", "1"]) == 0
+    card = tuned.with_suffix(".md").read_text()
+    assert "--moving-skating-weight 2.0 --moving-unroll-frames 4 --placed-dogs 4" in card
+    assert "moving-skating weight 2.0 on 4 moving dogs" in card
+    assert main([*run[:-4], "--moving-skating-weight", "1", "--epochs", "2", "--resume"]) == 2
+    assert "moving_skating_weight 2.0 (now 1.0)" in capsys.readouterr().err
+    assert main([*run[:-3], "nan"]) == 2
+    assert "--moving-skating-weight nan: must be finite and >= 0" in capsys.readouterr().err

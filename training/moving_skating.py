@@ -1,0 +1,132 @@
+"""The moving-skating term (issue 17, foot skating): the runtime's own dogs, asked a steady speed,
+skating no more than the mocap's dogs at that speed, with their paws no higher.
+
+The skating terms before it were one step from recorded inputs (training/replay_skating.py, the
+fourteenth session) and were met on the dogs they measured while the evaluation's dogs skated
+as much as before or more; the moving-legs term showed why (docs/EVALUATION.md, the fifteenth
+session): one step at a time a term can be met on its own dogs without changing how a fresh dog
+moves, and carried through 8 fed-back steps it reaches fresh dogs. That unrolled moving-legs
+term brought the legs up to the mocap's and past them, and their paws slid: almost all of it
+swinging paws carried low, the planted ones hardly sliding (`python -m
+canis.training.skating_breakdown`).
+
+So on the moving dogs' stretches (placed_speed.MovingDogs, unrolled as --moving-unroll-frames
+says; one prediction serves every moving term) each dog's shown paws (training/shown_pose.py,
+drawn from the predicted axes as the evaluation measures them) are held to the mocap's at the
+dog's asked speed: the dog's mean skating (contact_loss.skating_cm, over its steps and paws)
+beyond the mocap's frames asked to move at that speed, plus each paw's mean height beyond the
+mocap's paw's mean there beyond a small allowance (cm, averaged over the paws), so that a dog cannot stop skating by
+carrying its paws above the measure's 2.5 cm (the fourteenth session's (RSS) runs did). Means
+rather than the replay term's lowest heights: a dog's steps are a few short stretches, whose
+lowest point depends on where in the stride they fall; the mean does not. A dog that skates
+less than the mocap, or carries its paws lower, costs nothing, and one dog's margin does not
+pay for another's excess.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from canis.runtime.features import PAW_ROWS
+from canis.training.contact_loss import step_skating_cm, world_velocity_mps
+from canis.training.moving_legs import mean_by_speed
+from canis.training.shown_pose import shown_step_m
+
+# A dog's paws may sit this much higher on average than the mocap's at its speed for free: the
+# term is there to stop paws carried above the measure's 2.5 cm through the stance (which
+# raises the mean by more), not to press every stride onto the mocap's.
+HEIGHT_ALLOWANCE_CM = 0.5
+CHUNK_ROWS = 8192  # the mocap's rows at a time through the shown pose (memory, not results)
+
+
+def shown_skating_and_height_cm(
+    x_raw: torch.Tensor, y_raw: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, 4) each shown paw's skating over the step (cm/frame) and its height after it (cm)."""
+    before, after = shown_step_m(x_raw, y_raw, PAW_ROWS)
+    skating = step_skating_cm(world_velocity_mps(before, after, y_raw), after)
+    return skating, after[..., 1] * 100.0
+
+
+def skating_by_speed(
+    x_raw: torch.Tensor, y_raw: torch.Tensor, action: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The mocap's reference from its rows: (speed bin centres m/s (S,), (S, 5): in each bin
+    the mean skating of the shown paws (cm/frame, over the paws) and each paw's mean height
+    (cm)) over the frames asked to move."""
+    values = []
+    with torch.no_grad():
+        for start in range(0, len(x_raw), CHUNK_ROWS):
+            rows = slice(start, start + CHUNK_ROWS)
+            skating, height = shown_skating_and_height_cm(x_raw[rows], y_raw[rows])
+            values.append(torch.cat([skating.mean(1, keepdim=True), height], 1).numpy())
+    return mean_by_speed(
+        np.concatenate(values), y_raw, action, "--moving-skating-weight", "the paws' skating"
+    )
+
+
+def moving_skating_loss(
+    x_raw: torch.Tensor, y_raw: torch.Tensor, reference: torch.Tensor
+) -> torch.Tensor:
+    """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 5) (skating_by_speed's
+    at each dog's speed): the mean over dogs of the dog's mean skating (cm/frame) beyond the
+    reference's, plus its paws' mean heights beyond the reference's by more than
+    HEIGHT_ALLOWANCE_CM (cm, averaged over paws)."""
+    dogs = len(reference)
+    if dogs == 0:
+        return y_raw.new_zeros(())
+    skating, height = (v.reshape(dogs, -1, 4) for v in shown_skating_and_height_cm(x_raw, y_raw))
+    skating_excess = (skating.mean((1, 2)) - reference[:, 0]).clamp(min=0)
+    excess_cm = height.mean(1) - reference[:, 1:] - HEIGHT_ALLOWANCE_CM
+    height_excess = excess_cm.clamp(min=0).mean(1)
+    return (skating_excess + height_excess).mean()
+
+
+def main(argv=None) -> None:
+    """Print each model's moving dogs' skating and paw heights against the mocap's, by asked
+    speed (the term's dogs: placed_speed.moving_inputs, 64 of them, seed 0)."""
+    import argparse
+
+    import onnxruntime as ort
+    from canis.training.dataset import load as load_dataset
+    from canis.training.moving_legs import reference_at
+    from canis.training.placed_speed import moving_inputs
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("models", nargs="+")
+    parser.add_argument("--dataset", default="data/dog_dataset.npz")
+    parser.add_argument("--dogs", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    arrays = load_dataset(args.dataset)
+    train = ~arrays["validation"]
+    centres, paws = skating_by_speed(
+        torch.as_tensor(arrays["X"][train]), torch.as_tensor(arrays["Y"][train]),
+        arrays["action"][train],
+    )  # fmt: skip
+    edges = [0.4, 0.5, 0.7, 0.9, 1.2, 1.6, 2.0, 2.5, 3.0, 3.6]
+    for model in args.models:
+        xs, asked = moving_inputs(model, args.dogs, np.random.default_rng(args.seed))
+        session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+        x = torch.as_tensor(xs.reshape(-1, xs.shape[2]))
+        y = torch.as_tensor(session.run(["y"], {"x": x.numpy()})[0])
+        reference = torch.as_tensor(reference_at(centres, paws, asked), dtype=torch.float32)
+        with torch.no_grad():
+            term = moving_skating_loss(x, y, reference)
+            skating, height = (
+                v.reshape(args.dogs, -1, 4) for v in shown_skating_and_height_cm(x, y)
+            )
+        print(f"{model}: term {term.item():.4f}")
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+            dogs = (asked >= lo) & (asked < hi)
+            if dogs.any():
+                print(
+                    f"  asked {lo:.1f}-{hi:.1f} m/s ({dogs.sum()} dogs): skating "
+                    f"{skating[dogs].mean():.3f} cm/frame (the mocap's "
+                    f"{reference[dogs, 0].mean():.3f}), paws' mean height "
+                    f"{height[dogs].mean():.1f} cm ({reference[dogs, 1:].mean():.1f})"
+                )
+
+
+if __name__ == "__main__":
+    main()
