@@ -15,8 +15,9 @@ says; one prediction serves every moving term) each dog's shown paws (training/s
 drawn from the predicted axes as the evaluation measures them) are held to the mocap's at the
 dog's asked speed: the dog's mean skating (contact_loss.skating_cm, over its steps and paws)
 beyond the mocap's frames asked to move at that speed, plus each paw's mean height beyond the
-mocap's paw's mean there beyond a small allowance (cm, averaged over the paws), so that a dog cannot stop skating by
-carrying its paws above the measure's 2.5 cm (the fourteenth session's (RSS) runs did). Means
+mocap's paw's mean there by more than a small allowance (cm, averaged over the paws), so that
+a dog cannot stop skating by carrying its paws above the measure's 2.5 cm (the fourteenth
+session's (RSS) runs did). Means
 rather than the replay term's lowest heights: a dog's steps are a few short stretches, whose
 lowest point depends on where in the stride they fall; the mean does not. A dog that skates
 less than the mocap, or carries its paws lower, costs nothing, and one dog's margin does not

@@ -40,13 +40,13 @@ from pathlib import Path
 import numpy as np
 import torch
 from canis.runtime.features import PAW_ROWS
+from canis.training.moving_skating import shown_skating_and_height_cm
 from canis.training.runtime_rollout import (
     BACK_FRAMES,
     chain_length,
     rollout_pairs,
     rollout_starts,
 )
-from canis.training.moving_skating import shown_skating_and_height_cm
 from canis.training.shown_pose import shown_step_m
 
 REPLAY_FRAMES = 120  # 2 s of each clip's own commands from the mocap's state
