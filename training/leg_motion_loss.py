@@ -64,14 +64,26 @@ def leg_turn_deg(
     """(B, J) the angle in degrees each of `joints`' frames (the leg joints unless told) turns
     from x's frame to y's, in the root frame (in `joints`' order)."""
     turn_rad = _field(OUTPUT, y_raw, "root_update", "yaw_velocity", [0])[:, 0, 0] / FPS
-    before = _frames(
+    return axes_turn_deg(
         _field(INPUT, x_raw, "joints", "forward", joints),
         _field(INPUT, x_raw, "joints", "up", joints),
+        _field(OUTPUT, y_raw, "joints", "forward", joints),
+        _field(OUTPUT, y_raw, "joints", "up", joints),
+        turn_rad,
     )
-    after = _frames(
-        _turned_back(_field(OUTPUT, y_raw, "joints", "forward", joints), turn_rad),
-        _turned_back(_field(OUTPUT, y_raw, "joints", "up", joints), turn_rad),
-    )
+
+
+def axes_turn_deg(
+    forward_before: torch.Tensor,
+    up_before: torch.Tensor,
+    forward_after: torch.Tensor,
+    up_after: torch.Tensor,
+    turn_rad: torch.Tensor,
+) -> torch.Tensor:
+    """(B, J) the angle in degrees between joint frames given by their axes (B, J, 3) before and
+    after, each in its own root frame, the root having turned by turn_rad (B,) between them."""
+    before = _frames(forward_before, up_before)
+    after = _frames(_turned_back(forward_after, turn_rad), _turned_back(up_after, turn_rad))
     chord_sq = (after - before).square().sum((-1, -2))  # 8 sin^2(theta / 2)
     # The floor keeps the gradient of the square root finite for a joint that does not turn;
     # the ceiling under 1 that of the arcsine for one that turns half a circle, whose chord

@@ -28,14 +28,19 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from canis.runtime.features import ACTIONS
-from canis.training.leg_motion_loss import leg_turn_deg
+from canis.runtime.features import ACTIONS, FPS, INPUT, OUTPUT
+from canis.training.contact_loss import _field
+from canis.training.leg_motion_loss import LEG_ROWS, axes_turn_deg, leg_turn_deg
 from canis.training.placed_speed import SPEED_RANGE_MPS, root_speed_mps
 
 LEG_ALLOWANCE = 0.05  # relative to the mocap's turn: a shortfall within it costs nothing
 SPEED_BIN_MPS = 0.2
 MIN_BIN_ROWS = 100  # a speed bin with fewer locomotion frames is left out of the reference
 MOVE = ACTIONS.index("move")
+# The span main()'s second measure turns the legs over: a leg that swings through its stride
+# turns nearly as far in SPAN_FRAMES frames as SPAN_FRAMES single frames add up to; one that
+# shakes back and forth turns much less.
+SPAN_FRAMES = 4
 
 
 def leg_turn_by_speed(
@@ -74,6 +79,40 @@ def mean_by_speed(
     return np.array(centres), np.stack(means)
 
 
+def leg_turn_over_deg(
+    x_first_raw: torch.Tensor, x_last_raw: torch.Tensor, turn_rad: torch.Tensor
+) -> torch.Tensor:
+    """(B, L) the angle each leg joint turns from x_first's pose to x_last's (input rows), in
+    the root frame, the root having turned by turn_rad (B,) between them."""
+    fields = [_field(INPUT, x, "joints", f, LEG_ROWS) for x in (x_first_raw, x_last_raw)
+              for f in ("forward", "up")]  # fmt: skip
+    return axes_turn_deg(*fields, turn_rad)
+
+
+def yaw_step_rad(y_raw: torch.Tensor) -> torch.Tensor:
+    """(B,) the root's predicted turn over one frame."""
+    return _field(OUTPUT, y_raw, "root_update", "yaw_velocity", [0])[:, 0, 0] / FPS
+
+
+def span_turn_by_speed(
+    x_raw: torch.Tensor, y_raw: torch.Tensor, action: np.ndarray, after: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """mean_by_speed of each leg joint's turn over SPAN_FRAMES frames of the mocap (x's pose to
+    the pose SPAN_FRAMES rows on, `after` giving each row's next frame in its clip or -1),
+    from the rows whose clip goes on that long."""
+    rows = np.flatnonzero(after >= 0)
+    turn_rad = torch.zeros(len(rows))
+    current = rows
+    for _ in range(SPAN_FRAMES):
+        turn_rad += yaw_step_rad(y_raw[current])
+        current = after[current]
+        kept = current >= 0
+        rows, current, turn_rad = rows[kept], current[kept], turn_rad[torch.as_tensor(kept)]
+    with torch.no_grad():
+        turn_deg = leg_turn_over_deg(x_raw[rows], x_raw[current], turn_rad).numpy()
+    return mean_by_speed(turn_deg, y_raw[rows], action[rows], "moving_legs", "the span's turn")
+
+
 def reference_at(centres_mps: np.ndarray, means: np.ndarray, speed_mps: np.ndarray):
     """(dogs, K) the mocap's means by speed (mean_by_speed's (S, K): each leg joint's turn, or
     the moving-skating term's paws) at each dog's speed, linear between the bins' centres (the
@@ -107,6 +146,7 @@ def main(argv=None) -> None:
     import argparse
 
     import onnxruntime as ort
+    from canis.training.closed_loop_training import successors
     from canis.training.dataset import load as load_dataset
     from canis.training.placed_speed import moving_inputs
 
@@ -118,10 +158,11 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     arrays = load_dataset(args.dataset)
     train = ~arrays["validation"]
-    centres, turn = leg_turn_by_speed(
-        torch.as_tensor(arrays["X"][train]), torch.as_tensor(arrays["Y"][train]),
-        arrays["action"][train],
-    )  # fmt: skip
+    x_mocap, y_mocap = (torch.as_tensor(arrays[key][train]) for key in ("X", "Y"))
+    action = arrays["action"][train]
+    centres, turn = leg_turn_by_speed(x_mocap, y_mocap, action)
+    after = successors(arrays["clip"][train], arrays["frame"][train])
+    span_centres, span_turn = span_turn_by_speed(x_mocap, y_mocap, action, after)
     edges = [0.4, 0.5, 0.7, 0.9, 1.2, 1.6, 2.0, 2.5, 3.0, 3.6]
     for model in args.models:
         xs, asked = moving_inputs(model, args.dogs, np.random.default_rng(args.seed))
@@ -130,7 +171,9 @@ def main(argv=None) -> None:
         y = session.run(["y"], {"x": x})[0]
         dog_deg = leg_turn_deg(torch.as_tensor(x), torch.as_tensor(y)).numpy()
         dog_deg = dog_deg.reshape(args.dogs, -1, dog_deg.shape[1]).mean(1)
+        dog_span_deg = _span_turn_deg(xs, y)
         mocap_deg = reference_at(centres, turn, asked)
+        mocap_span_deg = reference_at(span_centres, span_turn, asked)
         term = moving_legs_loss(
             torch.as_tensor(x), torch.as_tensor(y), torch.as_tensor(mocap_deg, dtype=torch.float32)
         )
@@ -140,9 +183,27 @@ def main(argv=None) -> None:
             if dogs.any():
                 print(
                     f"  asked {lo:.1f}-{hi:.1f} m/s ({dogs.sum()} dogs): legs turn "
-                    f"{dog_deg[dogs].mean():.2f} deg/frame, "
-                    f"the mocap's {mocap_deg[dogs].mean():.2f}"
+                    f"{dog_deg[dogs].mean():.2f} deg/frame, the mocap's "
+                    f"{mocap_deg[dogs].mean():.2f}; over {SPAN_FRAMES} frames "
+                    f"{dog_span_deg[dogs].mean():.2f} deg "
+                    f"({dog_span_deg[dogs].mean() / (SPAN_FRAMES * dog_deg[dogs].mean()):.0%} "
+                    f"of {SPAN_FRAMES} frames' turns), the mocap's "
+                    f"{mocap_span_deg[dogs].mean():.2f} "
+                    f"({mocap_span_deg[dogs].mean() / (SPAN_FRAMES * mocap_deg[dogs].mean()):.0%})"
                 )
+
+
+def _span_turn_deg(xs: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """(dogs,) each dog's mean leg-joint turn over SPAN_FRAMES of its recorded frames (xs
+    (dogs, frames, 480), y its predictions flattened)."""
+    dogs, frames = xs.shape[:2]
+    turn_rad = yaw_step_rad(torch.as_tensor(y)).reshape(dogs, frames)
+    spans = []
+    for t in range(frames - SPAN_FRAMES):
+        span_rad = turn_rad[:, t : t + SPAN_FRAMES].sum(1)
+        first, last = (torch.as_tensor(xs[:, t + k]) for k in (0, SPAN_FRAMES))
+        spans.append(leg_turn_over_deg(first, last, span_rad).mean(1))
+    return torch.stack(spans, 1).mean(1).numpy()
 
 
 if __name__ == "__main__":
