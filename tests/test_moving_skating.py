@@ -88,7 +88,14 @@ def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, mo
 
     out = tmp_path / "paws"
     run = _finetune_args(tiny_dataset, tmp_path, monkeypatch, out, "0")
-    run += ["--moving-skating-weight", "2", "--moving-unroll-frames", "4"]
+    run += [
+        "--moving-max-turn-degps",
+        "90",
+        "--moving-skating-weight",
+        "2",
+        "--moving-unroll-frames",
+        "4",
+    ]
     assert main(run) == 0
     header, row = (out / "log.csv").read_text().splitlines()
     logged = dict(zip(header.split(","), row.split(","), strict=True))
@@ -98,9 +105,16 @@ def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, mo
     export = ["export", str(out / LAST), "--out", str(tuned), "--dataset", str(tiny_dataset)]
     assert main([*export, "--card", "--card-seconds", "1"]) == 0
     card = tuned.with_suffix(".md").read_text()
-    assert "--moving-skating-weight 2.0 --moving-unroll-frames 4 --placed-dogs 4" in card
+    assert (
+        "--moving-skating-weight 2.0 --moving-max-turn-degps 90.0 --moving-unroll-frames 4 "
+        "--placed-dogs 4" in card
+    )
     assert "moving-skating weight 2.0 on 4 moving dogs" in card
     assert main([*run[:-4], "--moving-skating-weight", "1", "--epochs", "2", "--resume"]) == 2
     assert "moving_skating_weight 2.0 (now 1.0)" in capsys.readouterr().err
     assert main([*run[:-3], "nan"]) == 2
     assert "--moving-skating-weight nan: must be finite and >= 0" in capsys.readouterr().err
+    assert main([*run, "--moving-max-turn-degps", "200"]) == 2
+    assert "--moving-max-turn-degps 200.0: must be between 0 and 180" in capsys.readouterr().err
+    assert main([*run, "--moving-max-turn-degps", "nan"]) == 2
+    assert "--moving-max-turn-degps nan: must be between 0 and 180" in capsys.readouterr().err

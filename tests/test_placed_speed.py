@@ -99,3 +99,13 @@ def test_pfnn_is_not_placed(tiny_dataset, tmp_path, capsys):
         capsys.readouterr()
         assert main([*run, "--out", str(tmp_path / option), option, "1"]) == 2
         assert f"{option}: places MANN and vanilla networks only" in capsys.readouterr().err
+
+
+def test_the_turning_dogs_turn_up_to_the_asked_rate():
+    from canis.training.placed_speed import MAX_TURN_DEGPS, asked_commands
+
+    for max_degps in (MAX_TURN_DEGPS, 90.0):
+        _, turn_radps, _ = asked_commands(400, np.random.default_rng(0), max_degps)
+        turning = np.degrees(np.abs(turn_radps[turn_radps != 0]))
+        assert 150 < len(turning) < 250  # about half of them
+        assert turning.max() <= max_degps and turning.max() > 0.9 * max_degps

@@ -159,6 +159,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "(cm), the network run without dropout (0: off; training/moving_skating.py)",
     )
     finetune.add_argument(
+        "--moving-max-turn-degps",
+        type=float,
+        default=60.0,
+        help="the placed-speed term's dogs (and so the moving-legs and moving-skating "
+        "terms'): half of them turn, uniformly up to this many deg/s either way (the "
+        "controllers evaluation's turn asks 76.8)",
+    )
+    finetune.add_argument(
         "--moving-unroll-frames",
         type=int,
         default=1,
@@ -295,6 +303,7 @@ def run_finetune(args) -> int:
         moving_unroll_frames=args.moving_unroll_frames,
         moving_legs_both_ways=args.moving_legs_both_ways,
         moving_skating_weight=args.moving_skating_weight,
+        moving_max_turn_degps=args.moving_max_turn_degps,
         replay_skating_weight=args.replay_skating_weight,
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,

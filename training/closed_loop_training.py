@@ -92,6 +92,9 @@ class ClosedLoopConfig:
     # 0: no moving-skating term (training/moving_skating.py): on the placed-speed term's dogs,
     # the shown paws' skating and heights held down to the mocap's at the dog's asked speed.
     moving_skating_weight: float = 0.0
+    # The moving dogs' fastest turn either way, deg/s (half of them turn; placed_speed.py). The
+    # controllers evaluation's turn asks 76.8 deg/s, beyond the default's.
+    moving_max_turn_degps: float = 60.0
     # 0: no replay-skating term (training/replay_skating.py): the runtime's own dogs driven by
     # their clips' commands, refreshed each epoch, `placed_dogs` of them, skating no more than
     # the mocap on the same frames.
@@ -163,6 +166,10 @@ class ClosedLoopConfig:
             raise ValueError(
                 f"--moving-unroll-frames {self.moving_unroll_frames}: must be between 1 and "
                 f"{MAX_UNROLL_FRAMES} (the moving dogs' steps a batch takes)"
+            )
+        if not 0 <= self.moving_max_turn_degps <= 180:
+            raise ValueError(
+                f"--moving-max-turn-degps {self.moving_max_turn_degps}: must be between 0 and 180"
             )
         if self.moving_legs_both_ways and self.moving_legs_weight == 0:
             raise ValueError("--moving-legs-both-ways: needs --moving-legs-weight")
@@ -548,6 +555,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_unroll_frames": 1,
         "moving_legs_both_ways": False,
         "moving_skating_weight": 0.0,
+        "moving_max_turn_degps": 60.0,
         "replay_skating_weight": 0.0,
         "bone_weight": 0.0,
         "bone_positions_only": False,
@@ -773,6 +781,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         moving = MovingDogs(
             model, saved, data, standard, run_dir, loop.placed_dogs, legs,
             loop.moving_unroll_frames, loop.moving_legs_both_ways, paws,
+            loop.moving_max_turn_degps,
         )  # fmt: skip
     if loop.replay_skating_weight > 0:
         replaying = ReplayDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)

@@ -34,7 +34,7 @@ from canis.runtime.trajectory import ControlState
 from canis.training.contact_loss import _field
 
 SPEED_RANGE_MPS = (0.4, 3.6)  # the mocap's walks to its fast canters (the card asks 0.5-3.3)
-TURNING_SHARE = 0.5  # of the dogs: turning at up to MAX_TURN_DEGPS either way
+TURNING_SHARE = 0.5  # of the dogs: turning at up to MAX_TURN_DEGPS either way (unless told)
 MAX_TURN_DEGPS = 60.0
 LEAD_IN_FRAMES = 60  # 1 s of the lead-in command: from standing, or from another speed
 SETTLE_FRAMES = 120  # 2 s of the asked speed before the kept steps (the card settles 3 s)
@@ -63,15 +63,17 @@ def placed_speed_loss(y_raw: torch.Tensor, asked_mps: torch.Tensor) -> torch.Ten
     return (relative - SPEED_ALLOWANCE).clamp(min=0).square().mean()
 
 
-def asked_commands(dogs: int, generator: np.random.Generator):
+def asked_commands(
+    dogs: int, generator: np.random.Generator, max_turn_degps: float = MAX_TURN_DEGPS
+):
     """(asked speed m/s, turn rate rad/s, lead-in speed m/s), each (dogs,): the asked speed
-    log-uniform over SPEED_RANGE_MPS; half the dogs turning; the lead-in standing for half
-    of them, another such speed for the rest."""
+    log-uniform over SPEED_RANGE_MPS; half the dogs turning, uniform up to max_turn_degps
+    either way; the lead-in standing for half of them, another such speed for the rest."""
     low, high = np.log(SPEED_RANGE_MPS)
     asked = np.exp(generator.uniform(low, high, dogs))
     turning = generator.random(dogs) < TURNING_SHARE
     turn_radps = np.where(
-        turning, np.radians(generator.uniform(-MAX_TURN_DEGPS, MAX_TURN_DEGPS, dogs)), 0.0
+        turning, np.radians(generator.uniform(-max_turn_degps, max_turn_degps, dogs)), 0.0
     )
     other_mps = np.exp(generator.uniform(low, high, dogs))
     lead_in = np.where(generator.random(dogs) < 0.5, 0.0, other_mps)
@@ -79,7 +81,11 @@ def asked_commands(dogs: int, generator: np.random.Generator):
 
 
 def moving_inputs(
-    model_path: Path, dogs: int, generator: np.random.Generator, kept_frames: int = KEPT_FRAMES
+    model_path: Path,
+    dogs: int,
+    generator: np.random.Generator,
+    kept_frames: int = KEPT_FRAMES,
+    max_turn_degps: float = MAX_TURN_DEGPS,
 ):
     """x (dogs, kept_frames, 480) as the Controller built it (speed tracking off) for dogs from
     the standing keyframe given their lead-in command for LEAD_IN_FRAMES, then asked their
@@ -87,7 +93,7 @@ def moving_inputs(
     from canis.runtime.controller import DT_S, Controller
     from canis.runtime.inference import MotionModel
 
-    asked, turn_radps, lead_in = asked_commands(dogs, generator)
+    asked, turn_radps, lead_in = asked_commands(dogs, generator, max_turn_degps)
     controller = Controller(MotionModel(model_path, threads=1), count=dogs, speed_tracking=False)
     facing_rad = controller.root_yaw_rad.copy()
     move = np.full(dogs, MOVE)
@@ -124,6 +130,7 @@ class MovingDogs:
         unroll: int = 1,
         legs_both_ways: bool = False,
         skating=None,
+        max_turn_degps: float = MAX_TURN_DEGPS,
     ):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
         self.path = Path(run_dir) / "moving.onnx"
@@ -135,6 +142,7 @@ class MovingDogs:
         self.unroll = unroll
         self.legs_both_ways = legs_both_ways  # the moving-legs term counts motion beyond too
         self.skating = skating  # None, or moving_skating.skating_by_speed's (centres, paws)
+        self.max_turn_degps = max_turn_degps  # the turning dogs' fastest turn either way
 
     def refresh(self, generator: np.random.Generator) -> float:
         """New moving dogs; returns the seconds they took (the export included)."""
@@ -144,7 +152,9 @@ class MovingDogs:
 
         started = time.perf_counter()
         write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)
-        self.xs, self.asked_mps = moving_inputs(self.path, self.dogs, generator)
+        self.xs, self.asked_mps = moving_inputs(
+            self.path, self.dogs, generator, max_turn_degps=self.max_turn_degps
+        )
         return time.perf_counter() - started
 
     def _steps(self, predict, chosen: np.ndarray, generator: np.random.Generator):
