@@ -118,3 +118,20 @@ def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, mo
     assert "--moving-max-turn-degps 200.0: must be between 0 and 180" in capsys.readouterr().err
     assert main([*run, "--moving-max-turn-degps", "nan"]) == 2
     assert "--moving-max-turn-degps nan: must be between 0 and 180" in capsys.readouterr().err
+
+
+def test_the_measures_print_each_speed_band(tiny_dataset, tiny_model, monkeypatch, capsys):
+    """`python -m canis.training.moving_legs` and `... moving_skating`: each model's moving
+    dogs against the mocap's, by the speed they were asked (the bands with dogs in them)."""
+    from canis.training import moving_legs, moving_skating
+
+    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)  # the synthetic clips are short
+    run = [str(tiny_model), "--dataset", str(tiny_dataset), "--dogs", "6", "--seed", "3"]
+    moving_skating.main(run)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{tiny_model}: term ")
+    assert len(lines) > 2 and all("m/s (" in line and "skating" in line for line in lines[1:])
+    assert sum(int(line.split("(")[1].split()[0]) for line in lines[1:]) == 6  # every dog once
+    moving_legs.main(run)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{tiny_model}: term ") and "over 4 frames" in lines[1]

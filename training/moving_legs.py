@@ -141,16 +141,17 @@ def moving_legs_loss(
     return (miss_deg - reference_deg * LEG_ALLOWANCE).clamp(min=0).square().mean()
 
 
-def main(argv=None) -> None:
-    """Print each model's moving dogs' leg turn against the mocap's, by asked speed."""
+REPORT_EDGES_MPS = (0.4, 0.5, 0.7, 0.9, 1.2, 1.6, 2.0, 2.5, 3.0, 3.6)  # the measures' bands
+
+
+def measure_arguments(description: str, argv):
+    """The moving-dogs measures' command line (models, --dataset, --dogs, --seed): (args, the
+    dataset's training rows {X, Y, action, clip, frame})."""
     import argparse
 
-    import onnxruntime as ort
-    from canis.training.closed_loop_training import successors
     from canis.training.dataset import load as load_dataset
-    from canis.training.placed_speed import moving_inputs
 
-    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("models", nargs="+")
     parser.add_argument("--dataset", default="data/dog_dataset.npz")
     parser.add_argument("--dogs", type=int, default=64)
@@ -158,17 +159,40 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     arrays = load_dataset(args.dataset)
     train = ~arrays["validation"]
-    x_mocap, y_mocap = (torch.as_tensor(arrays[key][train]) for key in ("X", "Y"))
-    action = arrays["action"][train]
-    centres, turn = leg_turn_by_speed(x_mocap, y_mocap, action)
-    after = successors(arrays["clip"][train], arrays["frame"][train])
-    span_centres, span_turn = span_turn_by_speed(x_mocap, y_mocap, action, after)
-    edges = [0.4, 0.5, 0.7, 0.9, 1.2, 1.6, 2.0, 2.5, 3.0, 3.6]
+    return args, {key: arrays[key][train] for key in ("X", "Y", "action", "clip", "frame")}
+
+
+def driven_dogs(model: str, dogs: int, seed: int):
+    """(xs (dogs, frames, 480), asked m/s (dogs,), y (dogs * frames, 363)): the moving terms'
+    dogs driven by `model` through the runtime, and its predictions from their inputs."""
+    import onnxruntime as ort
+    from canis.training.placed_speed import moving_inputs
+
+    xs, asked = moving_inputs(model, dogs, np.random.default_rng(seed))
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    return xs, asked, session.run(["y"], {"x": xs.reshape(-1, xs.shape[2])})[0]
+
+
+def speed_bands(asked_mps: np.ndarray):
+    """(low, high, dogs asked between them) for each of REPORT_EDGES_MPS's bands with dogs."""
+    for low, high in zip(REPORT_EDGES_MPS[:-1], REPORT_EDGES_MPS[1:], strict=True):
+        dogs = (asked_mps >= low) & (asked_mps < high)
+        if dogs.any():
+            yield low, high, dogs
+
+
+def main(argv=None) -> None:
+    """Print each model's moving dogs' leg turn against the mocap's, by asked speed."""
+    from canis.training.closed_loop_training import successors
+
+    args, rows = measure_arguments(main.__doc__, argv)
+    x_mocap, y_mocap = torch.as_tensor(rows["X"]), torch.as_tensor(rows["Y"])
+    centres, turn = leg_turn_by_speed(x_mocap, y_mocap, rows["action"])
+    after = successors(rows["clip"], rows["frame"])
+    span_centres, span_turn = span_turn_by_speed(x_mocap, y_mocap, rows["action"], after)
     for model in args.models:
-        xs, asked = moving_inputs(model, args.dogs, np.random.default_rng(args.seed))
-        session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+        xs, asked, y = driven_dogs(model, args.dogs, args.seed)
         x = xs.reshape(-1, xs.shape[2])
-        y = session.run(["y"], {"x": x})[0]
         dog_deg = leg_turn_deg(torch.as_tensor(x), torch.as_tensor(y)).numpy()
         dog_deg = dog_deg.reshape(args.dogs, -1, dog_deg.shape[1]).mean(1)
         dog_span_deg = _span_turn_deg(xs, y)
@@ -178,19 +202,17 @@ def main(argv=None) -> None:
             torch.as_tensor(x), torch.as_tensor(y), torch.as_tensor(mocap_deg, dtype=torch.float32)
         )
         print(f"{model}: term {term.item():.4f} (deg/frame)^2")
-        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
-            dogs = (asked >= lo) & (asked < hi)
-            if dogs.any():
-                print(
-                    f"  asked {lo:.1f}-{hi:.1f} m/s ({dogs.sum()} dogs): legs turn "
-                    f"{dog_deg[dogs].mean():.2f} deg/frame, the mocap's "
-                    f"{mocap_deg[dogs].mean():.2f}; over {SPAN_FRAMES} frames "
-                    f"{dog_span_deg[dogs].mean():.2f} deg "
-                    f"({dog_span_deg[dogs].mean() / (SPAN_FRAMES * dog_deg[dogs].mean()):.0%} "
-                    f"of {SPAN_FRAMES} frames' turns), the mocap's "
-                    f"{mocap_span_deg[dogs].mean():.2f} "
-                    f"({mocap_span_deg[dogs].mean() / (SPAN_FRAMES * mocap_deg[dogs].mean()):.0%})"
-                )
+        for lo, hi, dogs in speed_bands(asked):
+            print(
+                f"  asked {lo:.1f}-{hi:.1f} m/s ({dogs.sum()} dogs): legs turn "
+                f"{dog_deg[dogs].mean():.2f} deg/frame, the mocap's "
+                f"{mocap_deg[dogs].mean():.2f}; over {SPAN_FRAMES} frames "
+                f"{dog_span_deg[dogs].mean():.2f} deg "
+                f"({dog_span_deg[dogs].mean() / (SPAN_FRAMES * dog_deg[dogs].mean()):.0%} "
+                f"of {SPAN_FRAMES} frames' turns), the mocap's "
+                f"{mocap_span_deg[dogs].mean():.2f} "
+                f"({mocap_span_deg[dogs].mean() / (SPAN_FRAMES * mocap_deg[dogs].mean()):.0%})"
+            )
 
 
 def _span_turn_deg(xs: np.ndarray, y: np.ndarray) -> np.ndarray:

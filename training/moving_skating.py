@@ -86,31 +86,15 @@ def moving_skating_loss(
 def main(argv=None) -> None:
     """Print each model's moving dogs' skating and paw heights against the mocap's, by asked
     speed (the term's dogs: placed_speed.moving_inputs, 64 of them, seed 0)."""
-    import argparse
+    from canis.training.moving_legs import driven_dogs, measure_arguments, reference_at, speed_bands
 
-    import onnxruntime as ort
-    from canis.training.dataset import load as load_dataset
-    from canis.training.moving_legs import reference_at
-    from canis.training.placed_speed import moving_inputs
-
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("models", nargs="+")
-    parser.add_argument("--dataset", default="data/dog_dataset.npz")
-    parser.add_argument("--dogs", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    arrays = load_dataset(args.dataset)
-    train = ~arrays["validation"]
+    args, rows = measure_arguments(main.__doc__, argv)
     centres, paws = skating_by_speed(
-        torch.as_tensor(arrays["X"][train]), torch.as_tensor(arrays["Y"][train]),
-        arrays["action"][train],
-    )  # fmt: skip
-    edges = [0.4, 0.5, 0.7, 0.9, 1.2, 1.6, 2.0, 2.5, 3.0, 3.6]
+        torch.as_tensor(rows["X"]), torch.as_tensor(rows["Y"]), rows["action"]
+    )
     for model in args.models:
-        xs, asked = moving_inputs(model, args.dogs, np.random.default_rng(args.seed))
-        session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-        x = torch.as_tensor(xs.reshape(-1, xs.shape[2]))
-        y = torch.as_tensor(session.run(["y"], {"x": x.numpy()})[0])
+        xs, asked, y = driven_dogs(model, args.dogs, args.seed)
+        x, y = torch.as_tensor(xs.reshape(-1, xs.shape[2])), torch.as_tensor(y)
         reference = torch.as_tensor(reference_at(centres, paws, asked), dtype=torch.float32)
         with torch.no_grad():
             term = moving_skating_loss(x, y, reference)
@@ -118,15 +102,13 @@ def main(argv=None) -> None:
                 v.reshape(args.dogs, -1, 4) for v in shown_skating_and_height_cm(x, y)
             )
         print(f"{model}: term {term.item():.4f}")
-        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
-            dogs = (asked >= lo) & (asked < hi)
-            if dogs.any():
-                print(
-                    f"  asked {lo:.1f}-{hi:.1f} m/s ({dogs.sum()} dogs): skating "
-                    f"{skating[dogs].mean():.3f} cm/frame (the mocap's "
-                    f"{reference[dogs, 0].mean():.3f}), paws' mean height "
-                    f"{height[dogs].mean():.1f} cm ({reference[dogs, 1:].mean():.1f})"
-                )
+        for lo, hi, dogs in speed_bands(asked):
+            print(
+                f"  asked {lo:.1f}-{hi:.1f} m/s ({dogs.sum()} dogs): skating "
+                f"{skating[dogs].mean():.3f} cm/frame (the mocap's "
+                f"{reference[dogs, 0].mean():.3f}), paws' mean height "
+                f"{height[dogs].mean():.1f} cm ({reference[dogs, 1:].mean():.1f})"
+            )
 
 
 if __name__ == "__main__":
