@@ -102,7 +102,14 @@ def test_pfnn_is_not_placed(tiny_dataset, tmp_path, capsys):
 
 
 def test_the_turning_dogs_turn_up_to_the_asked_rate():
+    from canis.training.closed_loop_training import ClosedLoopConfig
     from canis.training.placed_speed import MAX_TURN_DEGPS, asked_commands
+
+    from canis.cli import build_parser
+
+    parsed = build_parser().parse_args(["finetune", "--start", "s", "--out", "o"])
+    assert parsed.moving_max_turn_degps == ClosedLoopConfig().moving_max_turn_degps
+    assert ClosedLoopConfig().moving_max_turn_degps == MAX_TURN_DEGPS
 
     for max_degps in (MAX_TURN_DEGPS, 90.0):
         _, turn_radps, _ = asked_commands(400, np.random.default_rng(0), max_degps)

@@ -161,7 +161,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--moving-max-turn-degps",
         type=float,
-        default=60.0,
+        default=60.0,  # placed_speed.MAX_TURN_DEGPS, written out: the parser stays torch-free
         help="the placed-speed term's dogs (and so the moving-legs and moving-skating "
         "terms'): half of them turn, uniformly up to this many deg/s either way (the "
         "controllers evaluation's turn asks 76.8)",

@@ -31,7 +31,7 @@ from canis.training.contact_loss import contact_loss, skating_excess_loss
 from canis.training.leg_motion_loss import leg_motion_loss, stillness_loss
 from canis.training.moving_legs import leg_turn_by_speed
 from canis.training.moving_skating import skating_by_speed
-from canis.training.placed_speed import DOGS_PER_STEP, FRAMES_PER_DOG, MovingDogs
+from canis.training.placed_speed import DOGS_PER_STEP, FRAMES_PER_DOG, MAX_TURN_DEGPS, MovingDogs
 from canis.training.placed_stillness import PlacedDogs
 from canis.training.replay_skating import DOGS_PER_STEP as REPLAY_DOGS_PER_STEP
 from canis.training.replay_skating import ReplayDogs
@@ -94,7 +94,7 @@ class ClosedLoopConfig:
     moving_skating_weight: float = 0.0
     # The moving dogs' fastest turn either way, deg/s (half of them turn; placed_speed.py). The
     # controllers evaluation's turn asks 76.8 deg/s, beyond the default's.
-    moving_max_turn_degps: float = 60.0
+    moving_max_turn_degps: float = MAX_TURN_DEGPS
     # 0: no replay-skating term (training/replay_skating.py): the runtime's own dogs driven by
     # their clips' commands, refreshed each epoch, `placed_dogs` of them, skating no more than
     # the mocap on the same frames.
@@ -555,7 +555,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_unroll_frames": 1,
         "moving_legs_both_ways": False,
         "moving_skating_weight": 0.0,
-        "moving_max_turn_degps": 60.0,
+        "moving_max_turn_degps": MAX_TURN_DEGPS,
         "replay_skating_weight": 0.0,
         "bone_weight": 0.0,
         "bone_positions_only": False,
