@@ -178,12 +178,8 @@ def test_the_span_turn_is_the_pose_change_over_frames(monkeypatch):
     span_turn_by_speed takes only rows whose clip goes on that long."""
     from canis.training import moving_legs
     from canis.training.closed_loop_training import successors
-    from canis.training.moving_legs import (
-        SPAN_FRAMES,
-        leg_turn_over_deg,
-        span_turn_by_speed,
-        yaw_step_rad,
-    )
+    from canis.training.contact_loss import yaw_step_rad
+    from canis.training.moving_legs import SPAN_FRAMES, leg_turn_over_deg, span_turn_by_speed
 
     clip, x, y, frames = _trot_pairs()
     rows = np.arange(10, 60)

@@ -31,6 +31,11 @@ def rotate_xz(vectors_xz: torch.Tensor, yaw_rad: torch.Tensor) -> torch.Tensor:
     return torch.stack([c * x + s * z, c * z - s * x], dim=-1)
 
 
+def yaw_step_rad(y_raw: torch.Tensor) -> torch.Tensor:
+    """(B,) the root's predicted turn over one frame, radians."""
+    return _field(OUTPUT, y_raw, "root_update", "yaw_velocity", [0])[:, 0, 0] / FPS
+
+
 def paw_world_velocity_mps(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
     """(B, 4, 3) each paw's velocity between x's frame and y's, in the previous root's frame
     (a world-aligned frame up to a yaw: its length is the world speed), in m/s."""
@@ -47,8 +52,7 @@ def world_velocity_mps(
     step."""
     dt_s = 1.0 / FPS
     root_velocity = _field(OUTPUT, y_raw, "root_update", "velocity", [0])[:, 0]
-    turn_rad = _field(OUTPUT, y_raw, "root_update", "yaw_velocity", [0])[:, 0, 0] * dt_s
-    after_xz = rotate_xz(after_m[..., [0, 2]], turn_rad) + root_velocity[:, None] * dt_s
+    after_xz = rotate_xz(after_m[..., [0, 2]], yaw_step_rad(y_raw)) + root_velocity[:, None] * dt_s
     moved_xz = after_xz - before_m[..., [0, 2]]
     moved_y = after_m[..., 1] - before_m[..., 1]
     return torch.cat([moved_xz[..., :1], moved_y[..., None], moved_xz[..., 1:]], -1) / dt_s

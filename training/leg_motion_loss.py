@@ -25,9 +25,9 @@ root-frame rotations.
 from __future__ import annotations
 
 import torch
-from canis.runtime.features import FPS, INPUT, OUTPUT
+from canis.runtime.features import INPUT, OUTPUT
 from canis.runtime.skeleton import DOG_GROUPS, DOG_JOINT_NAMES, DOG_LEG_GROUPS
-from canis.training.contact_loss import _field, rotate_xz
+from canis.training.contact_loss import _field, rotate_xz, yaw_step_rad
 
 
 def _rotating_rows(names) -> tuple[int, ...]:
@@ -63,13 +63,12 @@ def leg_turn_deg(
 ) -> torch.Tensor:
     """(B, J) the angle in degrees each of `joints`' frames (the leg joints unless told) turns
     from x's frame to y's, in the root frame (in `joints`' order)."""
-    turn_rad = _field(OUTPUT, y_raw, "root_update", "yaw_velocity", [0])[:, 0, 0] / FPS
     return axes_turn_deg(
         _field(INPUT, x_raw, "joints", "forward", joints),
         _field(INPUT, x_raw, "joints", "up", joints),
         _field(OUTPUT, y_raw, "joints", "forward", joints),
         _field(OUTPUT, y_raw, "joints", "up", joints),
-        turn_rad,
+        yaw_step_rad(y_raw),
     )
 
 

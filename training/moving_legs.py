@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from canis.runtime.features import ACTIONS, FPS, INPUT, OUTPUT
-from canis.training.contact_loss import _field
+from canis.runtime.features import ACTIONS, INPUT
+from canis.training.contact_loss import _field, yaw_step_rad
 from canis.training.leg_motion_loss import LEG_ROWS, axes_turn_deg, leg_turn_deg
 from canis.training.placed_speed import SPEED_RANGE_MPS, root_speed_mps
 
@@ -89,11 +89,6 @@ def leg_turn_over_deg(
     return axes_turn_deg(*fields, turn_rad)
 
 
-def yaw_step_rad(y_raw: torch.Tensor) -> torch.Tensor:
-    """(B,) the root's predicted turn over one frame."""
-    return _field(OUTPUT, y_raw, "root_update", "yaw_velocity", [0])[:, 0, 0] / FPS
-
-
 def span_turn_by_speed(
     x_raw: torch.Tensor, y_raw: torch.Tensor, action: np.ndarray, after: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -110,7 +105,13 @@ def span_turn_by_speed(
         rows, current, turn_rad = rows[kept], current[kept], turn_rad[torch.as_tensor(kept)]
     with torch.no_grad():
         turn_deg = leg_turn_over_deg(x_raw[rows], x_raw[current], turn_rad).numpy()
-    return mean_by_speed(turn_deg, y_raw[rows], action[rows], "moving_legs", "the span's turn")
+    return mean_by_speed(
+        turn_deg,
+        y_raw[rows],
+        action[rows],
+        "python -m canis.training.moving_legs",
+        "the legs' turn over a span",
+    )
 
 
 def reference_at(centres_mps: np.ndarray, means: np.ndarray, speed_mps: np.ndarray):

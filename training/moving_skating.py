@@ -17,11 +17,10 @@ dog's asked speed: the dog's mean skating (contact_loss.skating_cm, over its ste
 beyond the mocap's frames asked to move at that speed, plus each paw's mean height beyond the
 mocap's paw's mean there by more than a small allowance (cm, averaged over the paws), so that
 a dog cannot stop skating by carrying its paws above the measure's 2.5 cm (the fourteenth
-session's (RSS) runs did). Means
-rather than the replay term's lowest heights: a dog's steps are a few short stretches, whose
-lowest point depends on where in the stride they fall; the mean does not. A dog that skates
-less than the mocap, or carries its paws lower, costs nothing, and one dog's margin does not
-pay for another's excess.
+session's (RSS) runs did). Means rather than the replay term's lowest heights: a dog's steps
+are a few short stretches, whose lowest point depends on where in the stride they fall; the
+mean does not. A dog that skates less than the mocap, or carries its paws lower, costs
+nothing, and one dog's margin does not pay for another's excess.
 """
 
 from __future__ import annotations

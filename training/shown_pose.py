@@ -26,7 +26,7 @@ from canis.runtime.features import FPS, INPUT, JOINT_COUNT, OUTPUT
 from canis.runtime.pose_update import JOINT_POSITION_BLEND
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.training.bone_loss import joint_axes
-from canis.training.contact_loss import _field, rotate_xz
+from canis.training.contact_loss import _field, rotate_xz, yaw_step_rad
 
 HIPS = 0
 
@@ -68,8 +68,7 @@ def kept_positions_m(x_raw: torch.Tensor, y_raw: torch.Tensor, joints) -> torch.
     predicted = _field(OUTPUT, y_raw, "joints", "position", rows)
     velocity = _field(OUTPUT, y_raw, "joints", "velocity", rows)
     step_m = _field(OUTPUT, y_raw, "root_update", "velocity", [0])[:, 0] * dt_s
-    turn_rad = _field(OUTPUT, y_raw, "root_update", "yaw_velocity", [0])[:, 0, 0] * dt_s
-    moved_xz = rotate_xz(previous[..., [0, 2]] - step_m[:, None], -turn_rad)
+    moved_xz = rotate_xz(previous[..., [0, 2]] - step_m[:, None], -yaw_step_rad(y_raw))
     moved = torch.stack([moved_xz[..., 0], previous[..., 1], moved_xz[..., 1]], dim=-1)
     advanced = moved + velocity * dt_s
     return predicted + (advanced - predicted) * JOINT_POSITION_BLEND
