@@ -118,6 +118,17 @@ def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, mo
     assert "--moving-max-turn-degps 200.0: must be between 0 and 180" in capsys.readouterr().err
     assert main([*run, "--moving-max-turn-degps", "nan"]) == 2
     assert "--moving-max-turn-degps nan: must be between 0 and 180" in capsys.readouterr().err
+    assert main([*run, "--moving-turns-as-mocap"]) == 2
+    assert "--moving-turns-as-mocap: replaces --moving-max-turn-degps" in capsys.readouterr().err
+
+    # The mocap's turns by speed drive the dogs: one epoch runs, and a resume without them is
+    # refused by name.
+    mocap_turns = tmp_path / "mocap_turns"
+    as_mocap = [*run[:-6], "--moving-skating-weight", "2", "--moving-turns-as-mocap"]
+    as_mocap[as_mocap.index("--out") + 1] = str(mocap_turns)
+    assert main(as_mocap) == 0
+    assert main([*as_mocap[:-1], "--epochs", "2", "--resume"]) == 2
+    assert "moving_turns_as_mocap True (now False)" in capsys.readouterr().err
 
 
 def test_the_measures_print_each_speed_band(tiny_dataset, tiny_model, monkeypatch, capsys):

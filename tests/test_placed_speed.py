@@ -116,3 +116,58 @@ def test_the_turning_dogs_turn_up_to_the_asked_rate():
         turning = np.degrees(np.abs(turn_radps[turn_radps != 0]))
         assert 150 < len(turning) < 250  # about half of them
         assert turning.max() <= max_degps and turning.max() > 0.9 * max_degps
+
+
+def test_the_turning_dogs_turn_as_the_mocap_does_at_their_speed():
+    """With the mocap's turns each turning dog's rate stays under the mocap's 90th percentile
+    at its asked speed: sharp turns for walking dogs, gentle ones for cantering dogs."""
+    from canis.training.placed_speed import MOVE, asked_commands, mocap_turns_by_speed
+
+    yaw_velocity = OUTPUT.field(np.arange(OUTPUT.size), "root_update", "yaw_velocity")[0]
+    rows = 1000
+    speeds = np.repeat([0.5, 3.0], rows)
+    y = _moving(speeds)
+    fastest_degps = np.repeat([100.0, 40.0], rows)  # each speed's turns, uniform up to this
+    turns_degps = np.random.default_rng(0).uniform(-1, 1, 2 * rows) * fastest_degps
+    y[:, yaw_velocity[0]] = torch.as_tensor(np.radians(turns_degps), dtype=torch.float32)
+    centres_mps, turn_degps = mocap_turns_by_speed(y, np.full(2 * rows, MOVE))
+    assert turn_degps.shape == (2, 1)
+    np.testing.assert_allclose(turn_degps[:, 0], [90.0, 36.0], rtol=0.05)  # 90% of the fastest
+
+    asked, turn_radps, _ = asked_commands(
+        2000, np.random.default_rng(1), turns_by_speed=(centres_mps, turn_degps)
+    )
+    turning = np.degrees(np.abs(turn_radps))
+    limit_degps = np.interp(asked, centres_mps, turn_degps[:, 0])
+    assert (turning <= limit_degps + 1e-6).all()
+    walking, cantering = asked <= 0.6, asked >= 2.9
+    assert turning[walking].max() > 80 and turning[cantering].max() < 37
+    # The draws are those of a flat limit: the same dogs turn, the same way.
+    _, flat_radps, _ = asked_commands(2000, np.random.default_rng(1))
+    np.testing.assert_array_equal(np.sign(turn_radps), np.sign(flat_radps))
+
+
+def test_the_mocap_turns_replace_the_fixed_limit():
+    """--moving-turns-as-mocap: refused beside a fixed limit or without moving dogs; the card's
+    reproduce line names it."""
+    from pathlib import Path
+
+    import pytest
+    from canis.training.closed_loop_training import ClosedLoopConfig
+    from canis.export.model_card import _fine_tuning_reproduce
+
+    with pytest.raises(ValueError, match="--moving-turns-as-mocap: replaces --moving-max-turn"):
+        ClosedLoopConfig(
+            placed_speed_weight=1, moving_turns_as_mocap=True, moving_max_turn_degps=90
+        )
+    with pytest.raises(ValueError, match="--moving-turns-as-mocap: needs a moving dogs' term"):
+        ClosedLoopConfig(moving_turns_as_mocap=True)
+    loop = ClosedLoopConfig(placed_speed_weight=1, moving_turns_as_mocap=True)
+    settings = {"steps_per_epoch": 1, "batch_size": 4, "lr": 1e-5, "seed": 0}
+    config = {
+        "closed_loop": loop.identity() | settings,
+        "closed_loop_start": "mann8.onnx",
+        "closed_loop_epoch": 1,
+    }
+    reproduce = _fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
+    assert "--placed-speed-weight 1 --moving-turns-as-mocap" in reproduce

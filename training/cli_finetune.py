@@ -167,6 +167,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "controllers evaluation's turn asks 76.8)",
     )
     finetune.add_argument(
+        "--moving-turns-as-mocap",
+        action="store_true",
+        help="the turning moving dogs turn uniformly up to the mocap's turn rate at their "
+        "asked speed (the 90th percentile of its frames asked to move there) instead of "
+        "--moving-max-turn-degps: sharp turns at a walk, gentle ones at a canter",
+    )
+    finetune.add_argument(
         "--moving-unroll-frames",
         type=int,
         default=1,
@@ -304,6 +311,7 @@ def run_finetune(args) -> int:
         moving_legs_both_ways=args.moving_legs_both_ways,
         moving_skating_weight=args.moving_skating_weight,
         moving_max_turn_degps=args.moving_max_turn_degps,
+        moving_turns_as_mocap=args.moving_turns_as_mocap,
         replay_skating_weight=args.replay_skating_weight,
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,

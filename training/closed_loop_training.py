@@ -31,7 +31,13 @@ from canis.training.contact_loss import contact_loss, skating_excess_loss
 from canis.training.leg_motion_loss import leg_motion_loss, stillness_loss
 from canis.training.moving_legs import leg_turn_by_speed
 from canis.training.moving_skating import skating_by_speed
-from canis.training.placed_speed import DOGS_PER_STEP, FRAMES_PER_DOG, MAX_TURN_DEGPS, MovingDogs
+from canis.training.placed_speed import (
+    DOGS_PER_STEP,
+    FRAMES_PER_DOG,
+    MAX_TURN_DEGPS,
+    MovingDogs,
+    mocap_turns_by_speed,
+)
 from canis.training.placed_stillness import PlacedDogs
 from canis.training.replay_skating import DOGS_PER_STEP as REPLAY_DOGS_PER_STEP
 from canis.training.replay_skating import ReplayDogs
@@ -95,6 +101,10 @@ class ClosedLoopConfig:
     # The moving dogs' fastest turn either way, deg/s (half of them turn; placed_speed.py). The
     # controllers evaluation's turn asks 76.8 deg/s, beyond the default's.
     moving_max_turn_degps: float = MAX_TURN_DEGPS
+    # The turning dogs' fastest turn at their asked speed is the mocap's there
+    # (placed_speed.mocap_turns_by_speed) instead of moving_max_turn_degps: its dogs turn
+    # sharply at a walk (beyond 100 deg/s) and hardly at a canter (under 50).
+    moving_turns_as_mocap: bool = False
     # 0: no replay-skating term (training/replay_skating.py): the runtime's own dogs driven by
     # their clips' commands, refreshed each epoch, `placed_dogs` of them, skating no more than
     # the mocap on the same frames.
@@ -171,6 +181,15 @@ class ClosedLoopConfig:
             raise ValueError(
                 f"--moving-max-turn-degps {self.moving_max_turn_degps}: must be between 0 and 180"
             )
+        if self.moving_turns_as_mocap and self.moving_max_turn_degps != MAX_TURN_DEGPS:
+            raise ValueError(
+                "--moving-turns-as-mocap: replaces --moving-max-turn-degps; give one of them"
+            )
+        if self.moving_turns_as_mocap and not self.moves_dogs():
+            raise ValueError(
+                "--moving-turns-as-mocap: needs a moving dogs' term (--placed-speed-weight, "
+                "--moving-legs-weight or --moving-skating-weight)"
+            )
         if self.moving_legs_both_ways and self.moving_legs_weight == 0:
             raise ValueError("--moving-legs-both-ways: needs --moving-legs-weight")
         if self.placed_refresh_steps < 0:
@@ -180,18 +199,21 @@ class ClosedLoopConfig:
             )
         if self.bone_positions_only and self.bone_weight == 0:
             raise ValueError("--bone-positions-only: needs --bone-weight")
-        if (
-            self.placed_speed_weight > 0
-            or self.moving_legs_weight > 0
-            or self.moving_skating_weight > 0
-            or self.replay_skating_weight > 0
-        ) and self.placed_dogs < 1:
+        if (self.moves_dogs() or self.replay_skating_weight > 0) and self.placed_dogs < 1:
             raise ValueError(f"--placed-dogs {self.placed_dogs}: needs 1 or more")
         if self.feedback != "pose" and (self.own_frames < 1 or self.rollout_dogs < 1):
             raise ValueError(
                 f"--feedback {self.feedback}: needs --own-frames (the rollout's length) and "
                 "--rollout-dogs of 1 or more"
             )
+
+    def moves_dogs(self) -> bool:
+        """Whether a term runs on the moving dogs (placed_speed.MovingDogs)."""
+        return (
+            self.placed_speed_weight > 0
+            or self.moving_legs_weight > 0
+            or self.moving_skating_weight > 0
+        )
 
     def own_frames_at(self, epoch: int) -> int:
         """The own-output stretch in `epoch` (0-based): 0 turns closed loop off."""
@@ -556,6 +578,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_legs_both_ways": False,
         "moving_skating_weight": 0.0,
         "moving_max_turn_degps": MAX_TURN_DEGPS,
+        "moving_turns_as_mocap": False,
         "replay_skating_weight": 0.0,
         "bone_weight": 0.0,
         "bone_positions_only": False,
@@ -770,18 +793,15 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             )
     if loop.placed_stillness_weight > 0:
         placed = PlacedDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
-    if (
-        loop.placed_speed_weight > 0
-        or loop.moving_legs_weight > 0
-        or loop.moving_skating_weight > 0
-    ):
+    if loop.moves_dogs():
         mocap = standard.x_raw(train_split.x), standard.y_raw(train_split.y), train_split.action
         legs = leg_turn_by_speed(*mocap) if loop.moving_legs_weight > 0 else None
         paws = skating_by_speed(*mocap) if loop.moving_skating_weight > 0 else None
+        turns = mocap_turns_by_speed(*mocap[1:]) if loop.moving_turns_as_mocap else None
         moving = MovingDogs(
             model, saved, data, standard, run_dir, loop.placed_dogs, legs,
             loop.moving_unroll_frames, loop.moving_legs_both_ways, paws,
-            loop.moving_max_turn_degps,
+            loop.moving_max_turn_degps, turns,
         )  # fmt: skip
     if loop.replay_skating_weight > 0:
         replaying = ReplayDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)

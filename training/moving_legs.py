@@ -51,16 +51,21 @@ def leg_turn_by_speed(
     move, binned by their root speed over SPEED_RANGE_MPS."""
     with torch.no_grad():
         turn_deg = leg_turn_deg(x_raw, y_raw).numpy()
-    return mean_by_speed(turn_deg, y_raw, action, "--moving-legs-weight", "the legs' motion")
+    return by_speed(turn_deg, y_raw, action, "--moving-legs-weight", "the legs' motion")
 
 
-def mean_by_speed(
-    values: np.ndarray, y_raw: torch.Tensor, action: np.ndarray, option: str, what: str
+def by_speed(
+    values: np.ndarray,
+    y_raw: torch.Tensor,
+    action: np.ndarray,
+    option: str,
+    what: str,
+    percentile: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(speed bin centres m/s (S,), the mean of `values` (N, K) in each bin (S, K)) over the
-    rows asked to move, binned by their predicted root speed (y_raw) over SPEED_RANGE_MPS;
-    bins with fewer than MIN_BIN_ROWS rows left out. `option` and `what` name the term in the
-    error raised where fewer than two bins are left."""
+    """(speed bin centres m/s (S,), the mean of `values` (N, K) in each bin, or the given
+    percentile (S, K)) over the rows asked to move, binned by their predicted root speed
+    (y_raw) over SPEED_RANGE_MPS; bins with fewer than MIN_BIN_ROWS rows left out. `option` and
+    `what` name the term in the error raised where fewer than two bins are left."""
     with torch.no_grad():
         speed_mps = root_speed_mps(y_raw).numpy()
     low, high = SPEED_RANGE_MPS
@@ -70,7 +75,10 @@ def mean_by_speed(
         rows = (action == MOVE) & (speed_mps >= lo) & (speed_mps < hi)
         if rows.sum() >= MIN_BIN_ROWS:
             centres.append((lo + hi) / 2)
-            means.append(values[rows].mean(0))
+            chosen = values[rows]
+            means.append(
+                chosen.mean(0) if percentile is None else np.percentile(chosen, percentile, 0)
+            )
     if len(centres) < 2:
         raise ValueError(
             f"{option}: the training clips have too few locomotion frames between "
@@ -92,7 +100,7 @@ def leg_turn_over_deg(
 def span_turn_by_speed(
     x_raw: torch.Tensor, y_raw: torch.Tensor, action: np.ndarray, after: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """mean_by_speed of each leg joint's turn over SPAN_FRAMES frames of the mocap (x's pose to
+    """by_speed of each leg joint's turn over SPAN_FRAMES frames of the mocap (x's pose to
     the pose SPAN_FRAMES rows on, `after` giving each row's next frame in its clip or -1),
     from the rows whose clip goes on that long."""
     rows = np.flatnonzero(after >= 0)
@@ -105,7 +113,7 @@ def span_turn_by_speed(
         rows, current, turn_rad = rows[kept], current[kept], turn_rad[torch.as_tensor(kept)]
     with torch.no_grad():
         turn_deg = leg_turn_over_deg(x_raw[rows], x_raw[current], turn_rad).numpy()
-    return mean_by_speed(
+    return by_speed(
         turn_deg,
         y_raw[rows],
         action[rows],
@@ -115,9 +123,9 @@ def span_turn_by_speed(
 
 
 def reference_at(centres_mps: np.ndarray, means: np.ndarray, speed_mps: np.ndarray):
-    """(dogs, K) the mocap's means by speed (mean_by_speed's (S, K): each leg joint's turn, or
-    the moving-skating term's paws) at each dog's speed, linear between the bins' centres (the
-    end bins' values beyond them)."""
+    """(dogs, K) the mocap's figures by speed (by_speed's (S, K): each leg joint's turn, the
+    moving-skating term's paws, or the turning dogs' fastest turn) at each dog's speed, linear
+    between the bins' centres (the end bins' values beyond them)."""
     return np.stack(
         [np.interp(speed_mps, centres_mps, means[:, k]) for k in range(means.shape[1])], axis=1
     )

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from canis.runtime.features import PAW_ROWS
 from canis.training.contact_loss import step_skating_cm, world_velocity_mps
-from canis.training.moving_legs import mean_by_speed
+from canis.training.moving_legs import by_speed
 from canis.training.shown_pose import shown_step_m
 
 # A dog's paws may sit this much higher on average than the mocap's at its speed for free: the
@@ -60,7 +60,7 @@ def skating_by_speed(
             rows = slice(start, start + CHUNK_ROWS)
             skating, height = shown_skating_and_height_cm(x_raw[rows], y_raw[rows])
             values.append(torch.cat([skating.mean(1, keepdim=True), height], 1).numpy())
-    return mean_by_speed(
+    return by_speed(
         np.concatenate(values), y_raw, action, "--moving-skating-weight", "the paws' skating"
     )
 

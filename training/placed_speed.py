@@ -28,14 +28,17 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from canis.runtime.features import ACTIONS, INPUT, OUTPUT
+from canis.runtime.features import ACTIONS, FPS, INPUT, OUTPUT
 from canis.runtime.root import yaw_direction_xz
 from canis.runtime.trajectory import ControlState
-from canis.training.contact_loss import _field
+from canis.training.contact_loss import _field, yaw_step_rad
 
 SPEED_RANGE_MPS = (0.4, 3.6)  # the mocap's walks to its fast canters (the card asks 0.5-3.3)
 TURNING_SHARE = 0.5  # of the dogs: turning at up to MAX_TURN_DEGPS either way (unless told)
 MAX_TURN_DEGPS = 60.0
+# With the mocap's turns: the turning dogs' fastest turn at a speed is this percentile of the
+# mocap's turn rates there (its rare sharpest turns left out).
+TURN_PERCENTILE = 90
 LEAD_IN_FRAMES = 60  # 1 s of the lead-in command: from standing, or from another speed
 SETTLE_FRAMES = 120  # 2 s of the asked speed before the kept steps (the card settles 3 s)
 KEPT_FRAMES = 120
@@ -63,15 +66,36 @@ def placed_speed_loss(y_raw: torch.Tensor, asked_mps: torch.Tensor) -> torch.Ten
     return (relative - SPEED_ALLOWANCE).clamp(min=0).square().mean()
 
 
+def mocap_turns_by_speed(y_raw: torch.Tensor, action: np.ndarray):
+    """(speed bin centres m/s (S,), (S, 1) the TURN_PERCENTILE-th percentile of the root's turn
+    rate, deg/s either way) over the mocap's rows asked to move: how fast its dogs turn at each
+    speed (a cantering dog turns far slower than a walking one)."""
+    from canis.training.moving_legs import by_speed
+
+    turn_degps = np.degrees(yaw_step_rad(y_raw).abs().numpy() * FPS)[:, None]
+    return by_speed(
+        turn_degps, y_raw, action, "--moving-turns-as-mocap", "the turn rates", TURN_PERCENTILE
+    )
+
+
 def asked_commands(
-    dogs: int, generator: np.random.Generator, max_turn_degps: float = MAX_TURN_DEGPS
+    dogs: int,
+    generator: np.random.Generator,
+    max_turn_degps: float = MAX_TURN_DEGPS,
+    turns_by_speed=None,
 ):
     """(asked speed m/s, turn rate rad/s, lead-in speed m/s), each (dogs,): the asked speed
     log-uniform over SPEED_RANGE_MPS; half the dogs turning, uniform up to max_turn_degps
-    either way; the lead-in standing for half of them, another such speed for the rest."""
+    either way, or up to the mocap's turn rate at their asked speed where turns_by_speed
+    (mocap_turns_by_speed's) is given; the lead-in standing for half of them, another such
+    speed for the rest."""
+    from canis.training.moving_legs import reference_at
+
     low, high = np.log(SPEED_RANGE_MPS)
     asked = np.exp(generator.uniform(low, high, dogs))
     turning = generator.random(dogs) < TURNING_SHARE
+    if turns_by_speed is not None:
+        max_turn_degps = reference_at(*turns_by_speed, asked)[:, 0]
     turn_radps = np.where(
         turning, np.radians(generator.uniform(-max_turn_degps, max_turn_degps, dogs)), 0.0
     )
@@ -86,6 +110,7 @@ def moving_inputs(
     generator: np.random.Generator,
     kept_frames: int = KEPT_FRAMES,
     max_turn_degps: float = MAX_TURN_DEGPS,
+    turns_by_speed=None,
 ):
     """x (dogs, kept_frames, 480) as the Controller built it (speed tracking off) for dogs from
     the standing keyframe given their lead-in command for LEAD_IN_FRAMES, then asked their
@@ -93,7 +118,7 @@ def moving_inputs(
     from canis.runtime.controller import DT_S, Controller
     from canis.runtime.inference import MotionModel
 
-    asked, turn_radps, lead_in = asked_commands(dogs, generator, max_turn_degps)
+    asked, turn_radps, lead_in = asked_commands(dogs, generator, max_turn_degps, turns_by_speed)
     controller = Controller(MotionModel(model_path, threads=1), count=dogs, speed_tracking=False)
     facing_rad = controller.root_yaw_rad.copy()
     move = np.full(dogs, MOVE)
@@ -131,6 +156,7 @@ class MovingDogs:
         legs_both_ways: bool = False,
         skating=None,
         max_turn_degps: float = MAX_TURN_DEGPS,
+        turns_by_speed=None,
     ):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
         self.path = Path(run_dir) / "moving.onnx"
@@ -143,6 +169,7 @@ class MovingDogs:
         self.legs_both_ways = legs_both_ways  # the moving-legs term counts motion beyond too
         self.skating = skating  # None, or moving_skating.skating_by_speed's (centres, paws)
         self.max_turn_degps = max_turn_degps  # the turning dogs' fastest turn either way
+        self.turns_by_speed = turns_by_speed  # None, or mocap_turns_by_speed's, which replaces it
 
     def refresh(self, generator: np.random.Generator) -> float:
         """New moving dogs; returns the seconds they took (the export included)."""
@@ -153,7 +180,11 @@ class MovingDogs:
         started = time.perf_counter()
         write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)
         self.xs, self.asked_mps = moving_inputs(
-            self.path, self.dogs, generator, max_turn_degps=self.max_turn_degps
+            self.path,
+            self.dogs,
+            generator,
+            max_turn_degps=self.max_turn_degps,
+            turns_by_speed=self.turns_by_speed,
         )
         return time.perf_counter() - started
 
