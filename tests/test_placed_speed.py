@@ -153,8 +153,8 @@ def test_the_mocap_turns_replace_the_fixed_limit():
     from pathlib import Path
 
     import pytest
-    from canis.training.closed_loop_training import ClosedLoopConfig
     from canis.export.model_card import _fine_tuning_reproduce
+    from canis.training.closed_loop_training import ClosedLoopConfig
 
     with pytest.raises(ValueError, match="--moving-turns-as-mocap: replaces --moving-max-turn"):
         ClosedLoopConfig(
