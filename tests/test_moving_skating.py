@@ -77,6 +77,12 @@ def test_each_dog_pays_its_own_excess():
         moved[:, Y_HIPS[1]] += change_m
         moved[:4, Y_HIPS[2]] = moved[:4, Y_HIPS_VELOCITY[2]] = 0.0  # the first dog not sliding
         assert moving_skating_loss(x, moved, reference).item() < 1e-5
+    # Held both ways, the paws carried 5 cm lower pay for it beyond the allowance.
+    np.testing.assert_allclose(
+        moving_skating_loss(x, moved, reference, heights_both_ways=True).item(),
+        5.0 - HEIGHT_ALLOWANCE_CM,
+        rtol=1e-3,
+    )
     assert moving_skating_loss(x[:0], y[:0], reference[:0]).item() == 0.0
 
 
@@ -125,10 +131,15 @@ def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, mo
     # refused by name.
     mocap_turns = tmp_path / "mocap_turns"
     as_mocap = [*run[:-6], "--moving-skating-weight", "2", "--moving-turns-as-mocap"]
+    assert main([*as_mocap[:-3], "--moving-paws-both-ways"]) == 2
+    assert "--moving-paws-both-ways: needs --moving-skating-weight" in capsys.readouterr().err
+    as_mocap.append("--moving-paws-both-ways")
     as_mocap[as_mocap.index("--out") + 1] = str(mocap_turns)
     assert main(as_mocap) == 0
-    assert main([*as_mocap[:-1], "--epochs", "2", "--resume"]) == 2
-    assert "moving_turns_as_mocap True (now False)" in capsys.readouterr().err
+    assert main([*as_mocap[:-2], "--epochs", "2", "--resume"]) == 2
+    refused = capsys.readouterr().err
+    assert "moving_turns_as_mocap True (now False)" in refused
+    assert "moving_paws_both_ways True (now False)" in refused
 
 
 def test_the_measures_print_each_speed_band(tiny_dataset, tiny_model, monkeypatch, capsys):

@@ -162,7 +162,9 @@ def test_the_mocap_turns_replace_the_fixed_limit():
         )
     with pytest.raises(ValueError, match="--moving-turns-as-mocap: needs a moving dogs' term"):
         ClosedLoopConfig(moving_turns_as_mocap=True)
-    loop = ClosedLoopConfig(placed_speed_weight=1, moving_turns_as_mocap=True)
+    loop = ClosedLoopConfig(
+        moving_skating_weight=1, moving_turns_as_mocap=True, moving_paws_both_ways=True
+    )
     settings = {"steps_per_epoch": 1, "batch_size": 4, "lr": 1e-5, "seed": 0}
     config = {
         "closed_loop": loop.identity() | settings,
@@ -170,4 +172,4 @@ def test_the_mocap_turns_replace_the_fixed_limit():
         "closed_loop_epoch": 1,
     }
     reproduce = _fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
-    assert "--placed-speed-weight 1 --moving-turns-as-mocap" in reproduce
+    assert "--moving-skating-weight 1 --moving-paws-both-ways --moving-turns-as-mocap" in reproduce

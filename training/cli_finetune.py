@@ -159,6 +159,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "(cm), the network run without dropout (0: off; training/moving_skating.py)",
     )
     finetune.add_argument(
+        "--moving-paws-both-ways",
+        action="store_true",
+        help="the moving-skating term counts paws carried lower than the mocap's at the dog's "
+        "asked speed, beyond the allowance, as well as higher",
+    )
+    finetune.add_argument(
         "--moving-max-turn-degps",
         type=float,
         default=60.0,  # placed_speed.MAX_TURN_DEGPS, written out: the parser stays torch-free
@@ -312,6 +318,7 @@ def run_finetune(args) -> int:
         moving_skating_weight=args.moving_skating_weight,
         moving_max_turn_degps=args.moving_max_turn_degps,
         moving_turns_as_mocap=args.moving_turns_as_mocap,
+        moving_paws_both_ways=args.moving_paws_both_ways,
         replay_skating_weight=args.replay_skating_weight,
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,

@@ -105,6 +105,8 @@ class ClosedLoopConfig:
     # (placed_speed.mocap_turns_by_speed) instead of moving_max_turn_degps: its dogs turn
     # sharply at a walk (beyond 100 deg/s) and hardly at a canter (under 50).
     moving_turns_as_mocap: bool = False
+    # The moving-skating term counts paws carried lower than the mocap's too.
+    moving_paws_both_ways: bool = False
     # 0: no replay-skating term (training/replay_skating.py): the runtime's own dogs driven by
     # their clips' commands, refreshed each epoch, `placed_dogs` of them, skating no more than
     # the mocap on the same frames.
@@ -190,6 +192,8 @@ class ClosedLoopConfig:
                 "--moving-turns-as-mocap: needs a moving dogs' term (--placed-speed-weight, "
                 "--moving-legs-weight or --moving-skating-weight)"
             )
+        if self.moving_paws_both_ways and self.moving_skating_weight == 0:
+            raise ValueError("--moving-paws-both-ways: needs --moving-skating-weight")
         if self.moving_legs_both_ways and self.moving_legs_weight == 0:
             raise ValueError("--moving-legs-both-ways: needs --moving-legs-weight")
         if self.placed_refresh_steps < 0:
@@ -579,6 +583,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_skating_weight": 0.0,
         "moving_max_turn_degps": MAX_TURN_DEGPS,
         "moving_turns_as_mocap": False,
+        "moving_paws_both_ways": False,
         "replay_skating_weight": 0.0,
         "bone_weight": 0.0,
         "bone_positions_only": False,
@@ -801,7 +806,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         moving = MovingDogs(
             model, saved, data, standard, run_dir, loop.placed_dogs, legs,
             loop.moving_unroll_frames, loop.moving_legs_both_ways, paws,
-            loop.moving_max_turn_degps, turns,
+            loop.moving_max_turn_degps, turns, loop.moving_paws_both_ways,
         )  # fmt: skip
     if loop.replay_skating_weight > 0:
         replaying = ReplayDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)

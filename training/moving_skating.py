@@ -66,19 +66,25 @@ def skating_by_speed(
 
 
 def moving_skating_loss(
-    x_raw: torch.Tensor, y_raw: torch.Tensor, reference: torch.Tensor
+    x_raw: torch.Tensor,
+    y_raw: torch.Tensor,
+    reference: torch.Tensor,
+    heights_both_ways: bool = False,
 ) -> torch.Tensor:
     """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 5) (skating_by_speed's
     at each dog's speed): the mean over dogs of the dog's mean skating (cm/frame) beyond the
     reference's, plus its paws' mean heights beyond the reference's by more than
-    HEIGHT_ALLOWANCE_CM (cm, averaged over paws)."""
+    HEIGHT_ALLOWANCE_CM (cm, averaged over paws); `heights_both_ways`: paws carried lower than
+    the reference's by more than the allowance count too (a paw dragged through its swing)."""
     dogs = len(reference)
     if dogs == 0:
         return y_raw.new_zeros(())
     skating, height = (v.reshape(dogs, -1, 4) for v in shown_skating_and_height_cm(x_raw, y_raw))
     skating_excess = (skating.mean((1, 2)) - reference[:, 0]).clamp(min=0)
-    excess_cm = height.mean(1) - reference[:, 1:] - HEIGHT_ALLOWANCE_CM
-    height_excess = excess_cm.clamp(min=0).mean(1)
+    miss_cm = height.mean(1) - reference[:, 1:]
+    if heights_both_ways:
+        miss_cm = miss_cm.abs()
+    height_excess = (miss_cm - HEIGHT_ALLOWANCE_CM).clamp(min=0).mean(1)
     return (skating_excess + height_excess).mean()
 
 

@@ -157,6 +157,7 @@ class MovingDogs:
         skating=None,
         max_turn_degps: float = MAX_TURN_DEGPS,
         turns_by_speed=None,
+        paws_both_ways: bool = False,
     ):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
         self.path = Path(run_dir) / "moving.onnx"
@@ -170,6 +171,7 @@ class MovingDogs:
         self.skating = skating  # None, or moving_skating.skating_by_speed's (centres, paws)
         self.max_turn_degps = max_turn_degps  # the turning dogs' fastest turn either way
         self.turns_by_speed = turns_by_speed  # None, or mocap_turns_by_speed's, which replaces it
+        self.paws_both_ways = paws_both_ways  # the moving-skating term counts paws carried low too
 
     def refresh(self, generator: np.random.Generator) -> float:
         """New moving dogs; returns the seconds they took (the export included)."""
@@ -232,5 +234,5 @@ class MovingDogs:
             legs = moving_legs_loss(x_raw, y_raw, reference, self.legs_both_ways)
         if self.skating is not None:
             reference = torch.as_tensor(reference_at(*self.skating, asked_mps), dtype=y_raw.dtype)
-            skating = moving_skating_loss(x_raw, y_raw, reference)
+            skating = moving_skating_loss(x_raw, y_raw, reference, self.paws_both_ways)
         return speed, legs, skating
