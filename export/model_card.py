@@ -336,6 +336,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --bone-weight {loop['bone_weight']}"
         if loop.get("bone_positions_only"):
             later += " --bone-positions-only"
+    if loop.get("clip_grad_norm"):
+        later += f" --clip-grad-norm {loop['clip_grad_norm']}"
     if loop.get("feedback", "pose") != "pose":
         later += (
             f" --feedback {loop['feedback']} --rollout-dogs {loop['rollout_dogs']} "

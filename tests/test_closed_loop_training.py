@@ -258,6 +258,46 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
     assert len((out / "log.csv").read_text().splitlines()) == 3  # the run is untouched
 
 
+def test_clipped_gradients_move_the_weights_less_and_the_log_gives_the_norms(
+    tiny_dataset, started, tmp_path, capsys
+):
+    """--clip-grad-norm: the log's median and largest norm are the unclipped gradient's either
+    way; a clip far under them leaves the weights almost where they started (Adam's step is
+    scale-free until the gradient falls under its epsilon), and the run's resume checks it."""
+    from canis.export.model_card import _fine_tuning_reproduce
+    from canis.training.checkpoint import load_checkpoint
+    from canis.training.train import LAST
+
+    moved = {}
+    for name, clip in (("free", "0"), ("clipped", "1e-9")):
+        out = tmp_path / name
+        assert finetune(tiny_dataset, started, out, "--clip-grad-norm", clip) == 0
+        header, *rows = (out / "log.csv").read_text().splitlines()
+        logged = [dict(zip(header.split(","), r.split(","), strict=True)) for r in rows]
+        assert all(
+            0 < float(r["gradient_norm_median"]) <= float(r["gradient_norm_max"]) for r in logged
+        )
+        moved[name] = logged, load_checkpoint(out / LAST).section("model/")
+    start = load_checkpoint(started).section("model/")
+    change = {
+        name: max((weights[k] - start[k]).abs().max().item() for k in start)
+        for name, (_, weights) in moved.items()
+    }
+    assert change["clipped"] < 0.1 * change["free"]
+    # The norms logged are before clipping: the clipped run's as large as the free one's.
+    free, clipped = (float(moved[n][0][0]["gradient_norm_median"]) for n in ("free", "clipped"))
+    np.testing.assert_allclose(clipped, free, rtol=0.05)
+    out = tmp_path / "clipped"
+    assert finetune(tiny_dataset, started, out, "--resume") == 2
+    assert "clip_grad_norm 1e-09 (now 0.0)" in capsys.readouterr().err
+    assert finetune(tiny_dataset, started, tmp_path / "bad", "--clip-grad-norm", "nan") == 2
+    assert "--clip-grad-norm nan: must be finite and >= 0" in capsys.readouterr().err
+    # The card's reproduce line names it.
+    config = load_checkpoint(out / LAST).config
+    reproduce = _fine_tuning_reproduce(config, out / "m.onnx", LAST)
+    assert "--clip-grad-norm 1e-09 --precision" in reproduce
+
+
 def test_finetune_starts_from_an_exported_model(tiny_dataset, started, tmp_path):
     """Issue 17: the shipped networks have no checkpoint; fine-tuning starts from the ONNX
     model a game runs. Its weights come back exactly, and a model of another dataset or of

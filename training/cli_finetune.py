@@ -245,6 +245,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "time)",
     )
     finetune.add_argument(
+        "--clip-grad-norm",
+        type=float,
+        default=0.0,
+        help="scale each step's gradient down to this norm where it is longer (0: off); the "
+        "log gives each epoch's median and largest norm before clipping",
+    )
+    finetune.add_argument(
         "--dropout",
         type=float,
         help="probability of dropping each layer's input (default: the start's own; 0.3 for an "
@@ -294,6 +301,7 @@ def run_finetune(args) -> int:
         ("--moving-skating-weight", args.moving_skating_weight),
         ("--replay-skating-weight", args.replay_skating_weight),
         ("--bone-weight", args.bone_weight),
+        ("--clip-grad-norm", args.clip_grad_norm),
     ):
         if not (math.isfinite(weight) and weight >= 0):
             raise ValueError(f"{option} {weight}: must be finite and >= 0")
@@ -322,6 +330,7 @@ def run_finetune(args) -> int:
         replay_skating_weight=args.replay_skating_weight,
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,
+        clip_grad_norm=args.clip_grad_norm,
         feedback=args.feedback,
         rollout_dogs=args.rollout_dogs,
         rollout_path_share=args.rollout_path_share,

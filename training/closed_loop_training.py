@@ -17,6 +17,7 @@ tests/test_closed_loop_training.py checks next_input against Controller.step's o
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, replace
 from types import SimpleNamespace
@@ -127,6 +128,10 @@ class ClosedLoopConfig:
     # > 0: a rollout step's target is the frame of its clip within this many frames whose pose
     # is nearest the dog's (runtime_rollout.nearest_frames); 0: the frame at the same time.
     rollout_match_frames: int = 0
+    # > 0: each step's gradient scaled down to this norm where it is longer (the unrolled moving
+    # terms' gradients run through 8 fed-back steps); 0: as it is. The log gives each epoch's
+    # median and largest norm before any clipping either way.
+    clip_grad_norm: float = 0.0
 
     def __post_init__(self):
         if self.contact_paws not in CONTACT_PAWS:
@@ -587,6 +592,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "replay_skating_weight": 0.0,
         "bone_weight": 0.0,
         "bone_positions_only": False,
+        "clip_grad_norm": 0.0,
     }
     previous, identity = unset | previous, unset | identity
     differ = [
@@ -825,6 +831,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             starts = stretch_starts(train_split.after, loop.ground_truth_frames + own)
         model.train()
         started, loss_sum, term_sums = time.perf_counter(), 0.0, dict.fromkeys(TERMS, 0.0)
+        gradient_norms = []  # each step's, before clipping
         for step in range(settings.steps_per_epoch):
             if step > 0 and loop.placed_refresh_steps and step % loop.placed_refresh_steps == 0:
                 for dogs in placed_terms:  # driven again by the weights as they are now
@@ -876,6 +883,9 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             check_finite_step(model, loss, terms, epoch, step, run_dir / LAST)
+            gradient_norms.append(
+                nn.utils.clip_grad_norm_(model.parameters(), loop.clip_grad_norm or math.inf).item()
+            )
             optimizer.step()
             loss_sum += loss.item()
             term_sums = {name: term_sums[name] + terms[name] for name in TERMS}
@@ -890,6 +900,8 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             **{f"{name}_term": term_sums[name] / settings.steps_per_epoch for name in TERMS},
             "validation_loss": validation_loss(model, kind, data),
             "validation_closed_loop_loss": closed,
+            "gradient_norm_median": float(np.median(gradient_norms)),
+            "gradient_norm_max": max(gradient_norms),
             "seconds": round(seconds, 2),
             "rollout_seconds": round(rollout_seconds, 2),
             "frames_per_s": round(
