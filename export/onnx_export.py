@@ -47,6 +47,15 @@ LICENCE = (
 )
 
 
+def input_range(normalisation: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(low, high) raw inputs the exported graph clamps x to: the training range widened by
+    INPUT_RANGE_MARGIN of it. Fine-tuning standardises its fed-back inputs through the same
+    range (training/closed_loop_training.Standardiser), so that it trains what the game runs."""
+    x_min, x_max = (torch.as_tensor(normalisation[k]).float() for k in ("x_min", "x_max"))
+    span = x_max - x_min
+    return x_min - INPUT_RANGE_MARGIN * span, x_max + INPUT_RANGE_MARGIN * span
+
+
 class ExportedModel(nn.Module):
     """Wraps a trained network with its standardisation: raw in, raw out."""
 
@@ -57,9 +66,9 @@ class ExportedModel(nn.Module):
         for name, value in normalisation.items():
             if name not in ("x_min", "x_max"):
                 self.register_buffer(name, value.float().clone())
-        span = (normalisation["x_max"] - normalisation["x_min"]).float()
-        self.register_buffer("x_low", normalisation["x_min"].float() - INPUT_RANGE_MARGIN * span)
-        self.register_buffer("x_high", normalisation["x_max"].float() + INPUT_RANGE_MARGIN * span)
+        x_low, x_high = input_range(normalisation)
+        self.register_buffer("x_low", x_low)
+        self.register_buffer("x_high", x_high)
         self.eval()  # torch.onnx.export restores this mode afterwards: it must be eval too
 
     def forward(self, x: torch.Tensor, phase: torch.Tensor | None = None):

@@ -34,6 +34,39 @@ def test_next_input_is_the_runtimes_next_x(tiny_model):
     np.testing.assert_allclose(rebuilt, x1, atol=2e-5)
 
 
+def test_fine_tuning_clamps_inputs_as_the_exported_graph_does():
+    """Standardiser.x_standard and the exported graph clamp x to one range (the training range
+    widened by INPUT_RANGE_MARGIN): an input beyond the training range but within the margin
+    reaches the network in both, one beyond the margin is clamped in both. (It once clamped
+    to the bare range: fine-tuned networks whose dogs left it trained on other inputs than
+    the game gave them.)"""
+    from canis.export.onnx_export import INPUT_RANGE_MARGIN, ExportedModel
+    from canis.training.models import create_model
+
+    torch.manual_seed(0)
+    size = INPUT.size
+    normalisation = {
+        "x_mean": torch.zeros(size),
+        "x_std": torch.full((size,), 2.0),
+        "y_mean": torch.zeros(363),
+        "y_std": torch.ones(363),
+        "x_min": torch.full((size,), -1.0),
+        "x_max": torch.full((size,), 1.0),
+    }
+    model = create_model("vnn", hidden=32).eval()
+    standard = closed_loop.Standardiser(normalisation, 363)
+    exported = ExportedModel(model, normalisation)
+    within_margin = 1.0 + 0.5 * INPUT_RANGE_MARGIN * 2.0  # beyond x_max by half the margin
+    beyond = 1.0 + 3.0 * INPUT_RANGE_MARGIN * 2.0
+    for value in (0.5, within_margin, -within_margin, beyond, -beyond):
+        x_raw = torch.full((1, size), value)
+        with torch.no_grad():
+            trained = standard.y_raw(model(standard.x_standard(x_raw)))
+            np.testing.assert_allclose(trained, exported(x_raw), atol=1e-5)
+    inside = standard.x_standard(torch.full((1, size), within_margin))
+    np.testing.assert_allclose(inside, within_margin / 2.0, rtol=1e-6)  # not clamped
+
+
 def test_stretch_feeds_back_the_rebuilt_input():
     torch.manual_seed(0)
     rows, size = 6, INPUT.size

@@ -271,11 +271,17 @@ class Standardiser:
     """Moves between the networks' standardised tensors and raw contract values."""
 
     def __init__(self, normalisation: dict[str, torch.Tensor], outputs: int):
+        from canis.export.onnx_export import input_range
+
         n = normalisation
         self.x_mean, self.x_std = n["x_mean"], n["x_std"]
         self.y_mean, self.y_std = n["y_mean"][:outputs], n["y_std"][:outputs]
-        self.x_min = (n["x_min"] - self.x_mean) / self.x_std  # the exported graph's clamp
-        self.x_max = (n["x_max"] - self.x_mean) / self.x_std
+        # The exported graph's clamp, standardised: one range, or fine-tuning would train on
+        # inputs the game does not give (a dog beyond the training range by less than the
+        # margin was clamped here and not there; the seventeenth session).
+        low, high = input_range(n)
+        self.x_min = (low - self.x_mean) / self.x_std
+        self.x_max = (high - self.x_mean) / self.x_std
 
     def x_raw(self, x: torch.Tensor) -> torch.Tensor:
         return x * self.x_std + self.x_mean
