@@ -20,7 +20,8 @@ a dog cannot stop skating by carrying its paws above the measure's 2.5 cm (the f
 session's (RSS) runs did). Means rather than the replay term's lowest heights: a dog's steps
 are a few short stretches, whose lowest point depends on where in the stride they fall; the
 mean does not. A dog that skates less than the mocap, or carries its paws lower, costs
-nothing, and one dog's margin does not pay for another's excess.
+nothing (paws carried lower do with `heights_both_ways`, --moving-paws-both-ways), and one dog's
+margin does not pay for another's excess.
 """
 
 from __future__ import annotations
