@@ -17,7 +17,6 @@ tests/test_closed_loop_training.py checks next_input against Controller.step's o
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass, replace
 from types import SimpleNamespace
@@ -889,9 +888,12 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             check_finite_step(model, loss, terms, epoch, step, run_dir / LAST)
-            gradient_norms.append(
-                nn.utils.clip_grad_norm_(model.parameters(), loop.clip_grad_norm or math.inf).item()
+            norm = nn.utils.get_total_norm(
+                [p.grad for p in model.parameters() if p.grad is not None]
             )
+            if loop.clip_grad_norm > 0:
+                nn.utils.clip_grads_with_norm_(model.parameters(), loop.clip_grad_norm, norm)
+            gradient_norms.append(norm.item())
             optimizer.step()
             loss_sum += loss.item()
             term_sums = {name: term_sums[name] + terms[name] for name in TERMS}
