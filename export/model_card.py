@@ -320,6 +320,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --moving-max-turn-degps {loop['moving_max_turn_degps']}"
     if loop.get("moving_turns_as_mocap"):
         later += " --moving-turns-as-mocap"
+    if loop.get("moving_turn_switch_s"):
+        later += f" --moving-turn-switch-s {loop['moving_turn_switch_s']}"
     if loop.get("moving_unroll_frames", 1) != 1:
         later += f" --moving-unroll-frames {loop['moving_unroll_frames']}"
     if loop.get("replay_skating_weight"):

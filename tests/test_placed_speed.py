@@ -173,3 +173,93 @@ def test_the_mocap_turns_replace_the_fixed_limit():
     }
     reproduce = _fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
     assert "--moving-skating-weight 1 --moving-paws-both-ways --moving-turns-as-mocap" in reproduce
+
+
+def test_the_turning_dogs_swap_sides_as_asked():
+    """swapped_turn_radps: each dog's turn flips sign every switch_s seconds from its phase, and
+    never with switch_s 0."""
+    from canis.training.placed_speed import swapped_turn_radps
+
+    turn_radps, phase_s = np.array([1.0, -2.0, 0.0]), np.array([0.0, 4.5, 1.0])
+    for turning_s, expected in (
+        (0.0, [1, -2, 0]),
+        (0.4, [1, -2, 0]),
+        (0.6, [1, 2, 0]),  # the second dog's first swap, 5 - 4.5 s in
+        (5.1, [-1, 2, 0]),  # the first dog's, 5 s in
+        (10.1, [1, -2, 0]),
+    ):
+        np.testing.assert_array_equal(
+            swapped_turn_radps(turn_radps, turning_s, 5.0, phase_s), expected
+        )
+    np.testing.assert_array_equal(swapped_turn_radps(turn_radps, 7.0, 0.0, phase_s), turn_radps)
+
+
+def test_moving_dogs_that_swap_sides_are_the_runtimes(tiny_model):
+    """With --moving-turn-switch-s each kept input is what a Controller builds when the dog's
+    turn swaps sides at its drawn phase; the dogs going straight, and the commands, are the
+    ones drawn without swaps."""
+    from canis.runtime.controller import DT_S, Controller
+    from canis.runtime.inference import MotionModel
+    from canis.runtime.root import yaw_direction_xz
+    from canis.runtime.trajectory import ControlState
+    from canis.training.placed_speed import (
+        LEAD_IN_FRAMES,
+        MOVE,
+        SETTLE_FRAMES,
+        asked_commands,
+        moving_inputs,
+        swapped_turn_radps,
+    )
+
+    dogs, switch_s = 6, 0.5
+    plain, asked = moving_inputs(tiny_model, dogs, np.random.default_rng(3), kept_frames=4)
+    xs, again = moving_inputs(
+        tiny_model, dogs, np.random.default_rng(3), kept_frames=4, turn_switch_s=switch_s
+    )
+    np.testing.assert_array_equal(asked, again)
+    generator = np.random.default_rng(3)
+    _, turn_radps, lead_in = asked_commands(dogs, generator)
+    phase_s = generator.uniform(0, switch_s, dogs)
+    straight = turn_radps == 0
+    assert straight.any() and not straight.all()
+    np.testing.assert_allclose(xs[straight], plain[straight], atol=1e-4)
+    assert np.abs(xs[~straight] - plain[~straight]).max() > 1e-2
+    dog = int(np.flatnonzero(~straight)[0])
+    controller = Controller(MotionModel(tiny_model, threads=1), speed_tracking=False)
+    facing, expected = 0.0, []
+    for frame in range(LEAD_IN_FRAMES + SETTLE_FRAMES + 4):
+        speed = lead_in[dog] if frame < LEAD_IN_FRAMES else asked[dog]
+        if frame >= LEAD_IN_FRAMES:
+            turning_s = (frame - LEAD_IN_FRAMES) * DT_S
+            facing += swapped_turn_radps(turn_radps, turning_s, switch_s, phase_s)[dog] * DT_S
+        velocity = speed * yaw_direction_xz(np.array([facing]))
+        x = controller.step(ControlState(velocity, np.array([facing]), np.array([MOVE])))
+        expected.append(x[0].copy())
+    np.testing.assert_allclose(xs[dog], np.array(expected[-4:]), atol=1e-4)  # batch rounding
+
+
+def test_the_turn_swaps_are_checked_and_named():
+    """--moving-turn-switch-s: refused when negative, not finite, or without moving dogs; the
+    card's reproduce line names it; a resume with another value is refused (the loss
+    configuration holds it)."""
+    from pathlib import Path
+
+    import pytest
+    from canis.export.model_card import _fine_tuning_reproduce
+    from canis.training.closed_loop_training import ClosedLoopConfig
+
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="--moving-turn-switch-s .*: must be 0 .*or a"):
+            ClosedLoopConfig(placed_speed_weight=1, moving_turn_switch_s=bad)
+    with pytest.raises(ValueError, match="--moving-turn-switch-s: needs a moving dogs' term"):
+        ClosedLoopConfig(moving_turn_switch_s=5)
+    loop = ClosedLoopConfig(placed_speed_weight=1, moving_turn_switch_s=5)
+    assert loop.identity()["moving_turn_switch_s"] == 5
+    settings = {"steps_per_epoch": 1, "batch_size": 4, "lr": 1e-5, "seed": 0}
+    config = {
+        "closed_loop": loop.identity() | settings,
+        "closed_loop_start": "mann8.onnx",
+        "closed_loop_epoch": 1,
+    }
+    reproduce = _fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
+    assert "--placed-speed-weight 1 --moving-turn-switch-s 5" in reproduce

@@ -180,6 +180,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--moving-max-turn-degps: sharp turns at a walk, gentle ones at a canter",
     )
     finetune.add_argument(
+        "--moving-turn-switch-s",
+        type=float,
+        default=0.0,
+        help="the turning moving dogs swap sides every this many seconds, each from a random "
+        "point of its first, as the controllers evaluation's turn does every 5 s (0: each "
+        "turns one way throughout)",
+    )
+    finetune.add_argument(
         "--moving-unroll-frames",
         type=int,
         default=1,
@@ -327,6 +335,7 @@ def run_finetune(args) -> int:
         moving_max_turn_degps=args.moving_max_turn_degps,
         moving_turns_as_mocap=args.moving_turns_as_mocap,
         moving_paws_both_ways=args.moving_paws_both_ways,
+        moving_turn_switch_s=args.moving_turn_switch_s,
         replay_skating_weight=args.replay_skating_weight,
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,

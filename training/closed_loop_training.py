@@ -107,6 +107,9 @@ class ClosedLoopConfig:
     moving_turns_as_mocap: bool = False
     # The moving-skating term counts paws carried lower than the mocap's too.
     moving_paws_both_ways: bool = False
+    # 0: each turning moving dog turns one way throughout; else it swaps sides this often (s),
+    # as the controllers evaluation's turn does every 5 s.
+    moving_turn_switch_s: float = 0.0
     # 0: no replay-skating term (training/replay_skating.py): the runtime's own dogs driven by
     # their clips' commands, refreshed each epoch, `placed_dogs` of them, skating no more than
     # the mocap on the same frames.
@@ -194,6 +197,16 @@ class ClosedLoopConfig:
         if self.moving_turns_as_mocap and not self.moves_dogs():
             raise ValueError(
                 "--moving-turns-as-mocap: needs a moving dogs' term (--placed-speed-weight, "
+                "--moving-legs-weight or --moving-skating-weight)"
+            )
+        if not (np.isfinite(self.moving_turn_switch_s) and self.moving_turn_switch_s >= 0):
+            raise ValueError(
+                f"--moving-turn-switch-s {self.moving_turn_switch_s}: must be 0 (never) or a "
+                "positive number of seconds"
+            )
+        if self.moving_turn_switch_s and not self.moves_dogs():
+            raise ValueError(
+                "--moving-turn-switch-s: needs a moving dogs' term (--placed-speed-weight, "
                 "--moving-legs-weight or --moving-skating-weight)"
             )
         if self.moving_paws_both_ways and self.moving_skating_weight == 0:
@@ -594,6 +607,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_max_turn_degps": MAX_TURN_DEGPS,
         "moving_turns_as_mocap": False,
         "moving_paws_both_ways": False,
+        "moving_turn_switch_s": 0.0,
         "replay_skating_weight": 0.0,
         "bone_weight": 0.0,
         "bone_positions_only": False,
@@ -818,6 +832,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             model, saved, data, standard, run_dir, loop.placed_dogs, legs,
             loop.moving_unroll_frames, loop.moving_legs_both_ways, paws,
             loop.moving_max_turn_degps, turns, loop.moving_paws_both_ways,
+            loop.moving_turn_switch_s,
         )  # fmt: skip
     if loop.replay_skating_weight > 0:
         replaying = ReplayDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)

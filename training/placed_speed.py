@@ -39,6 +39,8 @@ MAX_TURN_DEGPS = 60.0
 # With the mocap's turns: the turning dogs' fastest turn at a speed is this percentile of the
 # mocap's turn rates there (its rare sharpest turns left out).
 TURN_PERCENTILE = 90
+# With --moving-turn-switch-s: the evaluation's turn swaps sides every 5 s
+# (evaluate_controllers.TURN_SWITCH_S), so the dogs that learn to turn learn the swap too.
 LEAD_IN_FRAMES = 60  # 1 s of the lead-in command: from standing, or from another speed
 SETTLE_FRAMES = 120  # 2 s of the asked speed before the kept steps (the card settles 3 s)
 KEPT_FRAMES = 120
@@ -104,6 +106,18 @@ def asked_commands(
     return asked, turn_radps, lead_in
 
 
+def swapped_turn_radps(
+    turn_radps: np.ndarray, turning_s: float, switch_s: float, phase_s: np.ndarray
+) -> np.ndarray:
+    """Each dog's turn rate (rad/s) `turning_s` seconds after it was first asked to turn, where
+    it swaps sides every `switch_s` seconds (0: never), its first swap `switch_s - phase_s`
+    seconds in (phase_s in [0, switch_s): the kept steps fall at every point after a swap)."""
+    if switch_s == 0:
+        return turn_radps
+    swaps = np.floor((turning_s + phase_s) / switch_s)
+    return np.where(swaps % 2 == 0, turn_radps, -turn_radps)
+
+
 def moving_inputs(
     model_path: Path,
     dogs: int,
@@ -111,14 +125,18 @@ def moving_inputs(
     kept_frames: int = KEPT_FRAMES,
     max_turn_degps: float = MAX_TURN_DEGPS,
     turns_by_speed=None,
+    turn_switch_s: float = 0.0,
 ):
     """x (dogs, kept_frames, 480) as the Controller built it (speed tracking off) for dogs from
     the standing keyframe given their lead-in command for LEAD_IN_FRAMES, then asked their
-    speed for SETTLE_FRAMES and kept_frames more; and each dog's asked speed (dogs,)."""
+    speed (and turn, swapping sides every turn_switch_s seconds where not 0) for SETTLE_FRAMES
+    and kept_frames more; and each dog's asked speed (dogs,)."""
     from canis.runtime.controller import DT_S, Controller
     from canis.runtime.inference import MotionModel
 
     asked, turn_radps, lead_in = asked_commands(dogs, generator, max_turn_degps, turns_by_speed)
+    # Drawn after the commands, so that runs without swaps draw the dogs they drew before.
+    phase_s = generator.uniform(0, turn_switch_s, dogs) if turn_switch_s else np.zeros(dogs)
     controller = Controller(MotionModel(model_path, threads=1), count=dogs, speed_tracking=False)
     facing_rad = controller.root_yaw_rad.copy()
     move = np.full(dogs, MOVE)
@@ -128,7 +146,9 @@ def moving_inputs(
         leading = frame < LEAD_IN_FRAMES
         speed = lead_in if leading else asked
         if not leading:
-            facing_rad = facing_rad + turn_radps * DT_S
+            turning_s = (frame - LEAD_IN_FRAMES) * DT_S
+            rate = swapped_turn_radps(turn_radps, turning_s, turn_switch_s, phase_s)
+            facing_rad = facing_rad + rate * DT_S
         velocity = speed[:, None] * yaw_direction_xz(facing_rad)
         x = controller.step(ControlState(velocity, facing_rad.copy(), move))
         if frame >= first_kept:
@@ -158,6 +178,7 @@ class MovingDogs:
         max_turn_degps: float = MAX_TURN_DEGPS,
         turns_by_speed=None,
         paws_both_ways: bool = False,
+        turn_switch_s: float = 0.0,
     ):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
         self.path = Path(run_dir) / "moving.onnx"
@@ -172,6 +193,7 @@ class MovingDogs:
         self.max_turn_degps = max_turn_degps  # the turning dogs' fastest turn either way
         self.turns_by_speed = turns_by_speed  # None, or mocap_turns_by_speed's, which replaces it
         self.paws_both_ways = paws_both_ways  # the moving-skating term counts paws carried low too
+        self.turn_switch_s = turn_switch_s  # the turning dogs swap sides this often (0: never)
 
     def refresh(self, generator: np.random.Generator) -> float:
         """New moving dogs; returns the seconds they took (the export included)."""
@@ -187,6 +209,7 @@ class MovingDogs:
             generator,
             max_turn_degps=self.max_turn_degps,
             turns_by_speed=self.turns_by_speed,
+            turn_switch_s=self.turn_switch_s,
         )
         return time.perf_counter() - started
 
