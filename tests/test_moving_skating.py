@@ -9,10 +9,13 @@ import torch
 from canis.runtime.features import OUTPUT
 from canis.training.moving_legs import MOVE, reference_at
 from canis.training.moving_skating import (
+    DOWN_SHARE_ALLOWANCE,
+    DOWN_SHARE_COST_CM,
     HEIGHT_ALLOWANCE_CM,
     moving_skating_loss,
     shown_skating_and_height_cm,
     skating_by_speed,
+    soft_down,
 )
 from test_replay_skating import Y_HIPS, Y_HIPS_VELOCITY, _steps
 
@@ -40,9 +43,10 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
         skating_by_speed(x, y, action)
     monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 40)
     centres, paws = skating_by_speed(x, y, action)
-    assert paws.shape == (2, 5)
+    assert paws.shape == (2, 9)
     np.testing.assert_allclose(paws[:, 0], expected, rtol=1e-5)
-    np.testing.assert_allclose(paws[0, 1:], height_cm[:40].mean(0), rtol=1e-5)
+    np.testing.assert_allclose(paws[0, 1:5], height_cm[:40].mean(0), rtol=1e-5)
+    np.testing.assert_allclose(paws[0, 5:], soft_down(height_cm[:40]).mean(0), rtol=1e-5)
     # Rows not asked to move are left out: counted, the slow bin would move.
     action[:10] = MOVE + 1
     monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 30)
@@ -84,6 +88,32 @@ def test_each_dog_pays_its_own_excess():
         rtol=1e-3,
     )
     assert moving_skating_loss(x[:0], y[:0], reference[:0]).item() == 0.0
+
+
+def test_paws_held_down_as_often_as_the_mocaps():
+    """--moving-paws-down: a dog whose paws hover at the mocap's mean height meets the heights
+    held both ways and pays for the steps its paws are not down; the mocap's own dog does not."""
+    x, y = _steps(np.zeros(8), 0.0)  # 2 dogs of 4 rows, their paws at the ground, still
+    stepping = y.clone()  # half of each dog's steps with its paws lifted 10 cm
+    stepping[[2, 3, 6, 7], Y_HIPS[1]] += 0.2  # shown 0.1 higher: the blend takes half
+    skating, height = shown_skating_and_height_cm(x, stepping)
+    columns = torch.cat([skating.mean(1, keepdim=True), height, soft_down(height)], 1)
+    reference = columns.reshape(2, 4, 9).mean(1)
+    # The rest pose's front paws are its highest (its hind paws stay under the ground).
+    assert 0.45 < reference[0, 5:7].min() <= reference[0, 5:7].max() < 0.55
+    assert moving_skating_loss(x, stepping, reference, True, paws_down=True).item() < 1e-6
+    hovering = y.clone()
+    hovering[:, Y_HIPS[1]] += 0.1  # every step 5 cm up: the mean height the stepping dog's
+    hovering.requires_grad_()
+    assert moving_skating_loss(x, hovering, reference, heights_both_ways=True).item() < 1e-5
+    loss = moving_skating_loss(x, hovering, reference, True, paws_down=True)
+    _, hover_cm = shown_skating_and_height_cm(x, hovering.detach())
+    short = reference[:, 5:] - soft_down(hover_cm).reshape(2, 4, 4).mean(1) - DOWN_SHARE_ALLOWANCE
+    expected = DOWN_SHARE_COST_CM * short.clamp(min=0).mean()
+    assert expected > 2.0
+    np.testing.assert_allclose(loss.item(), expected.item(), rtol=1e-5)
+    loss.backward()  # it brings the paws down
+    assert (hovering.grad[:, Y_HIPS[1]] > 0).all()
 
 
 def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch, capsys):
@@ -140,6 +170,8 @@ def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, mo
     refused = capsys.readouterr().err
     assert "moving_turns_as_mocap True (now False)" in refused
     assert "moving_paws_both_ways True (now False)" in refused
+    assert main([*as_mocap[:-4], "--moving-paws-down"]) == 2
+    assert "--moving-paws-down: needs --moving-skating-weight" in capsys.readouterr().err
 
 
 def test_the_measures_print_each_speed_band(tiny_dataset, tiny_model, monkeypatch, capsys):

@@ -238,7 +238,7 @@ def test_moving_dogs_that_swap_sides_are_the_runtimes(tiny_model):
     np.testing.assert_allclose(xs[dog], np.array(expected[-4:]), atol=1e-4)  # batch rounding
 
 
-def test_the_turn_swaps_are_checked_and_named():
+def test_the_turn_swaps_and_paws_down_are_checked_and_named():
     """--moving-turn-switch-s: refused when negative, not finite, or without moving dogs; the
     card's reproduce line names it; a resume with another value is refused (the loss
     configuration holds it)."""
@@ -263,3 +263,9 @@ def test_the_turn_swaps_are_checked_and_named():
     }
     reproduce = _fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
     assert "--placed-speed-weight 1 --moving-turn-switch-s 5" in reproduce
+    loop = ClosedLoopConfig(
+        moving_skating_weight=1, moving_paws_both_ways=True, moving_paws_down=True
+    )
+    config["closed_loop"] = loop.identity() | settings
+    reproduce = _fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
+    assert "--moving-skating-weight 1 --moving-paws-both-ways --moving-paws-down" in reproduce

@@ -165,6 +165,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "asked speed, beyond the allowance, as well as higher",
     )
     finetune.add_argument(
+        "--moving-paws-down",
+        action="store_true",
+        help="the moving-skating term holds each paw down (under the measure's 2.5 cm) as "
+        "often as the mocap's at the dog's asked speed: with --moving-paws-both-ways, a paw "
+        "cannot meet the mocap's mean height by hovering",
+    )
+    finetune.add_argument(
         "--moving-max-turn-degps",
         type=float,
         default=60.0,  # placed_speed.MAX_TURN_DEGPS, written out: the parser stays torch-free
@@ -336,6 +343,7 @@ def run_finetune(args) -> int:
         moving_turns_as_mocap=args.moving_turns_as_mocap,
         moving_paws_both_ways=args.moving_paws_both_ways,
         moving_turn_switch_s=args.moving_turn_switch_s,
+        moving_paws_down=args.moving_paws_down,
         replay_skating_weight=args.replay_skating_weight,
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,

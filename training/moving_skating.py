@@ -22,6 +22,14 @@ are a few short stretches, whose lowest point depends on where in the stride the
 mean does not. A dog that skates less than the mocap, or carries its paws lower, costs
 nothing (paws carried lower do with `heights_both_ways`, --moving-paws-both-ways), and one dog's
 margin does not pay for another's excess.
+
+Held both ways, the mean height can be met by a paw that never comes down: the seventeenth and
+eighteenth sessions' runs with --moving-paws-both-ways cantered with every paw above 2.5 cm all
+the time (docs/EVALUATION.md). With `paws_down` (--moving-paws-down) each paw is also held down
+as often as the mocap's at the dog's speed: its share of steps under the measure's 2.5 cm
+(counted softly, so that it has a gradient) short of the mocap's by more than an allowance
+costs DOWN_SHARE_COST_CM per whole share, so a paw that never comes down where the mocap's is
+down a third of the time costs about as much as a paw 3 cm too high.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from canis.runtime.features import PAW_ROWS
+from canis.tools.motion_metrics import SKATING_HEIGHT_CM
 from canis.training.contact_loss import step_skating_cm, world_velocity_mps
 from canis.training.moving_legs import by_speed
 from canis.training.shown_pose import shown_step_m
@@ -37,6 +46,9 @@ from canis.training.shown_pose import shown_step_m
 # term is there to stop paws carried above the measure's 2.5 cm through the stance (which
 # raises the mean by more), not to press every stride onto the mocap's.
 HEIGHT_ALLOWANCE_CM = 0.5
+DOWN_SOFTNESS_CM = 0.5  # a paw 0.5 cm above 2.5 counts 0.27 down, 0.5 cm below 0.73
+DOWN_SHARE_ALLOWANCE = 0.05  # of the steps: a paw may be down this much less than the mocap's
+DOWN_SHARE_COST_CM = 10.0  # a whole share of steps short costs as a paw 10 cm off its height
 CHUNK_ROWS = 8192  # the mocap's rows at a time through the shown pose (memory, not results)
 
 
@@ -49,18 +61,24 @@ def shown_skating_and_height_cm(
     return skating, after[..., 1] * 100.0
 
 
+def soft_down(height_cm: torch.Tensor) -> torch.Tensor:
+    """How far each paw counts as down (0-1) at its height: 1/2 at the measure's 2.5 cm."""
+    return torch.sigmoid((SKATING_HEIGHT_CM - height_cm) / DOWN_SOFTNESS_CM)
+
+
 def skating_by_speed(
     x_raw: torch.Tensor, y_raw: torch.Tensor, action: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The mocap's reference from its rows: (speed bin centres m/s (S,), (S, 5): in each bin
-    the mean skating of the shown paws (cm/frame, over the paws) and each paw's mean height
-    (cm)) over the frames asked to move."""
+    """The mocap's reference from its rows: (speed bin centres m/s (S,), (S, 9): in each bin
+    the mean skating of the shown paws (cm/frame, over the paws), each paw's mean height (cm)
+    and each paw's share of steps down (soft_down)) over the frames asked to move."""
     values = []
     with torch.no_grad():
         for start in range(0, len(x_raw), CHUNK_ROWS):
             rows = slice(start, start + CHUNK_ROWS)
             skating, height = shown_skating_and_height_cm(x_raw[rows], y_raw[rows])
-            values.append(torch.cat([skating.mean(1, keepdim=True), height], 1).numpy())
+            columns = [skating.mean(1, keepdim=True), height, soft_down(height)]
+            values.append(torch.cat(columns, 1).numpy())
     return by_speed(
         np.concatenate(values), y_raw, action, "--moving-skating-weight", "the paws' skating"
     )
@@ -71,21 +89,27 @@ def moving_skating_loss(
     y_raw: torch.Tensor,
     reference: torch.Tensor,
     heights_both_ways: bool = False,
+    paws_down: bool = False,
 ) -> torch.Tensor:
-    """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 5) (skating_by_speed's
-    at each dog's speed): the mean over dogs of the dog's mean skating (cm/frame) beyond the
-    reference's, plus its paws' mean heights beyond the reference's by more than
-    HEIGHT_ALLOWANCE_CM (cm, averaged over paws); `heights_both_ways`: paws carried lower than
-    the reference's by more than the allowance count too (a paw dragged through its swing)."""
+    """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 5 or 9)
+    (skating_by_speed's at each dog's speed): the mean over dogs of the dog's mean skating
+    (cm/frame) beyond the reference's, plus its paws' mean heights beyond the reference's by
+    more than HEIGHT_ALLOWANCE_CM (cm, averaged over paws); `heights_both_ways`: paws carried
+    lower than the reference's by more than the allowance count too (a paw dragged through its
+    swing); `paws_down`: plus each paw's share of steps down short of the reference's by more
+    than DOWN_SHARE_ALLOWANCE, DOWN_SHARE_COST_CM a share (averaged over paws)."""
     dogs = len(reference)
     if dogs == 0:
         return y_raw.new_zeros(())
     skating, height = (v.reshape(dogs, -1, 4) for v in shown_skating_and_height_cm(x_raw, y_raw))
     skating_excess = (skating.mean((1, 2)) - reference[:, 0]).clamp(min=0)
-    miss_cm = height.mean(1) - reference[:, 1:]
+    miss_cm = height.mean(1) - reference[:, 1:5]
     if heights_both_ways:
         miss_cm = miss_cm.abs()
     height_excess = (miss_cm - HEIGHT_ALLOWANCE_CM).clamp(min=0).mean(1)
+    if paws_down:
+        short = reference[:, 5:9] - soft_down(height).mean(1) - DOWN_SHARE_ALLOWANCE
+        height_excess = height_excess + DOWN_SHARE_COST_CM * short.clamp(min=0).mean(1)
     return (skating_excess + height_excess).mean()
 
 
@@ -113,7 +137,8 @@ def main(argv=None) -> None:
                 f"  asked {lo:.1f}-{hi:.1f} m/s ({dogs.sum()} dogs): skating "
                 f"{skating[dogs].mean():.3f} cm/frame (the mocap's "
                 f"{reference[dogs, 0].mean():.3f}), paws' mean height "
-                f"{height[dogs].mean():.1f} cm ({reference[dogs, 1:].mean():.1f})"
+                f"{height[dogs].mean():.1f} cm ({reference[dogs, 1:5].mean():.1f}), paws down "
+                f"{soft_down(height[dogs]).mean():.0%} of steps ({reference[dogs, 5:].mean():.0%})"
             )
 
 

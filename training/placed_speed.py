@@ -179,6 +179,7 @@ class MovingDogs:
         turns_by_speed=None,
         paws_both_ways: bool = False,
         turn_switch_s: float = 0.0,
+        paws_down: bool = False,
     ):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
         self.path = Path(run_dir) / "moving.onnx"
@@ -194,6 +195,7 @@ class MovingDogs:
         self.turns_by_speed = turns_by_speed  # None, or mocap_turns_by_speed's, which replaces it
         self.paws_both_ways = paws_both_ways  # the moving-skating term counts paws carried low too
         self.turn_switch_s = turn_switch_s  # the turning dogs swap sides this often (0: never)
+        self.paws_down = paws_down  # the moving-skating term holds paws down as the mocap's are
 
     def refresh(self, generator: np.random.Generator) -> float:
         """New moving dogs; returns the seconds they took (the export included)."""
@@ -257,5 +259,7 @@ class MovingDogs:
             legs = moving_legs_loss(x_raw, y_raw, reference, self.legs_both_ways)
         if self.skating is not None:
             reference = torch.as_tensor(reference_at(*self.skating, asked_mps), dtype=y_raw.dtype)
-            skating = moving_skating_loss(x_raw, y_raw, reference, self.paws_both_ways)
+            skating = moving_skating_loss(
+                x_raw, y_raw, reference, self.paws_both_ways, self.paws_down
+            )
         return speed, legs, skating
