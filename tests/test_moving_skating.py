@@ -88,6 +88,14 @@ def test_each_dog_pays_its_own_excess():
         rtol=1e-3,
     )
     assert moving_skating_loss(x[:0], y[:0], reference[:0]).item() == 0.0
+    # Counted relative to the reference's skating (0.1 cm/frame): the first dog's 0.3 over
+    # is 3 of the mocap's, halved over the dogs.
+    x, y = _steps(np.array([0.4] * 4 + [0.0] * 4), 0.0)
+    np.testing.assert_allclose(
+        moving_skating_loss(x, y, reference, skating_relative=True).item(),
+        0.3 / reference[0, 0].item() / 2,
+        rtol=1e-3,
+    )
 
 
 def test_paws_held_down_as_often_as_the_mocaps():

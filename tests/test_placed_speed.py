@@ -238,7 +238,7 @@ def test_moving_dogs_that_swap_sides_are_the_runtimes(tiny_model):
     np.testing.assert_allclose(xs[dog], np.array(expected[-4:]), atol=1e-4)  # batch rounding
 
 
-def test_the_turn_swaps_and_paws_down_are_checked_and_named():
+def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
     """--moving-turn-switch-s: refused when negative, not finite, or without moving dogs; the
     card's reproduce line names it; a resume with another value is refused (the loss
     configuration holds it)."""
@@ -264,8 +264,17 @@ def test_the_turn_swaps_and_paws_down_are_checked_and_named():
     reproduce = _fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
     assert "--placed-speed-weight 1 --moving-turn-switch-s 5" in reproduce
     loop = ClosedLoopConfig(
-        moving_skating_weight=1, moving_paws_both_ways=True, moving_paws_down=True
+        moving_skating_weight=1,
+        moving_paws_both_ways=True,
+        moving_paws_down=True,
+        moving_skating_relative=True,
     )
     config["closed_loop"] = loop.identity() | settings
     reproduce = _fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
-    assert "--moving-skating-weight 1 --moving-paws-both-ways --moving-paws-down" in reproduce
+    assert (
+        "--moving-skating-weight 1 --moving-paws-both-ways --moving-paws-down "
+        "--moving-skating-relative" in reproduce
+    )
+    for option in ("moving_paws_down", "moving_skating_relative"):
+        with pytest.raises(ValueError, match="needs --moving-skating-weight"):
+            ClosedLoopConfig(placed_speed_weight=1, **{option: True})

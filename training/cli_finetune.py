@@ -172,6 +172,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "cannot meet the mocap's mean height by hovering",
     )
     finetune.add_argument(
+        "--moving-skating-relative",
+        action="store_true",
+        help="the moving-skating term counts the skating beyond the mocap's in the mocap's at "
+        "the dog's speed (skating twice the mocap's costs 1) instead of in cm/frame, so that it "
+        "is not drowned by the paws' heights (cm)",
+    )
+    finetune.add_argument(
         "--moving-max-turn-degps",
         type=float,
         default=60.0,  # placed_speed.MAX_TURN_DEGPS, written out: the parser stays torch-free
@@ -344,6 +351,7 @@ def run_finetune(args) -> int:
         moving_paws_both_ways=args.moving_paws_both_ways,
         moving_turn_switch_s=args.moving_turn_switch_s,
         moving_paws_down=args.moving_paws_down,
+        moving_skating_relative=args.moving_skating_relative,
         replay_skating_weight=args.replay_skating_weight,
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,

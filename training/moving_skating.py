@@ -30,6 +30,12 @@ as often as the mocap's at the dog's speed: its share of steps under the measure
 (counted softly, so that it has a gradient) short of the mocap's by more than an allowance
 costs DOWN_SHARE_COST_CM per whole share, so a paw that never comes down where the mocap's is
 down a third of the time costs about as much as a paw 3 cm too high.
+
+In cm, a dog's skating beyond the mocap's (about 0.1 cm/frame at any speed) is small beside its
+heights' misses (a few cm): held both ways and down, the paws came down and slid ((PD6),
+(PD7)). With `skating_relative` (--moving-skating-relative) the skating piece is counted in
+the mocap's skating at the dog's speed instead: a dog skating twice the mocap's pays 1, as a
+paw 1.5 cm too high does.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ HEIGHT_ALLOWANCE_CM = 0.5
 DOWN_SOFTNESS_CM = 0.5  # a paw 0.5 cm above 2.5 counts 0.27 down, 0.5 cm below 0.73
 DOWN_SHARE_ALLOWANCE = 0.05  # of the steps: a paw may be down this much less than the mocap's
 DOWN_SHARE_COST_CM = 10.0  # a whole share of steps short costs as a paw 10 cm off its height
+MIN_REFERENCE_SKATING_CM = 0.01  # relative skating: a mocap bin that hardly skates counts as this
 CHUNK_ROWS = 8192  # the mocap's rows at a time through the shown pose (memory, not results)
 
 
@@ -90,6 +97,7 @@ def moving_skating_loss(
     reference: torch.Tensor,
     heights_both_ways: bool = False,
     paws_down: bool = False,
+    skating_relative: bool = False,
 ) -> torch.Tensor:
     """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 5 or 9)
     (skating_by_speed's at each dog's speed): the mean over dogs of the dog's mean skating
@@ -97,12 +105,15 @@ def moving_skating_loss(
     more than HEIGHT_ALLOWANCE_CM (cm, averaged over paws); `heights_both_ways`: paws carried
     lower than the reference's by more than the allowance count too (a paw dragged through its
     swing); `paws_down`: plus each paw's share of steps down short of the reference's by more
-    than DOWN_SHARE_ALLOWANCE, DOWN_SHARE_COST_CM a share (averaged over paws)."""
+    than DOWN_SHARE_ALLOWANCE, DOWN_SHARE_COST_CM a share (averaged over paws);
+    `skating_relative`: the skating beyond the reference's counted in the reference's."""
     dogs = len(reference)
     if dogs == 0:
         return y_raw.new_zeros(())
     skating, height = (v.reshape(dogs, -1, 4) for v in shown_skating_and_height_cm(x_raw, y_raw))
     skating_excess = (skating.mean((1, 2)) - reference[:, 0]).clamp(min=0)
+    if skating_relative:
+        skating_excess = skating_excess / reference[:, 0].clamp(min=MIN_REFERENCE_SKATING_CM)
     miss_cm = height.mean(1) - reference[:, 1:5]
     if heights_both_ways:
         miss_cm = miss_cm.abs()
