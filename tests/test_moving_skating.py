@@ -12,6 +12,7 @@ from canis.training.moving_skating import (
     DOWN_SHARE_ALLOWANCE,
     DOWN_SHARE_COST_CM,
     HEIGHT_ALLOWANCE_CM,
+    lift_cm,
     moving_skating_loss,
     shown_skating_and_height_cm,
     skating_by_speed,
@@ -43,10 +44,11 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
         skating_by_speed(x, y, action)
     monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 40)
     centres, paws = skating_by_speed(x, y, action)
-    assert paws.shape == (2, 9)
+    assert paws.shape == (2, 13)
     np.testing.assert_allclose(paws[:, 0], expected, rtol=1e-5)
     np.testing.assert_allclose(paws[0, 1:5], height_cm[:40].mean(0), rtol=1e-5)
-    np.testing.assert_allclose(paws[0, 5:], soft_down(height_cm[:40]).mean(0), rtol=1e-5)
+    np.testing.assert_allclose(paws[0, 5:9], soft_down(height_cm[:40]).mean(0), rtol=1e-5)
+    np.testing.assert_allclose(paws[0, 9:], lift_cm(height_cm[:40]).mean(0), rtol=1e-5, atol=1e-6)
     # Rows not asked to move are left out: counted, the slow bin would move.
     action[:10] = MOVE + 1
     monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 30)
@@ -106,7 +108,7 @@ def test_paws_held_down_as_often_as_the_mocaps():
     stepping[[2, 3, 6, 7], Y_HIPS[1]] += 0.2  # shown 0.1 higher: the blend takes half
     skating, height = shown_skating_and_height_cm(x, stepping)
     columns = torch.cat([skating.mean(1, keepdim=True), height, soft_down(height)], 1)
-    reference = columns.reshape(2, 4, 9).mean(1)
+    reference = columns.reshape(2, 4, 9).mean(1)  # the lift's columns left out: not asked
     # The rest pose's front paws are its highest (its hind paws stay under the ground).
     assert 0.45 < reference[0, 5:7].min() <= reference[0, 5:7].max() < 0.55
     assert moving_skating_loss(x, stepping, reference, True, paws_down=True).item() < 1e-6
@@ -122,6 +124,32 @@ def test_paws_held_down_as_often_as_the_mocaps():
     np.testing.assert_allclose(loss.item(), expected.item(), rtol=1e-5)
     loss.backward()  # it brings the paws down
     assert (hovering.grad[:, Y_HIPS[1]] > 0).all()
+
+
+def test_paws_held_up_to_the_mocaps_lift():
+    """--moving-paws-lift: a dog whose paws shuffle just above 2.5 cm meets the mean height and
+    the share down of a stepping dog's, and pays for the lift it lacks; the stepping dog does
+    not."""
+    x, y = _steps(np.zeros(8), 0.0)  # 2 dogs of 4 rows, their paws at the ground, still
+    stepping = y.clone()  # a quarter of each dog's steps with its paws lifted 10 cm
+    stepping[[3, 7], Y_HIPS[1]] += 0.2  # shown 0.1 higher: the blend takes half
+    skating, height = shown_skating_and_height_cm(x, stepping)
+    columns = [skating.mean(1, keepdim=True), height, soft_down(height), lift_cm(height)]
+    reference = torch.cat(columns, 1).reshape(2, 4, 13).mean(1)
+    np.testing.assert_allclose(reference[:, 9:11], (10.0 - 2.5) / 4, rtol=1e-3)  # front paws
+    assert moving_skating_loss(x, stepping, reference, True, True, paws_lift=True).item() < 1e-6
+    shuffling = y.clone()  # the steps' 10 cm spread over three of them, just above 2.5 cm
+    shuffling[[1, 2, 3, 5, 6, 7], Y_HIPS[1]] += 2 * 0.01 * 10.0 / 3
+    shuffling.requires_grad_()
+    unlifted = moving_skating_loss(x, shuffling, reference, heights_both_ways=True)
+    assert unlifted.item() < 1e-5
+    loss = moving_skating_loss(x, shuffling, reference, True, paws_lift=True)
+    _, shuffle_cm = shown_skating_and_height_cm(x, shuffling.detach())
+    short = reference[:, 9:] - lift_cm(shuffle_cm).reshape(2, 4, 4).mean(1) - HEIGHT_ALLOWANCE_CM
+    np.testing.assert_allclose(loss.item(), short.clamp(min=0).mean().item(), rtol=1e-5)
+    assert loss.item() > 0.3  # the front paws 0.75 cm short each (the hind ones under ground)
+    loss.backward()  # it lifts the paws
+    assert (shuffling.grad[:, Y_HIPS[1]] <= 0).all() and (shuffling.grad[:, Y_HIPS[1]] < 0).any()
 
 
 def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch, capsys):

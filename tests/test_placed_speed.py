@@ -268,13 +268,14 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
         moving_paws_both_ways=True,
         moving_paws_down=True,
         moving_skating_relative=True,
+        moving_paws_lift=True,
     )
     config["closed_loop"] = loop.identity() | settings
     reproduce = _fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
     assert (
         "--moving-skating-weight 1 --moving-paws-both-ways --moving-paws-down "
-        "--moving-skating-relative" in reproduce
+        "--moving-skating-relative --moving-paws-lift" in reproduce
     )
-    for option in ("moving_paws_down", "moving_skating_relative"):
+    for option in ("moving_paws_down", "moving_skating_relative", "moving_paws_lift"):
         with pytest.raises(ValueError, match="needs --moving-skating-weight"):
             ClosedLoopConfig(placed_speed_weight=1, **{option: True})

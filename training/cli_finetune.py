@@ -179,6 +179,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "is not drowned by the paws' heights (cm)",
     )
     finetune.add_argument(
+        "--moving-paws-lift",
+        action="store_true",
+        help="the moving-skating term holds each paw's mean height above the measure's 2.5 cm "
+        "up to the mocap's at the dog's asked speed: a paw that shuffles just above the ground "
+        "pays for the steps it does not take",
+    )
+    finetune.add_argument(
         "--moving-max-turn-degps",
         type=float,
         default=60.0,  # placed_speed.MAX_TURN_DEGPS, written out: the parser stays torch-free
@@ -352,6 +359,7 @@ def run_finetune(args) -> int:
         moving_turn_switch_s=args.moving_turn_switch_s,
         moving_paws_down=args.moving_paws_down,
         moving_skating_relative=args.moving_skating_relative,
+        moving_paws_lift=args.moving_paws_lift,
         replay_skating_weight=args.replay_skating_weight,
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,

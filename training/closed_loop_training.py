@@ -111,6 +111,8 @@ class ClosedLoopConfig:
     moving_paws_down: bool = False
     # The moving-skating term's skating beyond the mocap's counted in the mocap's at that speed.
     moving_skating_relative: bool = False
+    # The moving-skating term holds each paw's mean height above 2.5 cm up to the mocap's too.
+    moving_paws_lift: bool = False
     # 0: each turning moving dog turns one way throughout; else it swaps sides this often (s),
     # as the controllers evaluation's turn does every 5 s.
     moving_turn_switch_s: float = 0.0
@@ -213,6 +215,8 @@ class ClosedLoopConfig:
                 "--moving-turn-switch-s: needs a moving dogs' term (--placed-speed-weight, "
                 "--moving-legs-weight or --moving-skating-weight)"
             )
+        if self.moving_paws_lift and self.moving_skating_weight == 0:
+            raise ValueError("--moving-paws-lift: needs --moving-skating-weight")
         if self.moving_skating_relative and self.moving_skating_weight == 0:
             raise ValueError("--moving-skating-relative: needs --moving-skating-weight")
         if self.moving_paws_down and self.moving_skating_weight == 0:
@@ -618,6 +622,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_turn_switch_s": 0.0,
         "moving_paws_down": False,
         "moving_skating_relative": False,
+        "moving_paws_lift": False,
         "replay_skating_weight": 0.0,
         "bone_weight": 0.0,
         "bone_positions_only": False,
@@ -843,6 +848,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             loop.moving_unroll_frames, loop.moving_legs_both_ways, paws,
             loop.moving_max_turn_degps, turns, loop.moving_paws_both_ways,
             loop.moving_turn_switch_s, loop.moving_paws_down, loop.moving_skating_relative,
+            loop.moving_paws_lift,
         )  # fmt: skip
     if loop.replay_skating_weight > 0:
         replaying = ReplayDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)

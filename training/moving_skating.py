@@ -36,6 +36,12 @@ heights' misses (a few cm): held both ways and down, the paws came down and slid
 (PD7)). With `skating_relative` (--moving-skating-relative) the skating piece is counted in
 the mocap's skating at the dog's speed instead: a dog skating twice the mocap's pays 1, as a
 paw 1.5 cm too high does.
+
+So counted, the paws met the skating bar by shuffling ((PR6), (PR7)): at a walk the mocap's
+mean paw height is 2.4-2.7 cm, which a paw kept just above the ground meets with its share of
+steps down. With `paws_lift` (--moving-paws-lift) each paw's mean height above the measure's
+2.5 cm (its lift, 0 while under it) short of the mocap's by more than HEIGHT_ALLOWANCE_CM
+costs its shortfall in cm: a shuffling paw has almost none, a stepping one some in every swing.
 """
 
 from __future__ import annotations
@@ -73,18 +79,24 @@ def soft_down(height_cm: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid((SKATING_HEIGHT_CM - height_cm) / DOWN_SOFTNESS_CM)
 
 
+def lift_cm(height_cm: torch.Tensor) -> torch.Tensor:
+    """Each paw's height above the measure's 2.5 cm (0 under it): where a step shows."""
+    return (height_cm - SKATING_HEIGHT_CM).clamp(min=0)
+
+
 def skating_by_speed(
     x_raw: torch.Tensor, y_raw: torch.Tensor, action: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The mocap's reference from its rows: (speed bin centres m/s (S,), (S, 9): in each bin
-    the mean skating of the shown paws (cm/frame, over the paws), each paw's mean height (cm)
-    and each paw's share of steps down (soft_down)) over the frames asked to move."""
+    """The mocap's reference from its rows: (speed bin centres m/s (S,), (S, 13): in each bin
+    the mean skating of the shown paws (cm/frame, over the paws), each paw's mean height (cm),
+    each paw's share of steps down (soft_down) and each paw's mean lift (lift_cm)) over the
+    frames asked to move."""
     values = []
     with torch.no_grad():
         for start in range(0, len(x_raw), CHUNK_ROWS):
             rows = slice(start, start + CHUNK_ROWS)
             skating, height = shown_skating_and_height_cm(x_raw[rows], y_raw[rows])
-            columns = [skating.mean(1, keepdim=True), height, soft_down(height)]
+            columns = [skating.mean(1, keepdim=True), height, soft_down(height), lift_cm(height)]
             values.append(torch.cat(columns, 1).numpy())
     return by_speed(
         np.concatenate(values), y_raw, action, "--moving-skating-weight", "the paws' skating"
@@ -98,6 +110,7 @@ def moving_skating_loss(
     heights_both_ways: bool = False,
     paws_down: bool = False,
     skating_relative: bool = False,
+    paws_lift: bool = False,
 ) -> torch.Tensor:
     """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 5 or 9)
     (skating_by_speed's at each dog's speed): the mean over dogs of the dog's mean skating
@@ -106,7 +119,9 @@ def moving_skating_loss(
     lower than the reference's by more than the allowance count too (a paw dragged through its
     swing); `paws_down`: plus each paw's share of steps down short of the reference's by more
     than DOWN_SHARE_ALLOWANCE, DOWN_SHARE_COST_CM a share (averaged over paws);
-    `skating_relative`: the skating beyond the reference's counted in the reference's."""
+    `skating_relative`: the skating beyond the reference's counted in the reference's;
+    `paws_lift`: plus each paw's mean height above SKATING_HEIGHT_CM short of the reference's
+    by more than HEIGHT_ALLOWANCE_CM (cm, averaged over paws; reference (dogs, 13))."""
     dogs = len(reference)
     if dogs == 0:
         return y_raw.new_zeros(())
@@ -121,6 +136,9 @@ def moving_skating_loss(
     if paws_down:
         short = reference[:, 5:9] - soft_down(height).mean(1) - DOWN_SHARE_ALLOWANCE
         height_excess = height_excess + DOWN_SHARE_COST_CM * short.clamp(min=0).mean(1)
+    if paws_lift:
+        short_cm = reference[:, 9:13] - lift_cm(height).mean(1) - HEIGHT_ALLOWANCE_CM
+        height_excess = height_excess + short_cm.clamp(min=0).mean(1)
     return (skating_excess + height_excess).mean()
 
 
@@ -149,7 +167,9 @@ def main(argv=None) -> None:
                 f"{skating[dogs].mean():.3f} cm/frame (the mocap's "
                 f"{reference[dogs, 0].mean():.3f}), paws' mean height "
                 f"{height[dogs].mean():.1f} cm ({reference[dogs, 1:5].mean():.1f}), paws down "
-                f"{soft_down(height[dogs]).mean():.0%} of steps ({reference[dogs, 5:].mean():.0%})"
+                f"{soft_down(height[dogs]).mean():.0%} of steps "
+                f"({reference[dogs, 5:9].mean():.0%}), lift {lift_cm(height[dogs]).mean():.2f} "
+                f"cm ({reference[dogs, 9:].mean():.2f})"
             )
 
 

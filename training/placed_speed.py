@@ -181,6 +181,7 @@ class MovingDogs:
         turn_switch_s: float = 0.0,
         paws_down: bool = False,
         skating_relative: bool = False,
+        paws_lift: bool = False,
     ):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
         self.path = Path(run_dir) / "moving.onnx"
@@ -198,6 +199,7 @@ class MovingDogs:
         self.turn_switch_s = turn_switch_s  # the turning dogs swap sides this often (0: never)
         self.paws_down = paws_down  # the moving-skating term holds paws down as the mocap's are
         self.skating_relative = skating_relative  # its skating counted in the mocap's
+        self.paws_lift = paws_lift  # the moving-skating term holds paws' lift up to the mocap's
 
     def refresh(self, generator: np.random.Generator) -> float:
         """New moving dogs; returns the seconds they took (the export included)."""
@@ -262,6 +264,12 @@ class MovingDogs:
         if self.skating is not None:
             reference = torch.as_tensor(reference_at(*self.skating, asked_mps), dtype=y_raw.dtype)
             skating = moving_skating_loss(
-                x_raw, y_raw, reference, self.paws_both_ways, self.paws_down, self.skating_relative
+                x_raw,
+                y_raw,
+                reference,
+                self.paws_both_ways,
+                self.paws_down,
+                self.skating_relative,
+                self.paws_lift,
             )
         return speed, legs, skating
