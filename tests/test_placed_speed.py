@@ -147,13 +147,26 @@ def test_the_turning_dogs_turn_as_the_mocap_does_at_their_speed():
     np.testing.assert_array_equal(np.sign(turn_radps), np.sign(flat_radps))
 
 
+def _reproduce_line(loop) -> str:
+    """The card's reproduce line for a one-epoch fine-tune with this loss configuration."""
+    from pathlib import Path
+
+    from canis.export.model_card import _fine_tuning_reproduce
+
+    settings = {"steps_per_epoch": 1, "batch_size": 4, "lr": 1e-5, "seed": 0}
+    config = {
+        "closed_loop": loop.identity() | settings,
+        "closed_loop_start": "mann8.onnx",
+        "closed_loop_epoch": 1,
+    }
+    return _fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
+
+
 def test_the_mocap_turns_replace_the_fixed_limit():
     """--moving-turns-as-mocap: refused beside a fixed limit or without moving dogs; the card's
     reproduce line names it."""
-    from pathlib import Path
 
     import pytest
-    from canis.export.model_card import _fine_tuning_reproduce
     from canis.training.closed_loop_training import ClosedLoopConfig
 
     with pytest.raises(ValueError, match="--moving-turns-as-mocap: replaces --moving-max-turn"):
@@ -165,13 +178,7 @@ def test_the_mocap_turns_replace_the_fixed_limit():
     loop = ClosedLoopConfig(
         moving_skating_weight=1, moving_turns_as_mocap=True, moving_paws_both_ways=True
     )
-    settings = {"steps_per_epoch": 1, "batch_size": 4, "lr": 1e-5, "seed": 0}
-    config = {
-        "closed_loop": loop.identity() | settings,
-        "closed_loop_start": "mann8.onnx",
-        "closed_loop_epoch": 1,
-    }
-    reproduce = _fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
+    reproduce = _reproduce_line(loop)
     assert "--moving-skating-weight 1 --moving-paws-both-ways --moving-turns-as-mocap" in reproduce
 
 
@@ -242,10 +249,8 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
     """--moving-turn-switch-s: refused when negative, not finite, or without moving dogs; the
     card's reproduce line names it; a resume with another value is refused (the loss
     configuration holds it)."""
-    from pathlib import Path
 
     import pytest
-    from canis.export.model_card import _fine_tuning_reproduce
     from canis.training.closed_loop_training import ClosedLoopConfig
 
     for bad in (-1.0, float("nan"), float("inf")):
@@ -255,13 +260,7 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
         ClosedLoopConfig(moving_turn_switch_s=5)
     loop = ClosedLoopConfig(placed_speed_weight=1, moving_turn_switch_s=5)
     assert loop.identity()["moving_turn_switch_s"] == 5
-    settings = {"steps_per_epoch": 1, "batch_size": 4, "lr": 1e-5, "seed": 0}
-    config = {
-        "closed_loop": loop.identity() | settings,
-        "closed_loop_start": "mann8.onnx",
-        "closed_loop_epoch": 1,
-    }
-    reproduce = _fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
+    reproduce = _reproduce_line(loop)
     assert "--placed-speed-weight 1 --moving-turn-switch-s 5" in reproduce
     loop = ClosedLoopConfig(
         moving_skating_weight=1,
@@ -270,8 +269,7 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
         moving_skating_relative=True,
         moving_paws_lift=True,
     )
-    config["closed_loop"] = loop.identity() | settings
-    reproduce = _fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
+    reproduce = _reproduce_line(loop)
     assert (
         "--moving-skating-weight 1 --moving-paws-both-ways --moving-paws-down "
         "--moving-skating-relative --moving-paws-lift" in reproduce
