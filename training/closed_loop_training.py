@@ -846,9 +846,13 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         moving = MovingDogs(
             model, saved, data, standard, run_dir, loop.placed_dogs, legs,
             loop.moving_unroll_frames, loop.moving_legs_both_ways, paws,
-            loop.moving_max_turn_degps, turns, loop.moving_paws_both_ways,
-            loop.moving_turn_switch_s, loop.moving_paws_down, loop.moving_skating_relative,
-            loop.moving_paws_lift,
+            loop.moving_max_turn_degps, turns, loop.moving_turn_switch_s,
+            {
+                "heights_both_ways": loop.moving_paws_both_ways,
+                "paws_down": loop.moving_paws_down,
+                "skating_relative": loop.moving_skating_relative,
+                "paws_lift": loop.moving_paws_lift,
+            },
         )  # fmt: skip
     if loop.replay_skating_weight > 0:
         replaying = ReplayDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)

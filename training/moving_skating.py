@@ -112,16 +112,17 @@ def moving_skating_loss(
     skating_relative: bool = False,
     paws_lift: bool = False,
 ) -> torch.Tensor:
-    """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 5 or 9)
-    (skating_by_speed's at each dog's speed): the mean over dogs of the dog's mean skating
-    (cm/frame) beyond the reference's, plus its paws' mean heights beyond the reference's by
-    more than HEIGHT_ALLOWANCE_CM (cm, averaged over paws); `heights_both_ways`: paws carried
-    lower than the reference's by more than the allowance count too (a paw dragged through its
-    swing); `paws_down`: plus each paw's share of steps down short of the reference's by more
-    than DOWN_SHARE_ALLOWANCE, DOWN_SHARE_COST_CM a share (averaged over paws);
-    `skating_relative`: the skating beyond the reference's counted in the reference's;
-    `paws_lift`: plus each paw's mean height above SKATING_HEIGHT_CM short of the reference's
-    by more than HEIGHT_ALLOWANCE_CM (cm, averaged over paws; reference (dogs, 13))."""
+    """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 13)
+    (skating_by_speed's at each dog's speed; only the columns the options read are needed):
+    the mean over dogs of the dog's mean skating (cm/frame) beyond the reference's, plus its
+    paws' mean heights beyond the reference's by more than HEIGHT_ALLOWANCE_CM (cm, averaged
+    over paws); `heights_both_ways`: paws carried lower than the reference's by more than the
+    allowance count too (a paw dragged through its swing); `paws_down`: plus each paw's share
+    of steps down short of the reference's by more than DOWN_SHARE_ALLOWANCE,
+    DOWN_SHARE_COST_CM a share (averaged over paws); `skating_relative`: the skating beyond
+    the reference's counted in the reference's; `paws_lift`: plus each paw's mean height above
+    SKATING_HEIGHT_CM short of the reference's by more than HEIGHT_ALLOWANCE_CM (cm, averaged
+    over paws)."""
     dogs = len(reference)
     if dogs == 0:
         return y_raw.new_zeros(())

@@ -39,8 +39,6 @@ MAX_TURN_DEGPS = 60.0
 # With the mocap's turns: the turning dogs' fastest turn at a speed is this percentile of the
 # mocap's turn rates there (its rare sharpest turns left out).
 TURN_PERCENTILE = 90
-# With --moving-turn-switch-s: the evaluation's turn swaps sides every 5 s
-# (evaluate_controllers.TURN_SWITCH_S), so the dogs that learn to turn learn the swap too.
 LEAD_IN_FRAMES = 60  # 1 s of the lead-in command: from standing, or from another speed
 SETTLE_FRAMES = 120  # 2 s of the asked speed before the kept steps (the card settles 3 s)
 KEPT_FRAMES = 120
@@ -111,7 +109,8 @@ def swapped_turn_radps(
 ) -> np.ndarray:
     """Each dog's turn rate (rad/s) `turning_s` seconds after it was first asked to turn, where
     it swaps sides every `switch_s` seconds (0: never), its first swap `switch_s - phase_s`
-    seconds in (phase_s in [0, switch_s): the kept steps fall at every point after a swap)."""
+    seconds in (phase_s in [0, switch_s): the kept steps fall at every point after a swap).
+    The controllers evaluation's turn swaps every 5 s (evaluate_controllers.TURN_SWITCH_S)."""
     if switch_s == 0:
         return turn_radps
     swaps = np.floor((turning_s + phase_s) / switch_s)
@@ -177,11 +176,8 @@ class MovingDogs:
         skating=None,
         max_turn_degps: float = MAX_TURN_DEGPS,
         turns_by_speed=None,
-        paws_both_ways: bool = False,
         turn_switch_s: float = 0.0,
-        paws_down: bool = False,
-        skating_relative: bool = False,
-        paws_lift: bool = False,
+        skating_options: dict | None = None,
     ):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
         self.path = Path(run_dir) / "moving.onnx"
@@ -195,11 +191,10 @@ class MovingDogs:
         self.skating = skating  # None, or moving_skating.skating_by_speed's (centres, paws)
         self.max_turn_degps = max_turn_degps  # the turning dogs' fastest turn either way
         self.turns_by_speed = turns_by_speed  # None, or mocap_turns_by_speed's, which replaces it
-        self.paws_both_ways = paws_both_ways  # the moving-skating term counts paws carried low too
         self.turn_switch_s = turn_switch_s  # the turning dogs swap sides this often (0: never)
-        self.paws_down = paws_down  # the moving-skating term holds paws down as the mocap's are
-        self.skating_relative = skating_relative  # its skating counted in the mocap's
-        self.paws_lift = paws_lift  # the moving-skating term holds paws' lift up to the mocap's
+        # moving_skating_loss's options (heights_both_ways, paws_down, skating_relative,
+        # paws_lift), as the loss configuration names them.
+        self.skating_options = skating_options or {}
 
     def refresh(self, generator: np.random.Generator) -> float:
         """New moving dogs; returns the seconds they took (the export included)."""
@@ -263,13 +258,5 @@ class MovingDogs:
             legs = moving_legs_loss(x_raw, y_raw, reference, self.legs_both_ways)
         if self.skating is not None:
             reference = torch.as_tensor(reference_at(*self.skating, asked_mps), dtype=y_raw.dtype)
-            skating = moving_skating_loss(
-                x_raw,
-                y_raw,
-                reference,
-                self.paws_both_ways,
-                self.paws_down,
-                self.skating_relative,
-                self.paws_lift,
-            )
+            skating = moving_skating_loss(x_raw, y_raw, reference, **self.skating_options)
         return speed, legs, skating
