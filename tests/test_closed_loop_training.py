@@ -522,6 +522,15 @@ def test_resume_refuses_another_precision_by_name():
         closed_loop.check_resumable("x", saved, {"own_frames": 8, "lr": 1e-5, "precision": "bf16"})
 
 
+def test_resume_reads_the_paws_lift_flag_as_its_weight():
+    """--moving-paws-lift became a weight: a run saved with it on (True) resumes at weight 1 and
+    is refused at another, by name."""
+    saved = {"closed_loop": {"moving_paws_lift": True}}
+    closed_loop.check_resumable("x", saved, {"moving_paws_lift": 1.0})
+    with pytest.raises(ValueError, match=r"x: .* moving_paws_lift True \(now 4.0\)"):
+        closed_loop.check_resumable("x", saved, {"moving_paws_lift": 4.0})
+
+
 def test_a_run_of_another_split_is_measured_and_not_fine_tuned(tiny_dataset, tmp_path, capsys):
     """A `--holdout within-clips --no-mirrored` run's input range is its own rows': --measure
     and the validation breakdown read it on the same held-out clips as the training logged;

@@ -148,6 +148,8 @@ def test_paws_held_up_to_the_mocaps_lift():
     short = reference[:, 9:] - lift_cm(shuffle_cm).reshape(2, 4, 4).mean(1) - HEIGHT_ALLOWANCE_CM
     np.testing.assert_allclose(loss.item(), short.clamp(min=0).mean().item(), rtol=1e-5)
     assert loss.item() > 0.3  # the front paws 0.75 cm short each (the hind ones under ground)
+    weighed = moving_skating_loss(x, shuffling, reference, True, paws_lift=4.0)
+    np.testing.assert_allclose(weighed.item(), 4 * loss.item(), rtol=1e-5)  # --moving-paws-lift 4
     loss.backward()  # it lifts the paws
     assert (shuffling.grad[:, Y_HIPS[1]] <= 0).all() and (shuffling.grad[:, Y_HIPS[1]] < 0).any()
 

@@ -274,6 +274,11 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
         "--moving-skating-weight 1 --moving-paws-both-ways --moving-paws-down "
         "--moving-skating-relative --moving-paws-lift" in reproduce
     )
+    loop = ClosedLoopConfig(moving_skating_weight=1, moving_paws_lift=4.0)
+    assert "--moving-skating-weight 1 --moving-paws-lift 4 " in _reproduce_line(loop) + " "
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="--moving-paws-lift .*: must be a finite weight"):
+            ClosedLoopConfig(moving_skating_weight=1, moving_paws_lift=bad)
     for option in ("moving_paws_down", "moving_skating_relative", "moving_paws_lift"):
         with pytest.raises(ValueError, match="needs --moving-skating-weight"):
             ClosedLoopConfig(placed_speed_weight=1, **{option: True})

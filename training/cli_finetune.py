@@ -180,10 +180,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     finetune.add_argument(
         "--moving-paws-lift",
-        action="store_true",
+        type=float,
+        nargs="?",
+        const=1.0,
+        default=0.0,
+        metavar="WEIGHT",
         help="the moving-skating term holds each paw's mean height above the measure's 2.5 cm "
         "up to the mocap's at the dog's asked speed: a paw that shuffles just above the ground "
-        "pays for the steps it does not take",
+        "pays for the steps it does not take, WEIGHT (default 1) per cm short",
     )
     finetune.add_argument(
         "--moving-max-turn-degps",

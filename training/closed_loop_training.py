@@ -111,8 +111,9 @@ class ClosedLoopConfig:
     moving_paws_down: bool = False
     # The moving-skating term's skating beyond the mocap's counted in the mocap's at that speed.
     moving_skating_relative: bool = False
-    # The moving-skating term holds each paw's mean height above 2.5 cm up to the mocap's too.
-    moving_paws_lift: bool = False
+    # The moving-skating term holds each paw's mean height above 2.5 cm up to the mocap's too,
+    # this much per cm short (0: not held).
+    moving_paws_lift: float = 0.0
     # 0: each turning moving dog turns one way throughout; else it swaps sides this often (s),
     # as the controllers evaluation's turn does every 5 s.
     moving_turn_switch_s: float = 0.0
@@ -214,6 +215,10 @@ class ClosedLoopConfig:
             raise ValueError(
                 "--moving-turn-switch-s: needs a moving dogs' term (--placed-speed-weight, "
                 "--moving-legs-weight or --moving-skating-weight)"
+            )
+        if not (np.isfinite(self.moving_paws_lift) and self.moving_paws_lift >= 0):
+            raise ValueError(
+                f"--moving-paws-lift {self.moving_paws_lift}: must be a finite weight >= 0"
             )
         if self.moving_paws_lift and self.moving_skating_weight == 0:
             raise ValueError("--moving-paws-lift: needs --moving-skating-weight")
@@ -622,7 +627,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_turn_switch_s": 0.0,
         "moving_paws_down": False,
         "moving_skating_relative": False,
-        "moving_paws_lift": False,
+        "moving_paws_lift": 0.0,  # runs before it was a weight stored False/True: 0/1 alike
         "replay_skating_weight": 0.0,
         "bone_weight": 0.0,
         "bone_positions_only": False,

@@ -110,7 +110,7 @@ def moving_skating_loss(
     heights_both_ways: bool = False,
     paws_down: bool = False,
     skating_relative: bool = False,
-    paws_lift: bool = False,
+    paws_lift: float = 0.0,
 ) -> torch.Tensor:
     """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 13)
     (skating_by_speed's at each dog's speed; only the columns the options read are needed):
@@ -120,9 +120,9 @@ def moving_skating_loss(
     allowance count too (a paw dragged through its swing); `paws_down`: plus each paw's share
     of steps down short of the reference's by more than DOWN_SHARE_ALLOWANCE,
     DOWN_SHARE_COST_CM a share (averaged over paws); `skating_relative`: the skating beyond
-    the reference's counted in the reference's; `paws_lift`: plus each paw's mean height above
-    SKATING_HEIGHT_CM short of the reference's by more than HEIGHT_ALLOWANCE_CM (cm, averaged
-    over paws)."""
+    the reference's counted in the reference's; `paws_lift` (a weight, 0: off): plus each paw's
+    mean height above SKATING_HEIGHT_CM short of the reference's by more than
+    HEIGHT_ALLOWANCE_CM (cm, averaged over paws), times the weight."""
     dogs = len(reference)
     if dogs == 0:
         return y_raw.new_zeros(())
@@ -139,7 +139,7 @@ def moving_skating_loss(
         height_excess = height_excess + DOWN_SHARE_COST_CM * short.clamp(min=0).mean(1)
     if paws_lift:
         short_cm = reference[:, 9:13] - lift_cm(height).mean(1) - HEIGHT_ALLOWANCE_CM
-        height_excess = height_excess + short_cm.clamp(min=0).mean(1)
+        height_excess = height_excess + paws_lift * short_cm.clamp(min=0).mean(1)
     return (skating_excess + height_excess).mean()
 
 
