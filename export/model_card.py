@@ -329,6 +329,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += " --moving-turns-as-mocap"
     if loop.get("moving_turn_switch_s"):
         later += f" --moving-turn-switch-s {loop['moving_turn_switch_s']}"
+    if loop.get("moving_dogs_per_step", 8) != 8:
+        later += f" --moving-dogs-per-step {loop['moving_dogs_per_step']}"
     if loop.get("moving_unroll_frames", 1) != 1:
         later += f" --moving-unroll-frames {loop['moving_unroll_frames']}"
     if loop.get("replay_skating_weight"):

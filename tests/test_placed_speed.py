@@ -274,6 +274,14 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
         "--moving-skating-weight 1 --moving-paws-both-ways --moving-paws-down "
         "--moving-skating-relative --moving-paws-lift" in reproduce
     )
+    for bad in (0, -8):
+        with pytest.raises(ValueError, match="--moving-dogs-per-step .*: must be at least 1"):
+            ClosedLoopConfig(placed_speed_weight=1, moving_dogs_per_step=bad)
+    with pytest.raises(ValueError, match="--moving-dogs-per-step: needs a moving dogs' term"):
+        ClosedLoopConfig(moving_dogs_per_step=32)
+    loop = ClosedLoopConfig(placed_speed_weight=1, moving_dogs_per_step=32)
+    assert "--placed-speed-weight 1 --moving-dogs-per-step 32" in _reproduce_line(loop)
+    assert "--moving-dogs-per-step" not in _reproduce_line(ClosedLoopConfig(placed_speed_weight=1))
     loop = ClosedLoopConfig(moving_skating_weight=1, moving_paws_lift=4.0)
     assert "--moving-skating-weight 1 --moving-paws-lift 4 " in _reproduce_line(loop) + " "
     for bad in (-1.0, float("nan"), float("inf")):

@@ -205,6 +205,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--moving-max-turn-degps: sharp turns at a walk, gentle ones at a canter",
     )
     finetune.add_argument(
+        "--moving-dogs-per-step",
+        type=int,
+        default=8,  # placed_speed.DOGS_PER_STEP, written out: the parser stays torch-free
+        help="the moving dogs' terms (placed speed, moving legs, moving skating) are each "
+        "step's mean over this many of the epoch's dogs, drawn at random: more steady the "
+        "gradient (half the dogs turn, their speeds 0.4-3.6 m/s), slower the step",
+    )
+    finetune.add_argument(
         "--moving-turn-switch-s",
         type=float,
         default=0.0,
@@ -361,6 +369,7 @@ def run_finetune(args) -> int:
         moving_turns_as_mocap=args.moving_turns_as_mocap,
         moving_paws_both_ways=args.moving_paws_both_ways,
         moving_turn_switch_s=args.moving_turn_switch_s,
+        moving_dogs_per_step=args.moving_dogs_per_step,
         moving_paws_down=args.moving_paws_down,
         moving_skating_relative=args.moving_skating_relative,
         moving_paws_lift=args.moving_paws_lift,

@@ -117,6 +117,8 @@ class ClosedLoopConfig:
     # 0: each turning moving dog turns one way throughout; else it swaps sides this often (s),
     # as the controllers evaluation's turn does every 5 s.
     moving_turn_switch_s: float = 0.0
+    # The moving dogs' terms are each step's mean over this many dogs (8: the runs before it).
+    moving_dogs_per_step: int = DOGS_PER_STEP
     # 0: no replay-skating term (training/replay_skating.py): the runtime's own dogs driven by
     # their clips' commands, refreshed each epoch, `placed_dogs` of them, skating no more than
     # the mocap on the same frames.
@@ -210,6 +212,15 @@ class ClosedLoopConfig:
             raise ValueError(
                 f"--moving-turn-switch-s {self.moving_turn_switch_s}: must be 0 (never) or a "
                 "positive number of seconds"
+            )
+        if self.moving_dogs_per_step < 1:
+            raise ValueError(
+                f"--moving-dogs-per-step {self.moving_dogs_per_step}: must be at least 1"
+            )
+        if self.moving_dogs_per_step != DOGS_PER_STEP and not self.moves_dogs():
+            raise ValueError(
+                "--moving-dogs-per-step: needs a moving dogs' term (--placed-speed-weight, "
+                "--moving-legs-weight or --moving-skating-weight)"
             )
         if self.moving_turn_switch_s and not self.moves_dogs():
             raise ValueError(
@@ -625,6 +636,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_turns_as_mocap": False,
         "moving_paws_both_ways": False,
         "moving_turn_switch_s": 0.0,
+        "moving_dogs_per_step": DOGS_PER_STEP,
         "moving_paws_down": False,
         "moving_skating_relative": False,
         "moving_paws_lift": 0.0,  # runs before it was a weight stored False/True: 0/1 alike
@@ -911,7 +923,8 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 loss = loss + loop.placed_stillness_weight * still
                 terms["placed_stillness"] = still.item()
             if moving is not None:
-                speed, legs, paws = moving.loss(predict_training, DOGS_PER_STEP, generator)
+                dogs = loop.moving_dogs_per_step
+                speed, legs, paws = moving.loss(predict_training, dogs, generator)
                 loss = (
                     loss
                     + loop.placed_speed_weight * speed
