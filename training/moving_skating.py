@@ -41,7 +41,9 @@ So counted, the paws met the skating bar by shuffling ((PR6), (PR7)): at a walk 
 mean paw height is 2.4-2.7 cm, which a paw kept just above the ground meets with its share of
 steps down. With `paws_lift` (--moving-paws-lift) each paw's mean height above the measure's
 2.5 cm (its lift, 0 while under it) short of the mocap's by more than HEIGHT_ALLOWANCE_CM
-costs its shortfall in cm: a shuffling paw has almost none, a stepping one some in every swing.
+costs its shortfall in cm (times its weight, 1 unless told): a shuffling paw has almost none, a
+stepping one some in every swing. Weighed 4 it lifted the walk's paws and made the skating and
+the turn's legs worse ((PLW6), (PLW7), the nineteenth session).
 """
 
 from __future__ import annotations
