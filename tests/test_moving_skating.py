@@ -44,11 +44,13 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
         skating_by_speed(x, y, action)
     monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 40)
     centres, paws = skating_by_speed(x, y, action)
-    assert paws.shape == (2, 13)
+    assert paws.shape == (2, 17)
     np.testing.assert_allclose(paws[:, 0], expected, rtol=1e-5)
     np.testing.assert_allclose(paws[0, 1:5], height_cm[:40].mean(0), rtol=1e-5)
     np.testing.assert_allclose(paws[0, 5:9], soft_down(height_cm[:40]).mean(0), rtol=1e-5)
-    np.testing.assert_allclose(paws[0, 9:], lift_cm(height_cm[:40]).mean(0), rtol=1e-5, atol=1e-6)
+    lift = lift_cm(height_cm[:40])
+    np.testing.assert_allclose(paws[0, 9:13], lift.mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(paws[0, 13:], lift.square().mean(0), rtol=1e-5, atol=1e-6)
     # Rows not asked to move are left out: counted, the slow bin would move.
     action[:10] = MOVE + 1
     monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 30)
@@ -126,6 +128,50 @@ def test_paws_held_down_as_often_as_the_mocaps():
     assert (hovering.grad[:, Y_HIPS[1]] > 0).all()
 
 
+def _reference(skating_cm: torch.Tensor, height_cm: torch.Tensor) -> torch.Tensor:
+    """(2, 17) skating_by_speed's columns over each of two dogs of 4 rows, as its bins take
+    them."""
+    lift = lift_cm(height_cm)
+    columns = [skating_cm.mean(1, keepdim=True), height_cm, soft_down(height_cm), lift, lift**2]
+    return torch.cat(columns, 1).reshape(2, 4, 17).mean(1)
+
+
+def test_paws_held_up_to_the_mocaps_swing():
+    """--moving-paws-swing: a dog whose paws swing half as high twice as often (a flattened
+    stride) meets the mean lift of a stepping dog's, and pays for the swing it lacks; the
+    stepping dog does not."""
+    x, y = _steps(np.zeros(8), 0.0)  # 2 dogs of 4 rows, their paws at the ground, still
+    stepping = y.clone()  # a quarter of each dog's steps with its paws lifted 20 cm
+    stepping[[3, 7], Y_HIPS[1]] += 0.4  # shown 0.2 higher: the blend takes half
+    reference = _reference(*shown_skating_and_height_cm(x, stepping))
+    swing = {"heights_both_ways": True, "paws_lift": 1.0, "paws_swing": True}
+    assert moving_skating_loss(x, stepping, reference, **swing).item() < 1e-6
+    flattened = y.clone()  # half the stepping dog's lift (17.5 cm) in two steps of four
+    flattened[[2, 3, 6, 7], Y_HIPS[1]] += 2 * 0.01 * (2.5 + 17.5 / 2)  # shown 11.25 cm
+    flattened.requires_grad_()
+    _, flat_cm = shown_skating_and_height_cm(x, flattened.detach())
+    lift = lift_cm(flat_cm).reshape(2, 4, 4)
+    # Its means met: the front paws' mean lift is the stepping dog's.
+    np.testing.assert_allclose(lift.mean(1)[:, :2], reference[:, 9:11], rtol=1e-3)
+    # The mean heights nearly: the front paws 0.625 cm higher (the lift counts from 2.5 cm).
+    means_only = {"heights_both_ways": True, "paws_lift": 1.0}
+    unswung = moving_skating_loss(x, flattened, reference, **means_only).item()
+    assert unswung < 0.2
+    loss = moving_skating_loss(x, flattened, reference, **swing)
+    rms = lift.square().mean(1).clamp(min=1e-6).sqrt()
+    short = reference[:, 13:].sqrt() - rms - HEIGHT_ALLOWANCE_CM
+    np.testing.assert_allclose(loss.item() - unswung, short.clamp(min=0).mean().item(), rtol=1e-4)
+    # The front paws' root mean square lift 6.19 cm against the stepping dog's 8.75: 2.06 cm
+    # short after the allowance, averaged over the four paws.
+    assert loss.item() - unswung > 0.9
+    # The swing's part lifts the paws that swing, and only those.
+    (loss - moving_skating_loss(x, flattened, reference, **means_only)).backward()
+    swinging = torch.zeros(8, dtype=torch.bool)
+    swinging[[2, 3, 6, 7]] = True
+    assert (flattened.grad[swinging, Y_HIPS[1]] < 0).all()
+    assert (flattened.grad[~swinging, Y_HIPS[1]] == 0).all()
+
+
 def test_paws_held_up_to_the_mocaps_lift():
     """--moving-paws-lift: a dog whose paws shuffle just above 2.5 cm meets the mean height and
     the share down of a stepping dog's, and pays for the lift it lacks; the stepping dog does
@@ -134,8 +180,7 @@ def test_paws_held_up_to_the_mocaps_lift():
     stepping = y.clone()  # a quarter of each dog's steps with its paws lifted 10 cm
     stepping[[3, 7], Y_HIPS[1]] += 0.2  # shown 0.1 higher: the blend takes half
     skating, height = shown_skating_and_height_cm(x, stepping)
-    columns = [skating.mean(1, keepdim=True), height, soft_down(height), lift_cm(height)]
-    reference = torch.cat(columns, 1).reshape(2, 4, 13).mean(1)
+    reference = _reference(skating, height)
     np.testing.assert_allclose(reference[:, 9:11], (10.0 - 2.5) / 4, rtol=1e-3)  # front paws
     assert moving_skating_loss(x, stepping, reference, True, True, paws_lift=True).item() < 1e-6
     shuffling = y.clone()  # the steps' 10 cm spread over three of them, just above 2.5 cm
@@ -145,7 +190,7 @@ def test_paws_held_up_to_the_mocaps_lift():
     assert unlifted.item() < 1e-5
     loss = moving_skating_loss(x, shuffling, reference, True, paws_lift=True)
     _, shuffle_cm = shown_skating_and_height_cm(x, shuffling.detach())
-    short = reference[:, 9:] - lift_cm(shuffle_cm).reshape(2, 4, 4).mean(1) - HEIGHT_ALLOWANCE_CM
+    short = reference[:, 9:13] - lift_cm(shuffle_cm).reshape(2, 4, 4).mean(1) - HEIGHT_ALLOWANCE_CM
     np.testing.assert_allclose(loss.item(), short.clamp(min=0).mean().item(), rtol=1e-5)
     assert loss.item() > 0.3  # the front paws 0.75 cm short each (the hind ones under ground)
     weighed = moving_skating_loss(x, shuffling, reference, True, paws_lift=4.0)

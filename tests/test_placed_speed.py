@@ -287,6 +287,9 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--moving-paws-lift .*: must be a finite weight"):
             ClosedLoopConfig(moving_skating_weight=1, moving_paws_lift=bad)
-    for option in ("moving_paws_down", "moving_skating_relative", "moving_paws_lift"):
+    swing = ClosedLoopConfig(moving_skating_weight=1, moving_paws_swing=True)
+    assert "--moving-skating-weight 1 --moving-paws-swing" in _reproduce_line(swing)
+    options = ("moving_paws_down", "moving_skating_relative", "moving_paws_lift")
+    for option in (*options, "moving_paws_swing"):
         with pytest.raises(ValueError, match="needs --moving-skating-weight"):
             ClosedLoopConfig(placed_speed_weight=1, **{option: True})

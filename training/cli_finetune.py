@@ -205,6 +205,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--moving-max-turn-degps: sharp turns at a walk, gentle ones at a canter",
     )
     finetune.add_argument(
+        "--moving-paws-swing",
+        action="store_true",
+        help="the moving-skating term holds each paw's root mean square height above the "
+        "measure's 2.5 cm up to the mocap's at the dog's asked speed: a flattened stride that "
+        "meets the mean heights pays for the swings it does not make",
+    )
+    finetune.add_argument(
         "--moving-dogs-per-step",
         type=int,
         default=8,  # placed_speed.DOGS_PER_STEP, written out: the parser stays torch-free
@@ -370,6 +377,7 @@ def run_finetune(args) -> int:
         moving_paws_both_ways=args.moving_paws_both_ways,
         moving_turn_switch_s=args.moving_turn_switch_s,
         moving_dogs_per_step=args.moving_dogs_per_step,
+        moving_paws_swing=args.moving_paws_swing,
         moving_paws_down=args.moving_paws_down,
         moving_skating_relative=args.moving_skating_relative,
         moving_paws_lift=args.moving_paws_lift,

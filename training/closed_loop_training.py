@@ -114,6 +114,9 @@ class ClosedLoopConfig:
     # The moving-skating term holds each paw's mean height above 2.5 cm up to the mocap's too,
     # this much per cm short (0: not held).
     moving_paws_lift: float = 0.0
+    # The moving-skating term holds each paw's root mean square height above 2.5 cm up to the
+    # mocap's too (how high it swings, which the means above cannot tell).
+    moving_paws_swing: bool = False
     # 0: each turning moving dog turns one way throughout; else it swaps sides this often (s),
     # as the controllers evaluation's turn does every 5 s.
     moving_turn_switch_s: float = 0.0
@@ -231,6 +234,8 @@ class ClosedLoopConfig:
             raise ValueError(
                 f"--moving-paws-lift {self.moving_paws_lift}: must be a finite weight >= 0"
             )
+        if self.moving_paws_swing and self.moving_skating_weight == 0:
+            raise ValueError("--moving-paws-swing: needs --moving-skating-weight")
         if self.moving_paws_lift and self.moving_skating_weight == 0:
             raise ValueError("--moving-paws-lift: needs --moving-skating-weight")
         if self.moving_skating_relative and self.moving_skating_weight == 0:
@@ -640,6 +645,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_paws_down": False,
         "moving_skating_relative": False,
         "moving_paws_lift": 0.0,  # runs before it was a weight stored False/True: 0/1 alike
+        "moving_paws_swing": False,
         "replay_skating_weight": 0.0,
         "bone_weight": 0.0,
         "bone_positions_only": False,
@@ -869,6 +875,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 "paws_down": loop.moving_paws_down,
                 "skating_relative": loop.moving_skating_relative,
                 "paws_lift": loop.moving_paws_lift,
+                "paws_swing": loop.moving_paws_swing,
             },
         )  # fmt: skip
     if loop.replay_skating_weight > 0:

@@ -44,6 +44,13 @@ steps down. With `paws_lift` (--moving-paws-lift) each paw's mean height above t
 costs its shortfall in cm (times its weight, 1 unless told): a shuffling paw has almost none, a
 stepping one some in every swing. Weighed 4 it lifted the walk's paws and made the skating and
 the turn's legs worse ((PLW6), (PLW7), the nineteenth session).
+
+Every term above holds a mean over the steps, and a flattened stride meets them all: (PL)'s
+cantering paws met the mocap's mean height and lift within 1 cm and swung to half its height
+(the nineteenth session). With `paws_swing` (--moving-paws-swing) each paw's root mean square
+lift (cm), which a few high swings raise more than many low ones, short of the mocap's by more
+than HEIGHT_ALLOWANCE_CM costs its shortfall in cm. A mean of squares keeps the reference a
+mean over the mocap's rows, binned and interpolated by speed as the others are.
 """
 
 from __future__ import annotations
@@ -89,16 +96,17 @@ def lift_cm(height_cm: torch.Tensor) -> torch.Tensor:
 def skating_by_speed(
     x_raw: torch.Tensor, y_raw: torch.Tensor, action: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The mocap's reference from its rows: (speed bin centres m/s (S,), (S, 13): in each bin
+    """The mocap's reference from its rows: (speed bin centres m/s (S,), (S, 17): in each bin
     the mean skating of the shown paws (cm/frame, over the paws), each paw's mean height (cm),
-    each paw's share of steps down (soft_down) and each paw's mean lift (lift_cm)) over the
-    frames asked to move."""
+    each paw's share of steps down (soft_down), each paw's mean lift (lift_cm) and each paw's
+    mean squared lift (cm^2)) over the frames asked to move: (S, 17)."""
     values = []
     with torch.no_grad():
         for start in range(0, len(x_raw), CHUNK_ROWS):
             rows = slice(start, start + CHUNK_ROWS)
             skating, height = shown_skating_and_height_cm(x_raw[rows], y_raw[rows])
-            columns = [skating.mean(1, keepdim=True), height, soft_down(height), lift_cm(height)]
+            lift = lift_cm(height)
+            columns = [skating.mean(1, keepdim=True), height, soft_down(height), lift, lift**2]
             values.append(torch.cat(columns, 1).numpy())
     return by_speed(
         np.concatenate(values), y_raw, action, "--moving-skating-weight", "the paws' skating"
@@ -113,8 +121,9 @@ def moving_skating_loss(
     paws_down: bool = False,
     skating_relative: bool = False,
     paws_lift: float = 0.0,
+    paws_swing: bool = False,
 ) -> torch.Tensor:
-    """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 13)
+    """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 17)
     (skating_by_speed's at each dog's speed; only the columns the options read are needed):
     the mean over dogs of the dog's mean skating (cm/frame) beyond the reference's, plus its
     paws' mean heights beyond the reference's by more than HEIGHT_ALLOWANCE_CM (cm, averaged
@@ -124,7 +133,9 @@ def moving_skating_loss(
     DOWN_SHARE_COST_CM a share (averaged over paws); `skating_relative`: the skating beyond
     the reference's counted in the reference's; `paws_lift` (a weight, 0: off): plus each paw's
     mean height above SKATING_HEIGHT_CM short of the reference's by more than
-    HEIGHT_ALLOWANCE_CM (cm, averaged over paws), times the weight."""
+    HEIGHT_ALLOWANCE_CM (cm, averaged over paws), times the weight; `paws_swing`: plus each
+    paw's root mean square lift short of the reference's by more than HEIGHT_ALLOWANCE_CM (cm,
+    averaged over paws)."""
     dogs = len(reference)
     if dogs == 0:
         return y_raw.new_zeros(())
@@ -142,6 +153,11 @@ def moving_skating_loss(
     if paws_lift:
         short_cm = reference[:, 9:13] - lift_cm(height).mean(1) - HEIGHT_ALLOWANCE_CM
         height_excess = height_excess + paws_lift * short_cm.clamp(min=0).mean(1)
+    if paws_swing:
+        # The floor keeps the square root's gradient finite for a paw that never lifts.
+        rms_cm = lift_cm(height).square().mean(1).clamp(min=1e-6).sqrt()
+        short_cm = reference[:, 13:17].sqrt() - rms_cm - HEIGHT_ALLOWANCE_CM
+        height_excess = height_excess + short_cm.clamp(min=0).mean(1)
     return (skating_excess + height_excess).mean()
 
 
@@ -172,7 +188,9 @@ def main(argv=None) -> None:
                 f"{height[dogs].mean():.1f} cm ({reference[dogs, 1:5].mean():.1f}), paws down "
                 f"{soft_down(height[dogs]).mean():.0%} of steps "
                 f"({reference[dogs, 5:9].mean():.0%}), lift {lift_cm(height[dogs]).mean():.2f} "
-                f"cm ({reference[dogs, 9:].mean():.2f})"
+                f"cm ({reference[dogs, 9:13].mean():.2f}), root mean square lift "
+                f"{lift_cm(height[dogs]).square().mean().sqrt():.2f} cm "
+                f"({reference[dogs, 13:17].mean().sqrt():.2f})"
             )
 
 
