@@ -325,6 +325,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += " --moving-paws-lift" + ("" if lift == 1 else f" {lift:g}")
     if loop.get("moving_paws_swing"):
         later += " --moving-paws-swing"
+    if loop.get("moving_paws_swing_below_mps"):
+        later += f" --moving-paws-swing-below-mps {loop['moving_paws_swing_below_mps']:g}"
     if loop.get("moving_max_turn_degps", 60.0) != 60.0:
         later += f" --moving-max-turn-degps {loop['moving_max_turn_degps']}"
     if loop.get("moving_turns_as_mocap"):

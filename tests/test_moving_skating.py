@@ -172,6 +172,30 @@ def test_paws_held_up_to_the_mocaps_swing():
     assert (flattened.grad[~swinging, Y_HIPS[1]] == 0).all()
 
 
+def test_the_swing_held_only_under_its_speed():
+    """--moving-paws-swing-below-mps: a dog asked under the bound pays for the swing it lacks,
+    one asked at or over it does not; without the dogs' speeds the bound is refused."""
+    x, y = _steps(np.zeros(8), 0.0)  # 2 dogs of 4 rows, their paws at the ground, still
+    stepping = y.clone()
+    stepping[[3, 7], Y_HIPS[1]] += 0.4  # a quarter of each dog's steps 20 cm up
+    reference = _reference(*shown_skating_and_height_cm(x, stepping))
+    swing = {"heights_both_ways": True, "paws_lift": 1.0, "paws_swing": True}
+    flattened = y.clone()  # the same mean lift in two low steps of four
+    flattened[[2, 3, 6, 7], Y_HIPS[1]] += 2 * 0.01 * (2.5 + 17.5 / 2)
+    everywhere = moving_skating_loss(x, flattened, reference, **swing).item()
+    means_only = {k: v for k, v in swing.items() if k != "paws_swing"}
+    unswung = moving_skating_loss(x, flattened, reference, **means_only).item()
+    assert everywhere - unswung > 0.9  # both dogs pay for their swing
+    asked = torch.tensor([0.8, 2.0])  # a walking dog and a cantering one
+    below = moving_skating_loss(
+        x, flattened, reference, swing_below_mps=1.2, asked_mps=asked, **swing
+    ).item()
+    # The mean over the two dogs: only the walking one's swing counts.
+    np.testing.assert_allclose(below - unswung, (everywhere - unswung) / 2, rtol=1e-4)
+    with pytest.raises(ValueError, match="swing_below_mps: needs each dog's asked speed"):
+        moving_skating_loss(x, flattened, reference, swing_below_mps=1.2, **swing)
+
+
 def test_paws_held_up_to_the_mocaps_lift():
     """--moving-paws-lift: a dog whose paws shuffle just above 2.5 cm meets the mean height and
     the share down of a stepping dog's, and pays for the lift it lacks; the stepping dog does

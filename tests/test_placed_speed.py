@@ -2,6 +2,8 @@
 the allowance of the asked, however its speed rises and falls within the stride; growing
 beyond, with a gradient toward the asked speed; the moving dogs' inputs are the runtime's own."""
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 from canis.runtime.features import INPUT, OUTPUT
@@ -289,6 +291,14 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
             ClosedLoopConfig(moving_skating_weight=1, moving_paws_lift=bad)
     swing = ClosedLoopConfig(moving_skating_weight=1, moving_paws_swing=True)
     assert "--moving-skating-weight 1 --moving-paws-swing" in _reproduce_line(swing)
+    assert "--moving-paws-swing-below-mps" not in _reproduce_line(swing)
+    walk_swing = replace(swing, moving_paws_swing_below_mps=1.2)
+    assert "--moving-paws-swing --moving-paws-swing-below-mps 1.2" in _reproduce_line(walk_swing)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="--moving-paws-swing-below-mps .*: must be a finite"):
+            replace(swing, moving_paws_swing_below_mps=bad)
+    with pytest.raises(ValueError, match="--moving-paws-swing-below-mps: needs --moving-paws-sw"):
+        ClosedLoopConfig(moving_skating_weight=1, moving_paws_swing_below_mps=1.2)
     options = ("moving_paws_down", "moving_skating_relative", "moving_paws_lift")
     for option in (*options, "moving_paws_swing"):
         with pytest.raises(ValueError, match="needs --moving-skating-weight"):

@@ -212,6 +212,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "meets the mean heights pays for the swings it does not make",
     )
     finetune.add_argument(
+        "--moving-paws-swing-below-mps",
+        type=float,
+        default=0.0,
+        metavar="MPS",
+        help="--moving-paws-swing only for the moving dogs asked under this speed (m/s; 0, the "
+        "default: at every speed): the walk's shuffle without pressing on the canter's stride",
+    )
+    finetune.add_argument(
         "--moving-dogs-per-step",
         type=int,
         default=8,  # placed_speed.DOGS_PER_STEP, written out: the parser stays torch-free
@@ -378,6 +386,7 @@ def run_finetune(args) -> int:
         moving_turn_switch_s=args.moving_turn_switch_s,
         moving_dogs_per_step=args.moving_dogs_per_step,
         moving_paws_swing=args.moving_paws_swing,
+        moving_paws_swing_below_mps=args.moving_paws_swing_below_mps,
         moving_paws_down=args.moving_paws_down,
         moving_skating_relative=args.moving_skating_relative,
         moving_paws_lift=args.moving_paws_lift,

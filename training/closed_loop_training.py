@@ -117,6 +117,8 @@ class ClosedLoopConfig:
     # The moving-skating term holds each paw's root mean square height above 2.5 cm up to the
     # mocap's too (how high it swings, which the means above cannot tell).
     moving_paws_swing: bool = False
+    # ... only for the dogs asked under this speed (m/s; 0: at every speed).
+    moving_paws_swing_below_mps: float = 0.0
     # 0: each turning moving dog turns one way throughout; else it swaps sides this often (s),
     # as the controllers evaluation's turn does every 5 s.
     moving_turn_switch_s: float = 0.0
@@ -236,6 +238,13 @@ class ClosedLoopConfig:
             )
         if self.moving_paws_swing and self.moving_skating_weight == 0:
             raise ValueError("--moving-paws-swing: needs --moving-skating-weight")
+        below = self.moving_paws_swing_below_mps
+        if not (np.isfinite(below) and below >= 0):
+            raise ValueError(
+                f"--moving-paws-swing-below-mps {below}: must be a finite speed >= 0 (m/s)"
+            )
+        if below and not self.moving_paws_swing:
+            raise ValueError("--moving-paws-swing-below-mps: needs --moving-paws-swing")
         if self.moving_paws_lift and self.moving_skating_weight == 0:
             raise ValueError("--moving-paws-lift: needs --moving-skating-weight")
         if self.moving_skating_relative and self.moving_skating_weight == 0:
@@ -646,6 +655,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_skating_relative": False,
         "moving_paws_lift": 0.0,  # runs before it was a weight stored False/True: 0/1 alike
         "moving_paws_swing": False,
+        "moving_paws_swing_below_mps": 0.0,
         "replay_skating_weight": 0.0,
         "bone_weight": 0.0,
         "bone_positions_only": False,
@@ -876,6 +886,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 "skating_relative": loop.moving_skating_relative,
                 "paws_lift": loop.moving_paws_lift,
                 "paws_swing": loop.moving_paws_swing,
+                "swing_below_mps": loop.moving_paws_swing_below_mps,
             },
         )  # fmt: skip
     if loop.replay_skating_weight > 0:

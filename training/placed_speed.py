@@ -193,7 +193,7 @@ class MovingDogs:
         self.turns_by_speed = turns_by_speed  # None, or mocap_turns_by_speed's, which replaces it
         self.turn_switch_s = turn_switch_s  # the turning dogs swap sides this often (0: never)
         # moving_skating_loss's options (heights_both_ways, paws_down, skating_relative,
-        # paws_lift, paws_swing), as the loss configuration names them.
+        # paws_lift, paws_swing, swing_below_mps), as the loss configuration names them.
         self.skating_options = skating_options or {}
 
     def refresh(self, generator: np.random.Generator) -> float:
@@ -258,5 +258,8 @@ class MovingDogs:
             legs = moving_legs_loss(x_raw, y_raw, reference, self.legs_both_ways)
         if self.skating is not None:
             reference = torch.as_tensor(reference_at(*self.skating, asked_mps), dtype=y_raw.dtype)
-            skating = moving_skating_loss(x_raw, y_raw, reference, **self.skating_options)
+            asked = torch.as_tensor(asked_mps, dtype=y_raw.dtype)
+            skating = moving_skating_loss(
+                x_raw, y_raw, reference, asked_mps=asked, **self.skating_options
+            )
         return speed, legs, skating
