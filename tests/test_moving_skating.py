@@ -136,18 +136,25 @@ def _reference(skating_cm: torch.Tensor, height_cm: torch.Tensor) -> torch.Tenso
     return torch.cat(columns, 1).reshape(2, 4, 17).mean(1)
 
 
+def _stepping_and_flattened():
+    """x, a stepping dog's y, a flattened stride's y and the stepping dog's reference: two dogs
+    of 4 rows; the stepping one's paws lifted 20 cm in a quarter of its steps, the flattened
+    one's the same mean lift in two steps of four (shown 11.25 cm, half the lift above 2.5)."""
+    x, y = _steps(np.zeros(8), 0.0)  # 2 dogs of 4 rows, their paws at the ground, still
+    stepping = y.clone()
+    stepping[[3, 7], Y_HIPS[1]] += 0.4  # shown 0.2 higher: the blend takes half
+    flattened = y.clone()
+    flattened[[2, 3, 6, 7], Y_HIPS[1]] += 2 * 0.01 * (2.5 + 17.5 / 2)
+    return x, stepping, flattened, _reference(*shown_skating_and_height_cm(x, stepping))
+
+
 def test_paws_held_up_to_the_mocaps_swing():
     """--moving-paws-swing: a dog whose paws swing half as high twice as often (a flattened
     stride) meets the mean lift of a stepping dog's, and pays for the swing it lacks; the
     stepping dog does not."""
-    x, y = _steps(np.zeros(8), 0.0)  # 2 dogs of 4 rows, their paws at the ground, still
-    stepping = y.clone()  # a quarter of each dog's steps with its paws lifted 20 cm
-    stepping[[3, 7], Y_HIPS[1]] += 0.4  # shown 0.2 higher: the blend takes half
-    reference = _reference(*shown_skating_and_height_cm(x, stepping))
+    x, stepping, flattened, reference = _stepping_and_flattened()
     swing = {"heights_both_ways": True, "paws_lift": 1.0, "paws_swing": True}
     assert moving_skating_loss(x, stepping, reference, **swing).item() < 1e-6
-    flattened = y.clone()  # half the stepping dog's lift (17.5 cm) in two steps of four
-    flattened[[2, 3, 6, 7], Y_HIPS[1]] += 2 * 0.01 * (2.5 + 17.5 / 2)  # shown 11.25 cm
     flattened.requires_grad_()
     _, flat_cm = shown_skating_and_height_cm(x, flattened.detach())
     lift = lift_cm(flat_cm).reshape(2, 4, 4)
@@ -175,13 +182,8 @@ def test_paws_held_up_to_the_mocaps_swing():
 def test_the_swing_held_only_under_its_speed():
     """--moving-paws-swing-below-mps: a dog asked under the bound pays for the swing it lacks,
     one asked at or over it does not; without the dogs' speeds the bound is refused."""
-    x, y = _steps(np.zeros(8), 0.0)  # 2 dogs of 4 rows, their paws at the ground, still
-    stepping = y.clone()
-    stepping[[3, 7], Y_HIPS[1]] += 0.4  # a quarter of each dog's steps 20 cm up
-    reference = _reference(*shown_skating_and_height_cm(x, stepping))
+    x, _, flattened, reference = _stepping_and_flattened()
     swing = {"heights_both_ways": True, "paws_lift": 1.0, "paws_swing": True}
-    flattened = y.clone()  # the same mean lift in two low steps of four
-    flattened[[2, 3, 6, 7], Y_HIPS[1]] += 2 * 0.01 * (2.5 + 17.5 / 2)
     everywhere = moving_skating_loss(x, flattened, reference, **swing).item()
     means_only = {k: v for k, v in swing.items() if k != "paws_swing"}
     unswung = moving_skating_loss(x, flattened, reference, **means_only).item()

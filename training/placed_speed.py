@@ -251,14 +251,14 @@ class MovingDogs:
         finally:
             self.model.train()
         asked_mps = self.asked_mps[chosen]
-        speed = placed_speed_loss(y_raw, torch.as_tensor(asked_mps, dtype=y_raw.dtype))
+        asked = torch.as_tensor(asked_mps, dtype=y_raw.dtype)
+        speed = placed_speed_loss(y_raw, asked)
         legs = skating = y_raw.new_zeros(())
         if self.legs is not None:
             reference = torch.as_tensor(reference_at(*self.legs, asked_mps), dtype=y_raw.dtype)
             legs = moving_legs_loss(x_raw, y_raw, reference, self.legs_both_ways)
         if self.skating is not None:
             reference = torch.as_tensor(reference_at(*self.skating, asked_mps), dtype=y_raw.dtype)
-            asked = torch.as_tensor(asked_mps, dtype=y_raw.dtype)
             skating = moving_skating_loss(
                 x_raw, y_raw, reference, asked_mps=asked, **self.skating_options
             )
