@@ -242,6 +242,11 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
             else ""
         )
         + (
+            f", {loop['jump_share']:.0%} of each batch's stretches through a jump"
+            if loop.get("jump_share")
+            else ""
+        )
+        + (
             f", replay-skating weight {loop['replay_skating_weight']} on "
             f"{loop['placed_dogs']} replaying dogs (training/replay_skating.py)"
             if loop.get("replay_skating_weight")
@@ -327,6 +332,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += " --moving-paws-swing"
     if loop.get("moving_paws_swing_below_mps"):
         later += f" --moving-paws-swing-below-mps {loop['moving_paws_swing_below_mps']:g}"
+    if loop.get("jump_share"):
+        later += f" --jump-share {loop['jump_share']:g}"
     if loop.get("moving_max_turn_degps", 60.0) != 60.0:
         later += f" --moving-max-turn-degps {loop['moving_max_turn_degps']}"
     if loop.get("moving_turns_as_mocap"):

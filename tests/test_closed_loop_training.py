@@ -104,6 +104,24 @@ def test_stretch_starts_need_consecutive_frames():
     assert closed_loop.stretch_starts(after, 2).tolist() == [0, 1, 3]
 
 
+def test_jump_stretches_are_those_that_pass_a_jump_frame():
+    after = closed_loop.successors(np.zeros(6, dtype=int), np.arange(6))
+    starts = closed_loop.stretch_starts(after, 3)  # 0-3
+    jump = np.zeros(6, dtype=bool)
+    jump[4] = True
+    assert closed_loop.stretches_through(starts, after, 3, jump).tolist() == [2, 3]
+    assert closed_loop.stretches_through(starts, after, 1, jump).tolist() == []
+
+
+def test_a_jump_share_draws_that_share_from_the_jump_stretches():
+    starts, jumps = np.arange(100), np.array([500, 501])
+    batch = closed_loop.draw_stretches(np.random.default_rng(3), starts, 32, 0.25, jumps)
+    assert len(batch) == 32 and np.isin(batch, jumps).sum() == 8
+    # Share 0 is the draw of the runs before the option, so their seeds give the same stretches.
+    plain = closed_loop.draw_stretches(np.random.default_rng(3), starts, 32, 0.0, None)
+    np.testing.assert_array_equal(plain, np.random.default_rng(3).choice(starts, 32))
+
+
 def test_curriculum_grows_to_the_full_stretch():
     config = closed_loop.ClosedLoopConfig(own_frames=8, curriculum_epochs=4)
     assert [config.own_frames_at(e) for e in range(6)] == [2, 4, 6, 8, 8, 8]
@@ -207,6 +225,16 @@ def finetune(dataset, start, out, *extra):
             *extra,
         ]
     )
+
+
+def test_a_jump_share_without_jumps_in_the_data_is_refused(tiny_dataset, started, tmp_path, capsys):
+    from canis.runtime.features import ACTIONS
+    from canis.training.dataset import load as load_dataset
+
+    assert not (load_dataset(str(tiny_dataset))["action"] == ACTIONS.index("jump")).any()
+    assert finetune(tiny_dataset, started, tmp_path / "run", "--jump-share", "0.25") == 2
+    error = capsys.readouterr().err
+    assert "--jump-share:" in error and "has no training stretch through a jump" in error
 
 
 def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, tmp_path, capsys):

@@ -247,6 +247,23 @@ def test_moving_dogs_that_swap_sides_are_the_runtimes(tiny_model):
     np.testing.assert_allclose(xs[dog], np.array(expected[-4:]), atol=1e-4)  # batch rounding
 
 
+def test_the_jump_share_is_checked_and_named():
+    """--jump-share: a share of the batch under 1, of the mocap's stretches; on the card's
+    reproduce line and in the loss configuration (a resume with another share is refused)."""
+    import pytest
+    from canis.training.closed_loop_training import ClosedLoopConfig
+
+    for bad in (-0.1, 1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="--jump-share .*: must be a share of the batch"):
+            ClosedLoopConfig(jump_share=bad)
+    with pytest.raises(ValueError, match="--jump-share: draws the mocap's stretches"):
+        ClosedLoopConfig(jump_share=0.25, feedback="runtime")
+    loop = ClosedLoopConfig(contact_weight=0.05, jump_share=0.25)
+    assert loop.identity()["jump_share"] == 0.25
+    assert "--jump-share 0.25" in _reproduce_line(loop)
+    assert "--jump-share" not in _reproduce_line(ClosedLoopConfig(contact_weight=0.05))
+
+
 def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
     """--moving-turn-switch-s: refused when negative, not finite, or without moving dogs; the
     card's reproduce line names it; a resume with another value is refused (the loss

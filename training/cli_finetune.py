@@ -220,6 +220,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "default: at every speed): the walk's shuffle without pressing on the canter's stride",
     )
     finetune.add_argument(
+        "--jump-share",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="this share of each batch's stretches drawn from those passing a frame labelled "
+        "jump (0, the default: every stretch alike): jumps are about 1%% of the rows and the "
+        "placed and moving dogs are never asked one, so their terms can wear the jump away",
+    )
+    finetune.add_argument(
         "--moving-dogs-per-step",
         type=int,
         default=8,  # placed_speed.DOGS_PER_STEP, written out: the parser stays torch-free
@@ -394,6 +403,7 @@ def run_finetune(args) -> int:
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,
         clip_grad_norm=args.clip_grad_norm,
+        jump_share=args.jump_share,
         feedback=args.feedback,
         rollout_dogs=args.rollout_dogs,
         rollout_path_share=args.rollout_path_share,

@@ -23,7 +23,15 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
-from canis.runtime.features import FPS, INPUT, OUTPUT, LocalPose, decode_output, write_joints
+from canis.runtime.features import (
+    ACTIONS,
+    FPS,
+    INPUT,
+    OUTPUT,
+    LocalPose,
+    decode_output,
+    write_joints,
+)
 from canis.runtime.gaits import GAITS, NO_GAIT
 from canis.runtime.pose_update import next_local_pose
 from canis.training.bone_loss import bone_loss
@@ -148,6 +156,10 @@ class ClosedLoopConfig:
     # terms' gradients run through 8 fed-back steps); 0: as it is. The log gives each epoch's
     # median and largest norm before any clipping either way.
     clip_grad_norm: float = 0.0
+    # > 0: this share of each batch's stretches is drawn from those passing a frame labelled
+    # jump (0: every stretch alike). Jumps are about 1% of the rows and no placed or moving dog
+    # is asked one, so the terms on those dogs can wear the jump away unseen.
+    jump_share: float = 0.0
 
     def __post_init__(self):
         if self.contact_paws not in CONTACT_PAWS:
@@ -264,6 +276,15 @@ class ClosedLoopConfig:
             raise ValueError("--bone-positions-only: needs --bone-weight")
         if (self.moves_dogs() or self.replay_skating_weight > 0) and self.placed_dogs < 1:
             raise ValueError(f"--placed-dogs {self.placed_dogs}: needs 1 or more")
+        if not (np.isfinite(self.jump_share) and 0 <= self.jump_share < 1):
+            raise ValueError(
+                f"--jump-share {self.jump_share}: must be a share of the batch, 0 or more and "
+                "under 1"
+            )
+        if self.jump_share and self.feedback == "runtime":
+            raise ValueError(
+                "--jump-share: draws the mocap's stretches; use --feedback pose or both"
+            )
         if self.feedback != "pose" and (self.own_frames < 1 or self.rollout_dogs < 1):
             raise ValueError(
                 f"--feedback {self.feedback}: needs --own-frames (the rollout's length) and "
@@ -319,6 +340,30 @@ def stretch_starts(after: np.ndarray, length: int) -> np.ndarray:
         ok &= current >= 0
         current = np.where(current >= 0, after[np.maximum(current, 0)], -1)
     return np.flatnonzero(ok & (current >= 0))
+
+
+def stretches_through(
+    starts: np.ndarray, after: np.ndarray, length: int, rows: np.ndarray
+) -> np.ndarray:
+    """The starts (of stretch_starts) whose `length` frames pass a row where `rows` is True."""
+    current, passes = starts.copy(), rows[starts].copy()
+    for _ in range(length - 1):
+        current = after[current]
+        passes |= rows[current]
+    return starts[passes]
+
+
+def draw_stretches(
+    generator, starts: np.ndarray, batch_size: int, share: float, through: np.ndarray | None
+) -> np.ndarray:
+    """A batch of stretch starts: all from `starts` (share 0: the draw of the runs before
+    --jump-share), or round(share * batch_size) of them from `through`."""
+    if not share:
+        return generator.choice(starts, batch_size)
+    drawn = round(share * batch_size)
+    return np.concatenate(
+        [generator.choice(starts, batch_size - drawn), generator.choice(through, drawn)]
+    )
 
 
 class Standardiser:
@@ -660,6 +705,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "bone_weight": 0.0,
         "bone_positions_only": False,
         "clip_grad_norm": 0.0,
+        "jump_share": 0.0,
     }
     previous, identity = unset | previous, unset | identity
     differ = [
@@ -902,8 +948,20 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         placed_terms = [dogs for dogs in (placed, moving, replaying) if dogs is not None]
         for dogs in placed_terms:  # this epoch's placed dogs, likewise
             rollout_seconds += dogs.refresh(generator)
+        jumps = None
         if loop.feedback != "runtime":
             starts = stretch_starts(train_split.after, loop.ground_truth_frames + own)
+            if loop.jump_share:
+                jumps = stretches_through(
+                    starts,
+                    train_split.after,
+                    loop.ground_truth_frames + own,
+                    train_split.action == ACTIONS.index("jump"),
+                )
+                if len(jumps) == 0:
+                    raise ValueError(
+                        f"--jump-share: {settings.dataset} has no training stretch through a jump"
+                    )
         model.train()
         started, loss_sum, term_sums = time.perf_counter(), 0.0, dict.fromkeys(TERMS, 0.0)
         gradient_norms = []  # each step's, before clipping
@@ -915,7 +973,9 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             if rollouts is not None:
                 loss, terms = rollouts.loss(predict_training, settings.batch_size, generator, loop)
             if loop.feedback != "runtime":
-                batch = generator.choice(starts, settings.batch_size)
+                batch = draw_stretches(
+                    generator, starts, settings.batch_size, loop.jump_share, jumps
+                )
                 stretch, stretch_terms = stretch_loss(
                     predict_training,
                     train_split,
