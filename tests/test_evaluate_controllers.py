@@ -181,6 +181,15 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
     results["GT"] |= {k: results["MANN8"][k] for k in ("stiffness_deg", "stiffness_back_deg")}
     results["GT"]["steps"] = {"walk": 1, "canter": 1, "turn": 1}
     results["MANN8"]["with_foot_lock"] = {"skating_cm": {"walk": 0.1, "canter": 0.2, "turn": 0.3}}
+    results["GT"]["jump_rises_m"] = [0.2, 0.25, 0.4]
+    stop = {"gait_cm_per_frame": 11.4, "after_frames": 28, "phase_frames": 0}
+    results["MANN8"]["jumps_and_stops"] = {
+        "jump_rise_m": {"0.0": 0.05, "1.1": 0.17},
+        "stops": {
+            "1.1": stop | {"stop_cm_per_frame": 9.0, "joint": "Head"},
+            "1.9": stop | {"stop_cm_per_frame": 27.7, "joint": "LeftForeArm"},
+        },
+    }
     results["MANN8"]["ablation"] = [
         {"disabled": None, "verdict": "intact"} | ablation_row(),
         {"disabled": 1, "verdict": "jump 0.01 vs 0.30"} | ablation_row(),
@@ -211,6 +220,9 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
     assert "| model | 0.5 m/s | 3.3 m/s |" in text  # the gait table, at the speeds driven
     assert "MANN8 skating in walk" in text and "(+0%): within 25%" in text
     assert "| MANN8 + lock |" in text and "MANN8 skating walk 0.100" in text
+    assert "| GT | median 0.25 over 3 jumps (0.20-0.40), at any speed | | |" in text
+    assert "| MANN8 | 0.05 / 0.17 | 9.0 (Head) / 27.7 (LeftForeArm) | 11.4 / 11.4 |" in text
+    assert "- MANN8 stopping from 1.9 m/s: 27.7 cm/frame (LeftForeArm)" in text
     saved = json.loads(out.read_text())
     assert set(saved["MANN8"]["skating_cm"]) == {"walk", "canter", "turn"}
     assert set(saved["PFNN"]["path_cm"]) == {"circle"}

@@ -207,6 +207,7 @@ def markdown(results: dict, command: str, figures_link: str = "images") -> str:
     if "footfalls" in figures:
         lines += ["", f"![footfalls]({figures_link}/{Path(figures['footfalls']).name})"]
     lines += [""]
+    lines += jumps_and_stops_lines(results, models)
     for n in models:
         if "ablation" not in results[n]:
             continue
@@ -271,3 +272,59 @@ def _plain(value):
     if isinstance(value, np.generic):
         return value.item()
     raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def jumps_and_stops_lines(results: dict, models: list[str]) -> list[str]:
+    """The section of training/jumps_and_stops.py's measures, for the models that have them."""
+    from canis.training import jumps_and_stops as js
+
+    measured = [n for n in models if "jumps_and_stops" in results[n]]
+    if not measured:
+        return []
+    jump_speeds = list(results[measured[0]]["jumps_and_stops"]["jump_rise_m"])
+    stop_speeds = list(results[measured[0]]["jumps_and_stops"]["stops"])
+    rises = results["GT"].get("jump_rises_m", [])
+    lines = [
+        "### Jumps and stops (not in the paper's tables)",
+        "",
+        "What the steady scenarios above never ask (training/jumps_and_stops.py), each asked "
+        f"{len(js.PHASES_FRAMES)} times, {js.PHASES_FRAMES[0]}-{js.PHASES_FRAMES[-1]} frames "
+        f"past {js.ASK_AT_S:.0f} s of the gait (a canter stride): **jump**, asked for "
+        f"{js.JUMP_HOLD_S} s with the network's own speed (no speed tracking), the hips' rise "
+        "above their median the second before (the median over the requests); **stop**, the "
+        f"asked speed falling to zero over {js.SLOW_DOWN_S} s and then idle (a player letting "
+        "go; a posture asked while moving stops so too), as shipped (speed tracking on): the "
+        f"largest distance a shown joint moves in one frame over the {js.STOP_WATCH_S:.0f} s "
+        f"after the request (the worst request, and which joint), and the gait's own over its "
+        f"last {js.GAIT_WATCH_S:.0f} s before it. A stop faster than "
+        f"{js.POP_OVER_GAIT}x its gait's own is a pop.",
+        "",
+        f"| model | jump rise from {' / '.join(jump_speeds)} m/s (m) | stop from "
+        f"{' / '.join(stop_speeds)} m/s: fastest joint (cm/frame) | the gait's own |",
+        "|---|---|---|---|",
+    ]
+    if rises:
+        lines.append(
+            f"| GT | median {np.median(rises):.2f} over {len(rises)} jumps "
+            f"({min(rises):.2f}-{max(rises):.2f}), at any speed | | |"
+        )
+    findings = []
+    for n in measured:
+        found = results[n]["jumps_and_stops"]
+        stops = found["stops"]
+        lines.append(
+            f"| {n} | "
+            + " / ".join(f"{v:.2f}" for v in found["jump_rise_m"].values())
+            + " | "
+            + " / ".join(f"{s['stop_cm_per_frame']:.1f} ({s['joint']})" for s in stops.values())
+            + " | "
+            + " / ".join(f"{s['gait_cm_per_frame']:.1f}" for s in stops.values())
+            + " |"
+        )
+        popped = js.pops(stops)
+        findings.append(
+            f"- {n} stopping " + "; ".join(popped) + ": a pop."
+            if popped
+            else f"- {n}: no stop outruns its gait by more than {js.POP_OVER_GAIT}x."
+        )
+    return lines + [""] + findings + [""]

@@ -230,10 +230,11 @@ def jump_steering() -> Steering:
     return Steering(JUMP_RUN_MPS, action_at=action)
 
 
-def jump_height_m(skeleton: Skeleton, run: Recording) -> float:
-    """Highest hips after the jump is asked minus their median height the second before."""
+def jump_height_m(skeleton: Skeleton, run: Recording, at_s: float = JUMP_AT_S) -> float:
+    """Highest hips after the jump is asked (at `at_s`) minus their median height the second
+    before."""
     hips = run.positions_m[:, skeleton.index("Hips"), 1]
-    at = _frames(JUMP_AT_S)
+    at = _frames(at_s)
     return float(hips[at : at + _frames(2.5)].max() - np.median(hips[at - _frames(1.0) : at]))
 
 
@@ -345,13 +346,16 @@ def evaluate(
     progress: bool = True,
 ) -> dict:
     from canis.training.evaluation_figures import plot_activations, plot_footfalls
+    from canis.training.jumps_and_stops import measure as jumps_and_stops
+    from canis.training.jumps_and_stops import mocap_jump_rises_m
 
     started = time.perf_counter()
     paths = model_paths(names, overrides)
     skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
-    truth = ground_truth(load_clips(mocap_dir, progress))
+    clips = load_clips(mocap_dir, progress)
+    truth = ground_truth(clips)
     commands = truth["commands"]
-    results = {"GT": truth["quality"]}
+    results = {"GT": truth["quality"] | {"jump_rises_m": mocap_jump_rises_m(clips)}}
     footfall_plots, profiles = {}, {}
     for name, path in paths.items():
 
@@ -369,6 +373,8 @@ def evaluate(
         entry |= path_following(path)
         log("gait emergence")
         entry["gaits"], footfall_plots[name] = gait_emergence(model, skeleton)
+        log("jumps and stops")
+        entry["jumps_and_stops"] = jumps_and_stops(model, skeleton)
         entry["file"] = display_path(path)
         entry["schedule"] = model.metadata.get("canis.training_schedule", "")
         if model.kind == "mann":
