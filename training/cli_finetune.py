@@ -220,6 +220,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "default: at every speed): the walk's shuffle without pressing on the canter's stride",
     )
     finetune.add_argument(
+        "--stopping-pops-weight",
+        type=float,
+        default=0.0,
+        metavar="W",
+        help="weight of the stopping-pops term (0: off): as many dogs as the moving dogs, "
+        "asked a speed and then to stop as a player letting go, no shown joint moving faster "
+        "in a frame than the mocap's at the speed the dog is going (training/stopping_pops.py)",
+    )
+    finetune.add_argument(
         "--jump-share",
         type=float,
         default=0.0,
@@ -404,6 +413,7 @@ def run_finetune(args) -> int:
         bone_positions_only=args.bone_positions_only,
         clip_grad_norm=args.clip_grad_norm,
         jump_share=args.jump_share,
+        stopping_pops_weight=args.stopping_pops_weight,
         feedback=args.feedback,
         rollout_dogs=args.rollout_dogs,
         rollout_path_share=args.rollout_path_share,

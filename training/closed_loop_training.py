@@ -50,6 +50,8 @@ from canis.training.placed_stillness import PlacedDogs
 from canis.training.replay_skating import DOGS_PER_STEP as REPLAY_DOGS_PER_STEP
 from canis.training.replay_skating import ReplayDogs
 from canis.training.schedules import DROPOUT, WEIGHT_DECAY
+from canis.training.stopping_pops import DOGS_PER_STEP as STOPPING_DOGS_PER_STEP
+from canis.training.stopping_pops import StoppingDogs, joint_steps_by_speed
 from torch import nn
 
 JOINT_FIELDS = ("position", "forward", "up", "velocity")
@@ -160,6 +162,9 @@ class ClosedLoopConfig:
     # jump (0: every stretch alike). Jumps are about 1% of the rows and no placed or moving dog
     # is asked one, so the terms on those dogs can wear the jump away unseen.
     jump_share: float = 0.0
+    # 0: no stopping-pops term (training/stopping_pops.py): as many dogs as the moving dogs,
+    # asked a speed and then to stop, no shown joint faster in a frame than the mocap's.
+    stopping_pops_weight: float = 0.0
 
     def __post_init__(self):
         if self.contact_paws not in CONTACT_PAWS:
@@ -285,6 +290,12 @@ class ClosedLoopConfig:
             raise ValueError(
                 "--jump-share: draws the mocap's stretches; use --feedback pose or both"
             )
+        if not (np.isfinite(self.stopping_pops_weight) and self.stopping_pops_weight >= 0):
+            raise ValueError(
+                f"--stopping-pops-weight {self.stopping_pops_weight}: must be a finite weight >= 0"
+            )
+        if self.stopping_pops_weight and self.placed_dogs < 1:
+            raise ValueError(f"--placed-dogs {self.placed_dogs}: needs 1 or more")
         if self.feedback != "pose" and (self.own_frames < 1 or self.rollout_dogs < 1):
             raise ValueError(
                 f"--feedback {self.feedback}: needs --own-frames (the rollout's length) and "
@@ -396,7 +407,7 @@ class Standardiser:
 # The loss's terms beside the MSE, as logged.
 TERMS = (
     "contact", "skating", "leg_motion", "stillness", "placed_stillness", "placed_speed",
-    "moving_legs", "moving_skating", "replay_skating", "bone",
+    "moving_legs", "moving_skating", "replay_skating", "bone", "stopping_pops",
 )  # fmt: skip
 
 
@@ -706,6 +717,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "bone_positions_only": False,
         "clip_grad_norm": 0.0,
         "jump_share": 0.0,
+        "stopping_pops_weight": 0.0,
     }
     previous, identity = unset | previous, unset | identity
     differ = [
@@ -901,7 +913,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         with autocast(settings.precision, cpu):
             return _predict(model, kind, x, phase).float()
 
-    rollouts = placed = moving = replaying = None
+    rollouts = placed = moving = replaying = stopping = None
     if loop.feedback != "pose":
         rollouts = RuntimeRollouts(model, saved, data, train_split, standard, run_dir)
     for option, weight in (
@@ -910,6 +922,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         ("--moving-legs-weight", loop.moving_legs_weight),
         ("--moving-skating-weight", loop.moving_skating_weight),
         ("--replay-skating-weight", loop.replay_skating_weight),
+        ("--stopping-pops-weight", loop.stopping_pops_weight),
     ):
         if weight > 0 and kind == "pfnn":
             raise ValueError(
@@ -935,6 +948,12 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 "swing_below_mps": loop.moving_paws_swing_below_mps,
             },
         )  # fmt: skip
+    if loop.stopping_pops_weight > 0:
+        mocap = standard.x_raw(train_split.x), standard.y_raw(train_split.y), train_split.action
+        stopping = StoppingDogs(
+            model, saved, data, standard, run_dir, loop.placed_dogs,
+            joint_steps_by_speed(*mocap), loop.moving_unroll_frames,
+        )  # fmt: skip
     if loop.replay_skating_weight > 0:
         replaying = ReplayDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
     for epoch in range(first_epoch, settings.epochs):
@@ -945,7 +964,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         rollout_seconds = 0.0
         if rollouts is not None:  # this epoch's rollouts, by the weights it starts from
             rollout_seconds = rollouts.refresh(loop, own, generator)
-        placed_terms = [dogs for dogs in (placed, moving, replaying) if dogs is not None]
+        placed_terms = [dogs for dogs in (placed, moving, replaying, stopping) if dogs is not None]
         for dogs in placed_terms:  # this epoch's placed dogs, likewise
             rollout_seconds += dogs.refresh(generator)
         jumps = None
@@ -1012,6 +1031,10 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 terms["placed_speed"] = speed.item()
                 terms["moving_legs"] = legs.item()
                 terms["moving_skating"] = paws.item()
+            if stopping is not None:
+                pops = stopping.loss(predict_training, STOPPING_DOGS_PER_STEP, generator)
+                loss = loss + loop.stopping_pops_weight * pops
+                terms["stopping_pops"] = pops.item()
             if replaying is not None:
                 skating = replaying.loss(predict_training, REPLAY_DOGS_PER_STEP, generator)
                 loss = loss + loop.replay_skating_weight * skating

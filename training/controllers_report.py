@@ -276,6 +276,7 @@ def _plain(value):
 
 def jumps_and_stops_lines(results: dict, models: list[str]) -> list[str]:
     """The section of training/jumps_and_stops.py's measures, for the models that have them."""
+    from canis.runtime.posture_requests import SLOW_DOWN_S
     from canis.training import jumps_and_stops as js
 
     measured = [n for n in models if "jumps_and_stops" in results[n]]
@@ -292,7 +293,7 @@ def jumps_and_stops_lines(results: dict, models: list[str]) -> list[str]:
         f"past {js.ASK_AT_S:.0f} s of the gait (a canter stride): **jump**, asked for "
         f"{js.JUMP_HOLD_S} s with the network's own speed (no speed tracking), the hips' rise "
         "above their median the second before (the median over the requests); **stop**, the "
-        f"asked speed falling to zero over {js.SLOW_DOWN_S} s and then idle (a player letting "
+        f"asked speed falling to zero over {SLOW_DOWN_S} s and then idle (a player letting "
         "go; a posture asked while moving stops so too), as shipped (speed tracking on): the "
         f"largest distance a shown joint moves in one frame over the {js.STOP_WATCH_S:.0f} s "
         f"after the request (the worst request, and which joint), and the gait's own over its "

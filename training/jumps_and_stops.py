@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from canis.runtime.actions import action_index
 from canis.runtime.controller import DT_S, Controller
-from canis.runtime.posture_requests import SLOW_DOWN_S
+from canis.runtime.posture_requests import slow_down_left
 from canis.runtime.root import yaw_direction_xz
 from canis.runtime.trajectory import ControlState
 from canis.tools.closed_loop import Steering, record
@@ -57,8 +57,7 @@ def stopping_control(speed_mps: float, ask_frame: int):
     ahead = yaw_direction_xz(0.0)
 
     def control_at(frame: int) -> ControlState:
-        left = 1.0 - max(frame - ask_frame, 0) * DT_S / SLOW_DOWN_S
-        speed = speed_mps * max(left, 0.0)
+        speed = speed_mps * float(slow_down_left(max(frame - ask_frame, 0)))
         action = move if speed > 0 else idle
         return ControlState((speed * ahead)[None], np.zeros(1), np.array([action]))
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from canis.runtime.features import ACTIONS, FPS, INPUT, OUTPUT
+from canis.runtime.posture_requests import slow_down_left
 from canis.runtime.root import yaw_direction_xz
 from canis.runtime.trajectory import ControlState
 from canis.training.contact_loss import _field, yaw_step_rad
@@ -45,7 +46,7 @@ KEPT_FRAMES = 120
 SPEED_ALLOWANCE = 0.05  # relative; the issue's target is 10%
 FRAMES_PER_DOG = 16  # each dog's kept steps a batch takes, at random points of its stride
 DOGS_PER_STEP = 8  # a batch's dogs: 128 steps, a quarter of the placed-stillness term's
-MOVE = ACTIONS.index("move")
+MOVE, IDLE = ACTIONS.index("move"), ACTIONS.index("idle")
 
 
 def root_speed_mps(y_raw: torch.Tensor) -> torch.Tensor:
@@ -125,11 +126,14 @@ def moving_inputs(
     max_turn_degps: float = MAX_TURN_DEGPS,
     turns_by_speed=None,
     turn_switch_s: float = 0.0,
+    stop_from_frames: np.ndarray | None = None,
 ):
     """x (dogs, kept_frames, 480) as the Controller built it (speed tracking off) for dogs from
     the standing keyframe given their lead-in command for LEAD_IN_FRAMES, then asked their
     speed (and turn, swapping sides every turn_switch_s seconds where not 0) for SETTLE_FRAMES
-    and kept_frames more; and each dog's asked speed (dogs,)."""
+    and kept_frames more; and each dog's asked speed (dogs,). Where stop_from_frames (dogs,)
+    is given, each dog is asked to stop at that kept step as a player letting go asks
+    (posture_requests.slow_down_left: its speed falling to zero, then idle)."""
     from canis.runtime.controller import DT_S, Controller
     from canis.runtime.inference import MotionModel
 
@@ -148,8 +152,13 @@ def moving_inputs(
             turning_s = (frame - LEAD_IN_FRAMES) * DT_S
             rate = swapped_turn_radps(turn_radps, turning_s, turn_switch_s, phase_s)
             facing_rad = facing_rad + rate * DT_S
+        action = move
+        if stop_from_frames is not None:
+            left = slow_down_left(np.maximum(frame - first_kept - stop_from_frames, 0))
+            speed = speed * left
+            action = np.where(left > 0, MOVE, IDLE)
         velocity = speed[:, None] * yaw_direction_xz(facing_rad)
-        x = controller.step(ControlState(velocity, facing_rad.copy(), move))
+        x = controller.step(ControlState(velocity, facing_rad.copy(), action))
         if frame >= first_kept:
             xs[:, frame - first_kept] = x
     controller.close()
