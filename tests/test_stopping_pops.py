@@ -85,3 +85,35 @@ def test_the_stopping_pops_weight_is_checked_and_named():
     assert loop.identity()["stopping_pops_weight"] == 2.0
     assert "--stopping-pops-weight 2" in _reproduce_line(loop)
     assert "--stopping-pops-weight" not in _reproduce_line(ClosedLoopConfig())
+
+
+def test_finetune_logs_the_stopping_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch):
+    from canis.training import moving_legs
+    from canis.training.train import LAST, train
+    from conftest import tiny_config
+
+    from canis.cli import main
+
+    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)  # the synthetic dogs' clips are short
+    start = tmp_path / "one_step"
+    train(tiny_config(tiny_dataset), start, progress=False)
+    out = tmp_path / "stopping"
+    run = [
+        "finetune", "--start", str(start / LAST), "--dataset", str(tiny_dataset),
+        "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
+        "--own-frames", "3", "--placed-dogs", "4", "--moving-unroll-frames", "2",
+        "--stopping-pops-weight", "2",
+    ]  # fmt: skip
+    assert main(run) == 0
+    header, row = (out / "log.csv").read_text().splitlines()
+    logged = dict(zip(header.split(","), row.split(","), strict=True))
+    assert np.isfinite(float(logged["stopping_pops_term"]))
+    assert (out / "stopping.onnx").exists()  # the stopping dogs' own export
+    tuned = tmp_path / "stopping.onnx"
+    assert (
+        main(["export", str(out / LAST), "--out", str(tuned), "--card", "--card-seconds", "1"]) == 0
+    )
+    card = tuned.with_suffix(".md").read_text()
+    assert (
+        "--stopping-pops-weight 2" in card and "stopping-pops weight 2.0 on 4 stopping dogs" in card
+    )

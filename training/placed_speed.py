@@ -213,7 +213,12 @@ class MovingDogs:
 
         started = time.perf_counter()
         write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)
-        self.xs, self.asked_mps = moving_inputs(
+        self.xs, self.asked_mps = self._driven(generator)
+        return time.perf_counter() - started
+
+    def _driven(self, generator: np.random.Generator):
+        """moving_inputs's (x, asked speed) for this refresh's dogs, by the network exported."""
+        return moving_inputs(
             self.path,
             self.dogs,
             generator,
@@ -221,7 +226,6 @@ class MovingDogs:
             turns_by_speed=self.turns_by_speed,
             turn_switch_s=self.turn_switch_s,
         )
-        return time.perf_counter() - started
 
     def _steps(self, predict, chosen: np.ndarray, generator: np.random.Generator):
         """(x raw, y raw) of FRAMES_PER_DOG steps of each chosen dog, grouped by dog: stretches
@@ -246,6 +250,17 @@ class MovingDogs:
         ]
         return grouped[0], grouped[1]
 
+    def _drawn_steps(self, predict, dogs: int, generator: np.random.Generator):
+        """(the dogs drawn (dogs,), x raw, y raw): _steps of `dogs` dogs drawn from this
+        epoch's, the network run without dropout (as the game runs it)."""
+        chosen = generator.choice(len(self.xs), dogs)
+        self.model.eval()
+        try:
+            x_raw, y_raw = self._steps(predict, chosen, generator)
+        finally:
+            self.model.train()
+        return chosen, x_raw, y_raw
+
     def loss(self, predict, dogs: int, generator: np.random.Generator):
         """(placed_speed_loss, moving_legs_loss or 0, moving_skating_loss or 0) over `dogs`
         dogs drawn from this epoch's, FRAMES_PER_DOG of each one's kept steps, the network run
@@ -253,12 +268,7 @@ class MovingDogs:
         from canis.training.moving_legs import moving_legs_loss, reference_at
         from canis.training.moving_skating import moving_skating_loss
 
-        chosen = generator.choice(len(self.xs), dogs)
-        self.model.eval()
-        try:
-            x_raw, y_raw = self._steps(predict, chosen, generator)
-        finally:
-            self.model.train()
+        chosen, x_raw, y_raw = self._drawn_steps(predict, dogs, generator)
         asked_mps = self.asked_mps[chosen]
         asked = torch.as_tensor(asked_mps, dtype=y_raw.dtype)
         speed = placed_speed_loss(y_raw, asked)

@@ -96,24 +96,11 @@ class StoppingDogs(MovingDogs):
         self.path = self.path.with_name("stopping.onnx")
         self.reference = reference  # joint_steps_by_speed's
 
-    def refresh(self, generator: np.random.Generator) -> float:
-        import time
-
-        from canis.export.onnx_export import ExportedModel, write_wrapped
-
-        started = time.perf_counter()
-        write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)
+    def _driven(self, generator: np.random.Generator):
         stop_from = generator.integers(0, STOP_WITHIN_FRAMES, self.dogs)
-        self.xs, self.asked_mps = moving_inputs(
-            self.path, self.dogs, generator, stop_from_frames=stop_from
-        )
-        return time.perf_counter() - started
+        return moving_inputs(self.path, self.dogs, generator, stop_from_frames=stop_from)
 
     def loss(self, predict, dogs: int, generator: np.random.Generator) -> torch.Tensor:
-        chosen = generator.choice(len(self.xs), dogs)
-        self.model.eval()
-        try:
-            x_raw, y_raw = self._steps(predict, chosen, generator)
-        finally:
-            self.model.train()
+        """The stopping-pops term over `dogs` dogs drawn from this epoch's."""
+        _, x_raw, y_raw = self._drawn_steps(predict, dogs, generator)
         return stopping_pops_loss(x_raw, y_raw, self.reference)
