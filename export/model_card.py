@@ -248,6 +248,11 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
             else ""
         )
         + (
+            f", the jump's frames weighed {loop['jump_weight']:g}x"
+            if loop.get("jump_weight", 1.0) != 1.0
+            else ""
+        )
+        + (
             f", {loop['jump_share']:.0%} of each batch's stretches through a jump"
             if loop.get("jump_share")
             else ""
@@ -340,6 +345,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --moving-paws-swing-below-mps {loop['moving_paws_swing_below_mps']:g}"
     if loop.get("jump_share"):
         later += f" --jump-share {loop['jump_share']:g}"
+    if loop.get("jump_weight", 1.0) != 1.0:
+        later += f" --jump-weight {loop['jump_weight']:g}"
     if loop.get("stopping_pops_weight"):
         later += f" --stopping-pops-weight {loop['stopping_pops_weight']:g}"
     if loop.get("moving_max_turn_degps", 60.0) != 60.0:

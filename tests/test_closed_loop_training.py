@@ -122,6 +122,26 @@ def test_a_jump_share_draws_that_share_from_the_jump_stretches():
     np.testing.assert_array_equal(plain, np.random.default_rng(3).choice(starts, 32))
 
 
+def test_a_jump_weight_weighs_the_jump_frames_in_the_mse():
+    from canis.runtime.features import ACTIONS
+
+    generator = torch.Generator().manual_seed(0)
+    y = torch.randn(4, 5, generator=generator)
+    prediction = torch.randn(4, 5, generator=generator)
+    action = np.array([ACTIONS.index(a) for a in ("move", "jump", "idle", "jump")])
+    split = SimpleNamespace(y=y, action=action)
+    standard = SimpleNamespace(x_raw=lambda x: x, y_raw=lambda y: y)  # no other term reads them
+    per_row = (prediction - y).square().mean(1)
+    weighed = closed_loop.ClosedLoopConfig(jump_weight=10.0)
+    loss, _ = closed_loop.frame_loss(prediction, None, np.arange(4), split, standard, weighed)
+    expected = (per_row * torch.tensor([1.0, 10.0, 1.0, 10.0])).mean()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+    plain, _ = closed_loop.frame_loss(
+        prediction, None, np.arange(4), split, standard, closed_loop.ClosedLoopConfig()
+    )
+    assert plain.item() == pytest.approx(per_row.mean().item(), rel=1e-6)
+
+
 def test_curriculum_grows_to_the_full_stretch():
     config = closed_loop.ClosedLoopConfig(own_frames=8, curriculum_epochs=4)
     assert [config.own_frames_at(e) for e in range(6)] == [2, 4, 6, 8, 8, 8]

@@ -247,9 +247,10 @@ def test_moving_dogs_that_swap_sides_are_the_runtimes(tiny_model):
     np.testing.assert_allclose(xs[dog], np.array(expected[-4:]), atol=1e-4)  # batch rounding
 
 
-def test_the_jump_share_is_checked_and_named():
-    """--jump-share: a share of the batch under 1, of the mocap's stretches; on the card's
-    reproduce line and in the loss configuration (a resume with another share is refused)."""
+def test_the_jump_share_and_weight_are_checked_and_named():
+    """--jump-share: a share of the batch under 1, of the mocap's stretches; --jump-weight: 1
+    or more; on the card's reproduce line and in the loss configuration (a resume with another
+    value is refused)."""
     import pytest
     from canis.training.closed_loop_training import ClosedLoopConfig
 
@@ -262,6 +263,13 @@ def test_the_jump_share_is_checked_and_named():
     assert loop.identity()["jump_share"] == 0.25
     assert "--jump-share 0.25" in _reproduce_line(loop)
     assert "--jump-share" not in _reproduce_line(ClosedLoopConfig(contact_weight=0.05))
+    for bad in (0.5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="--jump-weight .*: must be a finite weight >= 1"):
+            ClosedLoopConfig(jump_weight=bad)
+    with pytest.raises(ValueError, match="--jump-weight: weighs the mocap's stretches"):
+        ClosedLoopConfig(jump_weight=10, feedback="runtime")
+    assert "--jump-weight 10" in _reproduce_line(ClosedLoopConfig(jump_weight=10))
+    assert "--jump-weight" not in _reproduce_line(ClosedLoopConfig())
 
 
 def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():

@@ -229,6 +229,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "in a frame than the mocap's at the speed the dog is going (training/stopping_pops.py)",
     )
     finetune.add_argument(
+        "--jump-weight",
+        type=float,
+        default=1.0,
+        metavar="K",
+        help="the mocap stretches' frames labelled jump weigh K times the others in their MSE "
+        "(1, the default: all alike)",
+    )
+    finetune.add_argument(
         "--jump-share",
         type=float,
         default=0.0,
@@ -413,6 +421,7 @@ def run_finetune(args) -> int:
         bone_positions_only=args.bone_positions_only,
         clip_grad_norm=args.clip_grad_norm,
         jump_share=args.jump_share,
+        jump_weight=args.jump_weight,
         stopping_pops_weight=args.stopping_pops_weight,
         feedback=args.feedback,
         rollout_dogs=args.rollout_dogs,

@@ -165,6 +165,10 @@ class ClosedLoopConfig:
     # 0: no stopping-pops term (training/stopping_pops.py): as many dogs as the moving dogs,
     # asked a speed and then to stop, no shown joint faster in a frame than the mocap's.
     stopping_pops_weight: float = 0.0
+    # The mocap stretches' frames labelled jump weigh this many times the others in the MSE
+    # (1: all alike): beside the moving dogs' terms the stretches' own loss is about an eighth
+    # of the whole, and a jump's frames a hundredth of that.
+    jump_weight: float = 1.0
 
     def __post_init__(self):
         if self.contact_paws not in CONTACT_PAWS:
@@ -285,6 +289,12 @@ class ClosedLoopConfig:
             raise ValueError(
                 f"--jump-share {self.jump_share}: must be a share of the batch, 0 or more and "
                 "under 1"
+            )
+        if not (np.isfinite(self.jump_weight) and self.jump_weight >= 1):
+            raise ValueError(f"--jump-weight {self.jump_weight}: must be a finite weight >= 1")
+        if self.jump_weight != 1 and self.feedback == "runtime":
+            raise ValueError(
+                "--jump-weight: weighs the mocap's stretches; use --feedback pose or both"
             )
         if self.jump_share and self.feedback == "runtime":
             raise ValueError(
@@ -423,7 +433,12 @@ def frame_loss(
     y of `rows`, plus the per-frame terms `weights` weighs (None: the MSE alone); returns
     (loss, each term's value for logging). The leg-motion term is not a per-frame one:
     leg_motion_stretch and RuntimeRollouts.loss."""
-    loss = nn.functional.mse_loss(prediction, split.y[rows])
+    if weights is not None and weights.jump_weight != 1:
+        jumping = torch.as_tensor(split.action[rows] == ACTIONS.index("jump"))
+        scale = torch.where(jumping, weights.jump_weight, 1.0).to(prediction.dtype)
+        loss = (scale * (prediction - split.y[rows]).square().mean(1)).mean()
+    else:
+        loss = nn.functional.mse_loss(prediction, split.y[rows])
     terms = dict.fromkeys(TERMS, 0.0)
     if weights is None:
         return loss, terms
@@ -718,6 +733,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "clip_grad_norm": 0.0,
         "jump_share": 0.0,
         "stopping_pops_weight": 0.0,
+        "jump_weight": 1.0,
     }
     previous, identity = unset | previous, unset | identity
     differ = [
