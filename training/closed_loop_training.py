@@ -162,8 +162,8 @@ class ClosedLoopConfig:
     # jump (0: every stretch alike). Jumps are about 1% of the rows and no placed or moving dog
     # is asked one, so the terms on those dogs can wear the jump away unseen.
     jump_share: float = 0.0
-    # 0: no stopping-pops term (training/stopping_pops.py): as many dogs as the moving dogs,
-    # asked a speed and then to stop, no shown joint faster in a frame than the mocap's.
+    # 0: no stopping-pops term (training/stopping_pops.py): `placed_dogs` of the runtime's own
+    # dogs, asked a speed and then to stop, no shown joint faster in a frame than the mocap's.
     stopping_pops_weight: float = 0.0
     # The mocap stretches' frames labelled jump weigh this many times the others in the MSE
     # (1: all alike): beside the moving dogs' terms the stretches' own loss is about an eighth
@@ -283,7 +283,8 @@ class ClosedLoopConfig:
             )
         if self.bone_positions_only and self.bone_weight == 0:
             raise ValueError("--bone-positions-only: needs --bone-weight")
-        if (self.moves_dogs() or self.replay_skating_weight > 0) and self.placed_dogs < 1:
+        dogs_driven = self.moves_dogs() or self.replay_skating_weight or self.stopping_pops_weight
+        if dogs_driven and self.placed_dogs < 1:
             raise ValueError(f"--placed-dogs {self.placed_dogs}: needs 1 or more")
         if not (np.isfinite(self.jump_share) and 0 <= self.jump_share < 1):
             raise ValueError(
@@ -304,8 +305,6 @@ class ClosedLoopConfig:
             raise ValueError(
                 f"--stopping-pops-weight {self.stopping_pops_weight}: must be a finite weight >= 0"
             )
-        if self.stopping_pops_weight and self.placed_dogs < 1:
-            raise ValueError(f"--placed-dogs {self.placed_dogs}: needs 1 or more")
         if self.feedback != "pose" and (self.own_frames < 1 or self.rollout_dogs < 1):
             raise ValueError(
                 f"--feedback {self.feedback}: needs --own-frames (the rollout's length) and "

@@ -9,10 +9,10 @@ the network's forward axis for it shrank to a tenth of its length (docs/EVALUATI
 twenty-first session; training/jumps_and_stops.py measures it).
 
 So each epoch, beside the moving dogs, the network exported from the current weights drives
-as many stopping dogs through the runtime (placed_speed.moving_inputs with stops): each asked
-its speed as a moving dog, then, early in its kept steps, asked to stop the way a player
-letting go asks (jumps_and_stops.slow_down_factor: the asked speed falling to zero over
-posture_requests.SLOW_DOWN_S, then idle). The term unrolls their kept steps as the moving
+`--placed-dogs` stopping dogs through the runtime (placed_speed.moving_inputs with stops):
+each asked its speed as a moving dog, then, early in its kept steps, asked to stop the way a
+player letting go asks (posture_requests.slow_down_left: the asked speed falling to zero over
+SLOW_DOWN_S, then idle). The term unrolls their kept steps as the moving
 dogs' terms do (the pose fed back with its gradient) and counts each shown joint's move in the
 frame (training/shown_pose.py, in the world as the evaluation measures it) beyond
 ALLOWED_OVER_MOCAP times the mocap's JOINT_STEP_PERCENTILE-th percentile for that joint at the
@@ -37,8 +37,8 @@ JOINT_STEP_PERCENTILE = 99.0
 ALLOWED_OVER_MOCAP = 1.5
 STOP_WITHIN_FRAMES = 30  # the stop is asked within the first half second of the kept steps
 # A step's stopping dogs: pops are rare (19 of (WS8)'s 7680 stopping steps move a joint 5 cm
-# beyond what the term allows, 4 of the shipped network's), so a step takes four times the
-# moving dogs' 8 to see about one.
+# beyond what the term allows, 4 of the shipped network's; int8, one step each), so a step
+# takes four times the moving dogs' 8 to see about one.
 DOGS_PER_STEP = 32
 CHUNK_ROWS = 8192  # the mocap's rows at a time through the shown pose (memory, not results)
 
