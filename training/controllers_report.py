@@ -12,6 +12,7 @@ from canis.training.evaluate_controllers import (
     ABLATION_TURN_SPEED_MPS,
     BROKEN,
     GT_SPEED_BAND_MPS,
+    JUMP_HOLD_S,
     JUMP_RUN_MPS,
     PATHS,
     PROFILE_WINDOW_S,
@@ -291,7 +292,7 @@ def jumps_and_stops_lines(results: dict, models: list[str]) -> list[str]:
         "What the steady scenarios above never ask (training/jumps_and_stops.py), each asked "
         f"{len(js.PHASES_FRAMES)} times, {js.PHASES_FRAMES[0]}-{js.PHASES_FRAMES[-1]} frames "
         f"past {js.ASK_AT_S:.0f} s of the gait (a canter stride): **jump**, asked for "
-        f"{js.JUMP_HOLD_S} s with the network's own speed (no speed tracking), the hips' rise "
+        f"{JUMP_HOLD_S} s with the network's own speed (no speed tracking), the hips' rise "
         "above their median the second before (the median over the requests); **stop**, the "
         f"asked speed falling to zero over {SLOW_DOWN_S} s and then idle (a player letting "
         "go; a posture asked while moving stops so too), as shipped (speed tracking on): the "

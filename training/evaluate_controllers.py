@@ -54,6 +54,7 @@ GAIT_SECONDS = 10.0
 ABLATION_TURN_DEGPS = 90.0
 ABLATION_TURN_SPEED_MPS = 1.1
 JUMP_AT_S, JUMP_HOLD_S, JUMP_RUN_MPS = 3.0, 0.5, 1.5
+JUMP_WATCH_S = 2.5  # the hips' highest over this long after the jump is asked
 PROFILE_WINDOW_S = 2.5
 
 
@@ -223,11 +224,13 @@ def gait_emergence(model, skeleton) -> tuple[dict, dict]:
     return verdicts, contacts
 
 
-def jump_steering() -> Steering:
-    def action(t_s):
-        return "jump" if JUMP_AT_S <= t_s < JUMP_AT_S + JUMP_HOLD_S else "move"
+def jump_steering(run_mps: float = JUMP_RUN_MPS, at_s: float = JUMP_AT_S) -> Steering:
+    """Forward at `run_mps`, asked to jump at `at_s` for JUMP_HOLD_S."""
 
-    return Steering(JUMP_RUN_MPS, action_at=action)
+    def action(t_s):
+        return "jump" if at_s <= t_s < at_s + JUMP_HOLD_S else "move"
+
+    return Steering(run_mps, action_at=action)
 
 
 def jump_height_m(skeleton: Skeleton, run: Recording, at_s: float = JUMP_AT_S) -> float:
@@ -235,7 +238,8 @@ def jump_height_m(skeleton: Skeleton, run: Recording, at_s: float = JUMP_AT_S) -
     before."""
     hips = run.positions_m[:, skeleton.index("Hips"), 1]
     at = _frames(at_s)
-    return float(hips[at : at + _frames(2.5)].max() - np.median(hips[at - _frames(1.0) : at]))
+    highest = hips[at : at + _frames(JUMP_WATCH_S)].max()
+    return float(highest - np.median(hips[at - _frames(1.0) : at]))
 
 
 def ablation_measures(model, skeleton, commands) -> dict:

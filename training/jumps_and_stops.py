@@ -27,8 +27,14 @@ from canis.runtime.controller import DT_S, Controller
 from canis.runtime.posture_requests import slow_down_left
 from canis.runtime.root import yaw_direction_xz
 from canis.runtime.trajectory import ControlState
-from canis.tools.closed_loop import Steering, record
-from canis.training.evaluate_controllers import JUMP_HOLD_S, jump_height_m
+from canis.tools.closed_loop import record
+from canis.training.evaluate_controllers import (
+    JUMP_WATCH_S,
+    _frames,
+    drive,
+    jump_height_m,
+    jump_steering,
+)
 from canis.training.labels import ACTIONS, true_runs
 
 JUMP_FROM_MPS = (0.0, 1.1, 1.9, 3.3)
@@ -37,17 +43,12 @@ ASK_AT_S = 3.0  # the gait before the request
 # The request comes this many frames past ASK_AT_S: 0-21, a canter stride (about 24 frames at
 # 3.3 m/s) in steps of 3.
 PHASES_FRAMES = tuple(range(0, 24, 3))
-JUMP_WATCH_S = 2.5  # evaluate_controllers.jump_height_m's window
 STOP_WATCH_S = 2.0
 GAIT_WATCH_S = 1.0
 # A stop is a pop when its fastest frame outruns the gait's own by more than this: the first
 # frames after the request are still the gait, and its last second need not hold its fastest
 # stride (the shipped MANN-8's stops from 1.1 and 3.3 m/s reach 1.01x and 1.03x their gait's).
 POP_OVER_GAIT = 1.25
-
-
-def _frames(seconds: float) -> int:
-    return int(round(seconds / DT_S))
 
 
 def stopping_control(speed_mps: float, ask_frame: int):
@@ -57,7 +58,7 @@ def stopping_control(speed_mps: float, ask_frame: int):
     ahead = yaw_direction_xz(0.0)
 
     def control_at(frame: int) -> ControlState:
-        speed = speed_mps * float(slow_down_left(max(frame - ask_frame, 0)))
+        speed = speed_mps * slow_down_left(max(frame - ask_frame, 0))
         action = move if speed > 0 else idle
         return ControlState((speed * ahead)[None], np.zeros(1), np.array([action]))
 
@@ -74,12 +75,8 @@ def largest_step(positions_m: np.ndarray) -> tuple[float, int, int]:
 
 def jump_rise_m(model, skeleton, speed_mps: float, phase_frames: int) -> float:
     at_s = ASK_AT_S + phase_frames * DT_S
-
-    def action(t_s):
-        return "jump" if at_s <= t_s < at_s + JUMP_HOLD_S else "move"
-
-    controller = Controller(model, speed_tracking=False)
-    run = record(controller, Steering(speed_mps, action_at=action), _frames(at_s + JUMP_WATCH_S))
+    steering = jump_steering(speed_mps, at_s)
+    run = drive(model, steering, at_s + JUMP_WATCH_S, speed_tracking=False)
     return jump_height_m(skeleton, run, at_s)
 
 

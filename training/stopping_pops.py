@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from canis.runtime.features import FPS, JOINT_COUNT
 from canis.training.contact_loss import world_velocity_mps
-from canis.training.moving_legs import by_speed
+from canis.training.moving_legs import by_speed, reference_at
 from canis.training.placed_speed import MovingDogs, moving_inputs, root_speed_mps
 from canis.training.shown_pose import shown_step_m
 
@@ -80,9 +80,7 @@ def stopping_pops_loss(
     centres_mps, steps_cm = reference
     with torch.no_grad():
         speed_mps = root_speed_mps(y_raw).numpy()
-    allowed = ALLOWED_OVER_MOCAP * np.stack(
-        [np.interp(speed_mps, centres_mps, steps_cm[:, j]) for j in range(steps_cm.shape[1])], 1
-    )
+    allowed = ALLOWED_OVER_MOCAP * reference_at(centres_mps, steps_cm, speed_mps)
     beyond = joint_steps_cm(x_raw, y_raw) - torch.as_tensor(allowed, dtype=y_raw.dtype)
     return beyond.clamp(min=0).square().mean()
 
