@@ -248,6 +248,12 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
             else ""
         )
         + (
+            f", getting-up-pops weight {loop['getting_up_pops_weight']} on "
+            f"{loop['placed_dogs']} dogs getting up (training/getting_up_pops.py)"
+            if loop.get("getting_up_pops_weight")
+            else ""
+        )
+        + (
             f", the jump's frames weighed {loop['jump_weight']:g}x"
             if loop.get("jump_weight", 1.0) != 1.0
             else ""
@@ -349,6 +355,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --jump-weight {loop['jump_weight']:g}"
     if loop.get("stopping_pops_weight"):
         later += f" --stopping-pops-weight {loop['stopping_pops_weight']:g}"
+    if loop.get("getting_up_pops_weight"):
+        later += f" --getting-up-pops-weight {loop['getting_up_pops_weight']:g}"
     if loop.get("moving_max_turn_degps", 60.0) != 60.0:
         later += f" --moving-max-turn-degps {loop['moving_max_turn_degps']}"
     if loop.get("moving_turns_as_mocap"):

@@ -87,7 +87,9 @@ def test_the_stopping_pops_weight_is_checked_and_named():
     assert "--stopping-pops-weight" not in _reproduce_line(ClosedLoopConfig())
 
 
-def test_finetune_logs_the_stopping_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch):
+def test_finetune_logs_the_stopping_and_getting_up_terms_and_the_card_names_them(
+    tiny_dataset, tmp_path, monkeypatch
+):
     from canis.training import moving_legs
     from canis.training.train import LAST, train
     from conftest import tiny_config
@@ -102,13 +104,15 @@ def test_finetune_logs_the_stopping_term_and_the_card_names_it(tiny_dataset, tmp
         "finetune", "--start", str(start / LAST), "--dataset", str(tiny_dataset),
         "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
         "--own-frames", "3", "--placed-dogs", "4", "--moving-unroll-frames", "2",
-        "--stopping-pops-weight", "2",
+        "--stopping-pops-weight", "2", "--getting-up-pops-weight", "1",
     ]  # fmt: skip
     assert main(run) == 0
     header, row = (out / "log.csv").read_text().splitlines()
     logged = dict(zip(header.split(","), row.split(","), strict=True))
     assert np.isfinite(float(logged["stopping_pops_term"]))
     assert (out / "stopping.onnx").exists()  # the stopping dogs' own export
+    assert np.isfinite(float(logged["getting_up_pops_term"]))
+    assert (out / "getting_up.onnx").exists()  # and the getting-up dogs' own
     tuned = tmp_path / "stopping.onnx"
     assert (
         main(["export", str(out / LAST), "--out", str(tuned), "--card", "--card-seconds", "1"]) == 0
@@ -117,3 +121,4 @@ def test_finetune_logs_the_stopping_term_and_the_card_names_it(tiny_dataset, tmp
     assert (
         "--stopping-pops-weight 2" in card and "stopping-pops weight 2.0 on 4 stopping dogs" in card
     )
+    assert "--getting-up-pops-weight 1" in card and "getting-up-pops weight 1.0 on 4 dogs" in card

@@ -644,3 +644,26 @@ def test_train_rtn_refuses_a_network_of_no_units(tiny_transitions, tmp_path, cap
     )
     assert "--units 0: must be at least 1" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_getting_up_is_measured_from_each_posture_and_its_worst_named(tiny_rtn, tiny_model):
+    """The evaluation's getting-up table (the demo's way up from sit, lie and beg): a row per
+    ground and posture, the frame counted from the hand-back, and the line tests/test_demo.py
+    reads naming the largest row."""
+    import re
+
+    from canis.training.evaluate_transitions import getting_up_markdown, getting_up_report
+
+    report = getting_up_report(TransitionModel(tiny_rtn), tiny_model)
+    rows = report["runs"]
+    assert [(r["ground"], r["posture"]) for r in rows] == [
+        (g, p) for g in ("flat", "hills") for p in ("sit", "lie", "beg")
+    ]
+    for r in rows:
+        assert np.isfinite(r["cm_per_frame"]) and r["cm_per_frame"] >= 0
+        assert r["where"] in ("lead", "RTN start", "playback", "target blend", "hand-back", "after")
+        assert (r["where"] in ("hand-back", "after")) == (r["after_frame"] > 0)
+    rows[4] = rows[4] | {"cm_per_frame": 99.5, "joint": "Tail1", "where": "after"}
+    text = "\n".join(getting_up_markdown(report))
+    found = re.search(r"Worst getting up: ([0-9.]+) cm/frame \(hills, lie -> stand, Tail1", text)
+    assert found and float(found.group(1)) == 99.5

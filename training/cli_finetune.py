@@ -229,6 +229,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "in a frame than the mocap's at the speed the dog is going (training/stopping_pops.py)",
     )
     finetune.add_argument(
+        "--getting-up-pops-weight",
+        type=float,
+        default=0.0,
+        metavar="W",
+        help="weight of the getting-up-pops term (0: off): as many dogs as the moving dogs, "
+        "taken to a sit, lie or beg and back up through the shipped transition network, the "
+        "stopping-pops term's bar on their first second after the hand-back "
+        "(training/getting_up_pops.py)",
+    )
+    finetune.add_argument(
         "--jump-weight",
         type=float,
         default=1.0,
@@ -423,6 +433,7 @@ def run_finetune(args) -> int:
         jump_share=args.jump_share,
         jump_weight=args.jump_weight,
         stopping_pops_weight=args.stopping_pops_weight,
+        getting_up_pops_weight=args.getting_up_pops_weight,
         feedback=args.feedback,
         rollout_dogs=args.rollout_dogs,
         rollout_path_share=args.rollout_path_share,

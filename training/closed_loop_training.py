@@ -36,6 +36,7 @@ from canis.runtime.gaits import GAITS, NO_GAIT
 from canis.runtime.pose_update import next_local_pose
 from canis.training.bone_loss import bone_loss
 from canis.training.contact_loss import contact_loss, skating_excess_loss
+from canis.training.getting_up_pops import GettingUpDogs
 from canis.training.leg_motion_loss import leg_motion_loss, stillness_loss
 from canis.training.moving_legs import leg_turn_by_speed
 from canis.training.moving_skating import skating_by_speed
@@ -165,6 +166,10 @@ class ClosedLoopConfig:
     # 0: no stopping-pops term (training/stopping_pops.py): `placed_dogs` of the runtime's own
     # dogs, asked a speed and then to stop, no shown joint faster in a frame than the mocap's.
     stopping_pops_weight: float = 0.0
+    # 0: no getting-up-pops term (training/getting_up_pops.py): `placed_dogs` of the runtime's
+    # own dogs taken to a posture and back up through the transition network, the same bar on
+    # their steps after the hand-back.
+    getting_up_pops_weight: float = 0.0
     # The mocap stretches' frames labelled jump weigh this many times the others in the MSE
     # (1: all alike): beside the moving dogs' terms the stretches' own loss is about an eighth
     # of the whole, and a jump's frames a hundredth of that.
@@ -283,7 +288,12 @@ class ClosedLoopConfig:
             )
         if self.bone_positions_only and self.bone_weight == 0:
             raise ValueError("--bone-positions-only: needs --bone-weight")
-        dogs_driven = self.moves_dogs() or self.replay_skating_weight or self.stopping_pops_weight
+        dogs_driven = (
+            self.moves_dogs()
+            or self.replay_skating_weight
+            or self.stopping_pops_weight
+            or self.getting_up_pops_weight
+        )
         if dogs_driven and self.placed_dogs < 1:
             raise ValueError(f"--placed-dogs {self.placed_dogs}: needs 1 or more")
         if not (np.isfinite(self.jump_share) and 0 <= self.jump_share < 1):
@@ -301,10 +311,12 @@ class ClosedLoopConfig:
             raise ValueError(
                 "--jump-share: draws the mocap's stretches; use --feedback pose or both"
             )
-        if not (np.isfinite(self.stopping_pops_weight) and self.stopping_pops_weight >= 0):
-            raise ValueError(
-                f"--stopping-pops-weight {self.stopping_pops_weight}: must be a finite weight >= 0"
-            )
+        for option, weight in (
+            ("--stopping-pops-weight", self.stopping_pops_weight),
+            ("--getting-up-pops-weight", self.getting_up_pops_weight),
+        ):
+            if not (np.isfinite(weight) and weight >= 0):
+                raise ValueError(f"{option} {weight}: must be a finite weight >= 0")
         if self.feedback != "pose" and (self.own_frames < 1 or self.rollout_dogs < 1):
             raise ValueError(
                 f"--feedback {self.feedback}: needs --own-frames (the rollout's length) and "
@@ -417,6 +429,7 @@ class Standardiser:
 TERMS = (
     "contact", "skating", "leg_motion", "stillness", "placed_stillness", "placed_speed",
     "moving_legs", "moving_skating", "replay_skating", "bone", "stopping_pops",
+    "getting_up_pops",
 )  # fmt: skip
 
 
@@ -733,6 +746,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "jump_share": 0.0,
         "stopping_pops_weight": 0.0,
         "jump_weight": 1.0,
+        "getting_up_pops_weight": 0.0,
     }
     previous, identity = unset | previous, unset | identity
     differ = [
@@ -928,7 +942,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         with autocast(settings.precision, cpu):
             return _predict(model, kind, x, phase).float()
 
-    rollouts = placed = moving = replaying = stopping = None
+    rollouts = placed = moving = replaying = stopping = getting_up = None
     if loop.feedback != "pose":
         rollouts = RuntimeRollouts(model, saved, data, train_split, standard, run_dir)
     for option, weight in (
@@ -938,6 +952,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         ("--moving-skating-weight", loop.moving_skating_weight),
         ("--replay-skating-weight", loop.replay_skating_weight),
         ("--stopping-pops-weight", loop.stopping_pops_weight),
+        ("--getting-up-pops-weight", loop.getting_up_pops_weight),
     ):
         if weight > 0 and kind == "pfnn":
             raise ValueError(
@@ -963,11 +978,18 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 "swing_below_mps": loop.moving_paws_swing_below_mps,
             },
         )  # fmt: skip
-    if loop.stopping_pops_weight > 0:
+    if loop.stopping_pops_weight > 0 or loop.getting_up_pops_weight > 0:
         mocap = standard.x_raw(train_split.x), standard.y_raw(train_split.y), train_split.action
+        steps_reference = joint_steps_by_speed(*mocap)
+    if loop.stopping_pops_weight > 0:
         stopping = StoppingDogs(
             model, saved, data, standard, run_dir, loop.placed_dogs,
-            joint_steps_by_speed(*mocap), loop.moving_unroll_frames,
+            steps_reference, loop.moving_unroll_frames,
+        )  # fmt: skip
+    if loop.getting_up_pops_weight > 0:
+        getting_up = GettingUpDogs(
+            model, saved, data, standard, run_dir, loop.placed_dogs,
+            steps_reference, loop.moving_unroll_frames,
         )  # fmt: skip
     if loop.replay_skating_weight > 0:
         replaying = ReplayDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
@@ -979,7 +1001,9 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         rollout_seconds = 0.0
         if rollouts is not None:  # this epoch's rollouts, by the weights it starts from
             rollout_seconds = rollouts.refresh(loop, own, generator)
-        placed_terms = [dogs for dogs in (placed, moving, replaying, stopping) if dogs is not None]
+        placed_terms = [
+            dogs for dogs in (placed, moving, replaying, stopping, getting_up) if dogs is not None
+        ]
         for dogs in placed_terms:  # this epoch's placed dogs, likewise
             rollout_seconds += dogs.refresh(generator)
         jumps = None
@@ -1050,6 +1074,10 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 pops = stopping.loss(predict_training, STOPPING_DOGS_PER_STEP, generator)
                 loss = loss + loop.stopping_pops_weight * pops
                 terms["stopping_pops"] = pops.item()
+            if getting_up is not None:
+                pops = getting_up.loss(predict_training, STOPPING_DOGS_PER_STEP, generator)
+                loss = loss + loop.getting_up_pops_weight * pops
+                terms["getting_up_pops"] = pops.item()
             if replaying is not None:
                 skating = replaying.loss(predict_training, REPLAY_DOGS_PER_STEP, generator)
                 loss = loss + loop.replay_skating_weight * skating

@@ -130,6 +130,7 @@ def handback_and_postures(model: TransitionModel, motion_model_path: Path) -> di
     return {
         "handback": handback_report(model, motion_model_path),
         "postures": postures_report(model, motion_model_path),
+        "getting_up": getting_up_report(model, motion_model_path),
     }
 
 
@@ -341,6 +342,69 @@ def _posture_run(setup, speed: float, target: str, way: str, phase_frames: int) 
     return row
 
 
+# Getting up as the demo does it: a posture key from standing, the posture held until
+# HELD_FRAMES after the key, then 1 (stand, through the transition network) and the motion
+# network's idle watched for AFTER_SECONDS after the hand-back. A candidate of 2026-11-29 whipped
+# its tail 16.8 cm in one frame 17 frames after getting up from a beg (its own stops and
+# postures held to 8.3), which no other table here saw.
+STANDING_FRAMES = 60  # demo tests: R, then a second of standing before the key
+HELD_FRAMES = 151  # the key's frame and 150 more, as tests/test_demo.py holds it
+GETTING_UP_POSTURES = ("sit", "lie", "beg")
+
+
+def getting_up_report(model: TransitionModel, motion_model_path: Path) -> dict:
+    """Each posture asked from standing and held, then stand asked, in the demo's setup on flat
+    ground and its hills: the largest per-frame joint displacement of the shown pose from the
+    stand's request to AFTER_SECONDS after its hand-back, the part where it happened, its
+    frame after the hand-back and the joint."""
+    from canis.runtime.features import FPS
+    from canis.runtime.inference import MotionModel
+    from canis.runtime.speed_calibration import load_speed_calibration
+    from canis.runtime.terrain import load_terrain
+    from canis.runtime.transition_player import LEAD_FRAMES, blend_window
+
+    motion = MotionModel(motion_model_path, device="cpu")
+    calibration = load_speed_calibration(motion_model_path)
+    rows = []
+    for ground in ("flat", "hills"):
+        terrain = None if ground == "flat" else load_terrain(ground)
+        for posture in GETTING_UP_POSTURES:
+            c = posture_controller(motion, terrain, model, calibration)
+            for _ in range(STANDING_FRAMES):
+                c.step(_still_or_moving(0.0))
+            down = c.transition_to(posture, POSTURE_FRAMES)
+            hold = _held(posture, down.final_yaw_rad)
+            for _ in range(HELD_FRAMES):
+                c.step(hold)
+            up = c.transition_to("stand", POSTURE_FRAMES)
+            hold = _held("stand", up.final_yaw_rad)
+            poses = [c.display_pose()[0][0].copy()]
+            for _ in range(up.frames + AFTER_SECONDS * FPS):
+                c.step(hold)
+                poses.append(c.display_pose()[0][0].copy())
+            moves = np.linalg.norm(np.diff(np.array(poses), axis=0), axis=-1)  # (F, J) m
+            frame, joint = np.unravel_index(int(moves.argmax()), moves.shape)
+            phases = _phase_names(
+                LEAD_FRAMES, POSTURE_FRAMES, blend_window(POSTURE_FRAMES), up.frames
+            )
+            rows.append(
+                {
+                    "ground": ground,
+                    "posture": posture,
+                    "cm_per_frame": round(float(moves.max()) * 100, 2),
+                    "where": phases[frame] if frame < len(phases) else "after",
+                    "after_frame": int(frame) - up.frames + 1,
+                    "joint": c.skeleton.joint_names[joint],
+                }
+            )
+    return {
+        "transition_frames": POSTURE_FRAMES,
+        "held_frames": HELD_FRAMES,
+        "after_seconds": AFTER_SECONDS,
+        "runs": rows,
+    }
+
+
 def labels_for(name: str) -> str:
     return {"rtn": "RTN", "interp": "INT", "zerovel": "ZERO-V"}.get(name, name)
 
@@ -395,6 +459,10 @@ def handback_worst(handback: dict) -> dict:
 
 
 WORST_LINE = "Worst after the hand-back: {cm:.2f} cm/frame ({start} -> {target})."
+GETTING_UP_LINE = (
+    "Worst getting up: {cm_per_frame:.2f} cm/frame ({ground}, {posture} -> stand, {joint}, "
+    "in the {where})."
+)
 STOPPED_FIRST_LINE = (
     "Worst stopping first: {cm:.2f} cm/frame ({ground}, {start} -> {target}, in the {where})."
 )
@@ -470,7 +538,37 @@ def handback_markdown(results: dict, command: str) -> str:
             line + " tests/test_demo.py reads it with the hand-back's worst (above).",
             "",
         ]
+    if "getting_up" in results:
+        lines += getting_up_markdown(results["getting_up"])
     return "\n".join(lines)
+
+
+def getting_up_markdown(g: dict) -> list[str]:
+    lines = [
+        "### Getting up",
+        "",
+        "The demo's way again: from standing, a posture key (1 s after R), the posture held "
+        f"until {g['held_frames'] - 1} frames after the key, then 1 (stand, a "
+        f"{g['transition_frames']}-frame transition) and the motion network's idle. Figures: "
+        "the largest per-frame joint displacement of the shown pose from the stand's request "
+        f"to {g['after_seconds']} s after its hand-back, the part where it happened (as above), "
+        "its frame after the hand-back (negative: before it) and the joint.",
+        "",
+        "| ground | from | cm/frame | where | frame after hand-back | joint |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in g["runs"]:
+        lines.append(
+            f"| {r['ground']} | {r['posture']} | {r['cm_per_frame']:.2f} | {r['where']} "
+            f"| {r['after_frame']} | {r['joint']} |"
+        )
+    worst = max(g["runs"], key=lambda r: r["cm_per_frame"])
+    lines += [
+        "",
+        GETTING_UP_LINE.format(**worst) + " tests/test_demo.py reads it with the two worsts above.",
+        "",
+    ]
+    return lines
 
 
 def write(results: dict, json_path: Path | None, doc: Path | None, command: str) -> None:
