@@ -64,3 +64,19 @@ def test_the_getting_up_pops_weight_is_checked_and_named():
     assert loop.identity()["getting_up_pops_weight"] == 3.0
     assert "--getting-up-pops-weight 3" in _reproduce_line(loop)
     assert "--getting-up-pops-weight" not in _reproduce_line(ClosedLoopConfig())
+
+
+def test_the_getting_up_dogs_leave_the_epochs_draws_to_the_other_terms(monkeypatch):
+    """Their draws come from a generator spawned from the epoch's, which draws nothing from it:
+    a run with the term and one without give the other terms the same dogs and batches."""
+    from canis.training.getting_up_pops import GettingUpDogs
+    from canis.training.placed_speed import MovingDogs
+
+    monkeypatch.setattr(MovingDogs, "refresh", lambda self, generator: generator.random())
+    dogs = GettingUpDogs.__new__(GettingUpDogs)  # the refresh alone: no network to drive
+    epoch = np.random.default_rng(3)
+    first = dogs.refresh(epoch)
+    assert epoch.random() == np.random.default_rng(3).random()
+    assert first != np.random.default_rng(3).random()
+    assert dogs.refresh(epoch) != first  # the epoch's next refresh: new dogs
+    assert dogs.refresh(np.random.default_rng(3)) == first  # and a resumed epoch the same
