@@ -126,6 +126,19 @@ def test_gait_verdict_reads_scripted_footfalls(kind, speed_mps):
     verdict = ev.gait_verdict(SKELETON, recording_of(roots, rotations))
     assert verdict["verdict"] == kind
     assert verdict["share"] > 0.8
+    assert abs(verdict["course_deg"]) < 0.5 and verdict["body_yaw_deg"] == 0.0
+
+
+def test_gait_verdict_gives_the_course_off_the_asked_direction():
+    """Asked straight ahead (+z), a dog whose way bends 30 degrees to the left (+x) is 30
+    degrees off course (the demo test and the gait table's bar is 10)."""
+    roots, rotations, _ = gait("walk", 0.6, 8.0)
+    angle = np.radians(30.0)
+    veering = roots.copy()
+    veering[:, 0] = roots[:, 0] * np.cos(angle) + roots[:, 2] * np.sin(angle)
+    veering[:, 2] = roots[:, 2] * np.cos(angle) - roots[:, 0] * np.sin(angle)
+    verdict = ev.gait_verdict(SKELETON, recording_of(veering, rotations))
+    assert verdict["course_deg"] == pytest.approx(30.0, abs=0.5)
 
 
 def test_ground_truth_names_the_scenarios_the_clips_lack(tmp_path):
@@ -223,6 +236,8 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
     assert "| GT | median 0.25 over 3 jumps (0.20-0.40), at any speed | | |" in text
     assert "| MANN8 | 0.05 / 0.17 | 9.0 (Head) / 27.7 (LeftForeArm) | 11.4 / 11.4 |" in text
     assert "- MANN8 stopping from 1.9 m/s: 27.7 cm/frame (LeftForeArm)" in text
+    assert "- MANN8 goes furthest off the asked direction at " in text
+    assert " deg |" in text  # each model's gait cell gives its course
     saved = json.loads(out.read_text())
     assert set(saved["MANN8"]["skating_cm"]) == {"walk", "canter", "turn"}
     assert set(saved["PFNN"]["path_cm"]) == {"circle"}

@@ -229,6 +229,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "in a frame than the mocap's at the speed the dog is going (training/stopping_pops.py)",
     )
     finetune.add_argument(
+        "--moving-course-weight",
+        type=float,
+        default=0.0,
+        metavar="W",
+        help="weight of the moving-course term (0: off): on the moving dogs, each dog's mean "
+        "yaw rate against the asked turn plus what closes its offset from the asked facing "
+        "over a second (training/moving_course.py): a dog asked straight ahead goes there",
+    )
+    finetune.add_argument(
         "--getting-up-pops-weight",
         type=float,
         default=0.0,
@@ -391,6 +400,7 @@ def run_finetune(args) -> int:
         ("--placed-speed-weight", args.placed_speed_weight),
         ("--moving-legs-weight", args.moving_legs_weight),
         ("--moving-skating-weight", args.moving_skating_weight),
+        ("--moving-course-weight", args.moving_course_weight),
         ("--replay-skating-weight", args.replay_skating_weight),
         ("--bone-weight", args.bone_weight),
         ("--clip-grad-norm", args.clip_grad_norm),
@@ -416,6 +426,7 @@ def run_finetune(args) -> int:
         moving_unroll_frames=args.moving_unroll_frames,
         moving_legs_both_ways=args.moving_legs_both_ways,
         moving_skating_weight=args.moving_skating_weight,
+        moving_course_weight=args.moving_course_weight,
         moving_max_turn_degps=args.moving_max_turn_degps,
         moving_turns_as_mocap=args.moving_turns_as_mocap,
         moving_paws_both_ways=args.moving_paws_both_ways,

@@ -109,6 +109,9 @@ class ClosedLoopConfig:
     # 0: no moving-skating term (training/moving_skating.py): on the placed-speed term's dogs,
     # the shown paws' skating and heights held down to the mocap's at the dog's asked speed.
     moving_skating_weight: float = 0.0
+    # 0: no moving-course term (training/moving_course.py): on the same dogs, the root turned
+    # toward the facing asked (a dog asked straight ahead goes straight ahead).
+    moving_course_weight: float = 0.0
     # The moving dogs' fastest turn either way, deg/s (half of them turn; placed_speed.py). The
     # controllers evaluation's turn asks 76.8 deg/s, beyond the default's.
     moving_max_turn_degps: float = MAX_TURN_DEGPS
@@ -329,6 +332,7 @@ class ClosedLoopConfig:
             self.placed_speed_weight > 0
             or self.moving_legs_weight > 0
             or self.moving_skating_weight > 0
+            or self.moving_course_weight > 0
         )
 
     def own_frames_at(self, epoch: int) -> int:
@@ -429,7 +433,7 @@ class Standardiser:
 TERMS = (
     "contact", "skating", "leg_motion", "stillness", "placed_stillness", "placed_speed",
     "moving_legs", "moving_skating", "replay_skating", "bone", "stopping_pops",
-    "getting_up_pops",
+    "getting_up_pops", "moving_course",
 )  # fmt: skip
 
 
@@ -729,6 +733,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_unroll_frames": 1,
         "moving_legs_both_ways": False,
         "moving_skating_weight": 0.0,
+        "moving_course_weight": 0.0,
         "moving_max_turn_degps": MAX_TURN_DEGPS,
         "moving_turns_as_mocap": False,
         "moving_paws_both_ways": False,
@@ -950,6 +955,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         ("--placed-speed-weight", loop.placed_speed_weight),
         ("--moving-legs-weight", loop.moving_legs_weight),
         ("--moving-skating-weight", loop.moving_skating_weight),
+        ("--moving-course-weight", loop.moving_course_weight),
         ("--replay-skating-weight", loop.replay_skating_weight),
         ("--stopping-pops-weight", loop.stopping_pops_weight),
         ("--getting-up-pops-weight", loop.getting_up_pops_weight),
@@ -977,6 +983,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 "paws_swing": loop.moving_paws_swing,
                 "swing_below_mps": loop.moving_paws_swing_below_mps,
             },
+            loop.moving_course_weight > 0,
         )  # fmt: skip
     if loop.stopping_pops_weight > 0 or loop.getting_up_pops_weight > 0:
         mocap = standard.x_raw(train_split.x), standard.y_raw(train_split.y), train_split.action
@@ -1060,16 +1067,18 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 terms["placed_stillness"] = still.item()
             if moving is not None:
                 dogs = loop.moving_dogs_per_step
-                speed, legs, paws = moving.loss(predict_training, dogs, generator)
+                speed, legs, paws, course = moving.loss(predict_training, dogs, generator)
                 loss = (
                     loss
                     + loop.placed_speed_weight * speed
                     + loop.moving_legs_weight * legs
                     + loop.moving_skating_weight * paws
+                    + loop.moving_course_weight * course
                 )
                 terms["placed_speed"] = speed.item()
                 terms["moving_legs"] = legs.item()
                 terms["moving_skating"] = paws.item()
+                terms["moving_course"] = course.item()
             if stopping is not None:
                 pops = stopping.loss(predict_training, STOPPING_DOGS_PER_STEP, generator)
                 loss = loss + loop.stopping_pops_weight * pops

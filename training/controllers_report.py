@@ -11,6 +11,7 @@ from canis.training.evaluate_controllers import (
     ABLATION_TURN_DEGPS,
     ABLATION_TURN_SPEED_MPS,
     BROKEN,
+    COURSE_BAR_DEG,
     GT_SPEED_BAND_MPS,
     JUMP_HOLD_S,
     JUMP_RUN_MPS,
@@ -187,9 +188,10 @@ def markdown(results: dict, command: str, figures_link: str = "images") -> str:
         "Forward for 10 s at each speed; footfalls of the shown paws by the labels' contact "
         "detector with its speed thresholds scaled to the body's speed (a sliding stance paw "
         "is still down), the gait classifier's majority verdict over the last 7 s (share of "
-        "frames) and the speed reached; GT: the labelled gaits of the mocap's locomotion "
-        f"frames within {GT_SPEED_BAND_MPS} m/s of each speed (and their mean speed). The "
-        "paper's dog: walk 0.5, pace 1.1, trot 1.9, canter 3.3 m/s.",
+        "frames), the speed reached and how far off the asked direction the dog went (its "
+        "course over the last 7 s, degrees, left positive); GT: the labelled gaits of the "
+        f"mocap's locomotion frames within {GT_SPEED_BAND_MPS} m/s of each speed (and their "
+        "mean speed). The paper's dog: walk 0.5, pace 1.1, trot 1.9, canter 3.3 m/s.",
         "",
         f"| model | {' | '.join(f'{s} m/s' for s in speeds)} |",
         "|---" * (len(speeds) + 1) + "|",
@@ -200,9 +202,24 @@ def markdown(results: dict, command: str, figures_link: str = "images") -> str:
             f"| {n} | "
             + " | ".join(
                 f"{g[s]['verdict']} ({g[s]['share']:.0%}), {g[s]['mean_speed_mps']:.2f} m/s"
+                + (f", {g[s]['course_deg']:+.1f} deg" if "course_deg" in g[s] else "")
                 for s in speeds
             )
             + " |"
+        )
+    for n in models:
+        g = results[n]["gaits"]
+        if not all("course_deg" in g[s] for s in speeds):
+            continue
+        worst = max(speeds, key=lambda s: abs(g[s]["course_deg"]))
+        lines.append(
+            f"\n- {n} goes furthest off the asked direction at {worst} m/s: "
+            f"{g[worst]['course_deg']:+.1f} deg (its body {g[worst]['body_yaw_deg']:+.1f})"
+            + (
+                f": over {COURSE_BAR_DEG:g} degrees."
+                if abs(g[worst]["course_deg"]) > COURSE_BAR_DEG
+                else f", within {COURSE_BAR_DEG:g} degrees."
+            )
         )
     figures = results.get("figures", {})
     if "footfalls" in figures:

@@ -54,6 +54,10 @@ GAIT_SECONDS = 10.0
 ABLATION_TURN_DEGPS = 90.0
 ABLATION_TURN_SPEED_MPS = 1.1
 JUMP_AT_S, JUMP_HOLD_S, JUMP_RUN_MPS = 3.0, 0.5, 1.5
+# A dog asked straight ahead going more than this off the asked direction is off course: at
+# 10 degrees a canter at 3.3 m/s is 2.9 m to the side after 5 s. A candidate of 2026-11-29 that
+# met every other bar cantered 21 degrees off (the network shipped then, 1).
+COURSE_BAR_DEG = 10.0
 JUMP_WATCH_S = 2.5  # the hips' highest over this long after the jump is asked
 PROFILE_WINDOW_S = 2.5
 
@@ -208,11 +212,20 @@ def footfalls(skeleton: Skeleton, run: Recording) -> np.ndarray:
 
 
 def gait_verdict(skeleton: Skeleton, run: Recording) -> dict:
+    """The gait verdict of a run asked straight ahead (facing yaw 0), the speed reached and
+    how far off that direction it went: its course (the hips' way from the first settled
+    frame to the last) and its body (the root's mean yaw), degrees, left positive."""
     settled = slice(_frames(SETTLE_S), None)
     contacts = footfalls(skeleton, run)[settled]
     speeds = run.speeds_mps[settled]
     gaits = classify_gaits(contacts, speeds, np.ones(len(speeds), bool))
-    return _verdict(gaits) | {"mean_speed_mps": round(float(speeds.mean()), 2)}
+    hips_xz = run.positions_m[settled, skeleton.index("Hips")][:, [0, 2]]
+    way_x, way_z = hips_xz[-1] - hips_xz[0]
+    return _verdict(gaits) | {
+        "mean_speed_mps": round(float(speeds.mean()), 2),
+        "course_deg": round(float(np.degrees(np.arctan2(way_x, way_z))), 1),
+        "body_yaw_deg": round(float(np.degrees(run.root_yaw_rad[settled].mean())), 1),
+    }
 
 
 def gait_emergence(model, skeleton) -> tuple[dict, dict]:

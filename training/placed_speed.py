@@ -127,13 +127,16 @@ def moving_inputs(
     turns_by_speed=None,
     turn_switch_s: float = 0.0,
     stop_from_frames: np.ndarray | None = None,
+    headings_out: np.ndarray | None = None,
 ):
     """x (dogs, kept_frames, 480) as the Controller built it (speed tracking off) for dogs from
     the standing keyframe given their lead-in command for LEAD_IN_FRAMES, then asked their
     speed (and turn, swapping sides every turn_switch_s seconds where not 0) for SETTLE_FRAMES
     and kept_frames more; and each dog's asked speed (dogs,). Where stop_from_frames (dogs,)
     is given, each dog is asked to stop at that kept step as a player letting go asks
-    (posture_requests.slow_down_left: its speed falling to zero, then idle)."""
+    (posture_requests.slow_down_left: its speed falling to zero, then idle). Where headings_out
+    (dogs, kept_frames, 2) is given, each kept step's (asked facing minus the root's yaw before
+    it, rad; asked turn rate, rad/s) is written there (training/moving_course.py)."""
     from canis.runtime.controller import DT_S, Controller
     from canis.runtime.inference import MotionModel
 
@@ -158,6 +161,9 @@ def moving_inputs(
             speed = speed * left
             action = np.where(left > 0, MOVE, IDLE)
         velocity = speed[:, None] * yaw_direction_xz(facing_rad)
+        if headings_out is not None and frame >= first_kept:
+            headings_out[:, frame - first_kept, 0] = facing_rad - controller.root_yaw_rad
+            headings_out[:, frame - first_kept, 1] = 0.0 if leading else rate
         x = controller.step(ControlState(velocity, facing_rad.copy(), action))
         if frame >= first_kept:
             xs[:, frame - first_kept] = x
@@ -187,6 +193,7 @@ class MovingDogs:
         turns_by_speed=None,
         turn_switch_s: float = 0.0,
         skating_options: dict | None = None,
+        course: bool = False,
     ):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
         self.path = Path(run_dir) / "moving.onnx"
@@ -204,6 +211,10 @@ class MovingDogs:
         # moving_skating_loss's options (heights_both_ways, paws_down, skating_relative,
         # paws_lift, paws_swing, swing_below_mps), as the loss configuration names them.
         self.skating_options = skating_options or {}
+        # The moving-course term (training/moving_course.py) runs on these dogs: each kept
+        # step's asked facing and turn rate are recorded with it.
+        self.course = course
+        self.headings = None
 
     def refresh(self, generator: np.random.Generator) -> float:
         """New moving dogs; returns the seconds they took (the export included)."""
@@ -217,7 +228,10 @@ class MovingDogs:
         return time.perf_counter() - started
 
     def _driven(self, generator: np.random.Generator):
-        """moving_inputs's (x, asked speed) for this refresh's dogs, by the network exported."""
+        """moving_inputs's (x, asked speed) for this refresh's dogs, by the network exported
+        (their headings into self.headings where the course term runs)."""
+        if self.course:
+            self.headings = np.zeros((self.dogs, KEPT_FRAMES, 2))
         return moving_inputs(
             self.path,
             self.dogs,
@@ -225,11 +239,13 @@ class MovingDogs:
             max_turn_degps=self.max_turn_degps,
             turns_by_speed=self.turns_by_speed,
             turn_switch_s=self.turn_switch_s,
+            headings_out=self.headings,
         )
 
     def _steps(self, predict, chosen: np.ndarray, generator: np.random.Generator):
-        """(x raw, y raw) of FRAMES_PER_DOG steps of each chosen dog, grouped by dog: stretches
-        of self.unroll steps from random kept steps, the pose fed back after the first."""
+        """(x raw, y raw, the kept step of each row) of FRAMES_PER_DOG steps of each chosen dog,
+        grouped by dog: stretches of self.unroll steps from random kept steps, the pose fed
+        back after the first."""
         from canis.training.shown_pose import fed_back_input
 
         stretches = max(1, FRAMES_PER_DOG // self.unroll)
@@ -248,31 +264,33 @@ class MovingDogs:
         grouped = [
             torch.stack(steps, 1).reshape(-1, steps[0].shape[1]) for steps in (xs_raw, ys_raw)
         ]
-        return grouped[0], grouped[1]
+        frames = (first[..., None] + np.arange(self.unroll)).reshape(-1)
+        return grouped[0], grouped[1], frames
 
     def _drawn_steps(self, predict, dogs: int, generator: np.random.Generator):
-        """(the dogs drawn (dogs,), x raw, y raw): _steps of `dogs` dogs drawn from this
-        epoch's, the network run without dropout (as the game runs it)."""
+        """(the dogs drawn (dogs,), x raw, y raw, each row's kept step): _steps of `dogs` dogs
+        drawn from this epoch's, the network run without dropout (as the game runs it)."""
         chosen = generator.choice(len(self.xs), dogs)
         self.model.eval()
         try:
-            x_raw, y_raw = self._steps(predict, chosen, generator)
+            x_raw, y_raw, frames = self._steps(predict, chosen, generator)
         finally:
             self.model.train()
-        return chosen, x_raw, y_raw
+        return chosen, x_raw, y_raw, frames
 
     def loss(self, predict, dogs: int, generator: np.random.Generator):
-        """(placed_speed_loss, moving_legs_loss or 0, moving_skating_loss or 0) over `dogs`
-        dogs drawn from this epoch's, FRAMES_PER_DOG of each one's kept steps, the network run
-        without dropout (as the game runs it)."""
+        """(placed_speed_loss, moving_legs_loss or 0, moving_skating_loss or 0,
+        moving_course_loss or 0) over `dogs` dogs drawn from this epoch's, FRAMES_PER_DOG of
+        each one's kept steps, the network run without dropout (as the game runs it)."""
+        from canis.training.moving_course import moving_course_loss
         from canis.training.moving_legs import moving_legs_loss, reference_at
         from canis.training.moving_skating import moving_skating_loss
 
-        chosen, x_raw, y_raw = self._drawn_steps(predict, dogs, generator)
+        chosen, x_raw, y_raw, frames = self._drawn_steps(predict, dogs, generator)
         asked_mps = self.asked_mps[chosen]
         asked = torch.as_tensor(asked_mps, dtype=y_raw.dtype)
         speed = placed_speed_loss(y_raw, asked)
-        legs = skating = y_raw.new_zeros(())
+        legs = skating = course = y_raw.new_zeros(())
         if self.legs is not None:
             reference = torch.as_tensor(reference_at(*self.legs, asked_mps), dtype=y_raw.dtype)
             legs = moving_legs_loss(x_raw, y_raw, reference, self.legs_both_ways)
@@ -281,4 +299,8 @@ class MovingDogs:
             skating = moving_skating_loss(
                 x_raw, y_raw, reference, asked_mps=asked, **self.skating_options
             )
-        return speed, legs, skating
+        if self.course:
+            rows_per_dog = len(frames) // dogs
+            headings = self.headings[np.repeat(chosen, rows_per_dog), frames]
+            course = moving_course_loss(y_raw, headings, dogs)
+        return speed, legs, skating, course

@@ -100,5 +100,5 @@ class StoppingDogs(MovingDogs):
 
     def loss(self, predict, dogs: int, generator: np.random.Generator) -> torch.Tensor:
         """The stopping-pops term over `dogs` dogs drawn from this epoch's."""
-        _, x_raw, y_raw = self._drawn_steps(predict, dogs, generator)
+        _, x_raw, y_raw, _ = self._drawn_steps(predict, dogs, generator)
         return stopping_pops_loss(x_raw, y_raw, self.reference)
