@@ -161,8 +161,8 @@ def test_a_non_finite_step_stops_the_run_and_keeps_the_checkpoint(
     measured = MovingDogs.loss
 
     def poisoned(dogs, predict, count, generator):
-        speed, legs, skating = measured(dogs, predict, count, generator)
-        return speed, legs * float("nan"), skating
+        speed, legs, skating, course = measured(dogs, predict, count, generator)
+        return speed, legs * float("nan"), skating, course
 
     monkeypatch.setattr(MovingDogs, "loss", poisoned)
     assert main([*run[:8], "2", *run[9:], "--resume"]) == 2

@@ -207,13 +207,14 @@ def markdown(results: dict, command: str, figures_link: str = "images") -> str:
             )
             + " |"
         )
+    courses = []
     for n in models:
         g = results[n]["gaits"]
         if not all("course_deg" in g[s] for s in speeds):
             continue
         worst = max(speeds, key=lambda s: abs(g[s]["course_deg"]))
-        lines.append(
-            f"\n- {n} goes furthest off the asked direction at {worst} m/s: "
+        courses.append(
+            f"- {n} goes furthest off the asked direction at {worst} m/s: "
             f"{g[worst]['course_deg']:+.1f} deg (its body {g[worst]['body_yaw_deg']:+.1f})"
             + (
                 f": over {COURSE_BAR_DEG:g} degrees."
@@ -221,6 +222,7 @@ def markdown(results: dict, command: str, figures_link: str = "images") -> str:
                 else f", within {COURSE_BAR_DEG:g} degrees."
             )
         )
+    lines += [""] + courses if courses else []
     figures = results.get("figures", {})
     if "footfalls" in figures:
         lines += ["", f"![footfalls]({figures_link}/{Path(figures['footfalls']).name})"]
