@@ -163,7 +163,7 @@ def moving_inputs(
         velocity = speed[:, None] * yaw_direction_xz(facing_rad)
         if headings_out is not None and frame >= first_kept:
             headings_out[:, frame - first_kept, 0] = facing_rad - controller.root_yaw_rad
-            headings_out[:, frame - first_kept, 1] = 0.0 if leading else rate
+            headings_out[:, frame - first_kept, 1] = rate  # kept steps are past the lead-in
         x = controller.step(ControlState(velocity, facing_rad.copy(), action))
         if frame >= first_kept:
             xs[:, frame - first_kept] = x
