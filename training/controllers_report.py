@@ -222,7 +222,8 @@ def markdown(results: dict, command: str, figures_link: str = "images") -> str:
                 else f", within {COURSE_BAR_DEG:g} degrees."
             )
         )
-    lines += [""] + courses if courses else []
+    if courses:
+        lines += ["", *courses]
     figures = results.get("figures", {})
     if "footfalls" in figures:
         lines += ["", f"![footfalls]({figures_link}/{Path(figures['footfalls']).name})"]

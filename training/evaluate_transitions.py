@@ -345,8 +345,8 @@ def _posture_run(setup, speed: float, target: str, way: str, phase_frames: int) 
 # Getting up as the demo does it: a posture key from standing, the posture held until
 # HELD_FRAMES after the key, then 1 (stand, through the transition network) and the motion
 # network's idle watched for AFTER_SECONDS after the hand-back. A candidate of 2026-11-29 whipped
-# its tail 16.8 cm in one frame 17 frames after getting up from a beg (its own stops and
-# postures held to 8.3), which no other table here saw.
+# its tail 16.8 cm in one frame 8 frames after the hand-back getting up from a beg (its own
+# stops and postures held to 8.3), which no other table here saw.
 STANDING_FRAMES = 60  # demo tests: R, then a second of standing before the key
 HELD_FRAMES = 151  # the key's frame and 150 more, as tests/test_demo.py holds it
 GETTING_UP_POSTURES = ("sit", "lie", "beg")
