@@ -248,6 +248,12 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
             else ""
         )
         + (
+            f", moving-gait weight {loop['moving_gait_weight']} on "
+            f"{loop['placed_dogs']} moving dogs (training/moving_gait.py)"
+            if loop.get("moving_gait_weight")
+            else ""
+        )
+        + (
             f", stopping-pops weight {loop['stopping_pops_weight']} on "
             f"{loop['placed_dogs']} stopping dogs (training/stopping_pops.py)"
             if loop.get("stopping_pops_weight")
@@ -344,6 +350,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --moving-skating-weight {loop['moving_skating_weight']}"
     if loop.get("moving_course_weight"):
         later += f" --moving-course-weight {loop['moving_course_weight']:g}"
+    if loop.get("moving_gait_weight"):
+        later += f" --moving-gait-weight {loop['moving_gait_weight']:g}"
     if loop.get("moving_paws_both_ways"):
         later += " --moving-paws-both-ways"
     if loop.get("moving_paws_down"):
@@ -380,6 +388,7 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
     placed = (
         "placed_stillness_weight", "placed_speed_weight", "moving_legs_weight",
         "moving_skating_weight", "replay_skating_weight", "moving_course_weight",
+        "moving_gait_weight",
     )  # fmt: skip
     if not loop.get("placed_stillness_weight") and any(loop.get(key) for key in placed):
         later += f" --placed-dogs {loop['placed_dogs']}"

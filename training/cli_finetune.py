@@ -238,6 +238,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "over a second (training/moving_course.py): a dog asked straight ahead goes there",
     )
     finetune.add_argument(
+        "--moving-gait-weight",
+        type=float,
+        default=0.0,
+        metavar="W",
+        help="weight of the moving-gait term (0: off): on the moving dogs, each unrolled over "
+        "a gait window (61 frames, its pose fed back), the correlation of its lateral and "
+        "diagonal paws' footfalls held to the mocap's at its speed (training/moving_gait.py)",
+    )
+    finetune.add_argument(
         "--getting-up-pops-weight",
         type=float,
         default=0.0,
@@ -401,6 +410,7 @@ def run_finetune(args) -> int:
         ("--moving-legs-weight", args.moving_legs_weight),
         ("--moving-skating-weight", args.moving_skating_weight),
         ("--moving-course-weight", args.moving_course_weight),
+        ("--moving-gait-weight", args.moving_gait_weight),
         ("--replay-skating-weight", args.replay_skating_weight),
         ("--bone-weight", args.bone_weight),
         ("--clip-grad-norm", args.clip_grad_norm),
@@ -427,6 +437,7 @@ def run_finetune(args) -> int:
         moving_legs_both_ways=args.moving_legs_both_ways,
         moving_skating_weight=args.moving_skating_weight,
         moving_course_weight=args.moving_course_weight,
+        moving_gait_weight=args.moving_gait_weight,
         moving_max_turn_degps=args.moving_max_turn_degps,
         moving_turns_as_mocap=args.moving_turns_as_mocap,
         moving_paws_both_ways=args.moving_paws_both_ways,

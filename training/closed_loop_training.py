@@ -38,6 +38,7 @@ from canis.training.bone_loss import bone_loss
 from canis.training.contact_loss import contact_loss, skating_excess_loss
 from canis.training.getting_up_pops import GettingUpDogs
 from canis.training.leg_motion_loss import leg_motion_loss, stillness_loss
+from canis.training.moving_gait import gait_by_speed
 from canis.training.moving_legs import leg_turn_by_speed
 from canis.training.moving_skating import skating_by_speed
 from canis.training.placed_speed import (
@@ -112,6 +113,9 @@ class ClosedLoopConfig:
     # 0: no moving-course term (training/moving_course.py): on the same dogs, the root turned
     # toward the facing asked (a dog asked straight ahead goes straight ahead).
     moving_course_weight: float = 0.0
+    # 0: no moving-gait term (training/moving_gait.py): on the same dogs, unrolled over a gait
+    # window, the paws' footfall pattern (lateral and diagonal pairs) held to the mocap's.
+    moving_gait_weight: float = 0.0
     # The moving dogs' fastest turn either way, deg/s (half of them turn; placed_speed.py). The
     # controllers evaluation's turn asks 76.8 deg/s, beyond the default's.
     moving_max_turn_degps: float = MAX_TURN_DEGPS
@@ -317,6 +321,7 @@ class ClosedLoopConfig:
         for option, weight in (
             ("--stopping-pops-weight", self.stopping_pops_weight),
             ("--getting-up-pops-weight", self.getting_up_pops_weight),
+            ("--moving-gait-weight", self.moving_gait_weight),
         ):
             if not (np.isfinite(weight) and weight >= 0):
                 raise ValueError(f"{option} {weight}: must be a finite weight >= 0")
@@ -333,6 +338,7 @@ class ClosedLoopConfig:
             or self.moving_legs_weight > 0
             or self.moving_skating_weight > 0
             or self.moving_course_weight > 0
+            or self.moving_gait_weight > 0
         )
 
     def own_frames_at(self, epoch: int) -> int:
@@ -433,7 +439,7 @@ class Standardiser:
 TERMS = (
     "contact", "skating", "leg_motion", "stillness", "placed_stillness", "placed_speed",
     "moving_legs", "moving_skating", "replay_skating", "bone", "stopping_pops",
-    "getting_up_pops", "moving_course",
+    "getting_up_pops", "moving_course", "moving_gait",
 )  # fmt: skip
 
 
@@ -734,6 +740,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_legs_both_ways": False,
         "moving_skating_weight": 0.0,
         "moving_course_weight": 0.0,
+        "moving_gait_weight": 0.0,
         "moving_max_turn_degps": MAX_TURN_DEGPS,
         "moving_turns_as_mocap": False,
         "moving_paws_both_ways": False,
@@ -956,6 +963,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         ("--moving-legs-weight", loop.moving_legs_weight),
         ("--moving-skating-weight", loop.moving_skating_weight),
         ("--moving-course-weight", loop.moving_course_weight),
+        ("--moving-gait-weight", loop.moving_gait_weight),
         ("--replay-skating-weight", loop.replay_skating_weight),
         ("--stopping-pops-weight", loop.stopping_pops_weight),
         ("--getting-up-pops-weight", loop.getting_up_pops_weight),
@@ -971,6 +979,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         legs = leg_turn_by_speed(*mocap) if loop.moving_legs_weight > 0 else None
         paws = skating_by_speed(*mocap) if loop.moving_skating_weight > 0 else None
         turns = mocap_turns_by_speed(*mocap[1:]) if loop.moving_turns_as_mocap else None
+        gaits = gait_by_speed(*mocap, train_split.after) if loop.moving_gait_weight > 0 else None
         moving = MovingDogs(
             model, saved, data, standard, run_dir, loop.placed_dogs, legs,
             loop.moving_unroll_frames, loop.moving_legs_both_ways, paws,
@@ -983,7 +992,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 "paws_swing": loop.moving_paws_swing,
                 "swing_below_mps": loop.moving_paws_swing_below_mps,
             },
-            loop.moving_course_weight > 0,
+            loop.moving_course_weight > 0, gaits,
         )  # fmt: skip
     if loop.stopping_pops_weight > 0 or loop.getting_up_pops_weight > 0:
         mocap = standard.x_raw(train_split.x), standard.y_raw(train_split.y), train_split.action
@@ -1079,6 +1088,10 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 terms["moving_legs"] = legs.item()
                 terms["moving_skating"] = paws.item()
                 terms["moving_course"] = course.item()
+                if loop.moving_gait_weight > 0:
+                    gait = moving.gait_loss(predict_training, dogs)
+                    loss = loss + loop.moving_gait_weight * gait
+                    terms["moving_gait"] = gait.item()
             if stopping is not None:
                 pops = stopping.loss(predict_training, STOPPING_DOGS_PER_STEP, generator)
                 loss = loss + loop.stopping_pops_weight * pops

@@ -44,6 +44,9 @@ LEAD_IN_FRAMES = 60  # 1 s of the lead-in command: from standing, or from anothe
 SETTLE_FRAMES = 120  # 2 s of the asked speed before the kept steps (the card settles 3 s)
 KEPT_FRAMES = 120
 SPEED_ALLOWANCE = 0.05  # relative; the issue's target is 10%
+# The moving-gait term's draws: the key of their child of the epoch's seed (any number no
+# other term's spawned child has).
+GAIT_DRAWS_KEY = 6_017
 FRAMES_PER_DOG = 16  # each dog's kept steps a batch takes, at random points of its stride
 DOGS_PER_STEP = 8  # a batch's dogs: 128 steps, a quarter of the placed-stillness term's
 MOVE, IDLE = ACTIONS.index("move"), ACTIONS.index("idle")
@@ -194,6 +197,7 @@ class MovingDogs:
         turn_switch_s: float = 0.0,
         skating_options: dict | None = None,
         course: bool = False,
+        gait=None,
     ):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
         self.path = Path(run_dir) / "moving.onnx"
@@ -215,6 +219,10 @@ class MovingDogs:
         # step's asked facing and turn rate are recorded with it.
         self.course = course
         self.headings = None
+        # None, or moving_gait.gait_by_speed's (centres m/s, lateral and diagonal correlation):
+        # the moving-gait term's reference (training/moving_gait.py, gait_loss).
+        self.gait = gait
+        self.refreshes = 0
 
     def refresh(self, generator: np.random.Generator) -> float:
         """New moving dogs; returns the seconds they took (the export included)."""
@@ -225,6 +233,17 @@ class MovingDogs:
         started = time.perf_counter()
         write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)
         self.xs, self.asked_mps = self._driven(generator)
+        if self.gait is not None:
+            # The gait term's own draws, from a child of the epoch's seed under a key of its
+            # own (no draw from the epoch's generator, no spawn that would move the other
+            # terms' children): a run with it gives every other term the dogs and batches a
+            # run without it would.
+            seed = generator.bit_generator.seed_seq
+            key = (*seed.spawn_key, GAIT_DRAWS_KEY, self.refreshes)
+            self.gait_generator = np.random.default_rng(
+                np.random.SeedSequence(seed.entropy, spawn_key=key)
+            )
+        self.refreshes += 1
         return time.perf_counter() - started
 
     def _driven(self, generator: np.random.Generator):
@@ -242,29 +261,36 @@ class MovingDogs:
             headings_out=self.headings,
         )
 
-    def _steps(self, predict, chosen: np.ndarray, generator: np.random.Generator):
-        """(x raw, y raw, the kept step of each row) of FRAMES_PER_DOG steps of each chosen dog,
-        grouped by dog: stretches of self.unroll steps from random kept steps, the pose fed
-        back after the first."""
+    def _steps(
+        self,
+        predict,
+        chosen: np.ndarray,
+        generator: np.random.Generator,
+        unroll: int | None = None,
+    ):
+        """(x raw, y raw, the kept step of each row) of FRAMES_PER_DOG steps of each chosen dog
+        (or one stretch where `unroll` is longer), grouped by dog: stretches of `unroll` steps
+        (self.unroll unless told) from random kept steps, the pose fed back after the first."""
         from canis.training.shown_pose import fed_back_input
 
-        stretches = max(1, FRAMES_PER_DOG // self.unroll)
-        first = generator.integers(0, self.xs.shape[1] - self.unroll + 1, (len(chosen), stretches))
+        unroll = unroll or self.unroll
+        stretches = max(1, FRAMES_PER_DOG // unroll)
+        first = generator.integers(0, self.xs.shape[1] - unroll + 1, (len(chosen), stretches))
         width = self.xs.shape[2]
         x_raw = torch.as_tensor(self.xs[chosen[:, None], first].reshape(-1, width))
         xs_raw, ys_raw = [], []
-        for k in range(self.unroll):
+        for k in range(unroll):
             x = self.standard.x_standard(x_raw)
             y_raw = self.standard.y_raw(predict(x, torch.zeros(len(x))))
             xs_raw.append(self.standard.x_raw(x))
             ys_raw.append(y_raw)
-            if k + 1 < self.unroll:
+            if k + 1 < unroll:
                 recorded = self.xs[chosen[:, None], first + k + 1].reshape(-1, width)
                 x_raw = fed_back_input(x_raw, y_raw, torch.as_tensor(recorded))
         grouped = [
             torch.stack(steps, 1).reshape(-1, steps[0].shape[1]) for steps in (xs_raw, ys_raw)
         ]
-        frames = (first[..., None] + np.arange(self.unroll)).reshape(-1)
+        frames = (first[..., None] + np.arange(unroll)).reshape(-1)
         return grouped[0], grouped[1], frames
 
     def _drawn_steps(self, predict, dogs: int, generator: np.random.Generator):
@@ -277,6 +303,24 @@ class MovingDogs:
         finally:
             self.model.train()
         return chosen, x_raw, y_raw, frames
+
+    def gait_loss(self, predict, dogs: int) -> torch.Tensor:
+        """moving_gait_loss over `dogs` dogs drawn from this epoch's (by the term's own
+        generator), each unrolled over a window of GAIT_WINDOW_FRAMES of its kept steps from a
+        random one, its pose fed back, the network run without dropout (as the game runs it)."""
+        from canis.training.moving_gait import GAIT_WINDOW_FRAMES, moving_gait_loss, soft_contacts
+        from canis.training.moving_legs import reference_at
+
+        generator = self.gait_generator
+        chosen = generator.choice(len(self.xs), dogs)
+        self.model.eval()
+        try:
+            x_raw, y_raw, _ = self._steps(predict, chosen, generator, GAIT_WINDOW_FRAMES)
+        finally:
+            self.model.train()
+        contacts = soft_contacts(x_raw, y_raw).reshape(dogs, GAIT_WINDOW_FRAMES, -1)
+        reference = reference_at(*self.gait, self.asked_mps[chosen])
+        return moving_gait_loss(contacts, torch.as_tensor(reference, dtype=contacts.dtype))
 
     def loss(self, predict, dogs: int, generator: np.random.Generator):
         """(placed_speed_loss, moving_legs_loss or 0, moving_skating_loss or 0,

@@ -1,0 +1,189 @@
+"""The moving-gait term (training/moving_gait.py): soft footfalls counted as the gait table's
+detector counts them, the lateral and diagonal pairs' correlation as runtime/gaits.py pairs them,
+the mocap's windows by speed as the reference, each dog paying its own miss beyond the
+allowance; the fine-tuning logs it and the card names it."""
+
+import numpy as np
+import pytest
+import torch
+from canis.runtime.features import PAW_ROWS
+from canis.runtime.gaits import GAITS, _correlation, classify_gaits
+from canis.training import moving_gait
+from canis.training.closed_loop_training import successors
+from canis.training.moving_gait import (
+    GAIT_ALLOWANCE,
+    gait_by_speed,
+    moving_gait_loss,
+    pair_correlations,
+    soft_contacts,
+    window_rows,
+)
+from canis.training.moving_legs import MOVE
+from canis.training.shown_pose import shown_step_m
+from test_moving_skating import Y_ROOT_VELOCITY
+from test_replay_skating import Y_HIPS, _steps
+
+FPS = 60
+
+
+def _footfalls(gait: str, frames: int = 61, stride_frames: int = 30) -> np.ndarray:
+    """(frames, 4) hard footfalls (left front, right front, left hind, right hind): each paw
+    down the first 60% of its stride, the paws' offsets (share of a stride) as the gait's."""
+    offsets = {
+        "pace": (0.0, 0.5, 0.0, 0.5),
+        "trot": (0.0, 0.5, 0.5, 0.0),
+        "walk": (0.0, 0.5, 0.75, 0.25),  # the lateral sequence: each paw a quarter apart
+    }[gait]
+    phase = np.arange(frames)[:, None] / stride_frames - np.array(offsets)
+    return (phase % 1.0 < 0.6).astype(np.float64)
+
+
+@pytest.mark.parametrize("gait", ["pace", "trot", "walk"])
+def test_the_pairs_are_the_gait_classifiers(gait):
+    footfalls = _footfalls(gait)
+    lateral, diagonal = pair_correlations(torch.as_tensor(footfalls)[None])[0].numpy()
+    f = footfalls.T
+    np.testing.assert_allclose(
+        lateral, 0.5 * (_correlation(f[0], f[2]) + _correlation(f[1], f[3])), atol=1e-5
+    )
+    np.testing.assert_allclose(
+        diagonal, 0.5 * (_correlation(f[0], f[3]) + _correlation(f[1], f[2])), atol=1e-5
+    )
+    verdict = classify_gaits(footfalls > 0.5, np.full(61, 1.0), np.ones(61, dtype=bool))
+    assert GAITS[np.bincount(verdict).argmax()] == gait
+    if gait == "pace":
+        assert lateral > 0.9 and diagonal < -0.5  # the pairs overlap: 60% down
+    if gait == "trot":
+        assert diagonal > 0.9 and lateral < -0.5
+
+
+def test_a_paw_that_never_moves_has_no_correlation_and_a_finite_gradient():
+    footfalls = torch.as_tensor(_footfalls("pace"))
+    footfalls[:, 0] = 1.0  # the left front always down
+    footfalls.requires_grad_()
+    pairs = pair_correlations(footfalls[None])
+    assert abs(pairs[0, 0].item() - 0.5) < 1e-3  # the right pair's 1 and the left's 0, halved
+    pairs.sum().backward()
+    assert torch.isfinite(footfalls.grad).all()
+
+
+def _moving(paw_world_mps: float, body_mps: float, lifted_m: float = 0.0):
+    """_steps' dog (4 rows), its root going forward at body_mps, its hips (and the shown paws
+    with them) moving so that the paws go paw_world_mps in the world, lifted by lifted_m."""
+    x, y = _steps(np.full(4, (paw_world_mps - body_mps) * 100.0 / FPS), 0.0)
+    y[:, Y_ROOT_VELOCITY[1]] = body_mps
+    y[:, Y_HIPS[1]] += 2 * lifted_m  # the shown pose takes half of the hips' lift
+    return x, y
+
+
+def test_soft_contacts_count_a_paw_down_as_the_stride_detector_does():
+    # Planted: still in the world, on the ground.
+    assert (soft_contacts(*_moving(0.0, 0.0)) > 0.95).all()
+    # Lifted: the paws shown above 6 cm are up, however still; those still low are down.
+    lifted = _moving(0.0, 0.0, lifted_m=0.1)
+    height_m = shown_step_m(*lifted, PAW_ROWS)[1][..., 1]
+    down = soft_contacts(*lifted)
+    assert (height_m > 0.06).any() and (down[height_m > 0.06] < 0.05).all()
+    assert (down[height_m < 0.03] > 0.95).all()
+    # Low but moving 1 m/s: a swinging paw while the dog walks at 0.5 m/s...
+    assert (soft_contacts(*_moving(1.0, 0.5)) < 0.05).all()
+    # ...and a stance paw sliding under a canter at 3 m/s (the stride detector's limits are
+    # raised with the body's speed: the mocap's galloping stance paws slide 1-2 m/s).
+    assert (soft_contacts(*_moving(1.0, 3.0)) > 0.95).all()
+
+
+def test_the_reference_is_the_mocaps_windows_by_speed(monkeypatch):
+    from canis.training import moving_legs
+
+    # Two clips of 20 frames: one pacing at 1.1 m/s, one trotting at 1.9 (footfalls given
+    # through soft_contacts, windows of 9 frames, stride 8 frames).
+    monkeypatch.setattr(moving_gait, "GAIT_WINDOW_FRAMES", 9)
+    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 5)
+    footfalls = np.concatenate(
+        [_footfalls("pace", 20, stride_frames=8), _footfalls("trot", 20, stride_frames=8)]
+    )
+    monkeypatch.setattr(
+        moving_gait, "soft_contacts", lambda x, y: torch.as_tensor(footfalls, dtype=torch.float32)
+    )
+    clip, frame = np.repeat([0, 1], 20), np.tile(np.arange(20), 2)
+    after = successors(clip, frame)
+    windows = window_rows(after)
+    assert windows.shape == (2 * 12, 9) and (clip[windows] == clip[windows[:, :1]]).all()
+    x = torch.zeros(40, 480)
+    y = torch.zeros(40, 363)
+    y[:, Y_ROOT_VELOCITY[1]] = torch.as_tensor(np.repeat([1.1, 1.9], 20), dtype=torch.float32)
+    action = np.full(40, MOVE)
+    centres, pairs = gait_by_speed(x, y, action, after)
+    lateral, diagonal = pairs[np.argmin(abs(centres - 1.1))], pairs[np.argmin(abs(centres - 1.9))]
+    assert lateral[0] > 0.9 and lateral[1] < -0.5
+    assert diagonal[1] > 0.9 and diagonal[0] < -0.5
+    # Windows centred on frames not asked to move are left out.
+    action[:] = MOVE + 1
+    with pytest.raises(ValueError, match="--moving-gait-weight: the training clips"):
+        gait_by_speed(x, y, action, after)
+
+
+def test_each_dog_pays_its_own_miss_beyond_the_allowance():
+    pacing = torch.as_tensor(
+        np.stack([_footfalls("pace"), _footfalls("pace")]), dtype=torch.float32
+    )
+    own = pair_correlations(pacing).detach()
+    # As the reference, or within the allowance of it: nothing.
+    assert moving_gait_loss(pacing, own).item() == 0.0
+    assert moving_gait_loss(pacing, own + 0.9 * GAIT_ALLOWANCE).item() == 0.0
+    # The first dog asked to walk (both pairs near 0), the second to pace as it does.
+    reference = own.clone()
+    reference[0] = 0.0
+    pacing.requires_grad_()
+    loss = moving_gait_loss(pacing, reference)
+    expected = ((own[0].abs() - GAIT_ALLOWANCE) ** 2).sum() / 4
+    np.testing.assert_allclose(loss.item(), expected.item(), rtol=1e-5)
+    loss.backward()
+    assert pacing.grad[0].abs().sum() > 0 and (pacing.grad[1] == 0).all()
+    # A step down the gradient takes the first dog's lateral pairs apart.
+    stepped = (pacing - 0.05 * pacing.grad).detach()
+    assert pair_correlations(stepped)[0, 0] < own[0, 0]
+
+
+def test_the_moving_gait_weight_is_checked_and_named():
+    from canis.training.closed_loop_training import ClosedLoopConfig
+    from test_moving_course import _reproduce_line
+
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="--moving-gait-weight .*: must be a finite"):
+            ClosedLoopConfig(moving_gait_weight=bad)
+    loop = ClosedLoopConfig(moving_gait_weight=2.0)
+    assert loop.moves_dogs() and loop.identity()["moving_gait_weight"] == 2.0
+    assert "--moving-gait-weight 2" in _reproduce_line(loop)
+    assert "--moving-gait-weight" not in _reproduce_line(ClosedLoopConfig())
+
+
+def test_finetune_logs_the_moving_gait_term_and_the_card_names_it(
+    tiny_dataset, tmp_path, monkeypatch
+):
+    from canis.training import moving_legs
+    from canis.training.train import LAST, train
+    from conftest import tiny_config
+
+    from canis.cli import main
+
+    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)  # the synthetic dogs' clips are short
+    monkeypatch.setattr(moving_gait, "GAIT_WINDOW_FRAMES", 15)
+    start = tmp_path / "one_step"
+    train(tiny_config(tiny_dataset), start, progress=False)
+    out = tmp_path / "gait"
+    run = [
+        "finetune", "--start", str(start / LAST), "--dataset", str(tiny_dataset),
+        "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
+        "--own-frames", "3", "--placed-dogs", "4", "--moving-gait-weight", "3",
+    ]  # fmt: skip
+    assert main(run) == 0
+    header, row = (out / "log.csv").read_text().splitlines()
+    logged = dict(zip(header.split(","), row.split(","), strict=True))
+    assert float(logged["moving_gait_term"]) > 0  # the synthetic dogs' gaits are not the clips'
+    tuned = tmp_path / "gait.onnx"
+    assert (
+        main(["export", str(out / LAST), "--out", str(tuned), "--card", "--card-seconds", "1"]) == 0
+    )
+    card = tuned.with_suffix(".md").read_text()
+    assert "--moving-gait-weight 3" in card and "moving-gait weight 3.0 on 4 moving dogs" in card

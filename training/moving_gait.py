@@ -1,0 +1,181 @@
+"""The moving-gait term (issue 17, gaits): the runtime's own dogs, asked a steady speed, moving
+their paws in the footfall pattern of the mocap's dogs at that speed.
+
+The gait table (`canis evaluate controllers`) classifies a dog's gait by the correlation of its
+paws' contacts over a 61-frame window (runtime/gaits.py): the lateral pairs' (left front with
+left hind, right front with right hind) above 0.5 is a pace, the diagonal pairs' a trot. No
+term has held that pattern: the moving dogs' terms hold their speed, legs, paws and course, and
+every recipe's gaits came out as its run's draws left them (the shipped (C7) paces at 0.5 m/s
+where the mocap walks, and walks at 1.1 where it paces).
+
+So each moving dog is unrolled over a window of GAIT_WINDOW_FRAMES of its kept steps, its pose
+fed back as the runtime feeds it (placed_speed.MovingDogs.gait_loss), and its shown paws'
+contacts counted softly from their heights (moving_skating.soft_down, 1/2 at the skating
+measure's 2.5 cm) so that they have a gradient. Its lateral and diagonal correlations over the
+window are held to the mocap's mean over the windows of the training clips centred on frames
+asked to move at the dog's speed (binned as the other moving terms' references), each beyond
+GAIT_ALLOWANCE, squared. The soft contacts are the term's, not the gait table's (which counts a
+paw sliding under the body's speed as down, for the canter); `python -m
+canis.training.moving_gait MODEL.onnx` prints both side by side by speed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from canis.runtime.features import PAW_ROWS
+from canis.runtime.gaits import GAIT_WINDOW_FRAMES
+from canis.training.contact_loss import world_velocity_mps
+from canis.training.labels import (
+    CONTACT_OFF_HEIGHT_M,
+    CONTACT_OFF_SPEED_MPS,
+    CONTACT_ON_HEIGHT_M,
+    CONTACT_ON_SPEED_MPS,
+)
+from canis.training.moving_legs import by_speed
+from canis.training.moving_skating import CHUNK_ROWS
+from canis.training.placed_speed import root_speed_mps
+from canis.training.shown_pose import shown_step_m
+
+GAIT_ALLOWANCE = 0.1  # of a correlation: a dog this near the mocap's pattern costs nothing
+# Paw order of PAW_ROWS (as runtime/gaits.py's contacts): left front, right front, left hind,
+# right hind.
+LATERAL_PAIRS = ((0, 2), (1, 3))
+DIAGONAL_PAIRS = ((0, 3), (1, 2))
+_VARIANCE_FLOOR = 1e-6  # keeps the correlation's gradient finite for a paw that never moves
+_SPEED_FLOOR = 1e-6  # (m/s)^2: keeps the paw speed's gradient finite for a still paw
+# labels.stride_contacts at the middle of its hysteresis: a paw lands under 4 cm and 0.25 m/s
+# and lifts over 6 cm or 0.5 m/s, its speed limits raised to half and all of the body's speed
+# when it moves faster than that.
+CONTACT_HEIGHT_M = 0.5 * (CONTACT_ON_HEIGHT_M + CONTACT_OFF_HEIGHT_M)
+CONTACT_SPEED_MPS = 0.5 * (CONTACT_ON_SPEED_MPS + CONTACT_OFF_SPEED_MPS)
+STRIDE_SPEED_SCALE = 0.75  # of the body's speed: the middle of stride_contacts' half and all
+HEIGHT_SOFTNESS_M = 0.005
+SPEED_SOFTNESS = 0.1  # of the speed limit
+
+
+def soft_contacts(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
+    """(B, 4) how far each shown paw counts as down over the step (0-1): low and slow as
+    labels.stride_contacts counts it (the gait table's footfalls), at the middle of its
+    hysteresis, the speed limit raised with the body's speed as there."""
+    before, after = shown_step_m(x_raw, y_raw, PAW_ROWS)
+    velocity = world_velocity_mps(before, after, y_raw)
+    paw_mps = (velocity[..., 0].square() + velocity[..., 2].square() + _SPEED_FLOOR).sqrt()
+    body_mps = root_speed_mps(y_raw)
+    limit_mps = (body_mps * STRIDE_SPEED_SCALE).clamp(min=CONTACT_SPEED_MPS)[:, None]
+    low = torch.sigmoid((CONTACT_HEIGHT_M - after[..., 1]) / HEIGHT_SOFTNESS_M)
+    slow = torch.sigmoid((limit_mps - paw_mps) / (SPEED_SOFTNESS * limit_mps))
+    return low * slow
+
+
+def pair_correlations(contacts: torch.Tensor) -> torch.Tensor:
+    """(N, 2) the lateral and diagonal pairs' mean Pearson correlation over each window of
+    contacts (N, T, 4), as runtime/gaits.classify_gaits pairs them (a numpy twin: the runtime
+    has no torch, and the term needs the gradient); near 0 where a paw's contact is constant."""
+    centred = contacts - contacts.mean(1, keepdim=True)
+    spread = centred.square().sum(1)  # (N, 4)
+
+    def mean_correlation(pairs) -> torch.Tensor:
+        return sum(
+            (centred[..., a] * centred[..., b]).sum(1)
+            / (spread[:, a] * spread[:, b] + _VARIANCE_FLOOR).sqrt()
+            for a, b in pairs
+        ) / len(pairs)
+
+    return torch.stack([mean_correlation(LATERAL_PAIRS), mean_correlation(DIAGONAL_PAIRS)], 1)
+
+
+def window_rows(after: np.ndarray, length: int | None = None) -> np.ndarray:
+    """(W, length) the rows of every window of `length` (GAIT_WINDOW_FRAMES unless told)
+    consecutive frames of a clip (`after`: each row's next frame in its clip, or -1), one
+    window per start."""
+    from canis.training.closed_loop_training import stretch_starts
+
+    length = length or GAIT_WINDOW_FRAMES
+    windows = [stretch_starts(after, length)]
+    for _ in range(length - 1):
+        windows.append(after[windows[-1]])
+    return np.stack(windows, 1)
+
+
+def gait_by_speed(
+    x_raw: torch.Tensor, y_raw: torch.Tensor, action: np.ndarray, after: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The mocap's reference: (speed bin centres m/s (S,), the mean lateral and diagonal
+    correlation (S, 2) of the windows centred on the frames asked to move, by the centre
+    frame's speed)."""
+    with torch.no_grad():
+        contacts = torch.cat(
+            [
+                soft_contacts(x_raw[start : start + CHUNK_ROWS], y_raw[start : start + CHUNK_ROWS])
+                for start in range(0, len(x_raw), CHUNK_ROWS)
+            ]
+        )
+        windows = window_rows(after)
+        pairs = torch.cat(
+            [
+                pair_correlations(contacts[torch.as_tensor(windows[start : start + CHUNK_ROWS])])
+                for start in range(0, len(windows), CHUNK_ROWS)
+            ]
+        ).numpy()
+    centre = windows[:, GAIT_WINDOW_FRAMES // 2]
+    return by_speed(pairs, y_raw[centre], action[centre], "--moving-gait-weight", "the gaits")
+
+
+def moving_gait_loss(contacts: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """contacts (dogs, T, 4) over each dog's window, reference (dogs, 2) (gait_by_speed's at
+    each dog's speed): the mean over dogs and the two pairings of the squared miss of the dog's
+    correlation beyond GAIT_ALLOWANCE."""
+    if len(reference) == 0:
+        return contacts.new_zeros(())
+    miss = (pair_correlations(contacts) - reference).abs() - GAIT_ALLOWANCE
+    return miss.clamp(min=0).square().mean()
+
+
+def main(argv=None) -> None:
+    """Print each model's moving dogs' lateral and diagonal correlations (the term's soft
+    contacts over each dog's kept steps) against the mocap's, and their gait table verdicts,
+    by asked speed."""
+    from canis.runtime.gaits import GAITS, classify_gaits
+    from canis.training.closed_loop_training import successors
+    from canis.training.moving_legs import (
+        driven_dogs,
+        measure_arguments,
+        reference_at,
+        speed_bands,
+    )
+
+    args, rows = measure_arguments(main.__doc__, argv)
+    x_mocap, y_mocap = torch.as_tensor(rows["X"]), torch.as_tensor(rows["Y"])
+    after = successors(rows["clip"], rows["frame"])
+    centres, pairs = gait_by_speed(x_mocap, y_mocap, rows["action"], after)
+    for model in args.models:
+        xs, asked, y = driven_dogs(model, args.dogs, args.seed)
+        x, y = torch.as_tensor(xs.reshape(-1, xs.shape[2])), torch.as_tensor(y)
+        with torch.no_grad():
+            contacts = soft_contacts(x, y).reshape(args.dogs, -1, 4)
+            dog_pairs = pair_correlations(contacts).numpy()
+        reference = reference_at(centres, pairs, asked)
+        term = moving_gait_loss(contacts, torch.as_tensor(reference, dtype=contacts.dtype))
+        print(f"{model}: term {term.item():.4f}")
+        for lo, hi, dogs in speed_bands(asked):
+            # The soft contacts rounded, classified as the gait table does (speed: the asked).
+            verdicts = [
+                classify_gaits(
+                    contacts[d].numpy() > 0.5,
+                    np.full(contacts.shape[1], asked[d]),
+                    np.ones(contacts.shape[1], dtype=bool),
+                )
+                for d in np.flatnonzero(dogs)
+            ]
+            counts = np.bincount(np.concatenate(verdicts), minlength=len(GAITS))
+            print(
+                f"  asked {lo:.1f}-{hi:.1f} m/s ({dogs.sum()} dogs): lateral "
+                f"{dog_pairs[dogs, 0].mean():+.2f} (the mocap's {reference[dogs, 0].mean():+.2f}), "
+                f"diagonal {dog_pairs[dogs, 1].mean():+.2f} ({reference[dogs, 1].mean():+.2f}); "
+                f"mostly {GAITS[counts.argmax()]} ({counts.max() / counts.sum():.0%} of frames)"
+            )
+
+
+if __name__ == "__main__":
+    main()
