@@ -187,3 +187,34 @@ def test_finetune_logs_the_moving_gait_term_and_the_card_names_it(
     )
     card = tuned.with_suffix(".md").read_text()
     assert "--moving-gait-weight 3" in card and "moving-gait weight 3.0 on 4 moving dogs" in card
+
+
+def test_the_term_draws_only_the_dogs_asked_straight_ahead(monkeypatch):
+    from canis.training.placed_speed import KEPT_FRAMES, MovingDogs
+
+    class Model(torch.nn.Module):
+        pass
+
+    dogs = MovingDogs.__new__(MovingDogs)
+    dogs.model, dogs.gait = Model(), (np.array([0.5, 1.5]), np.zeros((2, 2)))
+    dogs.xs, dogs.asked_mps = np.zeros((4, KEPT_FRAMES, 480)), np.full(4, 1.0)
+    dogs.headings = np.zeros((4, KEPT_FRAMES, 2))
+    dogs.headings[[1, 3], :, 1] = 0.5  # turning
+    dogs.gait_generator = np.random.default_rng(0)
+    drawn = []
+
+    def steps(predict, chosen, generator, unroll):
+        drawn.extend(chosen)
+        return torch.zeros(len(chosen) * unroll, 480), torch.zeros(len(chosen) * unroll, 363), None
+
+    monkeypatch.setattr(dogs, "_steps", steps)
+    monkeypatch.setattr(moving_gait, "GAIT_WINDOW_FRAMES", 8)
+    monkeypatch.setattr(
+        moving_gait,
+        "soft_contacts",
+        lambda x, y: torch.as_tensor(_footfalls("pace", len(x), 4), dtype=torch.float32),
+    )
+    assert dogs.gait_loss(None, 16).item() > 0  # pacing where the reference has no pattern
+    assert set(drawn) == {0, 2}
+    dogs.headings[[0, 2], :, 1] = -0.5
+    assert dogs.gait_loss(None, 16).item() == 0.0

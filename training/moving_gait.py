@@ -8,8 +8,9 @@ term has held that pattern: the moving dogs' terms hold their speed, legs, paws 
 every recipe's gaits came out as its run's draws left them (the shipped (C7) paces at 0.5 m/s
 where the mocap walks, and walks at 1.1 where it paces).
 
-So each moving dog is unrolled over a window of GAIT_WINDOW_FRAMES of its kept steps, its pose
-fed back as the runtime feeds it (placed_speed.MovingDogs.gait_loss), and its shown paws'
+So each moving dog asked straight ahead is unrolled over a window of GAIT_WINDOW_FRAMES of its
+kept steps, its pose fed back as the runtime feeds it (placed_speed.MovingDogs.gait_loss), and
+its shown paws'
 contacts counted softly from their heights (moving_skating.soft_down, 1/2 at the skating
 measure's 2.5 cm) so that they have a gradient. Its lateral and diagonal correlations over the
 window are held to the mocap's mean over the windows of the training clips centred on frames
@@ -17,6 +18,11 @@ asked to move at the dog's speed (binned as the other moving terms' references),
 GAIT_ALLOWANCE, squared. The soft contacts are the term's, not the gait table's (which counts a
 paw sliding under the body's speed as down, for the canter); `python -m
 canis.training.moving_gait MODEL.onnx` prints both side by side by speed.
+
+The turning dogs are left out, as the moving-course term leaves them: with them, 50 more steps
+at 10 from a run that had met every bar turned the controllers evaluation's turn with the legs
+nearly still (stiffness 0.22x the mocap's; docs/EVALUATION.md, the twenty-third session). A
+shuffle whose paws never lift has no correlation, and the slow walk's reference has almost none.
 """
 
 from __future__ import annotations

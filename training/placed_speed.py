@@ -249,7 +249,7 @@ class MovingDogs:
     def _driven(self, generator: np.random.Generator):
         """moving_inputs's (x, asked speed) for this refresh's dogs, by the network exported
         (their headings into self.headings where the course term runs)."""
-        if self.course:
+        if self.course or self.gait is not None:
             self.headings = np.zeros((self.dogs, KEPT_FRAMES, 2))
         return moving_inputs(
             self.path,
@@ -305,14 +305,21 @@ class MovingDogs:
         return chosen, x_raw, y_raw, frames
 
     def gait_loss(self, predict, dogs: int) -> torch.Tensor:
-        """moving_gait_loss over `dogs` dogs drawn from this epoch's (by the term's own
-        generator), each unrolled over a window of GAIT_WINDOW_FRAMES of its kept steps from a
-        random one, its pose fed back, the network run without dropout (as the game runs it)."""
+        """moving_gait_loss over `dogs` dogs drawn from this epoch's dogs asked straight ahead
+        (by the term's own generator), each unrolled over a window of GAIT_WINDOW_FRAMES of its
+        kept steps from a random one, its pose fed back, the network run without dropout (as
+        the game runs it); 0 where no dog goes straight."""
         from canis.training.moving_gait import GAIT_WINDOW_FRAMES, moving_gait_loss, soft_contacts
         from canis.training.moving_legs import reference_at
 
+        # The turning dogs are left out: held to the mocap's pattern at their speed (mostly
+        # straight frames), the first runs turned with their legs nearly still, a shuffle whose
+        # paws never lift has no correlation, as the slow walk's reference almost has.
+        straight = np.flatnonzero((self.headings[..., 1] == 0).all(1))
+        if len(straight) == 0:
+            return torch.zeros(())
         generator = self.gait_generator
-        chosen = generator.choice(len(self.xs), dogs)
+        chosen = generator.choice(straight, dogs)
         self.model.eval()
         try:
             x_raw, y_raw, _ = self._steps(predict, chosen, generator, GAIT_WINDOW_FRAMES)
