@@ -19,10 +19,12 @@ GAIT_ALLOWANCE, squared. The soft contacts are the term's, not the gait table's 
 paw sliding under the body's speed as down, for the canter); `python -m
 canis.training.moving_gait MODEL.onnx` prints both side by side by speed.
 
-The turning dogs are left out, as the moving-course term leaves them: with them, 50 more steps
-at 10 from a run that had met every bar turned the controllers evaluation's turn with the legs
-nearly still (stiffness 0.22x the mocap's; docs/EVALUATION.md, the twenty-third session). A
-shuffle whose paws never lift has no correlation, and the slow walk's reference has almost none.
+The turning dogs are left out, as the moving-course term leaves them: with them, 100 steps at
+10 turned the controllers evaluation's turn with the legs nearly still ((GT10b), stiffness 0.22x
+the mocap's; docs/EVALUATION.md, the twenty-third session). A shuffle whose paws never lift has
+no correlation, and the slow walk's reference has almost none. Without them the same happened
+at 100 steps ((GS10b)) and not at 50, or at 50 more at half the weight: the term is one to
+give few steps.
 """
 
 from __future__ import annotations
