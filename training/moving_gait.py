@@ -23,8 +23,8 @@ The turning dogs are left out, as the moving-course term leaves them: with them,
 10 turned the controllers evaluation's turn with the legs nearly still ((GT10b), stiffness 0.22x
 the mocap's; docs/EVALUATION.md, the twenty-third session). A shuffle whose paws never lift has
 no correlation, and the slow walk's reference has almost none. Without them the same happened
-at 100 steps ((GS10b)) and not at 50, or at 50 more at half the weight: the term is one to
-give few steps.
+at 100 steps ((GS10b)) and not at 50; at half the weight for the last 50 steps not ((GS10w)),
+for the last 40 it did ((GS10w40)): the term is one to give few steps, and to screen.
 """
 
 from __future__ import annotations
