@@ -218,3 +218,32 @@ def test_the_term_draws_only_the_dogs_asked_straight_ahead(monkeypatch):
     assert set(drawn) == {0, 2}
     dogs.headings[[0, 2], :, 1] = -0.5
     assert dogs.gait_loss(None, 16).item() == 0.0
+
+
+def test_the_terms_draws_leave_the_epochs_generator_as_it_was(monkeypatch):
+    from canis.export import onnx_export
+    from canis.training.placed_speed import KEPT_FRAMES, MovingDogs
+
+    monkeypatch.setattr(onnx_export, "ExportedModel", lambda *args: None)
+    monkeypatch.setattr(onnx_export, "write_wrapped", lambda *args: None)
+    monkeypatch.setattr(
+        MovingDogs,
+        "_driven",
+        lambda self, generator: (np.zeros((4, KEPT_FRAMES, 480)), generator.uniform(0.4, 3.6, 4)),
+    )
+
+    def after_refreshes(gait):
+        data = type("Data", (), {"normalisation": None})
+        dogs = MovingDogs(None, {}, data, None, "unused", 4, gait=gait)
+        generator = np.random.default_rng(np.random.SeedSequence(8).spawn(1)[0])
+        draws = []
+        for _ in range(2):
+            dogs.refresh(generator)
+            if gait is not None:
+                draws.append(dogs.gait_generator.random())
+        return generator.random(), draws
+
+    without, _ = after_refreshes(None)
+    with_term, draws = after_refreshes((np.array([0.5, 1.5]), np.zeros((2, 2))))
+    assert with_term == without  # the epoch's generator drew the same either way
+    assert draws[0] != draws[1]  # each refresh has draws of its own
