@@ -67,16 +67,23 @@ def test_the_getting_up_pops_weight_is_checked_and_named():
 
 
 def test_the_getting_up_dogs_leave_the_epochs_draws_to_the_other_terms(monkeypatch):
-    """Their draws come from a generator spawned from the epoch's, which draws nothing from it:
-    a run with the term and one without give the other terms the same dogs and batches."""
+    """Their draws come from children of the epoch's seed (placed_speed.OwnDraws), which draw
+    nothing from it: a run with the term and one without give the other terms the same dogs
+    and batches."""
     from canis.training.getting_up_pops import GettingUpDogs
-    from canis.training.placed_speed import MovingDogs
+    from canis.training.placed_speed import MovingDogs, OwnDraws
 
     monkeypatch.setattr(MovingDogs, "refresh", lambda self, generator: generator.random())
     dogs = GettingUpDogs.__new__(GettingUpDogs)  # the refresh alone: no network to drive
+    dogs.draws = OwnDraws()
     epoch = np.random.default_rng(3)
     first = dogs.refresh(epoch)
     assert epoch.random() == np.random.default_rng(3).random()
     assert first != np.random.default_rng(3).random()
     assert dogs.refresh(epoch) != first  # the epoch's next refresh: new dogs
     assert dogs.refresh(np.random.default_rng(3)) == first  # and a resumed epoch the same
+    # The children SeedSequence.spawn gave the term before, in order.
+    spawned = np.random.default_rng(3).bit_generator.seed_seq.spawn(2)
+    epoch = np.random.default_rng(3)
+    for child in spawned:
+        assert dogs.refresh(epoch) == np.random.default_rng(child).random()

@@ -232,18 +232,20 @@ def test_the_terms_draws_leave_the_epochs_generator_as_it_was(monkeypatch):
         lambda self, generator: (np.zeros((4, KEPT_FRAMES, 480)), generator.uniform(0.4, 3.6, 4)),
     )
 
-    def after_refreshes(gait):
+    def after_refreshes(gait, refreshes=2):
         data = type("Data", (), {"normalisation": None})
         dogs = MovingDogs(None, {}, data, None, "unused", 4, gait=gait)
-        generator = np.random.default_rng(np.random.SeedSequence(8).spawn(1)[0])
+        generator = np.random.default_rng(8)
         draws = []
-        for _ in range(2):
+        for _ in range(refreshes):
             dogs.refresh(generator)
             if gait is not None:
                 draws.append(dogs.gait_generator.random())
         return generator.random(), draws
 
+    gait = (np.array([0.5, 1.5]), np.zeros((2, 2)))
     without, _ = after_refreshes(None)
-    with_term, draws = after_refreshes((np.array([0.5, 1.5]), np.zeros((2, 2))))
+    with_term, draws = after_refreshes(gait)
     assert with_term == without  # the epoch's generator drew the same either way
     assert draws[0] != draws[1]  # each refresh has draws of its own
+    assert after_refreshes(gait, 1)[1] == draws[:1]  # and a resumed epoch the same

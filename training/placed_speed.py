@@ -44,12 +44,35 @@ LEAD_IN_FRAMES = 60  # 1 s of the lead-in command: from standing, or from anothe
 SETTLE_FRAMES = 120  # 2 s of the asked speed before the kept steps (the card settles 3 s)
 KEPT_FRAMES = 120
 SPEED_ALLOWANCE = 0.05  # relative; the issue's target is 10%
-# The moving-gait term's draws: the key of their child of the epoch's seed (any number no
-# other term's spawned child has).
+# The moving-gait term's draws: the key of their children of the epoch's seed (OwnDraws; the
+# getting-up term's have none: theirs are the seed's spawned children).
 GAIT_DRAWS_KEY = 6_017
 FRAMES_PER_DOG = 16  # each dog's kept steps a batch takes, at random points of its stride
 DOGS_PER_STEP = 8  # a batch's dogs: 128 steps, a quarter of the placed-stillness term's
 MOVE, IDLE = ACTIONS.index("move"), ACTIONS.index("idle")
+
+
+class OwnDraws:
+    """A term's own generators, one per refresh: the children of the epoch generator's seed
+    under the term's key and the refresh's number in the epoch. They draw nothing from the
+    epoch's generator and spawn nothing (a spawn would move every later spawner's children),
+    so adding the term leaves every other term's dogs and batches as they were; a resumed
+    epoch (a new generator of the same seed) gets the same children again. Key () gives the
+    children SeedSequence.spawn gives, in order."""
+
+    def __init__(self, *key: int):
+        self.key = key
+        self.seed, self.taken = None, 0
+
+    def next(self, generator: np.random.Generator) -> np.random.Generator:
+        seed = generator.bit_generator.seed_seq
+        if seed is not self.seed:  # a new epoch's (or a resumed epoch's) generator
+            self.seed, self.taken = seed, 0
+        child = np.random.SeedSequence(
+            seed.entropy, spawn_key=(*seed.spawn_key, *self.key, self.taken)
+        )
+        self.taken += 1
+        return np.random.default_rng(child)
 
 
 def root_speed_mps(y_raw: torch.Tensor) -> torch.Tensor:
@@ -222,7 +245,7 @@ class MovingDogs:
         # None, or moving_gait.gait_by_speed's (centres m/s, lateral and diagonal correlation):
         # the moving-gait term's reference (training/moving_gait.py, gait_loss).
         self.gait = gait
-        self.refreshes = 0
+        self.gait_draws = OwnDraws(GAIT_DRAWS_KEY)
 
     def refresh(self, generator: np.random.Generator) -> float:
         """New moving dogs; returns the seconds they took (the export included)."""
@@ -234,16 +257,7 @@ class MovingDogs:
         write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)
         self.xs, self.asked_mps = self._driven(generator)
         if self.gait is not None:
-            # The gait term's own draws, from a child of the epoch's seed under a key of its
-            # own (no draw from the epoch's generator, no spawn that would move the other
-            # terms' children): a run with it gives every other term the dogs and batches a
-            # run without it would.
-            seed = generator.bit_generator.seed_seq
-            key = (*seed.spawn_key, GAIT_DRAWS_KEY, self.refreshes)
-            self.gait_generator = np.random.default_rng(
-                np.random.SeedSequence(seed.entropy, spawn_key=key)
-            )
-        self.refreshes += 1
+            self.gait_generator = self.gait_draws.next(generator)
         return time.perf_counter() - started
 
     def _driven(self, generator: np.random.Generator):
