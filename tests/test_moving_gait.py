@@ -92,35 +92,56 @@ def test_soft_contacts_count_a_paw_down_as_the_stride_detector_does():
     assert (soft_contacts(*_moving(1.0, 3.0)) > 0.95).all()
 
 
-def test_the_reference_is_the_mocaps_windows_by_speed(monkeypatch):
+def test_the_reference_is_the_mocaps_most_used_gaits_windows_by_speed(monkeypatch):
     from canis.training import moving_legs
 
-    # Two clips of 20 frames: one pacing at 1.1 m/s, one trotting at 1.9 (footfalls given
-    # through soft_contacts, windows of 9 frames, stride 8 frames).
+    # Three clips: one pacing at 1.1 m/s (20 frames), one walking at 1.1 (15 frames), one
+    # trotting at 1.9 (20 frames); footfalls given through soft_contacts, windows of 9 frames,
+    # stride 8 frames.
     monkeypatch.setattr(moving_gait, "GAIT_WINDOW_FRAMES", 9)
     monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 5)
     footfalls = np.concatenate(
-        [_footfalls("pace", 20, stride_frames=8), _footfalls("trot", 20, stride_frames=8)]
+        [
+            _footfalls("pace", 20, stride_frames=8),
+            _footfalls("walk", 15, stride_frames=8),
+            _footfalls("trot", 20, stride_frames=8),
+        ]
     )
     monkeypatch.setattr(
         moving_gait, "soft_contacts", lambda x, y: torch.as_tensor(footfalls, dtype=torch.float32)
     )
-    clip, frame = np.repeat([0, 1], 20), np.tile(np.arange(20), 2)
+    lengths = [20, 15, 20]
+    clip = np.repeat([0, 1, 2], lengths)
+    frame = np.concatenate([np.arange(n) for n in lengths])
+    gait = np.repeat([GAITS.index("pace"), GAITS.index("walk"), GAITS.index("trot")], lengths)
     after = successors(clip, frame)
     windows = window_rows(after)
-    assert windows.shape == (2 * 12, 9) and (clip[windows] == clip[windows[:, :1]]).all()
-    x = torch.zeros(40, 480)
-    y = torch.zeros(40, 363)
-    y[:, Y_ROOT_VELOCITY[1]] = torch.as_tensor(np.repeat([1.1, 1.9], 20), dtype=torch.float32)
-    action = np.full(40, MOVE)
-    centres, pairs = gait_by_speed(x, y, action, after)
-    lateral, diagonal = pairs[np.argmin(abs(centres - 1.1))], pairs[np.argmin(abs(centres - 1.9))]
-    assert lateral[0] > 0.9 and lateral[1] < -0.5
-    assert diagonal[1] > 0.9 and diagonal[0] < -0.5
+    assert windows.shape == (12 + 7 + 12, 9) and (clip[windows] == clip[windows[:, :1]]).all()
+    x = torch.zeros(len(clip), 480)
+    y = torch.zeros(len(clip), 363)
+    y[:, Y_ROOT_VELOCITY[1]] = torch.as_tensor(np.repeat([1.1, 1.1, 1.9], lengths))
+    action = np.full(len(clip), MOVE)
+    centres, pairs = gait_by_speed(x, y, action, after, gait)
+    pacing, trotting = pairs[np.argmin(abs(centres - 1.1))], pairs[np.argmin(abs(centres - 1.9))]
+    # At 1.1 m/s the pace's 12 windows outnumber the walk's 7: the reference is the pace's
+    # alone, where the mean of all 19 would be half a pace.
+    walking = pair_correlations(torch.as_tensor(footfalls[windows[12:19]], dtype=torch.float32))
+    assert walking[:, 0].mean() < 0.0
+    assert pacing[0] > 0.9 and pacing[1] < -0.5
+    assert trotting[1] > 0.9 and trotting[0] < -0.5
+    # With the walk the more used, it is the walk's.
+    gait[clip == 0] = GAITS.index("walk")
+    gait[clip == 1] = GAITS.index("pace")
+    centres, pairs = gait_by_speed(x, y, action, after, gait)
+    np.testing.assert_allclose(
+        pairs[np.argmin(abs(centres - 1.1))],
+        pair_correlations(torch.as_tensor(footfalls[windows[:12]], dtype=torch.float32)).mean(0),
+        atol=1e-6,
+    )
     # Windows centred on frames not asked to move are left out.
     action[:] = MOVE + 1
     with pytest.raises(ValueError, match="--moving-gait-weight: the training clips"):
-        gait_by_speed(x, y, action, after)
+        gait_by_speed(x, y, action, after, gait)
 
 
 def test_each_dog_pays_its_own_miss_beyond_the_allowance():

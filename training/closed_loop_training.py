@@ -979,7 +979,11 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         legs = leg_turn_by_speed(*mocap) if loop.moving_legs_weight > 0 else None
         paws = skating_by_speed(*mocap) if loop.moving_skating_weight > 0 else None
         turns = mocap_turns_by_speed(*mocap[1:]) if loop.moving_turns_as_mocap else None
-        gaits = gait_by_speed(*mocap, train_split.after) if loop.moving_gait_weight > 0 else None
+        gaits = (
+            gait_by_speed(*mocap, train_split.after, train_split.gait)
+            if loop.moving_gait_weight > 0
+            else None
+        )
         moving = MovingDogs(
             model, saved, data, standard, run_dir, loop.placed_dogs, legs,
             loop.moving_unroll_frames, loop.moving_legs_both_ways, paws,

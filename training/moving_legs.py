@@ -155,7 +155,7 @@ REPORT_EDGES_MPS = (0.4, 0.5, 0.7, 0.9, 1.2, 1.6, 2.0, 2.5, 3.0, 3.6)  # the mea
 
 def measure_arguments(description: str, argv):
     """The moving-dogs measures' command line (models, --dataset, --dogs, --seed): (args, the
-    dataset's training rows {X, Y, action, clip, frame})."""
+    dataset's training rows {X, Y, action, gait, clip, frame})."""
     import argparse
 
     from canis.training.dataset import load as load_dataset
@@ -168,7 +168,7 @@ def measure_arguments(description: str, argv):
     args = parser.parse_args(argv)
     arrays = load_dataset(args.dataset)
     train = ~arrays["validation"]
-    return args, {key: arrays[key][train] for key in ("X", "Y", "action", "clip", "frame")}
+    return args, {key: arrays[key][train] for key in ("X", "Y", "action", "gait", "clip", "frame")}
 
 
 def driven_dogs(model: str, dogs: int, seed: int):
