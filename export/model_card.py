@@ -249,7 +249,9 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
         )
         + (
             f", moving-gait weight {loop['moving_gait_weight']} on "
-            f"{loop['placed_dogs']} moving dogs (training/moving_gait.py)"
+            f"{loop['placed_dogs']} moving dogs"
+            + (", turning ones too" if loop.get("moving_gait_turning") else ", straight ones")
+            + " (training/moving_gait.py)"
             if loop.get("moving_gait_weight")
             else ""
         )
@@ -352,6 +354,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --moving-course-weight {loop['moving_course_weight']:g}"
     if loop.get("moving_gait_weight"):
         later += f" --moving-gait-weight {loop['moving_gait_weight']:g}"
+    if loop.get("moving_gait_turning"):
+        later += " --moving-gait-turning"
     if loop.get("moving_paws_both_ways"):
         later += " --moving-paws-both-ways"
     if loop.get("moving_paws_down"):

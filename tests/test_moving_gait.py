@@ -177,6 +177,11 @@ def test_the_moving_gait_weight_is_checked_and_named():
     assert loop.moves_dogs() and loop.identity()["moving_gait_weight"] == 2.0
     assert "--moving-gait-weight 2" in _reproduce_line(loop)
     assert "--moving-gait-weight" not in _reproduce_line(ClosedLoopConfig())
+    turning = ClosedLoopConfig(moving_gait_weight=2.0, moving_gait_turning=True)
+    assert "--moving-gait-weight 2 --moving-gait-turning" in _reproduce_line(turning)
+    assert "--moving-gait-turning" not in _reproduce_line(loop)
+    with pytest.raises(ValueError, match="--moving-gait-turning: needs --moving-gait-weight"):
+        ClosedLoopConfig(moving_gait_turning=True)
 
 
 def test_finetune_logs_the_moving_gait_term_and_the_card_names_it(
@@ -207,10 +212,11 @@ def test_finetune_logs_the_moving_gait_term_and_the_card_names_it(
         main(["export", str(out / LAST), "--out", str(tuned), "--card", "--card-seconds", "1"]) == 0
     )
     card = tuned.with_suffix(".md").read_text()
-    assert "--moving-gait-weight 3" in card and "moving-gait weight 3.0 on 4 moving dogs" in card
+    assert "--moving-gait-weight 3" in card
+    assert "moving-gait weight 3.0 on 4 moving dogs, straight ones" in card
 
 
-def test_the_term_draws_only_the_dogs_asked_straight_ahead(monkeypatch):
+def test_the_term_draws_only_the_dogs_asked_straight_ahead_unless_told(monkeypatch):
     from canis.training.placed_speed import KEPT_FRAMES, MovingDogs
 
     class Model(torch.nn.Module):
@@ -218,6 +224,7 @@ def test_the_term_draws_only_the_dogs_asked_straight_ahead(monkeypatch):
 
     dogs = MovingDogs.__new__(MovingDogs)
     dogs.model, dogs.gait = Model(), (np.array([0.5, 1.5]), np.zeros((2, 2)))
+    dogs.gait_turning = False
     dogs.xs, dogs.asked_mps = np.zeros((4, KEPT_FRAMES, 480)), np.full(4, 1.0)
     dogs.headings = np.zeros((4, KEPT_FRAMES, 2))
     dogs.headings[[1, 3], :, 1] = 0.5  # turning
@@ -237,6 +244,11 @@ def test_the_term_draws_only_the_dogs_asked_straight_ahead(monkeypatch):
     )
     assert dogs.gait_loss(None, 16).item() > 0  # pacing where the reference has no pattern
     assert set(drawn) == {0, 2}
+    # --moving-gait-turning: the turning dogs too.
+    dogs.gait_turning = True
+    drawn.clear()
+    assert dogs.gait_loss(None, 16).item() > 0 and set(drawn) == {0, 1, 2, 3}
+    dogs.gait_turning = False
     dogs.headings[[0, 2], :, 1] = -0.5
     assert dogs.gait_loss(None, 16).item() == 0.0
 

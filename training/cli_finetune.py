@@ -247,6 +247,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "diagonal paws' footfalls held to the mocap's at its speed (training/moving_gait.py)",
     )
     finetune.add_argument(
+        "--moving-gait-turning",
+        action="store_true",
+        help="the moving-gait term holds the turning dogs' footfalls too, not only those of "
+        "the dogs asked straight ahead",
+    )
+    finetune.add_argument(
         "--getting-up-pops-weight",
         type=float,
         default=0.0,
@@ -438,6 +444,7 @@ def run_finetune(args) -> int:
         moving_skating_weight=args.moving_skating_weight,
         moving_course_weight=args.moving_course_weight,
         moving_gait_weight=args.moving_gait_weight,
+        moving_gait_turning=args.moving_gait_turning,
         moving_max_turn_degps=args.moving_max_turn_degps,
         moving_turns_as_mocap=args.moving_turns_as_mocap,
         moving_paws_both_ways=args.moving_paws_both_ways,

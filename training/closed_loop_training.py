@@ -116,6 +116,8 @@ class ClosedLoopConfig:
     # 0: no moving-gait term (training/moving_gait.py): on the same dogs, unrolled over a gait
     # window, the paws' footfall pattern (lateral and diagonal pairs) held to the mocap's.
     moving_gait_weight: float = 0.0
+    # The moving-gait term holds the turning dogs' footfalls too (straight dogs' only unless).
+    moving_gait_turning: bool = False
     # The moving dogs' fastest turn either way, deg/s (half of them turn; placed_speed.py). The
     # controllers evaluation's turn asks 76.8 deg/s, beyond the default's.
     moving_max_turn_degps: float = MAX_TURN_DEGPS
@@ -269,6 +271,8 @@ class ClosedLoopConfig:
             raise ValueError(
                 f"--moving-paws-lift {self.moving_paws_lift}: must be a finite weight >= 0"
             )
+        if self.moving_gait_turning and self.moving_gait_weight == 0:
+            raise ValueError("--moving-gait-turning: needs --moving-gait-weight")
         if self.moving_paws_swing and self.moving_skating_weight == 0:
             raise ValueError("--moving-paws-swing: needs --moving-skating-weight")
         below = self.moving_paws_swing_below_mps
@@ -741,6 +745,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_skating_weight": 0.0,
         "moving_course_weight": 0.0,
         "moving_gait_weight": 0.0,
+        "moving_gait_turning": False,
         "moving_max_turn_degps": MAX_TURN_DEGPS,
         "moving_turns_as_mocap": False,
         "moving_paws_both_ways": False,
@@ -996,7 +1001,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 "paws_swing": loop.moving_paws_swing,
                 "swing_below_mps": loop.moving_paws_swing_below_mps,
             },
-            loop.moving_course_weight > 0, gaits,
+            loop.moving_course_weight > 0, gaits, loop.moving_gait_turning,
         )  # fmt: skip
     if loop.stopping_pops_weight > 0 or loop.getting_up_pops_weight > 0:
         mocap = standard.x_raw(train_split.x), standard.y_raw(train_split.y), train_split.action

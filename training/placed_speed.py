@@ -221,6 +221,7 @@ class MovingDogs:
         skating_options: dict | None = None,
         course: bool = False,
         gait=None,
+        gait_turning: bool = False,
     ):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
         self.path = Path(run_dir) / "moving.onnx"
@@ -245,6 +246,7 @@ class MovingDogs:
         # None, or moving_gait.gait_by_speed's (centres m/s, lateral and diagonal correlation):
         # the moving-gait term's reference (training/moving_gait.py, gait_loss).
         self.gait = gait
+        self.gait_turning = gait_turning  # the turning dogs are held to it too
         self.gait_draws = OwnDraws(GAIT_DRAWS_KEY)
 
     def refresh(self, generator: np.random.Generator) -> float:
@@ -320,16 +322,17 @@ class MovingDogs:
 
     def gait_loss(self, predict, dogs: int) -> torch.Tensor:
         """moving_gait_loss over `dogs` dogs drawn from this epoch's dogs asked straight ahead
-        (by the term's own generator), each unrolled over a window of GAIT_WINDOW_FRAMES of its
-        kept steps from a random one, its pose fed back, the network run without dropout (as
-        the game runs it); 0 where no dog goes straight."""
+        (all its dogs with gait_turning; by the term's own generator), each unrolled over a
+        window of GAIT_WINDOW_FRAMES of its kept steps from a random one, its pose fed back, the
+        network run without dropout (as the game runs it); 0 where no dog goes straight."""
         from canis.training.moving_gait import GAIT_WINDOW_FRAMES, moving_gait_loss, soft_contacts
         from canis.training.moving_legs import reference_at
 
-        # The turning dogs are left out: held to the mocap's pattern at their speed (mostly
-        # straight frames), the first runs turned with their legs nearly still, a shuffle whose
-        # paws never lift has no correlation, as the slow walk's reference almost has.
-        straight = np.flatnonzero((self.headings[..., 1] == 0).all(1))
+        # The turning dogs are left out unless asked for: held to the mocap's pattern at their
+        # speed (mostly straight frames), the first runs turned with their legs nearly still,
+        # a shuffle whose paws never lift has no correlation, as the slow walk's reference
+        # almost has.
+        straight = np.flatnonzero((self.headings[..., 1] == 0).all(1) | self.gait_turning)
         if len(straight) == 0:
             return torch.zeros(())
         generator = self.gait_generator
