@@ -251,6 +251,12 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
             f", moving-gait weight {loop['moving_gait_weight']} on "
             f"{loop['placed_dogs']} moving dogs"
             + (", turning ones too" if loop.get("moving_gait_turning") else ", straight ones")
+            + (
+                ", the mocap's most used gait's"
+                if loop.get("moving_gait_reference", "all") == "most-used"
+                else ""
+            )
+            + (", the paws' share down too" if loop.get("moving_gait_duty") else "")
             + " (training/moving_gait.py)"
             if loop.get("moving_gait_weight")
             else ""
@@ -356,6 +362,10 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --moving-gait-weight {loop['moving_gait_weight']:g}"
     if loop.get("moving_gait_turning"):
         later += " --moving-gait-turning"
+    if loop.get("moving_gait_reference", "all") != "all":
+        later += f" --moving-gait-reference {loop['moving_gait_reference']}"
+    if loop.get("moving_gait_duty"):
+        later += " --moving-gait-duty"
     if loop.get("moving_paws_both_ways"):
         later += " --moving-paws-both-ways"
     if loop.get("moving_paws_down"):

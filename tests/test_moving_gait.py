@@ -129,6 +129,16 @@ def test_the_reference_is_the_mocaps_most_used_gaits_windows_by_speed(monkeypatc
     assert walking[:, 0].mean() < 0.0
     assert pacing[0] > 0.9 and pacing[1] < -0.5
     assert trotting[1] > 0.9 and trotting[0] < -0.5
+    # Without the labels (--moving-gait-reference all): the mean of all 19, half a pace.
+    centres, pairs = gait_by_speed(x, y, action, after)
+    mixed = pair_correlations(torch.as_tensor(footfalls[windows[:19]], dtype=torch.float32))
+    np.testing.assert_allclose(pairs[np.argmin(abs(centres - 1.1))], mixed.mean(0), atol=1e-6)
+    # With the duty: the paws' share down over the windows too (60% of each stride here).
+    centres, stats = gait_by_speed(x, y, action, after, gait, duty=True)
+    assert stats.shape == (len(centres), 3)
+    np.testing.assert_allclose(stats[:, :2], gait_by_speed(x, y, action, after, gait)[1])
+    share = footfalls[windows[:12]].mean()
+    np.testing.assert_allclose(stats[np.argmin(abs(centres - 1.1)), 2], share, atol=1e-6)
     # With the walk the more used, it is the walk's.
     gait[clip == 0] = GAITS.index("walk")
     gait[clip == 1] = GAITS.index("pace")
@@ -164,6 +174,15 @@ def test_each_dog_pays_its_own_miss_beyond_the_allowance():
     # A step down the gradient takes the first dog's lateral pairs apart.
     stepped = (pacing - 0.05 * pacing.grad).detach()
     assert pair_correlations(stepped)[0, 0] < own[0, 0]
+    # With the duty (a third column): a dog with its paws down as the reference's pays
+    # nothing for it; one whose paws are down 0.3 more than the reference's pays 0.2 squared.
+    share = pacing.detach().mean((1, 2))[:, None]
+    with_duty = torch.cat([own, share], 1)
+    assert moving_gait_loss(pacing.detach(), with_duty).item() == 0.0
+    with_duty[1, 2] -= 0.3
+    np.testing.assert_allclose(
+        moving_gait_loss(pacing.detach(), with_duty).item(), 0.2**2 / 6, rtol=1e-4
+    )
 
 
 def test_the_moving_gait_weight_is_checked_and_named():
@@ -182,6 +201,18 @@ def test_the_moving_gait_weight_is_checked_and_named():
     assert "--moving-gait-turning" not in _reproduce_line(loop)
     with pytest.raises(ValueError, match="--moving-gait-turning: needs --moving-gait-weight"):
         ClosedLoopConfig(moving_gait_turning=True)
+    with pytest.raises(ValueError, match="--moving-gait-duty: needs --moving-gait-weight"):
+        ClosedLoopConfig(moving_gait_duty=True)
+    with pytest.raises(ValueError, match="--moving-gait-reference most-used: needs --moving-ga"):
+        ClosedLoopConfig(moving_gait_reference="most-used")
+    with pytest.raises(ValueError, match="--moving-gait-reference mode: one of all, most-used"):
+        ClosedLoopConfig(moving_gait_weight=2.0, moving_gait_reference="mode")
+    held = ClosedLoopConfig(
+        moving_gait_weight=2.0, moving_gait_reference="most-used", moving_gait_duty=True
+    )
+    line = _reproduce_line(held)
+    assert "--moving-gait-weight 2 --moving-gait-reference most-used --moving-gait-duty" in line
+    assert "--moving-gait-reference" not in _reproduce_line(loop)
 
 
 def test_finetune_logs_the_moving_gait_term_and_the_card_names_it(

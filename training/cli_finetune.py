@@ -253,6 +253,20 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "the dogs asked straight ahead",
     )
     finetune.add_argument(
+        "--moving-gait-reference",
+        default="all",
+        metavar="all|most-used",
+        help="the moving-gait term's reference at a speed: the mean of all the mocap's "
+        "windows there (all: a mix of gaits where it uses two) or of the windows of the gait "
+        "it uses most there (most-used)",
+    )
+    finetune.add_argument(
+        "--moving-gait-duty",
+        action="store_true",
+        help="the moving-gait term holds the share of the window each paw is down to the "
+        "mocap's too (its duty factor)",
+    )
+    finetune.add_argument(
         "--getting-up-pops-weight",
         type=float,
         default=0.0,
@@ -445,6 +459,8 @@ def run_finetune(args) -> int:
         moving_course_weight=args.moving_course_weight,
         moving_gait_weight=args.moving_gait_weight,
         moving_gait_turning=args.moving_gait_turning,
+        moving_gait_reference=args.moving_gait_reference,
+        moving_gait_duty=args.moving_gait_duty,
         moving_max_turn_degps=args.moving_max_turn_degps,
         moving_turns_as_mocap=args.moving_turns_as_mocap,
         moving_paws_both_ways=args.moving_paws_both_ways,

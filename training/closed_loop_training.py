@@ -38,7 +38,7 @@ from canis.training.bone_loss import bone_loss
 from canis.training.contact_loss import contact_loss, skating_excess_loss
 from canis.training.getting_up_pops import GettingUpDogs
 from canis.training.leg_motion_loss import leg_motion_loss, stillness_loss
-from canis.training.moving_gait import gait_by_speed
+from canis.training.moving_gait import GAIT_REFERENCES, gait_by_speed
 from canis.training.moving_legs import leg_turn_by_speed
 from canis.training.moving_skating import skating_by_speed
 from canis.training.placed_speed import (
@@ -118,6 +118,11 @@ class ClosedLoopConfig:
     moving_gait_weight: float = 0.0
     # The moving-gait term holds the turning dogs' footfalls too (straight dogs' only unless).
     moving_gait_turning: bool = False
+    # The moving-gait term's reference at a speed: the mean of all the mocap's windows there
+    # ("all", as (GS10) was trained) or of those of the gait it uses most there ("most-used").
+    moving_gait_reference: str = "all"
+    # The moving-gait term holds the paws' footfall share (duty factor) to the mocap's too.
+    moving_gait_duty: bool = False
     # The moving dogs' fastest turn either way, deg/s (half of them turn; placed_speed.py). The
     # controllers evaluation's turn asks 76.8 deg/s, beyond the default's.
     moving_max_turn_degps: float = MAX_TURN_DEGPS
@@ -271,8 +276,22 @@ class ClosedLoopConfig:
             raise ValueError(
                 f"--moving-paws-lift {self.moving_paws_lift}: must be a finite weight >= 0"
             )
-        if self.moving_gait_turning and self.moving_gait_weight == 0:
-            raise ValueError("--moving-gait-turning: needs --moving-gait-weight")
+        if self.moving_gait_reference not in GAIT_REFERENCES:
+            raise ValueError(
+                f"--moving-gait-reference {self.moving_gait_reference}: one of "
+                f"{', '.join(GAIT_REFERENCES)}"
+            )
+        gait_options = (
+            ("--moving-gait-turning", self.moving_gait_turning),
+            (
+                f"--moving-gait-reference {self.moving_gait_reference}",
+                self.moving_gait_reference != "all",
+            ),
+            ("--moving-gait-duty", self.moving_gait_duty),
+        )
+        for option, given in gait_options:
+            if given and self.moving_gait_weight == 0:
+                raise ValueError(f"{option}: needs --moving-gait-weight")
         if self.moving_paws_swing and self.moving_skating_weight == 0:
             raise ValueError("--moving-paws-swing: needs --moving-skating-weight")
         below = self.moving_paws_swing_below_mps
@@ -746,6 +765,8 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_course_weight": 0.0,
         "moving_gait_weight": 0.0,
         "moving_gait_turning": False,
+        "moving_gait_reference": "all",
+        "moving_gait_duty": False,
         "moving_max_turn_degps": MAX_TURN_DEGPS,
         "moving_turns_as_mocap": False,
         "moving_paws_both_ways": False,
@@ -985,7 +1006,12 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         paws = skating_by_speed(*mocap) if loop.moving_skating_weight > 0 else None
         turns = mocap_turns_by_speed(*mocap[1:]) if loop.moving_turns_as_mocap else None
         gaits = (
-            gait_by_speed(*mocap, train_split.after, train_split.gait)
+            gait_by_speed(
+                *mocap,
+                train_split.after,
+                train_split.gait if loop.moving_gait_reference == "most-used" else None,
+                loop.moving_gait_duty,
+            )
             if loop.moving_gait_weight > 0
             else None
         )

@@ -46,6 +46,9 @@ from canis.training.placed_speed import root_speed_mps
 from canis.training.shown_pose import shown_step_m
 
 GAIT_ALLOWANCE = 0.1  # of a correlation: a dog this near the mocap's pattern costs nothing
+# --moving-gait-reference: the mean of all the mocap's windows at a speed, or of those of the
+# gait it uses most there (gait_by_speed)
+GAIT_REFERENCES = ("all", "most-used")
 # Paw order of PAW_ROWS (as runtime/gaits.py's contacts): left front, right front, left hind,
 # right hind.
 LATERAL_PAIRS = ((0, 2), (1, 3))
@@ -111,17 +114,20 @@ def gait_by_speed(
     y_raw: torch.Tensor,
     action: np.ndarray,
     after: np.ndarray,
-    gait: np.ndarray,
+    gait: np.ndarray | None = None,
+    duty: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The mocap's reference: (speed bin centres m/s (S,), the mean lateral and diagonal
-    correlation (S, 2) of the windows centred on frames asked to move, by the centre frame's
-    speed, over the windows whose centre the labels (`gait`, runtime/gaits.py's indices) give
-    the gait the mocap uses most at that speed).
+    correlation (S, 2), and with `duty` the paws' mean footfall share too (S, 3), of the
+    windows centred on frames asked to move, by the centre frame's speed). With `gait` (the
+    labels' gait per row, runtime/gaits.py's indices), only the windows whose centre has the
+    gait the mocap uses most at that speed.
 
-    Not the mean over all of a speed's windows: between 0.9 and 1.3 m/s the training clips pace
-    in 61% of them (lateral +0.82) and walk in 38% (+0.15), and their mean (+0.55) is a pattern
-    no dog uses, half a pace, which a dog can meet within GAIT_ALLOWANCE and walk (the
-    twenty-third session's runs sat at +0.23-0.27 there)."""
+    The mean over all of a speed's windows (no `gait`, as (GS10) was trained) mixes gaits:
+    between 0.9 and 1.3 m/s the training clips pace in 61% of them (lateral +0.82) and walk in
+    38% (+0.15), and their mean (+0.55) is a pattern no dog uses, half a pace, which a dog can
+    meet within GAIT_ALLOWANCE and walk (the twenty-third session's runs sat at +0.23-0.27
+    there)."""
     with torch.no_grad():
         contacts = torch.cat(
             [
@@ -130,42 +136,56 @@ def gait_by_speed(
             ]
         )
         windows = window_rows(after)
-        pairs = torch.cat(
+        stats = torch.cat(
             [
-                pair_correlations(contacts[torch.as_tensor(windows[start : start + CHUNK_ROWS])])
+                window_statistics(
+                    contacts[torch.as_tensor(windows[start : start + CHUNK_ROWS])], duty
+                )
                 for start in range(0, len(windows), CHUNK_ROWS)
             ]
         ).numpy()
     centre = windows[:, GAIT_WINDOW_FRAMES // 2]
-    # Per gait: its windows' pairs (zero elsewhere) and its share; by_speed's bin means of
-    # these give each gait's share of a bin and, divided, its windows' mean pairs there.
+    if gait is None:
+        return by_speed(stats, y_raw[centre], action[centre], "--moving-gait-weight", "the gaits")
+    # Per gait: its windows' statistics (zero elsewhere) and its share; by_speed's bin means
+    # of these give each gait's share of a bin and, divided, its windows' mean there.
     each_gait = np.stack([gait[centre] == g for g in range(len(GAITS))], 1)  # (W, G)
-    values = np.concatenate([(pairs[:, None, :] * each_gait[..., None]).reshape(len(pairs), -1),
+    width = stats.shape[1]
+    values = np.concatenate([(stats[:, None, :] * each_gait[..., None]).reshape(len(stats), -1),
                              each_gait], 1)  # fmt: skip
     centres, means = by_speed(
         values, y_raw[centre], action[centre], "--moving-gait-weight", "the gaits"
     )
-    sums = means[:, : 2 * len(GAITS)].reshape(len(centres), len(GAITS), 2)
-    shares = means[:, 2 * len(GAITS) :]
+    sums = means[:, : width * len(GAITS)].reshape(len(centres), len(GAITS), width)
+    shares = means[:, width * len(GAITS) :]
     most = shares.argmax(1)
     bins = np.arange(len(centres))
     return centres, sums[bins, most] / shares[bins, most, None]
 
 
+def window_statistics(contacts: torch.Tensor, duty: bool) -> torch.Tensor:
+    """(N, 2) each window's (N, T, 4) pair correlations (pair_correlations), and with `duty`
+    (N, 3) the paws' mean footfall share over it too."""
+    pairs = pair_correlations(contacts)
+    return torch.cat([pairs, contacts.mean((1, 2))[:, None]], 1) if duty else pairs
+
+
 def moving_gait_loss(contacts: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """contacts (dogs, T, 4) over each dog's window, reference (dogs, 2) (gait_by_speed's at
-    each dog's speed): the mean over dogs and the two pairings of the squared miss of the dog's
-    correlation beyond GAIT_ALLOWANCE."""
+    """contacts (dogs, T, 4) over each dog's window, reference (dogs, 2) or with the duty
+    (dogs, 3) (gait_by_speed's at each dog's speed): the mean over dogs and statistics of the
+    squared miss of the dog's beyond GAIT_ALLOWANCE (of a correlation or of a share)."""
     if len(reference) == 0:
         return contacts.new_zeros(())
-    miss = (pair_correlations(contacts) - reference).abs() - GAIT_ALLOWANCE
+    stats = window_statistics(contacts, reference.shape[1] == 3)
+    miss = (stats - reference).abs() - GAIT_ALLOWANCE
     return miss.clamp(min=0).square().mean()
 
 
 def main(argv=None) -> None:
-    """Print each model's moving dogs' lateral and diagonal correlations (the term's soft
-    contacts over each dog's kept steps) against the mocap's, and their gait table verdicts,
-    by asked speed."""
+    """Print each model's moving dogs' lateral and diagonal correlations and footfall share (the
+    term's soft contacts over each dog's kept steps) against the mocap's most used gait's
+    (the term as --moving-gait-reference most-used --moving-gait-duty holds them), and their
+    gait table verdicts, by asked speed."""
     from canis.runtime.gaits import classify_gaits
     from canis.training.closed_loop_training import successors
     from canis.training.moving_legs import (
@@ -178,14 +198,14 @@ def main(argv=None) -> None:
     args, rows = measure_arguments(main.__doc__, argv)
     x_mocap, y_mocap = torch.as_tensor(rows["X"]), torch.as_tensor(rows["Y"])
     after = successors(rows["clip"], rows["frame"])
-    centres, pairs = gait_by_speed(x_mocap, y_mocap, rows["action"], after, rows["gait"])
+    centres, stats = gait_by_speed(x_mocap, y_mocap, rows["action"], after, rows["gait"], duty=True)
     for model in args.models:
         xs, asked, y = driven_dogs(model, args.dogs, args.seed)
         x, y = torch.as_tensor(xs.reshape(-1, xs.shape[2])), torch.as_tensor(y)
         with torch.no_grad():
             contacts = soft_contacts(x, y).reshape(args.dogs, -1, 4)
-            dog_pairs = pair_correlations(contacts).numpy()
-        reference = reference_at(centres, pairs, asked)
+            dog_stats = window_statistics(contacts, duty=True).numpy()
+        reference = reference_at(centres, stats, asked)
         term = moving_gait_loss(contacts, torch.as_tensor(reference, dtype=contacts.dtype))
         print(f"{model}: term {term.item():.4f}")
         for lo, hi, dogs in speed_bands(asked):
@@ -201,8 +221,9 @@ def main(argv=None) -> None:
             counts = np.bincount(np.concatenate(verdicts), minlength=len(GAITS))
             print(
                 f"  asked {lo:.1f}-{hi:.1f} m/s ({dogs.sum()} dogs): lateral "
-                f"{dog_pairs[dogs, 0].mean():+.2f} (the mocap's {reference[dogs, 0].mean():+.2f}), "
-                f"diagonal {dog_pairs[dogs, 1].mean():+.2f} ({reference[dogs, 1].mean():+.2f}); "
+                f"{dog_stats[dogs, 0].mean():+.2f} (the mocap's {reference[dogs, 0].mean():+.2f}), "
+                f"diagonal {dog_stats[dogs, 1].mean():+.2f} ({reference[dogs, 1].mean():+.2f}), "
+                f"paws down {dog_stats[dogs, 2].mean():.2f} ({reference[dogs, 2].mean():.2f}); "
                 f"mostly {GAITS[counts.argmax()]} ({counts.max() / counts.sum():.0%} of frames)"
             )
 
