@@ -13,10 +13,13 @@ kept steps, its pose fed back as the runtime feeds it (placed_speed.MovingDogs.g
 its shown paws' footfalls counted softly (soft_contacts: low and slow as the labels' stride
 detector counts them) so that they have a gradient. Its lateral and diagonal correlations over
 the window are held to the mean over the training clips' windows centred on frames asked to
-move at the dog's speed (binned as the other moving terms' references) whose centre the labels
-give the gait the mocap uses most at that speed (gait_by_speed says why not all of them), each
-beyond GAIT_ALLOWANCE, squared. The soft contacts are the term's, not the gait table's (which
-counts a paw sliding under the body's speed as down, for the canter); `python -m
+move at the dog's speed (binned as the other moving terms' references), each beyond
+GAIT_ALLOWANCE, squared: all those windows (`--moving-gait-reference all`, as (GS10) was
+trained), or those whose centre the labels give the gait the mocap uses most at that speed
+(`most-used`; gait_by_speed says why). With `--moving-gait-duty` the paws' share of the window
+down is held to the mocap's too (the network's dogs have theirs down 0.2-0.3 less than the
+mocap's at every speed, by this count). The soft contacts are the term's, not the gait
+table's (which counts a paw sliding under the body's speed as down, for the canter); `python -m
 canis.training.moving_gait MODEL.onnx` prints both side by side by speed.
 
 The turning dogs are left out, as the moving-course term leaves them: with them, 100 steps at
@@ -25,6 +28,8 @@ the mocap's; docs/EVALUATION.md, the twenty-third session). A shuffle whose paws
 no correlation, and the slow walk's reference has almost none. Without them the same happened
 at 100 steps ((GS10b)) and not at 50; at half the weight for the last 50 steps not ((GS10w)),
 for the last 40 it did ((GS10w40)): the term is one to give few steps, and to screen.
+`--moving-gait-turning` holds the turning dogs too (the twenty-fourth session's runs that
+walked at 0.5 m/s lost the turn's legs with or without them).
 """
 
 from __future__ import annotations
