@@ -30,8 +30,7 @@ at 100 steps ((GS10b)) and not at 50; at half the weight for the last 50 steps n
 for the last 40 it did ((GS10w40)): the term is one to give few steps, and to screen.
 `--moving-gait-turning` holds the turning dogs too: the twenty-fourth session's runs that
 walked at 0.5 m/s lost the turn's legs with or without them, unless the turning dogs also turned
-as sharply as the mocap's at their speed (`--moving-turns-as-mocap`, (GMM50), which the MANN-8
-shipped since comes from).
+as sharply as the mocap's at their speed (`--moving-turns-as-mocap`, (GMM50)).
 """
 
 from __future__ import annotations
