@@ -243,8 +243,9 @@ class MovingDogs:
         # step's asked facing and turn rate are recorded with it.
         self.course = course
         self.headings = None
-        # None, or moving_gait.gait_by_speed's (centres m/s, lateral and diagonal correlation):
-        # the moving-gait term's reference (training/moving_gait.py, gait_loss).
+        # None, or moving_gait.gait_by_speed's (centres m/s, lateral and diagonal correlation,
+        # and the paws' share down with --moving-gait-duty): the moving-gait term's reference
+        # (training/moving_gait.py, gait_loss).
         self.gait = gait
         self.gait_turning = gait_turning  # the turning dogs are held to it too
         self.gait_draws = OwnDraws(GAIT_DRAWS_KEY)
@@ -324,7 +325,7 @@ class MovingDogs:
         """moving_gait_loss over `dogs` dogs drawn from this epoch's dogs asked straight ahead
         (all its dogs with gait_turning; by the term's own generator), each unrolled over a
         window of GAIT_WINDOW_FRAMES of its kept steps from a random one, its pose fed back, the
-        network run without dropout (as the game runs it); 0 where no dog goes straight."""
+        network run without dropout (as the game runs it); 0 where there is no such dog."""
         from canis.training.moving_gait import GAIT_WINDOW_FRAMES, moving_gait_loss, soft_contacts
         from canis.training.moving_legs import reference_at
 
@@ -332,11 +333,11 @@ class MovingDogs:
         # speed (mostly straight frames), the first runs turned with their legs nearly still,
         # a shuffle whose paws never lift has no correlation, as the slow walk's reference
         # almost has.
-        straight = np.flatnonzero((self.headings[..., 1] == 0).all(1) | self.gait_turning)
-        if len(straight) == 0:
+        held = np.flatnonzero((self.headings[..., 1] == 0).all(1) | self.gait_turning)
+        if len(held) == 0:
             return torch.zeros(())
         generator = self.gait_generator
-        chosen = generator.choice(straight, dogs)
+        chosen = generator.choice(held, dogs)
         self.model.eval()
         try:
             x_raw, y_raw, _ = self._steps(predict, chosen, generator, GAIT_WINDOW_FRAMES)
