@@ -375,6 +375,9 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
     if loop.get("moving_paws_lift"):
         lift = float(loop["moving_paws_lift"])
         later += " --moving-paws-lift" + ("" if lift == 1 else f" {lift:g}")
+    if loop.get("moving_paws_planted"):
+        planted = float(loop["moving_paws_planted"])
+        later += " --moving-paws-planted" + ("" if planted == 1 else f" {planted:g}")
     if loop.get("moving_paws_swing"):
         later += " --moving-paws-swing"
     if loop.get("moving_paws_swing_below_mps"):

@@ -12,8 +12,10 @@ from canis.training.moving_skating import (
     DOWN_SHARE_ALLOWANCE,
     DOWN_SHARE_COST_CM,
     HEIGHT_ALLOWANCE_CM,
+    PLANTED_ALLOWANCE_CM,
     lift_cm,
     moving_skating_loss,
+    planted_height_cm,
     shown_skating_and_height_cm,
     skating_by_speed,
     soft_down,
@@ -44,13 +46,17 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
         skating_by_speed(x, y, action)
     monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 40)
     centres, paws = skating_by_speed(x, y, action)
-    assert paws.shape == (2, 17)
+    assert paws.shape == (2, 21)
     np.testing.assert_allclose(paws[:, 0], expected, rtol=1e-5)
     np.testing.assert_allclose(paws[0, 1:5], height_cm[:40].mean(0), rtol=1e-5)
     np.testing.assert_allclose(paws[0, 5:9], soft_down(height_cm[:40]).mean(0), rtol=1e-5)
     lift = lift_cm(height_cm[:40])
     np.testing.assert_allclose(paws[0, 9:13], lift.mean(0), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(paws[0, 13:], lift.square().mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(paws[0, 13:17], lift.square().mean(0), rtol=1e-5, atol=1e-6)
+    # Over the share down, the planted height: each paw's height weighed by how far it is down.
+    np.testing.assert_allclose(
+        paws[0, 17:21] / paws[0, 5:9], planted_height_cm(height_cm[:40]), rtol=1e-5
+    )
     # Rows not asked to move are left out: counted, the slow bin would move.
     action[:10] = MOVE + 1
     monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 30)
@@ -129,11 +135,11 @@ def test_paws_held_down_as_often_as_the_mocaps():
 
 
 def _reference(skating_cm: torch.Tensor, height_cm: torch.Tensor) -> torch.Tensor:
-    """(2, 17) skating_by_speed's columns over each of two dogs of 4 rows, as its bins take
+    """(2, 21) skating_by_speed's columns over each of two dogs of 4 rows, as its bins take
     them."""
-    lift = lift_cm(height_cm)
-    columns = [skating_cm.mean(1, keepdim=True), height_cm, soft_down(height_cm), lift, lift**2]
-    return torch.cat(columns, 1).reshape(2, 4, 17).mean(1)
+    lift, down = lift_cm(height_cm), soft_down(height_cm)
+    columns = [skating_cm.mean(1, keepdim=True), height_cm, down, lift, lift**2, height_cm * down]
+    return torch.cat(columns, 1).reshape(2, 4, 21).mean(1)
 
 
 def _stepping_and_flattened():
@@ -166,7 +172,7 @@ def test_paws_held_up_to_the_mocaps_swing():
     assert unswung < 0.2
     loss = moving_skating_loss(x, flattened, reference, **swing)
     rms = lift.square().mean(1).clamp(min=1e-6).sqrt()
-    short = reference[:, 13:].sqrt() - rms - HEIGHT_ALLOWANCE_CM
+    short = reference[:, 13:17].sqrt() - rms - HEIGHT_ALLOWANCE_CM
     np.testing.assert_allclose(loss.item() - unswung, short.clamp(min=0).mean().item(), rtol=1e-4)
     # The front paws' root mean square lift 6.19 cm against the stepping dog's 8.75: 2.06 cm
     # short after the allowance, averaged over the four paws.
@@ -223,6 +229,41 @@ def test_paws_held_up_to_the_mocaps_lift():
     np.testing.assert_allclose(weighed.item(), 4 * loss.item(), rtol=1e-5)  # --moving-paws-lift 4
     loss.backward()  # it lifts the paws
     assert (shuffling.grad[:, Y_HIPS[1]] <= 0).all() and (shuffling.grad[:, Y_HIPS[1]] < 0).any()
+
+
+def test_planted_paws_held_down_to_the_mocaps():
+    """--moving-paws-planted: a dog whose paws hang 1.5 cm higher than the mocap's while they
+    are down pays for it beyond the allowance, on top of what the other options charge; the
+    mocap's own dog does not, nor does one whose planted paws sit lower."""
+    x, y = _steps(np.zeros(8), 0.0)  # 2 dogs of 4 rows, their paws at the ground, still
+    stepping = y.clone()  # a quarter of each dog's steps with its paws lifted 10 cm
+    stepping[[3, 7], Y_HIPS[1]] += 0.2  # shown 0.1 higher: the blend takes half
+    reference = _reference(*shown_skating_and_height_cm(x, stepping))
+    held = {"heights_both_ways": True, "paws_down": True}
+    assert moving_skating_loss(x, stepping, reference, paws_planted=1.0, **held).item() < 1e-6
+    hanging = stepping.clone()
+    hanging[:, Y_HIPS[1]] += 2 * 0.015  # every step 1.5 cm higher: shown over the ground
+    hanging.requires_grad_()
+    _, hang_cm = shown_skating_and_height_cm(x, hanging.detach())
+    _, step_cm = shown_skating_and_height_cm(x, stepping)
+    front = slice(0, 2)  # the rest pose's hind paws stay under the ground, its front on it
+    rise = planted_height_cm(hang_cm.reshape(2, 4, 4)) - planted_height_cm(step_cm.reshape(2, 4, 4))
+    assert (rise[:, front] > 1.0).all()
+    unheld = moving_skating_loss(x, hanging, reference, **held)
+    loss = moving_skating_loss(x, hanging, reference, paws_planted=1.0, **held)
+    mocap_cm = reference[:, 17:21] / reference[:, 5:9]
+    above = planted_height_cm(hang_cm.reshape(2, 4, 4)) - mocap_cm - PLANTED_ALLOWANCE_CM
+    np.testing.assert_allclose(
+        (loss - unheld).item(), above.detach().clamp(min=0).mean().item(), rtol=1e-4
+    )
+    assert (loss - unheld).item() > 0.5
+    weighed = moving_skating_loss(x, hanging, reference, paws_planted=3.0, **held)
+    np.testing.assert_allclose((weighed - unheld).item(), 3 * (loss - unheld).item(), rtol=1e-4)
+    (loss - unheld).backward()  # it brings the planted paws down
+    assert (hanging.grad[:, Y_HIPS[1]] >= 0).all() and (hanging.grad[:, Y_HIPS[1]] > 0).any()
+    lower = stepping.clone()
+    lower[:, Y_HIPS[1]] -= 2 * 0.01  # planted lower than the mocap's: free
+    assert moving_skating_loss(x, lower, reference, paws_planted=1.0).item() < 1e-6
 
 
 def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch, capsys):

@@ -314,6 +314,14 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--moving-paws-lift .*: must be a finite weight"):
             ClosedLoopConfig(moving_skating_weight=1, moving_paws_lift=bad)
+    loop = ClosedLoopConfig(moving_skating_weight=1, moving_paws_planted=1.0)
+    assert "--moving-skating-weight 1 --moving-paws-planted " in _reproduce_line(loop) + " "
+    loop = ClosedLoopConfig(moving_skating_weight=1, moving_paws_planted=0.3)
+    assert "--moving-paws-planted 0.3 " in _reproduce_line(loop) + " "
+    assert "--moving-paws-planted" not in _reproduce_line(replace(loop, moving_paws_planted=0))
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="--moving-paws-planted .*: must be a finite weight"):
+            ClosedLoopConfig(moving_skating_weight=1, moving_paws_planted=bad)
     swing = ClosedLoopConfig(moving_skating_weight=1, moving_paws_swing=True)
     assert "--moving-skating-weight 1 --moving-paws-swing" in _reproduce_line(swing)
     assert "--moving-paws-swing-below-mps" not in _reproduce_line(swing)
@@ -324,7 +332,9 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
             replace(swing, moving_paws_swing_below_mps=bad)
     with pytest.raises(ValueError, match="--moving-paws-swing-below-mps: needs --moving-paws-sw"):
         ClosedLoopConfig(moving_skating_weight=1, moving_paws_swing_below_mps=1.2)
-    options = ("moving_paws_down", "moving_skating_relative", "moving_paws_lift")
+    options = (
+        "moving_paws_down", "moving_skating_relative", "moving_paws_lift", "moving_paws_planted"
+    )  # fmt: skip
     for option in (*options, "moving_paws_swing"):
         with pytest.raises(ValueError, match="needs --moving-skating-weight"):
             ClosedLoopConfig(placed_speed_weight=1, **{option: True})

@@ -190,6 +190,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "pays for the steps it does not take, WEIGHT (default 1) per cm short",
     )
     finetune.add_argument(
+        "--moving-paws-planted",
+        type=float,
+        nargs="?",
+        const=1.0,
+        default=0.0,
+        metavar="WEIGHT",
+        help="the moving-skating term holds each paw's mean height while it is down (its "
+        "planted height) to the mocap's at the dog's asked speed: a planted paw that hangs "
+        "over the ground pays WEIGHT (default 1) per cm above",
+    )
+    finetune.add_argument(
         "--moving-max-turn-degps",
         type=float,
         default=60.0,  # placed_speed.MAX_TURN_DEGPS, written out: the parser stays torch-free
@@ -471,6 +482,7 @@ def run_finetune(args) -> int:
         moving_paws_down=args.moving_paws_down,
         moving_skating_relative=args.moving_skating_relative,
         moving_paws_lift=args.moving_paws_lift,
+        moving_paws_planted=args.moving_paws_planted,
         replay_skating_weight=args.replay_skating_weight,
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,

@@ -56,6 +56,15 @@ Held at every speed, the swing stepped the walk's and the turn's paws and the ca
 about twice the mocap's at every seed (the twentieth session). With `swing_below_mps`
 (--moving-paws-swing-below-mps) only the dogs asked under that speed pay for their swing: the
 shuffling it is there for is the walk's.
+
+None of the above sees where a planted paw sits: the runtime calls a paw planted when the
+network holds it under 5 cm and slow (runtime.ik.estimate_contacts), and over the demo's
+walk the shipped networks' planted paws hang 1.9-2.1 cm above the ground where the mocap's
+sit 1.3 cm (`canis run --terrain hills`, "floating in contact"; tests/test_shipped_models.py
+allows 2.0). With `paws_planted` (--moving-paws-planted) each paw's mean height over its steps
+down (weighed by soft_down, so that it has a gradient) beyond the mocap's by more than
+PLANTED_ALLOWANCE_CM costs its excess in cm (times its weight). A paw whose dog never puts it
+down has no planted height to hold: the down share (paws_down) is what brings it down.
 """
 
 from __future__ import annotations
@@ -75,6 +84,8 @@ HEIGHT_ALLOWANCE_CM = 0.5
 DOWN_SOFTNESS_CM = 0.5  # a paw 0.5 cm above 2.5 counts 0.27 down, 0.5 cm below 0.73
 DOWN_SHARE_ALLOWANCE = 0.05  # of the steps: a paw may be down this much less than the mocap's
 DOWN_SHARE_COST_CM = 10.0  # a whole share of steps short costs as a paw 10 cm off its height
+# A planted paw may sit this much higher than the mocap's on average for free (cm).
+PLANTED_ALLOWANCE_CM = 0.2
 MIN_REFERENCE_SKATING_CM = 0.01  # relative skating: a mocap bin that hardly skates counts as this
 CHUNK_ROWS = 8192  # the mocap's rows at a time through the shown pose (memory, not results)
 
@@ -98,20 +109,30 @@ def lift_cm(height_cm: torch.Tensor) -> torch.Tensor:
     return (height_cm - SKATING_HEIGHT_CM).clamp(min=0)
 
 
+def planted_height_cm(height_cm: torch.Tensor) -> torch.Tensor:
+    """(..., 4) each paw's mean height over its steps down (weighed by soft_down) from
+    heights (..., steps, 4) (cm): where its dog holds it while planted."""
+    down = soft_down(height_cm)
+    return (height_cm * down).sum(-2) / down.sum(-2).clamp(min=1e-6)
+
+
 def skating_by_speed(
     x_raw: torch.Tensor, y_raw: torch.Tensor, action: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The mocap's reference from its rows: (speed bin centres m/s (S,), (S, 17): in each bin
     the mean skating of the shown paws (cm/frame, over the paws), each paw's mean height (cm),
-    each paw's share of steps down (soft_down), each paw's mean lift (lift_cm) and each paw's
-    mean squared lift (cm^2)) over the frames asked to move: (S, 17)."""
+    each paw's share of steps down (soft_down), each paw's mean lift (lift_cm), each paw's
+    mean squared lift (cm^2) and each paw's mean of its height times how far it is down
+    (cm; over the share down, its planted height: planted_height_cm)) over the frames asked
+    to move: (S, 21)."""
     values = []
     with torch.no_grad():
         for start in range(0, len(x_raw), CHUNK_ROWS):
             rows = slice(start, start + CHUNK_ROWS)
             skating, height = shown_skating_and_height_cm(x_raw[rows], y_raw[rows])
             lift = lift_cm(height)
-            columns = [skating.mean(1, keepdim=True), height, soft_down(height), lift, lift**2]
+            down = soft_down(height)
+            columns = [skating.mean(1, keepdim=True), height, down, lift, lift**2, height * down]
             values.append(torch.cat(columns, 1).numpy())
     return by_speed(
         np.concatenate(values), y_raw, action, "--moving-skating-weight", "the paws' skating"
@@ -129,6 +150,7 @@ def moving_skating_loss(
     paws_swing: bool = False,
     swing_below_mps: float = 0.0,
     asked_mps: torch.Tensor | None = None,
+    paws_planted: float = 0.0,
 ) -> torch.Tensor:
     """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 17)
     (skating_by_speed's at each dog's speed; only the columns the options read are needed):
@@ -143,7 +165,9 @@ def moving_skating_loss(
     HEIGHT_ALLOWANCE_CM (cm, averaged over paws), times the weight; `paws_swing`: plus each
     paw's root mean square lift short of the reference's by more than HEIGHT_ALLOWANCE_CM (cm,
     averaged over paws), only for the dogs asked (asked_mps, (dogs,)) under `swing_below_mps`
-    where that is above 0."""
+    where that is above 0; `paws_planted` (a weight, 0: off): plus each paw's planted height
+    (planted_height_cm) beyond the reference's (its columns 17-21 over 5-9) by more than
+    PLANTED_ALLOWANCE_CM (cm, averaged over paws), times the weight."""
     dogs = len(reference)
     if dogs == 0:
         return y_raw.new_zeros(())
@@ -170,6 +194,10 @@ def moving_skating_loss(
                 raise ValueError("swing_below_mps: needs each dog's asked speed (asked_mps)")
             short_cm = short_cm * (asked_mps < swing_below_mps).to(short_cm.dtype)[:, None]
         height_excess = height_excess + short_cm.mean(1)
+    if paws_planted:
+        mocap_cm = reference[:, 17:21] / reference[:, 5:9].clamp(min=1e-6)
+        above_cm = (planted_height_cm(height) - mocap_cm - PLANTED_ALLOWANCE_CM).clamp(min=0)
+        height_excess = height_excess + paws_planted * above_cm.mean(1)
     return (skating_excess + height_excess).mean()
 
 
@@ -202,7 +230,9 @@ def main(argv=None) -> None:
                 f"({reference[dogs, 5:9].mean():.0%}), lift {lift_cm(height[dogs]).mean():.2f} "
                 f"cm ({reference[dogs, 9:13].mean():.2f}), root mean square lift "
                 f"{lift_cm(height[dogs]).square().mean().sqrt():.2f} cm "
-                f"({reference[dogs, 13:17].mean().sqrt():.2f})"
+                f"({reference[dogs, 13:17].mean().sqrt():.2f}), planted "
+                f"{planted_height_cm(height[dogs]).mean():.2f} cm "
+                f"({(reference[dogs, 17:21] / reference[dogs, 5:9]).mean():.2f})"
             )
 
 
