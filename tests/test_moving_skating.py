@@ -16,9 +16,11 @@ from canis.training.moving_skating import (
     lift_cm,
     moving_skating_loss,
     planted_height_cm,
+    shown_paw_steps,
     shown_skating_and_height_cm,
     skating_by_speed,
     soft_down,
+    soft_planted,
 )
 from test_replay_skating import Y_HIPS, Y_HIPS_VELOCITY, _steps
 
@@ -46,7 +48,7 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
         skating_by_speed(x, y, action)
     monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 40)
     centres, paws = skating_by_speed(x, y, action)
-    assert paws.shape == (2, 21)
+    assert paws.shape == (2, 25)
     np.testing.assert_allclose(paws[:, 0], expected, rtol=1e-5)
     np.testing.assert_allclose(paws[0, 1:5], height_cm[:40].mean(0), rtol=1e-5)
     np.testing.assert_allclose(paws[0, 5:9], soft_down(height_cm[:40]).mean(0), rtol=1e-5)
@@ -57,6 +59,11 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
     np.testing.assert_allclose(
         paws[0, 17:21] / paws[0, 5:9], planted_height_cm(height_cm[:40]), rtol=1e-5
     )
+    # The share planted: down and still in the world, less for the dog sliding faster.
+    _, _, speed_mps = shown_paw_steps(x, y)
+    planted = soft_planted(height_cm[:40], speed_mps[:40]).mean(0)
+    np.testing.assert_allclose(paws[0, 21:25], planted, rtol=1e-5, atol=1e-6)
+    assert (planted > 0.5).all() and (paws[1, 21:25] < 0.05).all()
     # Rows not asked to move are left out: counted, the slow bin would move.
     action[:10] = MOVE + 1
     monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 30)
@@ -135,11 +142,12 @@ def test_paws_held_down_as_often_as_the_mocaps():
 
 
 def _reference(skating_cm: torch.Tensor, height_cm: torch.Tensor) -> torch.Tensor:
-    """(2, 21) skating_by_speed's columns over each of two dogs of 4 rows, as its bins take
-    them."""
+    """(2, 25) skating_by_speed's columns over each of two dogs of 4 rows, as its bins take
+    them, their paws still."""
     lift, down = lift_cm(height_cm), soft_down(height_cm)
+    planted = soft_planted(height_cm, torch.zeros_like(height_cm))
     columns = [skating_cm.mean(1, keepdim=True), height_cm, down, lift, lift**2, height_cm * down]
-    return torch.cat(columns, 1).reshape(2, 4, 21).mean(1)
+    return torch.cat([*columns, planted], 1).reshape(2, 4, 25).mean(1)
 
 
 def _stepping_and_flattened():
@@ -264,6 +272,37 @@ def test_planted_paws_held_down_to_the_mocaps():
     lower = stepping.clone()
     lower[:, Y_HIPS[1]] -= 2 * 0.01  # planted lower than the mocap's: free
     assert moving_skating_loss(x, lower, reference, paws_planted=1.0).item() < 1e-6
+
+
+def test_paws_held_still_as_often_as_the_mocaps():
+    """--moving-paws-still: a dog whose paws slide along the ground at the contact speed and
+    more is down as often as the mocap's but never planted, and pays for it; the mocap's own
+    dog, standing on its paws between steps, does not."""
+    x, y = _steps(np.zeros(8), 0.0)  # 2 dogs of 4 rows, their paws at the ground, still
+    stepping = y.clone()  # a quarter of each dog's steps with its paws lifted 10 cm
+    stepping[[3, 7], Y_HIPS[1]] += 0.2  # shown 0.1 higher: the blend takes half
+    reference = _reference(*shown_skating_and_height_cm(x, stepping))
+    held = {"heights_both_ways": True, "paws_down": True}
+    assert moving_skating_loss(x, stepping, reference, paws_still=1.0, **held).item() < 1e-6
+    x_slide, sliding = _steps(np.full(8, 1.0), 0.0)  # every step 1 cm a frame: 0.6 m/s
+    sliding[[3, 7], Y_HIPS[1]] += 0.2  # lifted in the same steps
+    sliding.requires_grad_()
+    unheld = moving_skating_loss(x_slide, sliding, reference, skating_relative=True, **held)
+    loss = moving_skating_loss(
+        x_slide, sliding, reference, skating_relative=True, paws_still=1.0, **held
+    )
+    # Hardly ever still: each paw short of nearly the reference's whole share planted.
+    _, slide_cm, slide_mps = shown_paw_steps(x_slide, sliding.detach())
+    planted = soft_planted(slide_cm, slide_mps).reshape(2, 4, 4).mean(1)
+    assert (planted < 0.01).all()
+    short = reference[:, 21:25] - planted - DOWN_SHARE_ALLOWANCE
+    expected = DOWN_SHARE_COST_CM * short.clamp(min=0).mean()
+    assert expected > 3.0
+    np.testing.assert_allclose((loss - unheld).item(), expected.item(), rtol=1e-3)
+    weighed = moving_skating_loss(
+        x_slide, sliding, reference, skating_relative=True, paws_still=0.5, **held
+    )
+    np.testing.assert_allclose((weighed - unheld).item(), expected.item() / 2, rtol=1e-3)
 
 
 def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch, capsys):

@@ -322,6 +322,11 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--moving-paws-planted .*: must be a finite weight"):
             ClosedLoopConfig(moving_skating_weight=1, moving_paws_planted=bad)
+    loop = ClosedLoopConfig(moving_skating_weight=1, moving_paws_still=2.0)
+    assert "--moving-skating-weight 1 --moving-paws-still 2 " in _reproduce_line(loop) + " "
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="--moving-paws-still .*: must be a finite weight"):
+            ClosedLoopConfig(moving_skating_weight=1, moving_paws_still=bad)
     swing = ClosedLoopConfig(moving_skating_weight=1, moving_paws_swing=True)
     assert "--moving-skating-weight 1 --moving-paws-swing" in _reproduce_line(swing)
     assert "--moving-paws-swing-below-mps" not in _reproduce_line(swing)
@@ -333,7 +338,8 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
     with pytest.raises(ValueError, match="--moving-paws-swing-below-mps: needs --moving-paws-sw"):
         ClosedLoopConfig(moving_skating_weight=1, moving_paws_swing_below_mps=1.2)
     options = (
-        "moving_paws_down", "moving_skating_relative", "moving_paws_lift", "moving_paws_planted"
+        "moving_paws_down", "moving_skating_relative", "moving_paws_lift", "moving_paws_planted",
+        "moving_paws_still",
     )  # fmt: skip
     for option in (*options, "moving_paws_swing"):
         with pytest.raises(ValueError, match="needs --moving-skating-weight"):

@@ -201,6 +201,18 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "over the ground pays WEIGHT (default 1) per cm above",
     )
     finetune.add_argument(
+        "--moving-paws-still",
+        type=float,
+        nargs="?",
+        const=1.0,
+        default=0.0,
+        metavar="WEIGHT",
+        help="the moving-skating term holds each paw planted (down and still in the world, "
+        "under the runtime's contact speed) as often as the mocap's at the dog's asked speed: "
+        "a paw that slides along the ground pays for the steps it does not stand, WEIGHT "
+        "(default 1) times --moving-paws-down's cost",
+    )
+    finetune.add_argument(
         "--moving-max-turn-degps",
         type=float,
         default=60.0,  # placed_speed.MAX_TURN_DEGPS, written out: the parser stays torch-free
@@ -483,6 +495,7 @@ def run_finetune(args) -> int:
         moving_skating_relative=args.moving_skating_relative,
         moving_paws_lift=args.moving_paws_lift,
         moving_paws_planted=args.moving_paws_planted,
+        moving_paws_still=args.moving_paws_still,
         replay_skating_weight=args.replay_skating_weight,
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,

@@ -142,6 +142,9 @@ class ClosedLoopConfig:
     # The moving-skating term holds each paw's mean height while down to the mocap's too,
     # this much per cm above (0: not held).
     moving_paws_planted: float = 0.0
+    # The moving-skating term holds each paw planted and still as often as the mocap's too,
+    # this much times the down share's cost (0: not held).
+    moving_paws_still: float = 0.0
     # The moving-skating term holds each paw's root mean square height above 2.5 cm up to the
     # mocap's too (how high it swings, which the means above cannot tell).
     moving_paws_swing: bool = False
@@ -285,6 +288,12 @@ class ClosedLoopConfig:
             )
         if self.moving_paws_planted and self.moving_skating_weight == 0:
             raise ValueError("--moving-paws-planted: needs --moving-skating-weight")
+        if not (np.isfinite(self.moving_paws_still) and self.moving_paws_still >= 0):
+            raise ValueError(
+                f"--moving-paws-still {self.moving_paws_still}: must be a finite weight >= 0"
+            )
+        if self.moving_paws_still and self.moving_skating_weight == 0:
+            raise ValueError("--moving-paws-still: needs --moving-skating-weight")
         if self.moving_gait_reference not in GAIT_REFERENCES:
             raise ValueError(
                 f"--moving-gait-reference {self.moving_gait_reference}: one of "
@@ -785,6 +794,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_skating_relative": False,
         "moving_paws_lift": 0.0,  # runs before it was a weight stored False/True: 0/1 alike
         "moving_paws_planted": 0.0,
+        "moving_paws_still": 0.0,
         "moving_paws_swing": False,
         "moving_paws_swing_below_mps": 0.0,
         "replay_skating_weight": 0.0,
@@ -1035,6 +1045,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 "skating_relative": loop.moving_skating_relative,
                 "paws_lift": loop.moving_paws_lift,
                 "paws_planted": loop.moving_paws_planted,
+                "paws_still": loop.moving_paws_still,
                 "paws_swing": loop.moving_paws_swing,
                 "swing_below_mps": loop.moving_paws_swing_below_mps,
             },

@@ -65,6 +65,15 @@ allows 2.0). With `paws_planted` (--moving-paws-planted) each paw's mean height 
 down (weighed by soft_down, so that it has a gradient) beyond the mocap's by more than
 PLANTED_ALLOWANCE_CM costs its excess in cm (times its weight). A paw whose dog never puts it
 down has no planted height to hold: the down share (paws_down) is what brings it down.
+
+Held lower, the hind paws slid lower: at the walk the networks' hind paws hang 1.9-2.8 cm
+over the ground (10th-90th percentiles; the mocap's 0.1-4.6) and move on the ground all the
+time, still (under the runtime's contact speed) in a quarter of the steps where the mocap's
+are in two thirds: they shuffle, under the measure's 2.5 cm where it weighs their sliding
+little. With `paws_still` (--moving-paws-still) each paw's share of steps planted (down, as
+soft_down counts it, and moving under runtime.ik.CONTACT_SPEED_MPS in the world, counted
+softly) short of the mocap's by more than DOWN_SHARE_ALLOWANCE costs DOWN_SHARE_COST_CM a
+share (times its weight): a paw cannot meet it without standing still, and so stepping.
 """
 
 from __future__ import annotations
@@ -72,6 +81,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from canis.runtime.features import PAW_ROWS
+from canis.runtime.ik import CONTACT_SPEED_MPS
 from canis.tools.motion_metrics import SKATING_HEIGHT_CM
 from canis.training.contact_loss import step_skating_cm, world_velocity_mps
 from canis.training.moving_legs import by_speed
@@ -86,17 +96,28 @@ DOWN_SHARE_ALLOWANCE = 0.05  # of the steps: a paw may be down this much less th
 DOWN_SHARE_COST_CM = 10.0  # a whole share of steps short costs as a paw 10 cm off its height
 # A planted paw may sit this much higher than the mocap's on average for free (cm).
 PLANTED_ALLOWANCE_CM = 0.2
+STILL_SOFTNESS_MPS = 0.05  # a paw 0.05 m/s over the contact speed counts 0.27 still
 MIN_REFERENCE_SKATING_CM = 0.01  # relative skating: a mocap bin that hardly skates counts as this
 CHUNK_ROWS = 8192  # the mocap's rows at a time through the shown pose (memory, not results)
+
+
+def shown_paw_steps(
+    x_raw: torch.Tensor, y_raw: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(B, 4) each shown paw's skating over the step (cm/frame), its height after it (cm) and
+    its horizontal world speed over it (m/s)."""
+    before, after = shown_step_m(x_raw, y_raw, PAW_ROWS)
+    velocity = world_velocity_mps(before, after, y_raw)
+    speed = velocity[..., [0, 2]].norm(dim=-1)
+    return step_skating_cm(velocity, after), after[..., 1] * 100.0, speed
 
 
 def shown_skating_and_height_cm(
     x_raw: torch.Tensor, y_raw: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, 4) each shown paw's skating over the step (cm/frame) and its height after it (cm)."""
-    before, after = shown_step_m(x_raw, y_raw, PAW_ROWS)
-    skating = step_skating_cm(world_velocity_mps(before, after, y_raw), after)
-    return skating, after[..., 1] * 100.0
+    skating, height, _ = shown_paw_steps(x_raw, y_raw)
+    return skating, height
 
 
 def soft_down(height_cm: torch.Tensor) -> torch.Tensor:
@@ -107,6 +128,13 @@ def soft_down(height_cm: torch.Tensor) -> torch.Tensor:
 def lift_cm(height_cm: torch.Tensor) -> torch.Tensor:
     """Each paw's height above the measure's 2.5 cm (0 under it): where a step shows."""
     return (height_cm - SKATING_HEIGHT_CM).clamp(min=0)
+
+
+def soft_planted(height_cm: torch.Tensor, speed_mps: torch.Tensor) -> torch.Tensor:
+    """How far each paw counts as planted (0-1): down (soft_down) and still, its world speed
+    under the runtime's contact speed (softly, STILL_SOFTNESS_MPS)."""
+    still = torch.sigmoid((CONTACT_SPEED_MPS - speed_mps) / STILL_SOFTNESS_MPS)
+    return soft_down(height_cm) * still
 
 
 def planted_height_cm(height_cm: torch.Tensor) -> torch.Tensor:
@@ -122,17 +150,20 @@ def skating_by_speed(
     """The mocap's reference from its rows: (speed bin centres m/s (S,), (S, 17): in each bin
     the mean skating of the shown paws (cm/frame, over the paws), each paw's mean height (cm),
     each paw's share of steps down (soft_down), each paw's mean lift (lift_cm), each paw's
-    mean squared lift (cm^2) and each paw's mean of its height times how far it is down
-    (cm; over the share down, its planted height: planted_height_cm)) over the frames asked
-    to move: (S, 21)."""
+    mean squared lift (cm^2), each paw's mean of its height times how far it is down (cm;
+    over the share down, its planted height: planted_height_cm) and each paw's share of steps
+    planted (soft_planted)) over the frames asked to move: (S, 25)."""
     values = []
     with torch.no_grad():
         for start in range(0, len(x_raw), CHUNK_ROWS):
             rows = slice(start, start + CHUNK_ROWS)
-            skating, height = shown_skating_and_height_cm(x_raw[rows], y_raw[rows])
+            skating, height, speed = shown_paw_steps(x_raw[rows], y_raw[rows])
             lift = lift_cm(height)
             down = soft_down(height)
-            columns = [skating.mean(1, keepdim=True), height, down, lift, lift**2, height * down]
+            columns = [
+                skating.mean(1, keepdim=True), height, down, lift, lift**2, height * down,
+                soft_planted(height, speed),
+            ]  # fmt: skip
             values.append(torch.cat(columns, 1).numpy())
     return by_speed(
         np.concatenate(values), y_raw, action, "--moving-skating-weight", "the paws' skating"
@@ -151,6 +182,7 @@ def moving_skating_loss(
     swing_below_mps: float = 0.0,
     asked_mps: torch.Tensor | None = None,
     paws_planted: float = 0.0,
+    paws_still: float = 0.0,
 ) -> torch.Tensor:
     """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 17)
     (skating_by_speed's at each dog's speed; only the columns the options read are needed):
@@ -167,11 +199,14 @@ def moving_skating_loss(
     averaged over paws), only for the dogs asked (asked_mps, (dogs,)) under `swing_below_mps`
     where that is above 0; `paws_planted` (a weight, 0: off): plus each paw's planted height
     (planted_height_cm) beyond the reference's (its columns 17-21 over 5-9) by more than
-    PLANTED_ALLOWANCE_CM (cm, averaged over paws), times the weight."""
+    PLANTED_ALLOWANCE_CM (cm, averaged over paws), times the weight; `paws_still` (a weight,
+    0: off): plus each paw's share of steps planted (soft_planted) short of the reference's
+    (its columns 21-25) by more than DOWN_SHARE_ALLOWANCE, DOWN_SHARE_COST_CM a share
+    (averaged over paws), times the weight."""
     dogs = len(reference)
     if dogs == 0:
         return y_raw.new_zeros(())
-    skating, height = (v.reshape(dogs, -1, 4) for v in shown_skating_and_height_cm(x_raw, y_raw))
+    skating, height, speed = (v.reshape(dogs, -1, 4) for v in shown_paw_steps(x_raw, y_raw))
     skating_excess = (skating.mean((1, 2)) - reference[:, 0]).clamp(min=0)
     if skating_relative:
         skating_excess = skating_excess / reference[:, 0].clamp(min=MIN_REFERENCE_SKATING_CM)
@@ -198,6 +233,10 @@ def moving_skating_loss(
         mocap_cm = reference[:, 17:21] / reference[:, 5:9].clamp(min=1e-6)
         above_cm = (planted_height_cm(height) - mocap_cm - PLANTED_ALLOWANCE_CM).clamp(min=0)
         height_excess = height_excess + paws_planted * above_cm.mean(1)
+    if paws_still:
+        planted = soft_planted(height, speed).mean(1)
+        short = (reference[:, 21:25] - planted - DOWN_SHARE_ALLOWANCE).clamp(min=0)
+        height_excess = height_excess + paws_still * DOWN_SHARE_COST_CM * short.mean(1)
     return (skating_excess + height_excess).mean()
 
 
@@ -216,9 +255,8 @@ def main(argv=None) -> None:
         reference = torch.as_tensor(reference_at(centres, paws, asked), dtype=torch.float32)
         with torch.no_grad():
             term = moving_skating_loss(x, y, reference)
-            skating, height = (
-                v.reshape(args.dogs, -1, 4) for v in shown_skating_and_height_cm(x, y)
-            )
+            skating, height, speed = (v.reshape(args.dogs, -1, 4) for v in shown_paw_steps(x, y))
+            planted = soft_planted(height, speed)
         print(f"{model}: term {term.item():.4f}")
         for lo, hi, dogs in speed_bands(asked):
             print(
@@ -232,7 +270,10 @@ def main(argv=None) -> None:
                 f"{lift_cm(height[dogs]).square().mean().sqrt():.2f} cm "
                 f"({reference[dogs, 13:17].mean().sqrt():.2f}), planted "
                 f"{planted_height_cm(height[dogs]).mean():.2f} cm "
-                f"({(reference[dogs, 17:21] / reference[dogs, 5:9]).mean():.2f})"
+                f"({(reference[dogs, 17:21] / reference[dogs, 5:9]).mean():.2f}), planted and "
+                f"still (front, hind) {planted[dogs][..., :2].mean():.0%}, "
+                f"{planted[dogs][..., 2:].mean():.0%} of steps ({reference[dogs, 21:23].mean():.0%}"
+                f", {reference[dogs, 23:25].mean():.0%})"
             )
 
 
