@@ -381,6 +381,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
     if loop.get("moving_paws_still"):
         still = float(loop["moving_paws_still"])
         later += " --moving-paws-still" + ("" if still == 1 else f" {still:g}")
+    if loop.get("moving_paws_still_predicted"):
+        later += " --moving-paws-still-predicted"
     if loop.get("moving_paws_swing"):
         later += " --moving-paws-swing"
     if loop.get("moving_paws_swing_below_mps"):

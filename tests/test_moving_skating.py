@@ -6,7 +6,7 @@ card names it."""
 import numpy as np
 import pytest
 import torch
-from canis.runtime.features import OUTPUT
+from canis.runtime.features import OUTPUT, PAW_ROWS
 from canis.training.moving_legs import MOVE, reference_at
 from canis.training.moving_skating import (
     DOWN_SHARE_ALLOWANCE,
@@ -48,7 +48,7 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
         skating_by_speed(x, y, action)
     monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 40)
     centres, paws = skating_by_speed(x, y, action)
-    assert paws.shape == (2, 25)
+    assert paws.shape == (2, 29)
     np.testing.assert_allclose(paws[:, 0], expected, rtol=1e-5)
     np.testing.assert_allclose(paws[0, 1:5], height_cm[:40].mean(0), rtol=1e-5)
     np.testing.assert_allclose(paws[0, 5:9], soft_down(height_cm[:40]).mean(0), rtol=1e-5)
@@ -64,6 +64,8 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
     planted = soft_planted(height_cm[:40], speed_mps[:40]).mean(0)
     np.testing.assert_allclose(paws[0, 21:25], planted, rtol=1e-5, atol=1e-6)
     assert (planted > 0.5).all() and (paws[1, 21:25] < 0.05).all()
+    # ... and with the predicted velocity still too: _steps predicts the paws none (soft: 0.999).
+    np.testing.assert_allclose(paws[0, 25:29], planted, rtol=2e-3)
     # Rows not asked to move are left out: counted, the slow bin would move.
     action[:10] = MOVE + 1
     monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 30)
@@ -142,12 +144,12 @@ def test_paws_held_down_as_often_as_the_mocaps():
 
 
 def _reference(skating_cm: torch.Tensor, height_cm: torch.Tensor) -> torch.Tensor:
-    """(2, 25) skating_by_speed's columns over each of two dogs of 4 rows, as its bins take
-    them, their paws still."""
+    """(2, 29) skating_by_speed's columns over each of two dogs of 4 rows, as its bins take
+    them, their paws still, in their shown motion and their predicted velocities."""
     lift, down = lift_cm(height_cm), soft_down(height_cm)
     planted = soft_planted(height_cm, torch.zeros_like(height_cm))
     columns = [skating_cm.mean(1, keepdim=True), height_cm, down, lift, lift**2, height_cm * down]
-    return torch.cat([*columns, planted], 1).reshape(2, 4, 25).mean(1)
+    return torch.cat([*columns, planted, planted], 1).reshape(2, 4, 29).mean(1)
 
 
 def _stepping_and_flattened():
@@ -303,6 +305,25 @@ def test_paws_held_still_as_often_as_the_mocaps():
         x_slide, sliding, reference, skating_relative=True, paws_still=0.5, **held
     )
     np.testing.assert_allclose((weighed - unheld).item(), expected.item() / 2, rtol=1e-3)
+
+
+def test_paws_still_in_their_predicted_velocities_as_the_runtime_reads_them():
+    """--moving-paws-still-predicted: a dog whose shown paws stand as the mocap's, but whose
+    predicted paw velocities run at 1 m/s (from which the runtime tells contacts), meets
+    --moving-paws-still and pays with the predicted velocities counted."""
+    x, y = _steps(np.zeros(8), 0.0)  # 2 dogs of 4 rows, their paws at the ground, still
+    stepping = y.clone()
+    stepping[[3, 7], Y_HIPS[1]] += 0.2  # a quarter of the steps lifted
+    reference = _reference(*shown_skating_and_height_cm(x, stepping))
+    claimed = stepping.clone()  # the same motion, its paws' velocities predicted moving
+    paw_velocities = OUTPUT.field(np.arange(OUTPUT.size), "joints", "velocity")[list(PAW_ROWS)]
+    claimed[:, paw_velocities[:, 2]] = 1.0
+    assert moving_skating_loss(x, claimed, reference, paws_still=1.0).item() < 1e-6
+    assert moving_skating_loss(x, stepping, reference, paws_still=1.0, still_predicted=True) < 1e-6
+    loss = moving_skating_loss(x, claimed, reference, paws_still=1.0, still_predicted=True)
+    expected = DOWN_SHARE_COST_CM * (reference[:, 25:29] - DOWN_SHARE_ALLOWANCE).mean()
+    np.testing.assert_allclose(loss.item(), expected.item(), rtol=1e-3)
+    assert loss.item() > 3.0
 
 
 def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch, capsys):

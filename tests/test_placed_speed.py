@@ -327,6 +327,10 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--moving-paws-still .*: must be a finite weight"):
             ClosedLoopConfig(moving_skating_weight=1, moving_paws_still=bad)
+    predicted = replace(loop, moving_paws_still_predicted=True)
+    assert "--moving-paws-still 2 --moving-paws-still-predicted" in _reproduce_line(predicted)
+    with pytest.raises(ValueError, match="--moving-paws-still-predicted: needs --moving-paws-st"):
+        ClosedLoopConfig(moving_skating_weight=1, moving_paws_still_predicted=True)
     swing = ClosedLoopConfig(moving_skating_weight=1, moving_paws_swing=True)
     assert "--moving-skating-weight 1 --moving-paws-swing" in _reproduce_line(swing)
     assert "--moving-paws-swing-below-mps" not in _reproduce_line(swing)

@@ -213,6 +213,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "(default 1) times --moving-paws-down's cost",
     )
     finetune.add_argument(
+        "--moving-paws-still-predicted",
+        action="store_true",
+        help="--moving-paws-still counts a paw as planted only when its predicted velocity, "
+        "from which the runtime tells its contacts, is under the contact speed too",
+    )
+    finetune.add_argument(
         "--moving-max-turn-degps",
         type=float,
         default=60.0,  # placed_speed.MAX_TURN_DEGPS, written out: the parser stays torch-free
@@ -496,6 +502,7 @@ def run_finetune(args) -> int:
         moving_paws_lift=args.moving_paws_lift,
         moving_paws_planted=args.moving_paws_planted,
         moving_paws_still=args.moving_paws_still,
+        moving_paws_still_predicted=args.moving_paws_still_predicted,
         replay_skating_weight=args.replay_skating_weight,
         bone_weight=args.bone_weight,
         bone_positions_only=args.bone_positions_only,

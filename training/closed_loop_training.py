@@ -145,6 +145,8 @@ class ClosedLoopConfig:
     # The moving-skating term holds each paw planted and still as often as the mocap's too,
     # this much times the down share's cost (0: not held).
     moving_paws_still: float = 0.0
+    # ... a paw planted only with its predicted velocity still too (the runtime's contacts).
+    moving_paws_still_predicted: bool = False
     # The moving-skating term holds each paw's root mean square height above 2.5 cm up to the
     # mocap's too (how high it swings, which the means above cannot tell).
     moving_paws_swing: bool = False
@@ -294,6 +296,8 @@ class ClosedLoopConfig:
             )
         if self.moving_paws_still and self.moving_skating_weight == 0:
             raise ValueError("--moving-paws-still: needs --moving-skating-weight")
+        if self.moving_paws_still_predicted and not self.moving_paws_still:
+            raise ValueError("--moving-paws-still-predicted: needs --moving-paws-still")
         if self.moving_gait_reference not in GAIT_REFERENCES:
             raise ValueError(
                 f"--moving-gait-reference {self.moving_gait_reference}: one of "
@@ -795,6 +799,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_paws_lift": 0.0,  # runs before it was a weight stored False/True: 0/1 alike
         "moving_paws_planted": 0.0,
         "moving_paws_still": 0.0,
+        "moving_paws_still_predicted": False,
         "moving_paws_swing": False,
         "moving_paws_swing_below_mps": 0.0,
         "replay_skating_weight": 0.0,
@@ -1046,6 +1051,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 "paws_lift": loop.moving_paws_lift,
                 "paws_planted": loop.moving_paws_planted,
                 "paws_still": loop.moving_paws_still,
+                "still_predicted": loop.moving_paws_still_predicted,
                 "paws_swing": loop.moving_paws_swing,
                 "swing_below_mps": loop.moving_paws_swing_below_mps,
             },

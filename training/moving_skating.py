@@ -74,16 +74,24 @@ little. With `paws_still` (--moving-paws-still) each paw's share of steps plante
 soft_down counts it, and moving under runtime.ik.CONTACT_SPEED_MPS in the world, counted
 softly) short of the mocap's by more than DOWN_SHARE_ALLOWANCE costs DOWN_SHARE_COST_CM a
 share (times its weight): a paw cannot meet it without standing still, and so stepping.
+
+The runtime does not see that motion: it calls a paw planted by the network's predicted
+velocity (runtime.ik.estimate_contacts), and in the closed loop the networks predict their
+hind paws moving forward at about twice the dog's speed, never under the contact speed (one
+step from the mocap's inputs they predict the mocap's), so the foot lock never holds a hind
+paw. With `still_predicted` (--moving-paws-still-predicted) a paw counts as planted only
+when its predicted velocity is still too (softly, as the shown motion), against the mocap's
+share so counted (its velocities are its motion).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-from canis.runtime.features import PAW_ROWS
+from canis.runtime.features import OUTPUT, PAW_ROWS
 from canis.runtime.ik import CONTACT_SPEED_MPS
 from canis.tools.motion_metrics import SKATING_HEIGHT_CM
-from canis.training.contact_loss import step_skating_cm, world_velocity_mps
+from canis.training.contact_loss import _field, step_skating_cm, world_velocity_mps
 from canis.training.moving_legs import by_speed
 from canis.training.shown_pose import shown_step_m
 
@@ -130,11 +138,21 @@ def lift_cm(height_cm: torch.Tensor) -> torch.Tensor:
     return (height_cm - SKATING_HEIGHT_CM).clamp(min=0)
 
 
+def soft_still(speed_mps: torch.Tensor) -> torch.Tensor:
+    """How far each paw counts as still (0-1) at its horizontal speed: 1/2 at the runtime's
+    contact speed."""
+    return torch.sigmoid((CONTACT_SPEED_MPS - speed_mps) / STILL_SOFTNESS_MPS)
+
+
 def soft_planted(height_cm: torch.Tensor, speed_mps: torch.Tensor) -> torch.Tensor:
-    """How far each paw counts as planted (0-1): down (soft_down) and still, its world speed
-    under the runtime's contact speed (softly, STILL_SOFTNESS_MPS)."""
-    still = torch.sigmoid((CONTACT_SPEED_MPS - speed_mps) / STILL_SOFTNESS_MPS)
-    return soft_down(height_cm) * still
+    """How far each paw counts as planted (0-1): down (soft_down) and still (soft_still) in
+    its world motion."""
+    return soft_down(height_cm) * soft_still(speed_mps)
+
+
+def predicted_paw_speed_mps(y_raw: torch.Tensor) -> torch.Tensor:
+    """(B, 4) each paw's predicted horizontal speed, which the runtime's contacts read."""
+    return _field(OUTPUT, y_raw, "joints", "velocity", PAW_ROWS)[..., [0, 2]].norm(dim=-1)
 
 
 def planted_height_cm(height_cm: torch.Tensor) -> torch.Tensor:
@@ -151,8 +169,9 @@ def skating_by_speed(
     the mean skating of the shown paws (cm/frame, over the paws), each paw's mean height (cm),
     each paw's share of steps down (soft_down), each paw's mean lift (lift_cm), each paw's
     mean squared lift (cm^2), each paw's mean of its height times how far it is down (cm;
-    over the share down, its planted height: planted_height_cm) and each paw's share of steps
-    planted (soft_planted)) over the frames asked to move: (S, 25)."""
+    over the share down, its planted height: planted_height_cm), each paw's share of steps
+    planted (soft_planted) and that share with the predicted velocity still too) over the
+    frames asked to move: (S, 29)."""
     values = []
     with torch.no_grad():
         for start in range(0, len(x_raw), CHUNK_ROWS):
@@ -160,9 +179,11 @@ def skating_by_speed(
             skating, height, speed = shown_paw_steps(x_raw[rows], y_raw[rows])
             lift = lift_cm(height)
             down = soft_down(height)
+            planted = soft_planted(height, speed)
+            predicted_still = soft_still(predicted_paw_speed_mps(y_raw[rows]))
             columns = [
                 skating.mean(1, keepdim=True), height, down, lift, lift**2, height * down,
-                soft_planted(height, speed),
+                planted, planted * predicted_still,
             ]  # fmt: skip
             values.append(torch.cat(columns, 1).numpy())
     return by_speed(
@@ -183,6 +204,7 @@ def moving_skating_loss(
     asked_mps: torch.Tensor | None = None,
     paws_planted: float = 0.0,
     paws_still: float = 0.0,
+    still_predicted: bool = False,
 ) -> torch.Tensor:
     """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 17)
     (skating_by_speed's at each dog's speed; only the columns the options read are needed):
@@ -202,7 +224,9 @@ def moving_skating_loss(
     PLANTED_ALLOWANCE_CM (cm, averaged over paws), times the weight; `paws_still` (a weight,
     0: off): plus each paw's share of steps planted (soft_planted) short of the reference's
     (its columns 21-25) by more than DOWN_SHARE_ALLOWANCE, DOWN_SHARE_COST_CM a share
-    (averaged over paws), times the weight."""
+    (averaged over paws), times the weight; with `still_predicted` a paw counts as planted
+    only with its predicted velocity still too (predicted_paw_speed_mps), against the
+    reference's columns 25-29."""
     dogs = len(reference)
     if dogs == 0:
         return y_raw.new_zeros(())
@@ -234,8 +258,12 @@ def moving_skating_loss(
         above_cm = (planted_height_cm(height) - mocap_cm - PLANTED_ALLOWANCE_CM).clamp(min=0)
         height_excess = height_excess + paws_planted * above_cm.mean(1)
     if paws_still:
-        planted = soft_planted(height, speed).mean(1)
-        short = (reference[:, 21:25] - planted - DOWN_SHARE_ALLOWANCE).clamp(min=0)
+        planted = soft_planted(height, speed)
+        columns = slice(21, 25)
+        if still_predicted:
+            predicted = predicted_paw_speed_mps(y_raw).reshape(dogs, -1, 4)
+            planted, columns = planted * soft_still(predicted), slice(25, 29)
+        short = (reference[:, columns] - planted.mean(1) - DOWN_SHARE_ALLOWANCE).clamp(min=0)
         height_excess = height_excess + paws_still * DOWN_SHARE_COST_CM * short.mean(1)
     return (skating_excess + height_excess).mean()
 
@@ -257,6 +285,7 @@ def main(argv=None) -> None:
             term = moving_skating_loss(x, y, reference)
             skating, height, speed = (v.reshape(args.dogs, -1, 4) for v in shown_paw_steps(x, y))
             planted = soft_planted(height, speed)
+            runtime = planted * soft_still(predicted_paw_speed_mps(y).reshape(args.dogs, -1, 4))
         print(f"{model}: term {term.item():.4f}")
         for lo, hi, dogs in speed_bands(asked):
             print(
@@ -273,7 +302,9 @@ def main(argv=None) -> None:
                 f"({(reference[dogs, 17:21] / reference[dogs, 5:9]).mean():.2f}), planted and "
                 f"still (front, hind) {planted[dogs][..., :2].mean():.0%}, "
                 f"{planted[dogs][..., 2:].mean():.0%} of steps ({reference[dogs, 21:23].mean():.0%}"
-                f", {reference[dogs, 23:25].mean():.0%})"
+                f", {reference[dogs, 23:25].mean():.0%}); with the predicted velocity still "
+                f"{runtime[dogs][..., :2].mean():.0%}, {runtime[dogs][..., 2:].mean():.0%} "
+                f"({reference[dogs, 25:27].mean():.0%}, {reference[dogs, 27:29].mean():.0%})"
             )
 
 
