@@ -133,6 +133,8 @@ def test_headless_script_run_on_hills(tiny_model, tmp_path):
     # Headless, nothing is drawn: no empty "render" stage is timed in every frame.
     assert "render" not in summary["frame_time"]["stages"]
     assert summary["paw_penetration_cm"]["mean"] >= 0
+    by_paw = summary["contact_share_by_paw"]  # DOG_LEG_GROUPS' four paws, their mean the share
+    assert len(by_paw) == 4 and np.isclose(np.mean(by_paw), summary["contact_share"])
     recorded = np.load(tmp_path / "poses.npz")
     assert recorded["positions"].shape == (120, 27, 3)
     assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]

@@ -278,7 +278,10 @@ def run_headless(args) -> int:
         f"{timing['other']['p50_ms']:.2f} ms; "
         f"mean speed {summary['mean_speed_mps']:.2f} m/s; penetration "
         f"{summary['paw_penetration_cm']['mean']:.2f} cm, floating in contact "
-        f"{summary['paw_floating_in_contact_cm']['mean']:.2f} cm; skating "
+        f"{summary['paw_floating_in_contact_cm']['mean']:.2f} cm; paws planted (front left, "
+        f"front right, back left, back right) "
+        f"{' / '.join(f'{share:.0%}' for share in summary['contact_share_by_paw'])} of frames; "
+        "skating "
         f"{summary['foot_skating_cm_per_frame']['all_legs']:.3f} cm/frame; non-finite "
         f"frames {summary['non_finite_frames']}"
     )

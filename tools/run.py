@@ -425,6 +425,9 @@ def run(
             "mean": float(floating.mean() * 100) if floating.size else 0.0
         },
         "contact_share": float(contacts.mean()),
+        # Per paw, DOG_LEG_GROUPS' order (front left, front right, back left, back right):
+        # the foot lock holds only paws the runtime calls planted.
+        "contact_share_by_paw": [float(share) for share in contacts.mean(axis=0)],
         "foot_skating_cm_per_frame": {
             "all_legs": float(skating.mean()),
             "back_legs": float(skating[:, 2:].mean()),
