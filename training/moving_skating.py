@@ -285,7 +285,8 @@ def main(argv=None) -> None:
             term = moving_skating_loss(x, y, reference)
             skating, height, speed = (v.reshape(args.dogs, -1, 4) for v in shown_paw_steps(x, y))
             planted = soft_planted(height, speed)
-            runtime = planted * soft_still(predicted_paw_speed_mps(y).reshape(args.dogs, -1, 4))
+            predicted_mps = predicted_paw_speed_mps(y).reshape(args.dogs, -1, 4)
+            runtime = planted * soft_still(predicted_mps)
         print(f"{model}: term {term.item():.4f}")
         for lo, hi, dogs in speed_bands(asked):
             print(
@@ -304,7 +305,9 @@ def main(argv=None) -> None:
                 f"{planted[dogs][..., 2:].mean():.0%} of steps ({reference[dogs, 21:23].mean():.0%}"
                 f", {reference[dogs, 23:25].mean():.0%}); with the predicted velocity still "
                 f"{runtime[dogs][..., :2].mean():.0%}, {runtime[dogs][..., 2:].mean():.0%} "
-                f"({reference[dogs, 25:27].mean():.0%}, {reference[dogs, 27:29].mean():.0%})"
+                f"({reference[dogs, 25:27].mean():.0%}, {reference[dogs, 27:29].mean():.0%}); "
+                f"predicted paw speed (front, hind) {predicted_mps[dogs][..., :2].mean():.2f}, "
+                f"{predicted_mps[dogs][..., 2:].mean():.2f} m/s"
             )
 
 
