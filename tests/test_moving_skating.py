@@ -48,7 +48,7 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
         skating_by_speed(x, y, action)
     monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 40)
     centres, paws = skating_by_speed(x, y, action)
-    assert paws.shape == (2, 29)
+    assert paws.shape == (2, 33)
     np.testing.assert_allclose(paws[:, 0], expected, rtol=1e-5)
     np.testing.assert_allclose(paws[0, 1:5], height_cm[:40].mean(0), rtol=1e-5)
     np.testing.assert_allclose(paws[0, 5:9], soft_down(height_cm[:40]).mean(0), rtol=1e-5)
@@ -66,6 +66,7 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
     assert (planted > 0.5).all() and (paws[1, 21:25] < 0.05).all()
     # ... and with the predicted velocity still too: _steps predicts the paws none (soft: 0.999).
     np.testing.assert_allclose(paws[0, 25:29], planted, rtol=2e-3)
+    assert (paws[:, 29:33] == 0).all()  # the paws' predicted speeds: _steps predicts none
     # Rows not asked to move are left out: counted, the slow bin would move.
     action[:10] = MOVE + 1
     monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 30)
@@ -144,12 +145,13 @@ def test_paws_held_down_as_often_as_the_mocaps():
 
 
 def _reference(skating_cm: torch.Tensor, height_cm: torch.Tensor) -> torch.Tensor:
-    """(2, 29) skating_by_speed's columns over each of two dogs of 4 rows, as its bins take
+    """(2, 33) skating_by_speed's columns over each of two dogs of 4 rows, as its bins take
     them, their paws still, in their shown motion and their predicted velocities."""
     lift, down = lift_cm(height_cm), soft_down(height_cm)
     planted = soft_planted(height_cm, torch.zeros_like(height_cm))
     columns = [skating_cm.mean(1, keepdim=True), height_cm, down, lift, lift**2, height_cm * down]
-    return torch.cat([*columns, planted, planted], 1).reshape(2, 4, 29).mean(1)
+    still = torch.zeros_like(height_cm)
+    return torch.cat([*columns, planted, planted, still], 1).reshape(2, 4, 33).mean(1)
 
 
 def _stepping_and_flattened():
