@@ -269,19 +269,35 @@ def moving_skating_loss(
     return (skating_excess + height_excess).mean()
 
 
+def one_step_paw_speeds(model: str, x_raw: np.ndarray, y_raw: torch.Tensor, action: np.ndarray):
+    """(speed bin centres m/s, (S, 4)): the paws' mean predicted horizontal speed by `model`
+    one step from the mocap's own inputs (x_raw), binned as skating_by_speed bins its rows."""
+    import onnxruntime as ort
+    from canis.training.moving_legs import by_speed
+
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    speeds = [
+        predicted_paw_speed_mps(torch.as_tensor(session.run(["y"], {"x": chunk})[0])).numpy()
+        for chunk in np.array_split(x_raw.astype(np.float32), max(1, len(x_raw) // CHUNK_ROWS))
+    ]
+    return by_speed(np.concatenate(speeds), y_raw, action, "the probe", "the paws' speeds")
+
+
 def main(argv=None) -> None:
     """Print each model's moving dogs' skating and paw heights against the mocap's, by asked
     speed (the term's dogs: placed_speed.moving_inputs, 64 of them, seed 0)."""
     from canis.training.moving_legs import driven_dogs, measure_arguments, reference_at, speed_bands
 
     args, rows = measure_arguments(main.__doc__, argv)
-    centres, paws = skating_by_speed(
-        torch.as_tensor(rows["X"]), torch.as_tensor(rows["Y"]), rows["action"]
-    )
+    y_mocap = torch.as_tensor(rows["Y"])
+    centres, paws = skating_by_speed(torch.as_tensor(rows["X"]), y_mocap, rows["action"])
     for model in args.models:
         xs, asked, y = driven_dogs(model, args.dogs, args.seed)
         x, y = torch.as_tensor(xs.reshape(-1, xs.shape[2])), torch.as_tensor(y)
         reference = torch.as_tensor(reference_at(centres, paws, asked), dtype=torch.float32)
+        one_step = reference_at(
+            *one_step_paw_speeds(model, rows["X"], y_mocap, rows["action"]), asked
+        )
         with torch.no_grad():
             term = moving_skating_loss(x, y, reference)
             skating, height, speed = (v.reshape(args.dogs, -1, 4) for v in shown_paw_steps(x, y))
@@ -309,7 +325,9 @@ def main(argv=None) -> None:
                 f"({reference[dogs, 25:27].mean():.0%}, {reference[dogs, 27:29].mean():.0%}); "
                 f"predicted paw speed (front, hind) {predicted_mps[dogs][..., :2].mean():.2f}, "
                 f"{predicted_mps[dogs][..., 2:].mean():.2f} m/s "
-                f"({reference[dogs, 29:31].mean():.2f}, {reference[dogs, 31:33].mean():.2f})"
+                f"({reference[dogs, 29:31].mean():.2f}, {reference[dogs, 31:33].mean():.2f}; one "
+                f"step from the mocap's inputs {one_step[dogs, :2].mean():.2f}, "
+                f"{one_step[dogs, 2:].mean():.2f})"
             )
 
 
