@@ -243,14 +243,20 @@ def test_paws_held_up_to_the_mocaps_lift():
     assert (shuffling.grad[:, Y_HIPS[1]] <= 0).all() and (shuffling.grad[:, Y_HIPS[1]] < 0).any()
 
 
+def _stepping_dogs():
+    """x, y and the reference of two dogs of 4 rows standing on their paws, a quarter of
+    their steps with the paws lifted 10 cm: the mocap's own dogs for the terms below."""
+    x, y = _steps(np.zeros(8), 0.0)  # their paws at the ground, still
+    stepping = y.clone()
+    stepping[[3, 7], Y_HIPS[1]] += 0.2  # shown 0.1 higher: the blend takes half
+    return x, stepping, _reference(*shown_skating_and_height_cm(x, stepping))
+
+
 def test_planted_paws_held_down_to_the_mocaps():
     """--moving-paws-planted: a dog whose paws hang 1.5 cm higher than the mocap's while they
     are down pays for it beyond the allowance, on top of what the other options charge; the
     mocap's own dog does not, nor does one whose planted paws sit lower."""
-    x, y = _steps(np.zeros(8), 0.0)  # 2 dogs of 4 rows, their paws at the ground, still
-    stepping = y.clone()  # a quarter of each dog's steps with its paws lifted 10 cm
-    stepping[[3, 7], Y_HIPS[1]] += 0.2  # shown 0.1 higher: the blend takes half
-    reference = _reference(*shown_skating_and_height_cm(x, stepping))
+    x, stepping, reference = _stepping_dogs()
     held = {"heights_both_ways": True, "paws_down": True}
     assert moving_skating_loss(x, stepping, reference, paws_planted=1.0, **held).item() < 1e-6
     hanging = stepping.clone()
@@ -282,10 +288,7 @@ def test_paws_held_still_as_often_as_the_mocaps():
     """--moving-paws-still: a dog whose paws slide along the ground at the contact speed and
     more is down as often as the mocap's but never planted, and pays for it; the mocap's own
     dog, standing on its paws between steps, does not."""
-    x, y = _steps(np.zeros(8), 0.0)  # 2 dogs of 4 rows, their paws at the ground, still
-    stepping = y.clone()  # a quarter of each dog's steps with its paws lifted 10 cm
-    stepping[[3, 7], Y_HIPS[1]] += 0.2  # shown 0.1 higher: the blend takes half
-    reference = _reference(*shown_skating_and_height_cm(x, stepping))
+    x, stepping, reference = _stepping_dogs()
     held = {"heights_both_ways": True, "paws_down": True}
     assert moving_skating_loss(x, stepping, reference, paws_still=1.0, **held).item() < 1e-6
     x_slide, sliding = _steps(np.full(8, 1.0), 0.0)  # every step 1 cm a frame: 0.6 m/s
@@ -313,10 +316,7 @@ def test_paws_still_in_their_predicted_velocities_as_the_runtime_reads_them():
     """--moving-paws-still-predicted: a dog whose shown paws stand as the mocap's, but whose
     predicted paw velocities run at 1 m/s (from which the runtime tells contacts), meets
     --moving-paws-still and pays with the predicted velocities counted."""
-    x, y = _steps(np.zeros(8), 0.0)  # 2 dogs of 4 rows, their paws at the ground, still
-    stepping = y.clone()
-    stepping[[3, 7], Y_HIPS[1]] += 0.2  # a quarter of the steps lifted
-    reference = _reference(*shown_skating_and_height_cm(x, stepping))
+    x, stepping, reference = _stepping_dogs()
     claimed = stepping.clone()  # the same motion, its paws' velocities predicted moving
     paw_velocities = OUTPUT.field(np.arange(OUTPUT.size), "joints", "velocity")[list(PAW_ROWS)]
     claimed[:, paw_velocities[:, 2]] = 1.0
