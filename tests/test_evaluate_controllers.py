@@ -42,6 +42,10 @@ def test_skating_counts_only_low_paws_by_the_papers_weight():
     assert np.allclose(quality["skating_cm"].mean(axis=0), [1.0, 2 - 2**0.5, 0.0, 0.0])
     # The swinging paw is the one the measure does not count at all.
     assert (quality["paws_down"].mean(axis=0) == [1, 1, 0, 1]).all()
+    # Down is not planted: the two sliding at 1 cm a frame (0.6 m/s) are not, the still one is.
+    assert (quality["paws_planted"].mean(axis=0) == [0, 0, 0, 1]).all()
+    summary = summarise(SKELETON, [quality])
+    assert summary["paws_planted_front_share"] == 0 and summary["paws_planted_hind_share"] == 0.5
 
 
 def test_stiffness_is_each_leg_joints_local_turn_per_frame():
@@ -189,8 +193,12 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
     assert all(results["MANN8"]["finite"].values())
     assert results["MANN8"]["path_cm"]["circle"] < 100
     results["GT"] = {
-        k: results["MANN8"][k] for k in ("skating_cm", "skating_back_cm", "paws_down_share")
-    }
+        k: results["MANN8"][k]
+        for k in (
+            "skating_cm", "skating_back_cm", "paws_down_share", "paws_planted_front_share",
+            "paws_planted_hind_share",
+        )
+    }  # fmt: skip
     results["GT"] |= {k: results["MANN8"][k] for k in ("stiffness_deg", "stiffness_back_deg")}
     results["GT"]["steps"] = {"walk": 1, "canter": 1, "turn": 1}
     results["MANN8"]["with_foot_lock"] = {"skating_cm": {"walk": 0.1, "canter": 0.2, "turn": 0.3}}
@@ -230,6 +238,9 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
     assert 0 < down["walk"] <= 1  # a walking dog has paws down
     shares = " / ".join(f"{down[s]:.0%}" for s in ("walk", "canter", "turn"))
     assert f"where the measure counts skating at all (walk / canter / turn): GT {shares}" in text
+    hind = results["MANN8"]["paws_planted_hind_share"]
+    hind_shares = " / ".join(f"{hind[s]:.0%}" for s in ("walk", "canter", "turn"))
+    assert "(walk / canter / turn): GT front " in text and f"hind {hind_shares}" in text
     assert "| model | 0.5 m/s | 3.3 m/s |" in text  # the gait table, at the speeds driven
     assert "MANN8 skating in walk" in text and "(+0%): within 25%" in text
     assert "| MANN8 + lock |" in text and "MANN8 skating walk 0.100" in text

@@ -4,6 +4,9 @@ ground-truth clips and for the controllers' recordings alike.
 - Foot skating (cm/frame): canis.tools.motion_metrics.foot_skating_cm, the paper's formula.
 - Paws down: the share of paw-steps ending under the skating measure's 2.5 cm, where skating
   is counted at all; a dog that carries its paws higher skates nothing by the paper's measure.
+- Paws planted: the share of paw-steps down and moving under the runtime's contact speed
+  (runtime.ik.CONTACT_SPEED_MPS) in the world, front and hind paws apart: a paw that shuffles
+  just under 2.5 cm is down and skates little by the measure, and is not planted.
 - Leg stiffness (degrees/frame): the mean angle each leg joint's local (parent-relative)
   rotation turns by from one frame to the next. Local, so that the whole body turning is not
   counted as leg motion; end sites carry no rotation of their own and are left out.
@@ -12,6 +15,8 @@ ground-truth clips and for the controllers' recordings alike.
 from __future__ import annotations
 
 import numpy as np
+from canis.runtime.features import FPS
+from canis.runtime.ik import CONTACT_SPEED_MPS
 from canis.runtime.kinematics import local_rotations
 from canis.runtime.rotations import quat_conjugate, quat_multiply
 from canis.runtime.skeleton import DOG_GROUPS, DOG_LEG_GROUPS, Skeleton
@@ -54,18 +59,26 @@ def motion_quality(
     heights_m = paws[..., 1] - ground[:, None]
     skating = foot_skating_cm(paws[..., [0, 2]], heights_m)
     down = heights_m[1:] * 100 < SKATING_HEIGHT_CM  # the step's end, as the skating weighs it
+    speed_mps = np.linalg.norm(np.diff(paws[..., [0, 2]], axis=0), axis=-1) * FPS
+    planted = down & (speed_mps < CONTACT_SPEED_MPS)
     legs = leg_joints(skeleton)
     updates = angular_update_deg(local_rotations(skeleton, world_rotations)[:, legs])
     if counted is not None:
         keep = counted[:-1] & counted[1:]
-        skating, down, updates = skating[keep], down[keep], updates[keep]
-    return {"skating_cm": skating, "paws_down": down, "leg_updates_deg": updates}
+        skating, down, updates, planted = skating[keep], down[keep], updates[keep], planted[keep]
+    return {
+        "skating_cm": skating,
+        "paws_down": down,
+        "paws_planted": planted,
+        "leg_updates_deg": updates,
+    }
 
 
 def summarise(skeleton: Skeleton, parts: list[dict[str, np.ndarray]]) -> dict[str, float]:
     """Means over every step of the parts (each from motion_quality): all legs and back legs."""
     skating = np.concatenate([p["skating_cm"] for p in parts])
     down = np.concatenate([p["paws_down"] for p in parts])
+    planted = np.concatenate([p["paws_planted"] for p in parts])
     updates = np.concatenate([p["leg_updates_deg"] for p in parts])
     legs = leg_joints(skeleton)
     back = np.isin(legs, leg_joints(skeleton, BACK_LEG_GROUPS))
@@ -73,6 +86,8 @@ def summarise(skeleton: Skeleton, parts: list[dict[str, np.ndarray]]) -> dict[st
         "skating_cm": float(skating.mean()),
         "skating_back_cm": float(skating[:, BACK_PAWS].mean()),
         "paws_down_share": float(down.mean()),
+        "paws_planted_front_share": float(planted[:, :2].mean()),
+        "paws_planted_hind_share": float(planted[:, BACK_PAWS].mean()),
         "stiffness_deg": float(updates.mean()),
         "stiffness_back_deg": float(updates[:, back].mean()),
         "steps": int(len(skating)),

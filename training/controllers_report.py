@@ -41,6 +41,27 @@ def _quality_table(results, names, metric: str, unit: str) -> list[str]:
     return lines + [""]
 
 
+def _paws_planted_line(results, names) -> list[str]:
+    """The share of paw-steps down and still (under the runtime's contact speed in the world),
+    front and hind paws apart: paws that shuffle just under 2.5 cm are down, not planted.
+    Results written before the measure have no line."""
+    present = [n for n in names if "paws_planted_hind_share" in results[n]]
+    if not present:
+        return []
+
+    def shares(n, paws):
+        return " / ".join(f"{results[n][f'paws_planted_{paws}_share'][s]:.0%}" for s in SCENARIOS)
+
+    cells = "; ".join(f"{n} front {shares(n, 'front')}, hind {shares(n, 'hind')}" for n in present)
+    return [
+        f"Paw-steps planted, under 2.5 cm and moving under 0.35 m/s in the world (the runtime's "
+        f"contact speed), front and hind paws ({' / '.join(SCENARIOS)}): {cells}. A paw that "
+        "slides just under 2.5 cm is down, and skates little by the measure, without being "
+        "planted.",
+        "",
+    ]
+
+
 def _paws_down_line(results, names) -> list[str]:
     """The share of paw-steps the skating measure counts at all (under 2.5 cm): a dog that
     carries its paws higher than the mocap's skates less by the measure without planting them
@@ -148,6 +169,7 @@ def markdown(results: dict, command: str, figures_link: str = "images") -> str:
         "",
         *_quality_table(results, names, "skating_cm", "cm/frame"),
         *_paws_down_line(results, names),
+        *_paws_planted_line(results, names),
         *checks(results),
         *_foot_lock_table(results, models),
         "### Leg stiffness (Table 3): mean angular update per leg joint, degrees/frame, "
