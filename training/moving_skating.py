@@ -59,21 +59,23 @@ shuffling it is there for is the walk's.
 
 None of the above sees where a planted paw sits: the runtime calls a paw planted when the
 network holds it under 5 cm and slow (runtime.ik.estimate_contacts), and over the demo's
-walk the shipped networks' planted paws hang 1.9-2.1 cm above the ground where the mocap's
-sit 1.3 cm (`canis run --terrain hills`, "floating in contact"; tests/test_shipped_models.py
-allows 2.0). With `paws_planted` (--moving-paws-planted) each paw's mean height over its steps
-down (weighed by soft_down, so that it has a gradient) beyond the mocap's by more than
-PLANTED_ALLOWANCE_CM costs its excess in cm (times its weight). A paw whose dog never puts it
-down has no planted height to hold: the down share (paws_down) is what brings it down.
+walk the shipped networks' planted paws hang 1.9-2.1 cm above the ground (`canis run
+--terrain hills`, "floating in contact"; tests/test_shipped_models.py allows 2.0) where the
+mocap's sit 1.2-1.5 cm by this term's count. With `paws_planted` (--moving-paws-planted) each
+paw's mean height over its steps down (weighed by soft_down, so that it has a gradient) beyond
+the mocap's by more than PLANTED_ALLOWANCE_CM costs its excess in cm (times its weight). A paw
+whose dog never puts it down has no planted height to hold: the down share (paws_down) is what
+brings it down.
 
-Held lower, the hind paws slid lower: at the walk the networks' hind paws hang 1.9-2.8 cm
-over the ground (10th-90th percentiles; the mocap's 0.1-4.6) and move on the ground all the
-time, still (under the runtime's contact speed) in a quarter of the steps where the mocap's
-are in two thirds: they shuffle, under the measure's 2.5 cm where it weighs their sliding
-little. With `paws_still` (--moving-paws-still) each paw's share of steps planted (down, as
-soft_down counts it, and moving under runtime.ik.CONTACT_SPEED_MPS in the world, counted
-softly) short of the mocap's by more than DOWN_SHARE_ALLOWANCE costs DOWN_SHARE_COST_CM a
-share (times its weight): a paw cannot meet it without standing still, and so stepping.
+Held lower, the hind paws slid lower: at the walk the networks' hind paws stay within a
+couple of cm of the ground and slide, planted (down and under the runtime's contact speed in
+the world) in a fifth to a quarter of the steps where the mocap's are in three fifths: they
+shuffle, under the measure's 2.5 cm where it weighs their sliding little (docs/EVALUATION.md,
+the twenty-fifth session). With `paws_still` (--moving-paws-still) each paw's share of steps
+planted (down, as soft_down counts it, and moving under runtime.ik.CONTACT_SPEED_MPS in the
+world, counted softly) short of the mocap's by more than DOWN_SHARE_ALLOWANCE costs
+DOWN_SHARE_COST_CM a share (times its weight). Meant to make a paw stand still and so step, it
+was met at its mocap share by paws that never lift (the twenty-fifth session's (SPP10)).
 
 The runtime does not see that motion: it calls a paw planted by the network's predicted
 velocity (runtime.ik.estimate_contacts), and in the closed loop the networks predict their
@@ -165,7 +167,7 @@ def planted_height_cm(height_cm: torch.Tensor) -> torch.Tensor:
 def skating_by_speed(
     x_raw: torch.Tensor, y_raw: torch.Tensor, action: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The mocap's reference from its rows: (speed bin centres m/s (S,), (S, 17): in each bin
+    """The mocap's reference from its rows: (speed bin centres m/s (S,), (S, 33): in each bin
     the mean skating of the shown paws (cm/frame, over the paws), each paw's mean height (cm),
     each paw's share of steps down (soft_down), each paw's mean lift (lift_cm), each paw's
     mean squared lift (cm^2), each paw's mean of its height times how far it is down (cm;
@@ -207,7 +209,7 @@ def moving_skating_loss(
     paws_still: float = 0.0,
     still_predicted: bool = False,
 ) -> torch.Tensor:
-    """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 17)
+    """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 33)
     (skating_by_speed's at each dog's speed; only the columns the options read are needed):
     the mean over dogs of the dog's mean skating (cm/frame) beyond the reference's, plus its
     paws' mean heights beyond the reference's by more than HEIGHT_ALLOWANCE_CM (cm, averaged
@@ -284,8 +286,9 @@ def one_step_paw_speeds(model: str, x_raw: np.ndarray, y_raw: torch.Tensor, acti
 
 
 def main(argv=None) -> None:
-    """Print each model's moving dogs' skating and paw heights against the mocap's, by asked
-    speed (the term's dogs: placed_speed.moving_inputs, 64 of them, seed 0)."""
+    """Print each model's moving dogs' skating, paw heights, paws planted and predicted paw
+    speeds against the mocap's, by asked speed (the term's dogs: placed_speed.moving_inputs, 64
+    of them, seed 0)."""
     from canis.training.moving_legs import driven_dogs, measure_arguments, reference_at, speed_bands
 
     args, rows = measure_arguments(main.__doc__, argv)
