@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from canis.runtime.ik import CONTACT_SPEED_MPS
 from canis.tools.model_registry import TRAIN_COMMANDS
 from canis.training.evaluate_controllers import (
     ABLATION_TURN_DEGPS,
@@ -54,8 +55,9 @@ def _paws_planted_line(results, names) -> list[str]:
 
     cells = "; ".join(f"{n} front {shares(n, 'front')}, hind {shares(n, 'hind')}" for n in present)
     return [
-        f"Paw-steps planted, under 2.5 cm and moving under 0.35 m/s in the world (the runtime's "
-        f"contact speed), front and hind paws ({' / '.join(SCENARIOS)}): {cells}. A paw that "
+        f"Paw-steps planted, under 2.5 cm and moving under {CONTACT_SPEED_MPS:g} m/s in the "
+        f"world (the runtime's contact speed), front and hind paws ({' / '.join(SCENARIOS)}): "
+        f"{cells}. A paw that "
         "slides just under 2.5 cm is down, and skates little by the measure, without being "
         "planted.",
         "",
