@@ -44,22 +44,17 @@ def _quality_table(results, names, metric: str, unit: str) -> list[str]:
 
 def _paws_planted_line(results, names) -> list[str]:
     """The share of paw-steps down and still (under the runtime's contact speed in the world),
-    front and hind paws apart: paws that shuffle just under 2.5 cm are down, not planted.
-    Results written before the measure have no line."""
-    present = [n for n in names if "paws_planted_hind_share" in results[n]]
-    if not present:
-        return []
+    front and hind paws apart: paws that shuffle just under 2.5 cm are down, not planted."""
 
     def shares(n, paws):
         return " / ".join(f"{results[n][f'paws_planted_{paws}_share'][s]:.0%}" for s in SCENARIOS)
 
-    cells = "; ".join(f"{n} front {shares(n, 'front')}, hind {shares(n, 'hind')}" for n in present)
+    cells = "; ".join(f"{n} front {shares(n, 'front')}, hind {shares(n, 'hind')}" for n in names)
     return [
         f"Paw-steps planted, under 2.5 cm and moving under {CONTACT_SPEED_MPS:g} m/s in the "
         f"world (the runtime's contact speed), front and hind paws ({' / '.join(SCENARIOS)}): "
-        f"{cells}. A paw that "
-        "slides just under 2.5 cm is down, and skates little by the measure, without being "
-        "planted.",
+        f"{cells}. A paw that slides just under 2.5 cm is down, and skates little by the "
+        "measure, without being planted.",
         "",
     ]
 
