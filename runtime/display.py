@@ -16,6 +16,7 @@ from canis.runtime.ik import (
     FLAT_GROUND,
     FullBodyIk,
     estimate_contacts,
+    paw_speeds_mps,
     paws_below_ground,
 )
 from canis.runtime.kinematics import forward_kinematics, rotations_from_directions
@@ -72,21 +73,27 @@ def shown_pose(
     native: bool = False,
 ):
     """World joint positions (N, J, 3) and rotations (N, J, 4) of the dogs `s`, and their
-    paw contacts (N, 4). `with_offsets` adds s.display_offset; `lockable` (N,) are the dogs
-    the foot lock may hold; `terrain` None is flat ground. `native`: through one native call
-    (_shown_pose_native; up to the foot lock, when it is in play)."""
+    paw contacts (N, 4), told from the paws' motion since the last frame shown (`dt_s` ago;
+    s.paw_xz_m and s.paw_speed_mps, which this updates). `with_offsets` adds
+    s.display_offset; `lockable` (N,) are the dogs the foot lock may hold; `terrain` None is
+    flat ground. `native`: through one native call (_shown_pose_native; up to the foot lock,
+    when it is in play)."""
     shown = with_display_offsets(s.pose, s.display_offset) if with_offsets else s.pose
     if native:
-        args = (shown, s.root_xz_m, s.root_yaw_rad, lockable, ik, foot_lock, terrain, dt_s)
-        return _shown_pose_native(skeleton, paws, *args)
+        args = (shown, s.root_xz_m, s.root_yaw_rad, s.paw_xz_m, s.paw_speed_mps, lockable)
+        return _shown_pose_native(skeleton, paws, *args, ik, foot_lock, terrain, dt_s)
     n = len(s.root_yaw_rad)
     forwards, ups, hips_local = shown.forwards, shown.ups, shown.positions_m[:, :1]
     local, _ = rotations_from_directions(skeleton, forwards, ups, s.root_yaw_rad)
     hips = np.empty((n, 3))
     hips[:, [0, 2]] = from_root_xz(hips_local[..., [0, 2]], s.root_xz_m, s.root_yaw_rad)[:, 0]
     hips[:, 1] = hips_local[:, 0, 1]
+    paws_root = shown.positions_m[:, paws]
+    paw_xz = from_root_xz(paws_root[..., ::2], s.root_xz_m, s.root_yaw_rad)
+    s.paw_speed_mps[:] = paw_speeds_mps(paw_xz, s.paw_xz_m, s.paw_speed_mps, dt_s)
+    s.paw_xz_m[:] = paw_xz
     # Root-frame heights are heights above the network's flat ground.
-    contacts = estimate_contacts(shown.positions_m[:, paws, 1], shown.velocities_mps[:, paws])
+    contacts = estimate_contacts(paws_root[..., 1], s.paw_speed_mps, shown.velocities_mps[:, paws])
     if terrain is not None:
         local, hips, _ = ik.solve(local, hips, np.zeros(n), _facing(s.root_yaw_rad), terrain, dt_s)
     args = (contacts, lockable, ik, foot_lock, terrain, s.root_yaw_rad, dt_s)
@@ -132,6 +139,8 @@ def _shown_pose_native(
     pose: LocalPose,
     root_xz_m: np.ndarray,
     root_yaw_rad: np.ndarray,
+    paw_xz_m: np.ndarray,
+    paw_speed_mps: np.ndarray,
     lockable: np.ndarray,
     ik: FullBodyIk,
     foot_lock: FootLock,
@@ -139,9 +148,10 @@ def _shown_pose_native(
     dt_s: float,
 ):
     """shown_pose of `pose` (offsets added) through one native call (canis_display_pose: the
-    same rotations, placement, IK and FK, in sequence), with this module's and runtime/ik.py's
-    settings. With the foot lock in play the call stops before FK (and, on flat ground,
-    before the IK), and the rest runs as in shown_pose. The same pose to float32 rounding
+    same contacts, rotations, placement, IK and FK, in sequence; it updates paw_xz_m and
+    paw_speed_mps in place), with this module's and runtime/ik.py's settings. With the foot
+    lock in play the call stops before FK (and, on flat ground, before the IK), and the rest
+    runs as in shown_pose. The same pose to float32 rounding
     (tests/test_native_frame.py)."""
     n, joints = pose.positions_m.shape[:2]
     ground = FLAT_GROUND if terrain is None else terrain
@@ -163,6 +173,9 @@ def _shown_pose_native(
         root_xz_m,
         root_yaw_rad,
         paws,
+        paw_xz_m,
+        paw_speed_mps,
+        dt_s,
         CONTACT_HEIGHT_M,
         CONTACT_SPEED_MPS,
         weight.astype(np.float32),

@@ -17,7 +17,7 @@ from canis.runtime.features import (
 from canis.runtime.gaits import GAIT_WINDOW_FRAMES
 from canis.runtime.poses import Keyframe, keyframe_pose
 from canis.runtime.readouts import PAW_ORDER
-from canis.runtime.root import yaw_direction_xz
+from canis.runtime.root import from_root_xz, yaw_direction_xz
 from canis.runtime.skeleton import Skeleton
 from canis.runtime.trajectory import GroundTrajectory
 from canis.runtime.transition_frames import CONTEXT_FRAMES, frame_vector
@@ -96,5 +96,7 @@ def still_state(
         if experts
         else None,  # as the network gives
         contact_history=np.ones((n, GAIT_WINDOW_FRAMES, len(PAW_ORDER)), dtype=bool),
+        paw_xz_m=from_root_xz(pose.positions_m[:, skeleton.group("paws"), ::2], root_xz_m, yaw),
+        paw_speed_mps=np.zeros((n, len(PAW_ORDER))),
         canter_speed=np.zeros(n, dtype=bool),
     )

@@ -51,6 +51,11 @@ class DogState:
     handback_pending: np.ndarray  # (N,) bool: handed back this frame, offsets to start
     expert_weights: np.ndarray | None  # (N, E) MANN's gating output; None for other models
     contact_history: np.ndarray  # (N, GAIT_WINDOW_FRAMES, 4) bool paw contacts, newest last
+    # The shown paws (the network's flat-ground pose, before the IK) on the ground plane at
+    # the last frame shown, and their speed there: what the contacts are told from
+    # (runtime.ik.paw_speeds_mps). Paws in PAW_ORDER.
+    paw_xz_m: np.ndarray  # (N, 4, 2) world
+    paw_speed_mps: np.ndarray  # (N, 4)
     canter_speed: np.ndarray  # (N,) bool: fast enough to canter (readouts.canter_latch)
 
     def rows(self, idx) -> DogState:

@@ -3,8 +3,8 @@
 A motion network's stance paws drift a little while they should be planted (the foot skating
 the MANN paper measures). Games hide it by pinning each planted paw at its landing point and
 bending the leg to it. Here: when a paw's contact starts (runtime.ik.estimate_contacts), its
-world position on the ground plane is kept; while the contact lasts, the paw is pulled there
-with a weight that eases in; when it lifts, or when the network has carried it further than
+world position on the ground plane, where it is shown, is kept; while the contact lasts, the
+paw is held there; when it lifts, or when the network has carried it further than
 MAX_SLIDE_M from the lock (a turn on the spot, a slip the leg cannot absorb), the weight eases
 out so the paw rejoins the network's path without a pop. The pull is the native CCD on that
 leg (ccd_solve), so bone lengths stay exact; the paw keeps the height it had.
@@ -26,7 +26,6 @@ from canis.runtime.skeleton import DOG_LEG_GROUPS, Skeleton
 from canis.runtime.smoothing import damp
 from canis.runtime.terrain import Heightmap
 
-LOCK_IN_HALF_LIFE_S = 0.02
 LOCK_OUT_HALF_LIFE_S = 0.06
 MAX_SLIDE_M = 0.12
 CCD_ITERATIONS = 8
@@ -74,15 +73,21 @@ class FootLock:
         paws = positions[:, self.paws].astype(np.float64)  # (N, 4, 3)
         contacts = contacts & self.enabled
         landing = contacts & ~self.holding & ~self.released
-        self.locked_xz_m[landing] = paws[landing][:, [0, 2]]
+        # A paw lands where it is shown, and is held there at once. Its last lock may still
+        # be easing out (a walk's next step comes within a few half-lives): locking where the
+        # network's paw is would drop that pull in one frame (a 3 cm jump, measured), and
+        # easing in from there would pull it back.
+        paws_xz = paws[..., [0, 2]]
+        shown_xz = paws_xz + (self.locked_xz_m - paws_xz) * self.weight[..., None]
+        self.locked_xz_m[landing] = shown_xz[landing]
+        self.weight[landing] = 1.0
         self.holding |= landing
-        slid = np.linalg.norm(paws[..., [0, 2]] - self.locked_xz_m, axis=-1) > MAX_SLIDE_M
+        slid = np.linalg.norm(paws_xz - self.locked_xz_m, axis=-1) > MAX_SLIDE_M
         self.released |= self.holding & slid
         self.holding &= contacts & ~slid
         self.released &= contacts  # a new contact may lock again
-        half_life = np.where(self.holding, LOCK_IN_HALF_LIFE_S, LOCK_OUT_HALF_LIFE_S)
         target = self.holding.astype(np.float64)
-        self.weight = damp(self.weight, target, dt_s, half_life)
+        self.weight = damp(self.weight, target, dt_s, LOCK_OUT_HALF_LIFE_S)
         self.weight[self.weight < 1e-4] = 0.0
         if dt_s <= 0 or not np.any(self.weight > 1e-3):
             return local

@@ -17,7 +17,8 @@ import numpy as np
 from canis.runtime.dog_rows import FOOT_LOCK_ROWS, IK_ROWS, transition_rows
 
 # 2: the speed tracking's asked-speed window and the gait readout's canter latch per dog.
-FORMAT = 2
+# 3: the shown paws' position and speed per dog, which the contacts are told from.
+FORMAT = 3
 # Scalars of the controller a step reads (everything else per dog is in arrays).
 SCALARS = ("frame", "_has_prediction", "offsets_active", "non_finite_events")
 DISPLAY = (

@@ -215,7 +215,7 @@ def test_a_snapshot_for_another_controller_or_corrupted_is_refused(model):
     with pytest.raises(ValueError, match="not a canis controller snapshot"):
         three.set_state({"hello": 1})
     older = {**Controller(model, count=3).get_state(), "format": 1}
-    with pytest.raises(ValueError, match="a snapshot of format 1; this runtime reads format 2"):
+    with pytest.raises(ValueError, match="a snapshot of format 1; this runtime reads format 3"):
         three.set_state(older)
     after = three.get_state()
     assert after["sha256"] == before["sha256"]

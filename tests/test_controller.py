@@ -132,11 +132,13 @@ def test_a_character_with_non_finite_output_keeps_its_last_good_state(model, cap
     whole = controller.state.copy()
     controller.step(control)
     assert controller.non_finite_events == 1 and "characters [1]" in caplog.text
-    # Every array of the state but the command smoothing, which runs before the network.
-    command = ("commanded", "speed_gain", "measured_speed", "asked_speed")
+    # Every array of the state but the command smoothing, which runs before the network, and
+    # the shown paws' speed, which the display measures after: the held dog's paws stood still.
+    command = ("commanded", "speed_gain", "measured_speed", "asked_speed", "paw_speed")
     for name, now, then in leaves(controller.state, whole):
         if not any(part in name for part in command):
             assert np.array_equal(now[1], then[1]), name
+    assert np.all(controller.state.paw_speed_mps[1] == 0)
     assert np.array_equal(controller.root_xz_m[1], before[0][1])
     assert np.array_equal(controller.pose.positions_m[1], before[1][1])
     assert not np.array_equal(controller.root_xz_m[0], before[0][0])  # the other moved on

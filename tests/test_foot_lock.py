@@ -61,6 +61,23 @@ def test_lifted_paws_ease_back_to_the_network():
     assert lock.weight.max() < 0.01
 
 
+def test_a_paw_landing_while_its_last_lock_eases_out_stops_where_it_is_shown():
+    # A walk's step: planted, lifted for 6 frames (the lock still easing out), planted again.
+    lock = fl.FootLock(SKELETON, 1)
+    lands_at = 16
+    shown = drift(lock, 30, 0.005, lambda f: np.full((1, 4), not 10 <= f < lands_at))
+    moves = [
+        np.linalg.norm(b[0][:, [0, 2]] - a[0][:, [0, 2]], axis=-1).max()
+        for a, b in zip(shown[:-1], shown[1:], strict=True)
+    ]
+    assert lock.weight[0, 0] > 0.99
+    # It lands where this frame shows it: no more than the pose's own 5 mm glide (locking
+    # where the network's paw was, it jumped 29 mm).
+    assert moves[lands_at - 1] < 0.005, "a jump at the landing"
+    assert max(moves[lands_at:]) < 0.002  # held, to the CCD's millimetre
+    assert max(moves) < 0.04  # the release's catch-up, frame by frame
+
+
 def test_a_paw_carried_too_far_is_let_go_until_it_lifts():
     lock = fl.FootLock(SKELETON, 1)
     frames = int(fl.MAX_SLIDE_M / 0.02) + 30

@@ -50,10 +50,26 @@ def test_ik_eases_out_when_switched_off(dog):
 def test_contact_estimate():
     from canis.runtime.ik import estimate_contacts
 
-    heights = np.array([[0.01, 0.2, 0.01, 0.01]])
-    velocities = np.zeros((1, 4, 3))
-    velocities[0, 2] = [1.0, 0.0, 0.0]  # a low paw that slides fast is not planted
-    assert estimate_contacts(heights, velocities).tolist() == [[True, False, False, True]]
+    heights = np.array([[0.01, 0.2, 0.01, 0.01, 0.01]])
+    shown = np.array([[0.0, 0.0, 1.0, 0.3, 1.0]])  # a low paw that slides fast is not planted
+    predicted = np.zeros((1, 5, 3))
+    predicted[0, 2] = [1.0, 0.0, 0.0]  # ... by both speeds
+    predicted[0, 3] = [0.0, 0.0, 0.9]  # still as shown, fast as predicted: planted
+    # still as predicted (the network lands it), fast as shown (the last frame's fall)
+    assert estimate_contacts(heights, shown, predicted).tolist() == [
+        [True, False, False, True, True]
+    ]
+
+
+def test_paw_speeds_are_the_shown_paws_motion_and_kept_when_no_time_passes():
+    from canis.runtime.ik import paw_speeds_mps
+
+    before = np.zeros((1, 4, 2))
+    now = before.copy()
+    now[0, 1] = [0.03, 0.04]  # 5 cm in a 60 Hz frame: 3 m/s
+    last = np.array([[0.1, 0.2, 0.3, 0.4]])
+    assert paw_speeds_mps(now, before, last, 1 / 60) == pytest.approx(np.array([[0, 3.0, 0, 0]]))
+    assert paw_speeds_mps(now, before, last, 0.0) is last
 
 
 @pytest.mark.parametrize("pose", ["lie", "sit"])

@@ -175,11 +175,14 @@ def test_the_shown_pose_in_one_call_is_shown_pose(model, ground, locked, offsets
         offset.positions_m[:, 0] = rng.normal(0, 0.05, (controller.count, 3))
         offset.forwards[:] = rng.normal(0, 0.05, offset.forwards.shape)
         offset.ups[:] = rng.normal(0, 0.05, offset.ups.shape)
-    results = {}
+    # The paws shown a frame ago: some 2 mm away (planted), some 2 cm (moving).
+    s.paw_xz_m += rng.choice([0.002, 0.02], s.paw_xz_m.shape) * rng.choice([-1, 1], (1, 4, 2))
+    results, states = {}, {}
     for native in (False, True):
         controller.ik.weight = np.full(controller.count, 0.5)  # easing in: the weight moves
         lock = copy.deepcopy(controller.foot_lock)  # each path from the same lock state
-        args = (controller.paws, s, offsets, lockable, controller.ik, lock)
+        states[native] = s.copy()  # each path updates the paws' tracked motion
+        args = (controller.paws, states[native], offsets, lockable, controller.ik, lock)
         shown = shown_pose(controller.skeleton, *args, terrain, DT_S, native=native)
         results[native] = shown + (controller.ik.weight.copy(),)
         if locked:
@@ -188,6 +191,10 @@ def test_the_shown_pose_in_one_call_is_shown_pose(model, ground, locked, offsets
     assert_close(positions, expected[0], "positions", atol=2e-6)
     assert_close(np.abs(rotations), np.abs(expected[1]), "rotations", atol=2e-6)
     assert contacts.dtype == bool and np.array_equal(contacts, expected[2])
+    assert 0 < contacts.sum() < contacts.size, "planted and moving paws both"
+    for name in ("paw_xz_m", "paw_speed_mps"):
+        assert_close(getattr(states[True], name), getattr(states[False], name), name)
+    assert not np.array_equal(states[False].paw_speed_mps, s.paw_speed_mps), "speeds updated"
     assert_close(weight, expected[3], "the IK's weight")
     if ground == "flat":
         assert weight[0] == 0.5, "no paw below flat ground: no IK, no easing"

@@ -288,8 +288,9 @@ void advance_root(double dt_s, double joint_position_blend, In<double> root_velo
 
 void display_pose(In<int32_t> parents, In<float> offsets, In<double> positions_root,
                   In<double> forwards_root, In<double> ups_root, In<double> velocities_root,
-                  In<double> root_xz, In<double> root_yaw, In<int32_t> paws,
-                  double contact_height_m, double contact_speed_mps, In<float> ik_weights,
+                  In<double> root_xz, In<double> root_yaw, In<int32_t> paws, Out<double> paw_xz,
+                  Out<double> paw_speeds, double dt_s, double contact_height_m,
+                  double contact_speed_mps, In<float> ik_weights,
                   int front_legs, In<int32_t> leg_starts, In<int32_t> leg_joints,
                   In<float> leg_joint_weights, In<float> leg_lengths, float max_reach,
                   int iterations, float tolerance, In<float> heights, float cell_size,
@@ -311,6 +312,8 @@ void display_pose(In<int32_t> parents, In<float> offsets, In<double> positions_r
     require_shape(root_xz, "root_xz", {characters, 2});
     require_shape(root_yaw, "root_yaw", {characters});
     require_shape(paws, "paws", {paw_count});
+    require_shape(paw_xz, "paw_xz", {characters, paw_count, 2});
+    require_shape(paw_speeds, "paw_speeds", {characters, paw_count});
     require_shape(ik_weights, "ik_weights", {characters});
     require_shape(leg_starts, "leg_starts", {legs + 1});
     require_shape(leg_joint_weights, "leg_joint_weights", {flat});
@@ -332,7 +335,8 @@ void display_pose(In<int32_t> parents, In<float> offsets, In<double> positions_r
     check(canis_display_pose(
         characters, joints, parents.data(), offsets.data(), positions_root.data(),
         forwards_root.data(), ups_root.data(), velocities_root.data(), root_xz.data(),
-        root_yaw.data(), paw_count, paws.data(), contact_height_m, contact_speed_mps,
+        root_yaw.data(), paw_count,
+        paws.data(), paw_xz.data(), paw_speeds.data(), dt_s, contact_height_m, contact_speed_mps,
         ik_weights.data(), legs, front_legs, starts, leg_joints.data(), leg_joint_weights.data(),
         leg_lengths.data(), max_reach, iterations, tolerance, heights.data(),
         static_cast<int32_t>(heights.shape(0)), static_cast<int32_t>(heights.shape(1)),
@@ -400,7 +404,9 @@ NB_MODULE(_kinematics, m) {
           "history_speeds"_a.noconvert(), "history_actions"_a.noconvert());
     m.def("display_pose", &display_pose, "parents"_a.noconvert(), "offsets"_a.noconvert(),
           "positions_root"_a, "forwards_root"_a, "ups_root"_a, "velocities_root"_a, "root_xz"_a,
-          "root_yaw"_a, "paws"_a, "contact_height_m"_a, "contact_speed_mps"_a,
+          "root_yaw"_a,
+          "paws"_a, "paw_xz"_a.noconvert(), "paw_speeds"_a.noconvert(), "dt_s"_a,
+          "contact_height_m"_a, "contact_speed_mps"_a,
           "ik_weights"_a, "front_legs"_a, "leg_starts"_a.noconvert(),
           "leg_joints"_a.noconvert(), "leg_joint_weights"_a.noconvert(),
           "leg_lengths"_a.noconvert(), "max_reach"_a, "iterations"_a, "tolerance"_a,

@@ -15,7 +15,9 @@ extern "C" int canis_display_pose(
     int32_t n_characters, int32_t n_joints, const int32_t* parents, const float* offsets,
     const double* positions_root, const double* forwards_root, const double* ups_root,
     const double* velocities_root, const double* root_xz, const double* root_yaw,
-    int32_t paw_count, const int32_t* paws, double contact_height_m, double contact_speed_mps,
+    int32_t paw_count, const int32_t* paws,
+    double* paw_xz, double* paw_speeds, double dt_s, double contact_height_m,
+    double contact_speed_mps,
     const float* ik_weights, int32_t leg_count, int32_t front_legs, const int32_t* leg_starts,
     const int32_t* leg_joints, const float* leg_joint_weights, const float* leg_lengths,
     float max_reach, int32_t iterations, float tolerance, const float* heights, int32_t rows,
@@ -23,7 +25,8 @@ extern "C" int canis_display_pose(
     float below_ground_m, int32_t stop_before_fk, float* local_rotations, float* hips_out,
     float* positions, float* rotations, uint8_t* contacts, int32_t* solved) {
     if (!positions_root || !forwards_root || !ups_root || !velocities_root || !root_xz ||
-        !root_yaw || !paws || !ik_weights || !heights || !contacts || !solved)
+        !root_yaw || !paws || !paw_xz || !paw_speeds || !ik_weights || !heights || !contacts ||
+        !solved)
         return CANIS_ERROR_NULL_POINTER;
     if (stop_before_fk ? (!local_rotations || !hips_out) : (!positions || !rotations))
         return CANIS_ERROR_NULL_POINTER;
@@ -49,12 +52,25 @@ extern "C" int canis_display_pose(
         facing[3 * i] = static_cast<float>(s);
         facing[3 * i + 1] = 0.0f;
         facing[3 * i + 2] = static_cast<float>(c);
-        for (int32_t k = 0; k < paw_count; ++k) {  // runtime/ik.py estimate_contacts
-            const int64_t at = (static_cast<int64_t>(i) * n_joints + paws[k]) * 3;
-            const double* v = velocities_root + at;
-            const double speed = std::sqrt(v[0] * v[0] + v[2] * v[2]);
-            contacts[i * paw_count + k] =
-                positions_root[at + 1] < contact_height_m && speed < contact_speed_mps;
+        // runtime/ik.py paw_speeds_mps and estimate_contacts: the paws placed as the hips,
+        // their speed from where they were shown last (kept when no time has passed), still
+        // by it or by the predicted velocity.
+        for (int32_t k = 0; k < paw_count; ++k) {
+            const int64_t joint = (static_cast<int64_t>(i) * n_joints + paws[k]) * 3;
+            const double *paw = positions_root + joint, *v = velocities_root + joint;
+            const int64_t at = static_cast<int64_t>(i) * paw_count + k;
+            double* before = paw_xz + 2 * at;
+            const double x = paw[0] * c + paw[2] * s + root_xz[2 * i];
+            const double z = paw[0] * -s + paw[2] * c + root_xz[2 * i + 1];
+            if (dt_s > 0) {
+                const double dx = x - before[0], dz = z - before[1];
+                paw_speeds[at] = std::sqrt(dx * dx + dz * dz) / dt_s;
+            }
+            before[0] = x;
+            before[1] = z;
+            const double predicted = std::sqrt(v[0] * v[0] + v[2] * v[2]);
+            contacts[at] = paw[1] < contact_height_m &&
+                           std::min(paw_speeds[at], predicted) < contact_speed_mps;
         }
     }
     std::vector<float> local(static_cast<int64_t>(n_characters) * n_joints * 4);

@@ -206,7 +206,11 @@ int canis_advance_root(int32_t n_characters, int32_t n_joints, int32_t future,
  * only_below_ground, the IK runs (for every character) only when the first FK puts a paw of
  * any character more than below_ground_m under y = 0 (flat ground). contacts [N][paw_count]
  * (output, 0/1): each paw (paws [paw_count], joint indices) lower than contact_height_m in the
- * root frame and slower than contact_speed_mps on the ground plane (velocities_root).
+ * root frame and slower than contact_speed_mps on the ground plane by either of two speeds:
+ * its predicted velocity (velocities_root [N][J][3], root frame) or how far it moved in the
+ * world from paw_xz [N][paw_count][2] (in/out: the paws' world (x, z) at the last call,
+ * replaced by this call's) over dt_s, written to paw_speeds [N][paw_count] (in/out: kept as
+ * they were when dt_s is 0).
  * solved (output): whether the IK ran. With stop_before_fk, it stops before the FK (and, with
  * only_below_ground, before any IK) and writes local_rotations [N][J][4] and hips_out [N][3]
  * instead of positions and rotations (which may then be NULL): for a caller that changes the
@@ -216,7 +220,8 @@ int canis_display_pose(int32_t n_characters, int32_t n_joints, const int32_t* pa
                        const float* offsets, const double* positions_root,
                        const double* forwards_root, const double* ups_root,
                        const double* velocities_root, const double* root_xz,
-                       const double* root_yaw, int32_t paw_count, const int32_t* paws,
+                       const double* root_yaw, int32_t paw_count,
+                       const int32_t* paws, double* paw_xz, double* paw_speeds, double dt_s,
                        double contact_height_m, double contact_speed_mps,
                        const float* ik_weights, int32_t leg_count, int32_t front_legs,
                        const int32_t* leg_starts, const int32_t* leg_joints,
