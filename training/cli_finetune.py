@@ -215,8 +215,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--moving-paws-still-predicted",
         action="store_true",
-        help="--moving-paws-still counts a paw as planted only when its predicted velocity, "
-        "from which the runtime tells its contacts, is under the contact speed too",
+        help="--moving-paws-still counts a paw as planted only when its predicted velocity "
+        "is under the contact speed too (the velocity held to the shown motion)",
     )
     finetune.add_argument(
         "--moving-max-turn-degps",

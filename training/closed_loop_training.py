@@ -145,7 +145,7 @@ class ClosedLoopConfig:
     # The moving-skating term holds each paw planted and still as often as the mocap's too,
     # this much times the down share's cost (0: not held).
     moving_paws_still: float = 0.0
-    # ... a paw planted only with its predicted velocity still too (the runtime's contacts).
+    # ... a paw planted only with its predicted velocity still too (held to the shown motion).
     moving_paws_still_predicted: bool = False
     # The moving-skating term holds each paw's root mean square height above 2.5 cm up to the
     # mocap's too (how high it swings, which the means above cannot tell).

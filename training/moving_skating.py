@@ -77,13 +77,15 @@ world, counted softly) short of the mocap's by more than DOWN_SHARE_ALLOWANCE co
 DOWN_SHARE_COST_CM a share (times its weight). Meant to make a paw stand still and so step, it
 was met at its mocap share by paws that never lift (the twenty-fifth session's (SPP10)).
 
-The runtime does not see that motion: it calls a paw planted by the network's predicted
-velocity (runtime.ik.estimate_contacts), and in the closed loop the networks predict their
+Until the twenty-sixth session the runtime did not see that motion: it called a paw planted
+by the network's predicted velocity alone, and in the closed loop the networks predict their
 hind paws moving 1.4-1.9 times as fast as the mocap's at the dog's speed, hardly ever under the
 contact speed (one step from the mocap's inputs they predict the mocap's), so the foot lock
-hardly ever holds a hind paw. With `still_predicted` (--moving-paws-still-predicted) a paw
-counts as planted only when its predicted velocity is still too (softly, as the shown
-motion), against the mocap's share so counted (its velocities are its motion).
+hardly ever held a hind paw (it now takes a paw still by either its predicted velocity or its
+shown motion: runtime.ik.estimate_contacts). With `still_predicted`
+(--moving-paws-still-predicted) a paw counts as planted only when its predicted velocity is
+still too (softly, as the shown motion), against the mocap's share so counted (its velocities
+are its motion): the predicted velocity held to the shown motion.
 """
 
 from __future__ import annotations
@@ -153,7 +155,7 @@ def soft_planted(height_cm: torch.Tensor, speed_mps: torch.Tensor) -> torch.Tens
 
 
 def predicted_paw_speed_mps(y_raw: torch.Tensor) -> torch.Tensor:
-    """(B, 4) each paw's predicted horizontal speed, which the runtime's contacts read."""
+    """(B, 4) each paw's predicted horizontal speed, which the runtime's contacts read too."""
     return _field(OUTPUT, y_raw, "joints", "velocity", PAW_ROWS)[..., [0, 2]].norm(dim=-1)
 
 
