@@ -335,8 +335,8 @@ void display_pose(In<int32_t> parents, In<float> offsets, In<double> positions_r
     check(canis_display_pose(
         characters, joints, parents.data(), offsets.data(), positions_root.data(),
         forwards_root.data(), ups_root.data(), velocities_root.data(), root_xz.data(),
-        root_yaw.data(), paw_count,
-        paws.data(), paw_xz.data(), paw_speeds.data(), dt_s, contact_height_m, contact_speed_mps,
+        root_yaw.data(), paw_count, paws.data(), paw_xz.data(), paw_speeds.data(), dt_s,
+        contact_height_m, contact_speed_mps,
         ik_weights.data(), legs, front_legs, starts, leg_joints.data(), leg_joint_weights.data(),
         leg_lengths.data(), max_reach, iterations, tolerance, heights.data(),
         static_cast<int32_t>(heights.shape(0)), static_cast<int32_t>(heights.shape(1)),
@@ -404,8 +404,7 @@ NB_MODULE(_kinematics, m) {
           "history_speeds"_a.noconvert(), "history_actions"_a.noconvert());
     m.def("display_pose", &display_pose, "parents"_a.noconvert(), "offsets"_a.noconvert(),
           "positions_root"_a, "forwards_root"_a, "ups_root"_a, "velocities_root"_a, "root_xz"_a,
-          "root_yaw"_a,
-          "paws"_a, "paw_xz"_a.noconvert(), "paw_speeds"_a.noconvert(), "dt_s"_a,
+          "root_yaw"_a, "paws"_a, "paw_xz"_a.noconvert(), "paw_speeds"_a.noconvert(), "dt_s"_a,
           "contact_height_m"_a, "contact_speed_mps"_a,
           "ik_weights"_a, "front_legs"_a, "leg_starts"_a.noconvert(),
           "leg_joints"_a.noconvert(), "leg_joint_weights"_a.noconvert(),
