@@ -312,10 +312,10 @@ def test_paws_held_still_as_often_as_the_mocaps():
     np.testing.assert_allclose((weighed - unheld).item(), expected.item() / 2, rtol=1e-3)
 
 
-def test_paws_still_in_their_predicted_velocities_as_the_runtime_reads_them():
+def test_paws_still_in_their_predicted_velocities_too():
     """--moving-paws-still-predicted: a dog whose shown paws stand as the mocap's, but whose
-    predicted paw velocities run at 1 m/s (from which the runtime tells contacts), meets
-    --moving-paws-still and pays with the predicted velocities counted."""
+    predicted paw velocities run at 1 m/s (as the networks' hind paws do in the closed loop),
+    meets --moving-paws-still and pays with the predicted velocities counted."""
     x, stepping, reference = _stepping_dogs()
     claimed = stepping.clone()  # the same motion, its paws' velocities predicted moving
     paw_velocities = OUTPUT.field(np.arange(OUTPUT.size), "joints", "velocity")[list(PAW_ROWS)]

@@ -277,7 +277,6 @@ def one_step_paw_speeds(model: str, x_raw: np.ndarray, y_raw: torch.Tensor, acti
     """(speed bin centres m/s, (S, 4)): the paws' mean predicted horizontal speed by `model`
     one step from the mocap's own inputs (x_raw), binned as skating_by_speed bins its rows."""
     import onnxruntime as ort
-    from canis.training.moving_legs import by_speed
 
     session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     speeds = [
@@ -308,7 +307,7 @@ def main(argv=None) -> None:
             skating, height, speed = (v.reshape(args.dogs, -1, 4) for v in shown_paw_steps(x, y))
             planted = soft_planted(height, speed)
             predicted_mps = predicted_paw_speed_mps(y).reshape(args.dogs, -1, 4)
-            runtime = planted * soft_still(predicted_mps)
+            with_predicted = planted * soft_still(predicted_mps)
         print(f"{model}: term {term.item():.4f}")
         for lo, hi, dogs in speed_bands(asked):
             print(
@@ -326,7 +325,8 @@ def main(argv=None) -> None:
                 f"still (front, hind) {planted[dogs][..., :2].mean():.0%}, "
                 f"{planted[dogs][..., 2:].mean():.0%} of steps ({reference[dogs, 21:23].mean():.0%}"
                 f", {reference[dogs, 23:25].mean():.0%}); with the predicted velocity still "
-                f"{runtime[dogs][..., :2].mean():.0%}, {runtime[dogs][..., 2:].mean():.0%} "
+                f"{with_predicted[dogs][..., :2].mean():.0%}, "
+                f"{with_predicted[dogs][..., 2:].mean():.0%} "
                 f"({reference[dogs, 25:27].mean():.0%}, {reference[dogs, 27:29].mean():.0%}); "
                 f"predicted paw speed (front, hind) {predicted_mps[dogs][..., :2].mean():.2f}, "
                 f"{predicted_mps[dogs][..., 2:].mean():.2f} m/s "
