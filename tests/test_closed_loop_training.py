@@ -97,6 +97,50 @@ def test_stretch_feeds_back_the_rebuilt_input():
     assert not np.allclose(seen[1].numpy(), x_raw[[1]].numpy())  # not the mocap's
 
 
+def test_stretch_feeds_back_pfnns_phase_as_the_runtime_advances_it():
+    """PFNN's own-output frames read the phase the runtime would feed: the last one plus the
+    predicted increment (de-standardised), wrapped to [0, 2pi) as Controller.step wraps it;
+    the mocap's frames read the mocap's."""
+    rows, size = 6, INPUT.size
+    normalisation = {
+        "x_mean": torch.zeros(size),
+        "x_std": torch.ones(size),
+        "y_mean": torch.zeros(363),
+        "y_std": torch.ones(363),
+        "x_min": torch.full((size,), -100.0),
+        "x_max": torch.full((size,), 100.0),
+        "phase_delta_mean": torch.tensor([0.1]),
+        "phase_delta_std": torch.tensor([0.5]),
+    }
+    standard = closed_loop.Standardiser(normalisation, 363)
+    seen = []
+    increment = 4.0  # standardised: 0.1 + 0.5 * 4 = 2.1 rad a frame
+
+    def predict(x, phase):
+        seen.append(phase.clone())
+        out = torch.zeros(len(x), 364) + 0 * x.sum()
+        out[:, 363] = increment
+        return out
+
+    mocap_phase = torch.tensor([5.0, 0.5, 1.0, 1.5, 2.0, 2.5])
+    split = SimpleNamespace(
+        x=torch.zeros(rows, size),
+        y=torch.zeros(rows, 364),
+        after=np.array([1, 2, 3, 4, 5, -1]),
+        phase=mocap_phase,
+        planted=None,
+    )
+    closed_loop.stretch_loss(predict, split, np.array([0]), standard, 2, 2, None)
+    expected = [5.0, 0.5, (0.5 + 2.1) % (2 * np.pi), (0.5 + 4.2) % (2 * np.pi)]
+    np.testing.assert_allclose(torch.cat(seen).numpy(), expected, atol=1e-6)
+    # The runtime's own update, on the same numbers.
+    runtime_phase = (np.float64(5.0) + 2.1 * 3) % (2 * np.pi)
+    ours = standard.next_phase_rad(torch.tensor([5.0]), torch.full((1, 364), increment))
+    ours = standard.next_phase_rad(ours, torch.full((1, 364), increment))
+    ours = standard.next_phase_rad(ours, torch.full((1, 364), increment))
+    np.testing.assert_allclose(ours.numpy(), [runtime_phase], atol=1e-5)
+
+
 def test_stretch_starts_need_consecutive_frames():
     after = closed_loop.successors(np.array([0, 0, 0, 1, 1]), np.array([0, 1, 2, 0, 1]))
     assert after.tolist() == [1, 2, -1, 4, -1]

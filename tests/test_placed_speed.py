@@ -80,27 +80,57 @@ def test_moving_dogs_inputs_are_the_runtimes(tiny_model):
     np.testing.assert_allclose(xs[dog], np.array(expected[-4:]), atol=1e-4)  # batch rounding
 
 
-def test_pfnn_is_not_placed(tiny_dataset, tmp_path, capsys):
-    """PFNN's phase is its own state, which no placed term sets: each refuses it by name."""
+def _unrolled_steps(checkpoint_path, dataset_path, run_dir, advance_phase=True):
+    """(x the unroll fed, the runtime's recorded x at the same kept steps, the recorded
+    phases): a MovingDogs' refresh (3 dogs through the runtime) and a 6-step unroll of each
+    from random kept steps, the network in eval mode. advance_phase False holds PFNN's phase at
+    its first value, as the unrolls did before it was fed back."""
+    import torch
+    from canis.runtime.features import OUTPUT
+    from canis.training.checkpoint import load_checkpoint
+    from canis.training.closed_loop_training import Standardiser
+    from canis.training.models import restored_model
+    from canis.training.placed_speed import MovingDogs
+    from canis.training.train import TrainingData, _predict
+
+    checkpoint = load_checkpoint(checkpoint_path)
+    kind = checkpoint.config["kind"]
+    data = TrainingData(str(dataset_path), kind, torch.device("cpu"))
+    model = restored_model(checkpoint, checkpoint_path).eval()
+    standard = Standardiser(data.normalisation, OUTPUT.size)
+    if not advance_phase:
+        standard.next_phase_rad = lambda phase_rad, prediction: phase_rad
+    run_dir.mkdir()
+    dogs = MovingDogs(model, checkpoint.config, data, standard, run_dir, 3)
+    dogs.refresh(np.random.default_rng(0))
+    chosen, unroll = np.arange(3), 6
+    with torch.no_grad():
+        x_raw, _, frames = dogs._steps(
+            lambda x, phase: _predict(model, kind, x, phase),
+            chosen,
+            np.random.default_rng(1),
+            unroll,
+        )
+    stretches = max(1, 16 // unroll)
+    recorded = dogs.xs[np.repeat(chosen, stretches * unroll), frames]
+    recorded = standard.x_raw(standard.x_standard(recorded)).numpy()  # the graph's clamp
+    return x_raw.numpy(), recorded, dogs.phases
+
+
+def test_pfnn_is_unrolled_as_the_runtime_runs_it(tiny_dataset, tmp_path):
+    """PFNN's phase is its own state: the moving dogs record the phase the runtime fed each
+    kept step, and an unroll advances it by the predicted increment as Controller.step does,
+    so each unrolled step's input is the runtime's own (with the phase held, it is not)."""
     from canis.training.train import LAST, train
     from conftest import tiny_config
 
-    from canis.cli import main
-
     train(tiny_config(tiny_dataset, kind="pfnn"), tmp_path / "pfnn", progress=False)
-    run = [
-        "finetune", "--start", str(tmp_path / "pfnn" / LAST), "--dataset", str(tiny_dataset),
-        "--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "4", "--own-frames", "2",
-    ]  # fmt: skip
-    for option in (
-        "--placed-speed-weight",
-        "--moving-legs-weight",
-        "--placed-stillness-weight",
-        "--replay-skating-weight",
-    ):
-        capsys.readouterr()
-        assert main([*run, "--out", str(tmp_path / option), option, "1"]) == 2
-        assert f"{option}: places MANN and vanilla networks only" in capsys.readouterr().err
+    start = tmp_path / "pfnn" / LAST
+    fed, recorded, phases = _unrolled_steps(start, tiny_dataset, tmp_path / "a")
+    assert ((phases >= 0) & (phases < 2 * np.pi)).all() and np.ptp(phases) > 1.0
+    np.testing.assert_allclose(fed, recorded, atol=1e-4)
+    held, recorded, _ = _unrolled_steps(start, tiny_dataset, tmp_path / "b", False)
+    assert np.abs(held - recorded).max() > 1e-2
 
 
 def test_the_turning_dogs_turn_up_to_the_asked_rate():
@@ -348,3 +378,39 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
     for option in (*options, "moving_paws_swing"):
         with pytest.raises(ValueError, match="needs --moving-skating-weight"):
             ClosedLoopConfig(placed_speed_weight=1, **{option: True})
+
+
+def test_pfnn_is_fine_tuned_with_every_placed_term(tiny_dataset, tmp_path, monkeypatch):
+    """One step of PFNN with each term that drives the runtime's dogs: every one is computed
+    (logged finite) on dogs that carry PFNN's phase."""
+    from canis.training import moving_legs, replay_skating
+    from canis.training.train import LAST, train
+    from conftest import tiny_config
+
+    from canis.cli import main
+
+    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)  # the synthetic clips are short
+    monkeypatch.setattr(replay_skating, "REPLAY_FRAMES", replay_skating.SKIPPED_FRAMES + 10)
+    train(tiny_config(tiny_dataset, kind="pfnn"), tmp_path / "pfnn", progress=False)
+    terms = {
+        "--placed-stillness-weight": "placed_stillness",
+        "--placed-speed-weight": "placed_speed",
+        "--moving-legs-weight": "moving_legs",
+        "--moving-skating-weight": "moving_skating",
+        "--moving-gait-weight": "moving_gait",
+        "--replay-skating-weight": "replay_skating",
+        "--stopping-pops-weight": "stopping_pops",
+        "--getting-up-pops-weight": "getting_up_pops",
+    }
+    out = tmp_path / "tuned"
+    run = [
+        "finetune", "--start", str(tmp_path / "pfnn" / LAST), "--dataset", str(tiny_dataset),
+        "--out", str(out), "--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "4",
+        "--own-frames", "2", "--placed-dogs", "4", "--moving-unroll-frames", "2",
+        *(part for option in terms for part in (option, "1")),
+    ]  # fmt: skip
+    assert main(run) == 0
+    header, row = (out / "log.csv").read_text().splitlines()
+    logged = dict(zip(header.split(","), row.split(","), strict=True))
+    for term in terms.values():
+        assert np.isfinite(float(logged[f"{term}_term"])), term

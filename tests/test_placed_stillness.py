@@ -88,7 +88,10 @@ def test_placed_dogs_inputs_are_the_runtimes(tiny_dataset, tiny_model):
     x_raw, y_raw = arrays["X"][rows], arrays["Y"][rows]
     starts = standing_starts(after, arrays["action"][rows], arrays["gait"][rows])
     assert len(starts) > 0
-    xs = placed_inputs(tiny_model, x_raw, y_raw, after, starts, 8, 5, np.random.default_rng(0))
+    xs, phases = placed_inputs(
+        tiny_model, x_raw, y_raw, after, starts, 8, 5, np.random.default_rng(0)
+    )
+    assert (phases == 0).all()  # MANN has no phase
     assert xs.shape == (8, 5, INPUT.size) and np.isfinite(xs).all()
     controller = Controller(MotionModel(tiny_model, threads=1), speed_tracking=False)
     expected = [controller.step(ControlState.single()).copy() for _ in range(5)]

@@ -462,6 +462,11 @@ class Standardiser:
         n = normalisation
         self.x_mean, self.x_std = n["x_mean"], n["x_std"]
         self.y_mean, self.y_std = n["y_mean"][:outputs], n["y_std"][:outputs]
+        self.outputs = outputs
+        # PFNN's phase increment: the standardised output after y (train.TrainingData).
+        self.phase_delta = (
+            (n["phase_delta_mean"], n["phase_delta_std"]) if "phase_delta_mean" in n else None
+        )
         # The exported graph's clamp, standardised: one range, or fine-tuning would train on
         # inputs the game does not give (a dog beyond the training range by less than the
         # margin was clamped here and not there; the seventeenth session).
@@ -474,6 +479,16 @@ class Standardiser:
 
     def y_raw(self, y: torch.Tensor) -> torch.Tensor:
         return y[:, : len(self.y_mean)] * self.y_std + self.y_mean
+
+    def next_phase_rad(self, phase_rad: torch.Tensor, prediction: torch.Tensor) -> torch.Tensor:
+        """The phase the runtime feeds PFNN at the next step: Controller.step's phase plus the
+        predicted increment, wrapped to [0, 2pi), with its gradient. Networks without a phase
+        keep `phase_rad` (their zeros)."""
+        if self.phase_delta is None:
+            return phase_rad
+        mean, std = self.phase_delta
+        delta_rad = prediction[:, self.outputs] * std[0] + mean[0]
+        return torch.remainder(phase_rad + delta_rad, 2 * np.pi)
 
     def x_standard(self, x_raw: np.ndarray) -> torch.Tensor:
         x = (torch.as_tensor(x_raw) - self.x_mean) / self.x_std
@@ -529,13 +544,16 @@ def frame_loss(
 def stretch_frames(predict, split, starts: np.ndarray, standard: Standardiser, gt: int, own: int):
     """The stretches from `starts`: `gt` frames fed the mocap's x, then `own` fed x rebuilt
     from the network's previous output. Yields (frame, own, x, rows, prediction) for each
-    frame, x standardised and `rows` the mocap's rows the frame stands for."""
+    frame, x standardised and `rows` the mocap's rows the frame stands for. PFNN's phase is
+    fed back likewise: the mocap's while its x is, then advanced by the predicted increment
+    as the runtime advances it."""
     x_train, after = split.x, split.after
     rows = starts
     x = x_train[rows]
+    phase_rad = split.phase[rows]
     length = gt + own
     for frame in range(length):
-        prediction = predict(x, split.phase[rows])
+        prediction = predict(x, phase_rad)
         yield frame, frame >= gt, x, rows, prediction
         if frame == length - 1:
             return
@@ -547,8 +565,10 @@ def stretch_frames(predict, split, starts: np.ndarray, standard: Standardiser, g
                 standard.x_raw(x_train[following]).numpy(),
             )
             x = standard.x_standard(x_next_raw)
+            phase_rad = standard.next_phase_rad(phase_rad, prediction.detach())
         else:
             x = x_train[following]
+            phase_rad = split.phase[following]
         rows = following
 
 
@@ -922,8 +942,9 @@ def start_regularisation(saved: dict, settings: FineTuneSettings) -> dict:
 
 def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resume=False):
     """Fine-tunes a trained controller in closed loop into run_dir (last.safetensors after
-    every epoch, log.csv); resumable. Returns the log rows. PFNN reads the mocap's phase in
-    the own-output frames (its predicted phase is not fed back)."""
+    every epoch, log.csv); resumable. Returns the log rows. PFNN's phase is fed back with its
+    pose: in the own-output frames and the runtime's dogs it is the runtime's, advanced by the
+    predicted increment (Standardiser.next_phase_rad)."""
     from pathlib import Path
 
     from canis.training.checkpoint import (
@@ -1008,21 +1029,6 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
     rollouts = placed = moving = replaying = stopping = getting_up = None
     if loop.feedback != "pose":
         rollouts = RuntimeRollouts(model, saved, data, train_split, standard, run_dir)
-    for option, weight in (
-        ("--placed-stillness-weight", loop.placed_stillness_weight),
-        ("--placed-speed-weight", loop.placed_speed_weight),
-        ("--moving-legs-weight", loop.moving_legs_weight),
-        ("--moving-skating-weight", loop.moving_skating_weight),
-        ("--moving-course-weight", loop.moving_course_weight),
-        ("--moving-gait-weight", loop.moving_gait_weight),
-        ("--replay-skating-weight", loop.replay_skating_weight),
-        ("--stopping-pops-weight", loop.stopping_pops_weight),
-        ("--getting-up-pops-weight", loop.getting_up_pops_weight),
-    ):
-        if weight > 0 and kind == "pfnn":
-            raise ValueError(
-                f"{option}: places MANN and vanilla networks only (PFNN's phase is not placed)"
-            )
     if loop.placed_stillness_weight > 0:
         placed = PlacedDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
     if loop.moves_dogs():

@@ -58,11 +58,16 @@ def getting_up_plan(dogs: int, generator: np.random.Generator, varied: bool) -> 
 
 
 def getting_up_inputs(
-    model_path: Path, transition_path: Path | None, dogs: int, generator: np.random.Generator
+    model_path: Path,
+    transition_path: Path | None,
+    dogs: int,
+    generator: np.random.Generator,
+    phases_out: np.ndarray | None = None,
 ):
     """x (dogs, KEPT_FRAMES, 480) as the Controller built it for each dog's first KEPT_FRAMES
     steps after being handed back from getting up (module docstring; transition_path None:
-    the shipped transition network), and (dogs,) zeros (the speed asked)."""
+    the shipped transition network), and (dogs,) zeros (the speed asked). Where phases_out
+    (dogs, KEPT_FRAMES) is given, the phase each kept step fed the network (PFNN's)."""
     from canis.runtime.controller import Controller
     from canis.runtime.inference import MotionModel
     from canis.runtime.transition import TransitionModel
@@ -91,10 +96,13 @@ def getting_up_inputs(
             action[dog] = ACTIONS.index(KEYFRAME_ACTIONS[target])
             if up:  # handed back after started.frames steps: the next one is the network's
                 first_kept[dog] = frame + started.frames
+        phase_rad = controller.state.phase_rad.copy()  # what this step feeds the network
         x = controller.step(ControlState(np.zeros((dogs, 2)), facing_rad.copy(), action.copy()))
         kept = frame - first_kept
         for dog in np.flatnonzero((kept >= 0) & (kept < KEPT_FRAMES)):
             xs[dog, kept[dog]] = x[dog]
+            if phases_out is not None:
+                phases_out[dog, kept[dog]] = phase_rad[dog]
         frame += 1
     controller.close()
     return xs, np.zeros(dogs)
@@ -116,7 +124,7 @@ class GettingUpDogs(StoppingDogs):
         return super().refresh(self.generator)
 
     def _driven(self, generator: np.random.Generator):
-        return getting_up_inputs(self.path, None, self.dogs, generator)
+        return getting_up_inputs(self.path, None, self.dogs, generator, self.phases)
 
     def loss(self, predict, dogs: int, generator: np.random.Generator):
         """The stopping-pops term over `dogs` of this refresh's dogs (drawn by its own

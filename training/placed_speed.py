@@ -154,6 +154,7 @@ def moving_inputs(
     turn_switch_s: float = 0.0,
     stop_from_frames: np.ndarray | None = None,
     headings_out: np.ndarray | None = None,
+    phases_out: np.ndarray | None = None,
 ):
     """x (dogs, kept_frames, 480) as the Controller built it (speed tracking off) for dogs from
     the standing keyframe given their lead-in command for LEAD_IN_FRAMES, then asked their
@@ -162,7 +163,9 @@ def moving_inputs(
     is given, each dog is asked to stop at that kept step as a player letting go asks
     (posture_requests.slow_down_left: its speed falling to zero, then idle). Where headings_out
     (dogs, kept_frames, 2) is given, each kept step's (asked facing minus the root's yaw before
-    it, rad; asked turn rate, rad/s) is written there (training/moving_course.py)."""
+    it, rad; asked turn rate, rad/s) is written there (training/moving_course.py); where
+    phases_out (dogs, kept_frames) is given, the phase each kept step fed the network (PFNN's;
+    zeros for the others)."""
     from canis.runtime.controller import DT_S, Controller
     from canis.runtime.inference import MotionModel
 
@@ -190,6 +193,8 @@ def moving_inputs(
         if headings_out is not None and frame >= first_kept:
             headings_out[:, frame - first_kept, 0] = facing_rad - controller.root_yaw_rad
             headings_out[:, frame - first_kept, 1] = rate  # kept steps are past the lead-in
+        if phases_out is not None and frame >= first_kept:
+            phases_out[:, frame - first_kept] = controller.state.phase_rad
         x = controller.step(ControlState(velocity, facing_rad.copy(), action))
         if frame >= first_kept:
             xs[:, frame - first_kept] = x
@@ -259,6 +264,9 @@ class MovingDogs:
 
         started = time.perf_counter()
         write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)
+        # Each kept step's phase as the runtime fed it (PFNN's; zeros for the others), which
+        # _driven fills in.
+        self.phases = np.zeros((self.dogs, KEPT_FRAMES))
         self.xs, self.asked_mps = self._driven(generator)
         if self.gait is not None:
             self.gait_generator = self.gait_draws.next(generator)
@@ -277,6 +285,7 @@ class MovingDogs:
             turns_by_speed=self.turns_by_speed,
             turn_switch_s=self.turn_switch_s,
             headings_out=self.headings,
+            phases_out=self.phases,
         )
 
     def _steps(
@@ -288,7 +297,8 @@ class MovingDogs:
     ):
         """(x raw, y raw, the kept step of each row) of FRAMES_PER_DOG steps of each chosen dog
         (or one stretch where `unroll` is longer), grouped by dog: stretches of `unroll` steps
-        (self.unroll unless told) from random kept steps, the pose fed back after the first."""
+        (self.unroll unless told) from random kept steps, the pose (and PFNN's phase, advanced
+        by its predicted increment) fed back after the first, as the runtime feeds them."""
         from canis.training.shown_pose import fed_back_input
 
         unroll = unroll or self.unroll
@@ -296,15 +306,18 @@ class MovingDogs:
         first = generator.integers(0, self.xs.shape[1] - unroll + 1, (len(chosen), stretches))
         width = self.xs.shape[2]
         x_raw = torch.as_tensor(self.xs[chosen[:, None], first].reshape(-1, width))
+        phase_rad = torch.as_tensor(self.phases[chosen[:, None], first].reshape(-1)).float()
         xs_raw, ys_raw = [], []
         for k in range(unroll):
             x = self.standard.x_standard(x_raw)
-            y_raw = self.standard.y_raw(predict(x, torch.zeros(len(x))))
+            prediction = predict(x, phase_rad)
+            y_raw = self.standard.y_raw(prediction)
             xs_raw.append(self.standard.x_raw(x))
             ys_raw.append(y_raw)
             if k + 1 < unroll:
                 recorded = self.xs[chosen[:, None], first + k + 1].reshape(-1, width)
                 x_raw = fed_back_input(x_raw, y_raw, torch.as_tensor(recorded))
+                phase_rad = self.standard.next_phase_rad(phase_rad, prediction)
         grouped = [
             torch.stack(steps, 1).reshape(-1, steps[0].shape[1]) for steps in (xs_raw, ys_raw)
         ]

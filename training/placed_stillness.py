@@ -79,10 +79,13 @@ def placed_inputs(
     dogs: int,
     frames: int,
     generator: np.random.Generator,
-) -> np.ndarray:
+    phase_rad: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """x (dogs, frames, 480) as the Controller built it for `dogs` dogs asked to stand where
     they are: KEYFRAME_SHARE of them placed in the standing keyframe (all alike: the demo's
-    R), the others at mocap standing rows drawn from `starts`."""
+    R), the others at mocap standing rows drawn from `starts` (and, for PFNN, at the mocap's
+    phase there, `phase_rad` (rows,)); and the phase (dogs, frames) each step fed the network
+    (PFNN's; zeros for the others)."""
     from canis.runtime.controller import Controller
     from canis.runtime.inference import MotionModel
     from canis.training.runtime_rollout import MocapRun, mocap_state
@@ -94,13 +97,15 @@ def placed_inputs(
     if from_mocap > 0:
         controller = Controller(model, count=from_mocap, speed_tracking=False)
         run = MocapRun.of(y_raw, after, generator.choice(starts, from_mocap), 0)
-        controller.place(mocap_state(controller.state, run, x_raw, None))
+        controller.place(mocap_state(controller.state, run, x_raw, phase_rad))
         controllers.append(controller)
-    parts = []
+    parts, phases = [], []
     for controller in controllers:
         count = controller.count
         xs = np.empty((count, frames, x_raw.shape[1]), np.float32)
+        fed_rad = np.zeros((count, frames))
         for k in range(frames):
+            fed_rad[:, k] = controller.state.phase_rad
             stand = ControlState(
                 np.zeros((count, 2)),
                 controller.root_yaw_rad.copy(),
@@ -109,7 +114,8 @@ def placed_inputs(
             xs[:, k] = controller.step(stand)
         controller.close()
         parts.append(xs)
-    return np.concatenate(parts)
+        phases.append(fed_rad)
+    return np.concatenate(parts), np.concatenate(phases)
 
 
 class PlacedDogs:
@@ -122,6 +128,7 @@ class PlacedDogs:
         self.x_raw = standard.x_raw(split.x).numpy()
         self.y_raw = standard.y_raw(split.y).numpy()
         self.after = split.after
+        self.phase_rad = split.phase.numpy() if saved["kind"] == "pfnn" else None
         self.starts = standing_starts(split.after, split.action, split.gait)
         if len(self.starts) == 0:
             raise ValueError(
@@ -138,19 +145,21 @@ class PlacedDogs:
 
         started = time.perf_counter()
         write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)
-        self.xs = placed_inputs(
+        xs, phases = placed_inputs(
             self.path, self.x_raw, self.y_raw, self.after, self.starts, self.dogs,
-            PLACED_FRAMES, generator,
-        ).reshape(-1, self.x_raw.shape[1])  # fmt: skip
+            PLACED_FRAMES, generator, self.phase_rad,
+        )  # fmt: skip
+        self.xs, self.phases = xs.reshape(-1, self.x_raw.shape[1]), phases.reshape(-1)
         return time.perf_counter() - started
 
     def loss(self, predict, rows: int, generator: np.random.Generator) -> torch.Tensor:
         """placed_stillness_loss over `rows` steps drawn from the placed dogs, the network run
         without dropout (as the game runs it; leg_motion_stretch says why)."""
-        x = self.standard.x_standard(self.xs[generator.choice(len(self.xs), rows)])
+        picked = generator.choice(len(self.xs), rows)
+        x = self.standard.x_standard(self.xs[picked])
         self.model.eval()
         try:
-            prediction = predict(x, torch.zeros(rows))
+            prediction = predict(x, torch.as_tensor(self.phases[picked]).float())
         finally:
             self.model.train()
         return placed_stillness_loss(self.standard.x_raw(x), self.standard.y_raw(prediction))

@@ -106,8 +106,10 @@ class ReplayDogs:
 
         started = time.perf_counter()
         write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)
-        self.xs, self.rows, _ = rollout_pairs(
-            self.path, self.x_raw, self.y_raw, self.split.after, self.split.action, None,
+        # PFNN's dogs start at the mocap's phase and go on at the runtime's (its own).
+        phase = self.split.phase.numpy() if self.saved["kind"] == "pfnn" else None
+        self.xs, self.rows, self.phases = rollout_pairs(
+            self.path, self.x_raw, self.y_raw, self.split.after, self.split.action, phase,
             self.dogs, self.frames, PATH_SHARE, generator,
         )  # fmt: skip
         return time.perf_counter() - started
@@ -122,7 +124,8 @@ class ReplayDogs:
         rows = self.rows[chosen[:, None], frames].reshape(-1)
         self.model.eval()
         try:
-            prediction = predict(self.standard.x_standard(x_raw), torch.zeros(len(x_raw)))
+            phase_rad = torch.as_tensor(self.phases[chosen[:, None], frames].reshape(-1))
+            prediction = predict(self.standard.x_standard(x_raw), phase_rad)
         finally:
             self.model.train()
         mocap_x = torch.as_tensor(self.x_raw[rows])

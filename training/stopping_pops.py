@@ -96,7 +96,9 @@ class StoppingDogs(MovingDogs):
 
     def _driven(self, generator: np.random.Generator):
         stop_from = generator.integers(0, STOP_WITHIN_FRAMES, self.dogs)
-        return moving_inputs(self.path, self.dogs, generator, stop_from_frames=stop_from)
+        return moving_inputs(
+            self.path, self.dogs, generator, stop_from_frames=stop_from, phases_out=self.phases
+        )
 
     def loss(self, predict, dogs: int, generator: np.random.Generator) -> torch.Tensor:
         """The stopping-pops term over `dogs` dogs drawn from this epoch's."""
