@@ -565,9 +565,11 @@ def stretch_frames(predict, split, starts: np.ndarray, standard: Standardiser, g
                 standard.x_raw(x_train[following]).numpy(),
             )
             x = standard.x_standard(x_next_raw)
-            phase_rad = standard.next_phase_rad(phase_rad, prediction.detach())
         else:
             x = x_train[following]
+        if frame + 1 >= gt and standard.phase_delta is not None:  # PFNN's own phase
+            phase_rad = standard.next_phase_rad(phase_rad, prediction.detach())
+        else:  # the mocap's (other networks read no phase)
             phase_rad = split.phase[following]
         rows = following
 
