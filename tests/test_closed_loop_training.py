@@ -67,13 +67,10 @@ def test_fine_tuning_clamps_inputs_as_the_exported_graph_does():
     np.testing.assert_allclose(inside, within_margin / 2.0, rtol=1e-6)  # not clamped
 
 
-def test_stretch_feeds_back_the_rebuilt_input():
-    torch.manual_seed(0)
-    rows, size = 6, INPUT.size
-    x_raw = torch.randn(rows, size)
-    y_train = torch.randn(rows, 363)
-    after = np.array([1, 2, 3, 4, 5, -1])
-    normalisation = {
+def _raw_normalisation() -> dict:
+    """A standardisation that leaves values as they are (and clamps nothing near them)."""
+    size = INPUT.size
+    return {
         "x_mean": torch.zeros(size),
         "x_std": torch.ones(size),
         "y_mean": torch.zeros(363),
@@ -81,7 +78,15 @@ def test_stretch_feeds_back_the_rebuilt_input():
         "x_min": torch.full((size,), -100.0),
         "x_max": torch.full((size,), 100.0),
     }
-    standard = closed_loop.Standardiser(normalisation, 363)
+
+
+def test_stretch_feeds_back_the_rebuilt_input():
+    torch.manual_seed(0)
+    rows, size = 6, INPUT.size
+    x_raw = torch.randn(rows, size)
+    y_train = torch.randn(rows, 363)
+    after = np.array([1, 2, 3, 4, 5, -1])
+    standard = closed_loop.Standardiser(_raw_normalisation(), 363)
     seen = []
     outputs = torch.randn(rows, 363) * 0.1
 
@@ -102,17 +107,8 @@ def test_stretch_feeds_back_pfnns_phase_as_the_runtime_advances_it():
     predicted increment (de-standardised), wrapped to [0, 2pi) as Controller.step wraps it;
     the mocap's frames read the mocap's."""
     rows, size = 6, INPUT.size
-    normalisation = {
-        "x_mean": torch.zeros(size),
-        "x_std": torch.ones(size),
-        "y_mean": torch.zeros(363),
-        "y_std": torch.ones(363),
-        "x_min": torch.full((size,), -100.0),
-        "x_max": torch.full((size,), 100.0),
-        "phase_delta_mean": torch.tensor([0.1]),
-        "phase_delta_std": torch.tensor([0.5]),
-    }
-    standard = closed_loop.Standardiser(normalisation, 363)
+    phase_delta = {"phase_delta_mean": torch.tensor([0.1]), "phase_delta_std": torch.tensor([0.5])}
+    standard = closed_loop.Standardiser(_raw_normalisation() | phase_delta, 363)
     seen = []
     increment = 4.0  # standardised: 0.1 + 0.5 * 4 = 2.1 rad a frame
 
