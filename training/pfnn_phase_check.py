@@ -86,11 +86,10 @@ def label_rows(mocap_dir: Path) -> list[str]:
     return rows
 
 
-def closed_loop_row(
-    name: str, model_path: Path, scenario: str, clock_hz: float | None = None
-) -> str:
-    """One scenario's line; with clock_hz the network's phase is a clock at that rate instead
-    of the integral of its own phase increments (does the phase's dynamics cause a failure?)."""
+def closed_loop_figures(model_path: Path, scenario: str, clock_hz: float | None = None) -> dict:
+    """One scenario's figures (closed_loop_row's); with clock_hz the network's phase is a clock
+    at that rate instead of the integral of its own phase increments (does the phase's
+    dynamics cause a failure?)."""
     from canis.runtime.controller import DT_S, Controller
     from canis.runtime.inference import MotionModel
     from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
@@ -104,15 +103,16 @@ def closed_loop_row(
     rate = np.radians(degps)
     steering = Steering(speed, lambda t_s: rate if int(t_s // TURN_SWITCH_S) % 2 == 0 else -rate)
     controller = Controller(model, speed_tracking=True)
-    phases = []
+    phases, planted = [], []
     original_step = controller.step
 
-    def step(control):  # record's loop, keeping the phase each frame
+    def step(control):  # record's loop, keeping the phase and the runtime's contacts each frame
         out = original_step(control)
         if clock_hz is not None:
             clock_rad = 2 * np.pi * clock_hz * (len(phases) + 1) * DT_S
             controller.state.phase_rad[:] = clock_rad % (2 * np.pi)
         phases.append(float(controller.state.phase_rad[0]))
+        planted.append(controller.contacts[0].copy())
         return out
 
     controller.step = step
@@ -125,16 +125,46 @@ def closed_loop_row(
     left = left[left >= settled]
     stride_hz = 1.0 / (np.median(np.diff(left)) * DT_S) if len(left) > 2 else float("nan")
     coherence = float(abs(np.mean(np.exp(1j * phase[left])))) if len(left) else float("nan")
+    # The same from the contacts the runtime tells (runtime/ik.py estimate_contacts: under 5
+    # cm and slow), which the foot lock acts on: a paw that slows in its swing is a footfall
+    # to the evaluation's rule (half the body's speed) but not to this one.
+    planted_left = touchdowns(np.array(planted), 0)
+    planted_left = planted_left[planted_left >= settled]
+    planted_hz = len(planted_left) / (len(phase) - settled) / DT_S
+    planted_coherence = (
+        float(abs(np.mean(np.exp(1j * phase[planted_left])))) if len(planted_left) else float("nan")
+    )
     # The turn rate over whole seconds: the body also sways with every stride.
     yaw = np.unwrap(run.root_yaw_rad[settled:])[:: int(round(1.0 / DT_S))]
     turn = float(np.degrees(np.abs(np.diff(yaw))).mean())
     phase_hz = float(np.median(wrap_angle_rad(np.diff(phase[settled:]))) * CYCLE_HZ)
+    return {
+        "speed_mps": float(run.speeds_mps[settled:].mean()),
+        "turn_degps": turn,
+        "phase_hz": phase_hz,
+        "stride_hz": stride_hz,
+        "touchdowns": len(left),
+        "consistency": coherence,
+        "planted_touchdowns_per_s": planted_hz,
+        "planted_consistency": planted_coherence,
+    }
+
+
+def closed_loop_row(
+    name: str, model_path: Path, scenario: str, clock_hz: float | None = None
+) -> str:
+    """One scenario's line of closed_loop_figures."""
+    f = closed_loop_figures(model_path, scenario, clock_hz)
+    speed, degps = SCENARIOS[scenario]
     driven = f", phase driven by a {clock_hz} Hz clock" if clock_hz is not None else ""
     return (
         f"  {name} {scenario} (asked {speed} m/s, {degps} deg/s{driven}): "
-        f"{run.speeds_mps[settled:].mean():.2f} m/s, turning {turn:.0f} deg/s; phase "
-        f"{phase_hz:.2f} Hz, left-front strides {stride_hz:.2f} Hz ({len(left)} touchdowns), "
-        f"phase at touchdown consistency {coherence:.2f}"
+        f"{f['speed_mps']:.2f} m/s, turning {f['turn_degps']:.0f} deg/s; phase "
+        f"{f['phase_hz']:.2f} Hz, left-front strides {f['stride_hz']:.2f} Hz "
+        f"({f['touchdowns']} touchdowns), phase at touchdown consistency "
+        f"{f['consistency']:.2f}; by the runtime's contacts "
+        f"{f['planted_touchdowns_per_s']:.2f} touchdowns/s, consistency "
+        f"{f['planted_consistency']:.2f}"
     )
 
 
