@@ -129,7 +129,8 @@ def test_stretch_feeds_back_pfnns_phase_as_the_runtime_advances_it():
     closed_loop.stretch_loss(predict, split, np.array([0]), standard, 2, 2, None)
     expected = [5.0, 0.5, (0.5 + 2.1) % (2 * np.pi), (0.5 + 4.2) % (2 * np.pi)]
     np.testing.assert_allclose(torch.cat(seen).numpy(), expected, atol=1e-6)
-    # The runtime's own update, on the same numbers.
+    # Controller.step's update (phase + increment, modulo 2pi) written out, over three steps
+    # that wrap (tests/test_placed_speed.py holds the unrolls to the runtime itself).
     runtime_phase = (np.float64(5.0) + 2.1 * 3) % (2 * np.pi)
     ours = standard.next_phase_rad(torch.tensor([5.0]), torch.full((1, 364), increment))
     ours = standard.next_phase_rad(ours, torch.full((1, 364), increment))
