@@ -46,6 +46,12 @@ def touchdowns(contacts: np.ndarray, paw: int) -> np.ndarray:
     return np.flatnonzero(np.diff(contacts[:, paw].astype(int)) == 1) + 1
 
 
+def phase_consistency(phase_rad: np.ndarray, frames: np.ndarray) -> float:
+    """How alike the phase is at those frames: the length of the mean unit phasor (1: the
+    same phase every time, near 0: spread around the cycle); NaN without frames."""
+    return float(abs(np.mean(np.exp(1j * phase_rad[frames])))) if len(frames) else float("nan")
+
+
 def label_rows(mocap_dir: Path) -> list[str]:
     from canis.training.evaluate_controllers import load_clips
 
@@ -124,16 +130,14 @@ def closed_loop_figures(model_path: Path, scenario: str, clock_hz: float | None 
     left = touchdowns(contacts, 0)
     left = left[left >= settled]
     stride_hz = 1.0 / (np.median(np.diff(left)) * DT_S) if len(left) > 2 else float("nan")
-    coherence = float(abs(np.mean(np.exp(1j * phase[left])))) if len(left) else float("nan")
+    coherence = phase_consistency(phase, left)
     # The same from the contacts the runtime tells (runtime/ik.py estimate_contacts: under 5
     # cm and slow), which the foot lock acts on: a paw that slows in its swing is a footfall
     # to the evaluation's rule (half the body's speed) but not to this one.
     planted_left = touchdowns(np.array(planted), 0)
     planted_left = planted_left[planted_left >= settled]
     planted_hz = len(planted_left) / (len(phase) - settled) / DT_S
-    planted_coherence = (
-        float(abs(np.mean(np.exp(1j * phase[planted_left])))) if len(planted_left) else float("nan")
-    )
+    planted_coherence = phase_consistency(phase, planted_left)
     # The turn rate over whole seconds: the body also sways with every stride.
     yaw = np.unwrap(run.root_yaw_rad[settled:])[:: int(round(1.0 / DT_S))]
     turn = float(np.degrees(np.abs(np.diff(yaw))).mean())
