@@ -269,7 +269,13 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
         )
         + (
             f", getting-up-pops weight {loop['getting_up_pops_weight']} on "
-            f"{loop['placed_dogs']} dogs getting up (training/getting_up_pops.py)"
+            f"{loop['placed_dogs']} dogs getting up"
+            + (
+                f", {loop['getting_up_settling']:g} of them settling into the posture instead"
+                if loop.get("getting_up_settling")
+                else ""
+            )
+            + " (training/getting_up_pops.py)"
             if loop.get("getting_up_pops_weight")
             else ""
         )
@@ -395,6 +401,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --stopping-pops-weight {loop['stopping_pops_weight']:g}"
     if loop.get("getting_up_pops_weight"):
         later += f" --getting-up-pops-weight {loop['getting_up_pops_weight']:g}"
+    if loop.get("getting_up_settling"):
+        later += f" --getting-up-settling {loop['getting_up_settling']:g}"
     if loop.get("moving_max_turn_degps", 60.0) != 60.0:
         later += f" --moving-max-turn-degps {loop['moving_max_turn_degps']}"
     if loop.get("moving_turns_as_mocap"):

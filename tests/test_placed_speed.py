@@ -409,6 +409,7 @@ def test_pfnn_is_fine_tuned_with_every_placed_term(tiny_dataset, tmp_path, monke
         "--out", str(out), "--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "4",
         "--own-frames", "2", "--placed-dogs", "4", "--moving-unroll-frames", "2",
         *(part for option in terms for part in (option, "1")),
+        "--getting-up-settling", "0.5",  # half the getting-up dogs kept lying, sitting or begging
     ]  # fmt: skip
     assert main(run) == 0
     header, row = (out / "log.csv").read_text().splitlines()

@@ -306,6 +306,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "(training/getting_up_pops.py)",
     )
     finetune.add_argument(
+        "--getting-up-settling",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="this share of the getting-up-pops term's dogs is kept for its first second after "
+        "the way down (the posture held, never stood up) instead of after getting up: a "
+        "lying dog's paw tucked in one frame pays as a getting-up pop does (0, the default: "
+        "none)",
+    )
+    finetune.add_argument(
         "--jump-weight",
         type=float,
         default=1.0,
@@ -511,6 +521,7 @@ def run_finetune(args) -> int:
         jump_weight=args.jump_weight,
         stopping_pops_weight=args.stopping_pops_weight,
         getting_up_pops_weight=args.getting_up_pops_weight,
+        getting_up_settling=args.getting_up_settling,
         feedback=args.feedback,
         rollout_dogs=args.rollout_dogs,
         rollout_path_share=args.rollout_path_share,

@@ -192,6 +192,9 @@ class ClosedLoopConfig:
     # own dogs taken to a posture and back up through the transition network, the same bar on
     # their steps after the hand-back.
     getting_up_pops_weight: float = 0.0
+    # This share of the getting-up dogs is kept for its first second after the way down (the
+    # posture held) instead of after getting up (0: none).
+    getting_up_settling: float = 0.0
     # The mocap stretches' frames labelled jump weigh this many times the others in the MSE
     # (1: all alike): beside the moving dogs' terms the stretches' own loss is about an eighth
     # of the whole, and a jump's frames a hundredth of that.
@@ -370,6 +373,13 @@ class ClosedLoopConfig:
         ):
             if not (np.isfinite(weight) and weight >= 0):
                 raise ValueError(f"{option} {weight}: must be a finite weight >= 0")
+        if not (np.isfinite(self.getting_up_settling) and 0 <= self.getting_up_settling <= 1):
+            raise ValueError(
+                f"--getting-up-settling {self.getting_up_settling}: must be a share of the "
+                "dogs, 0 to 1"
+            )
+        if self.getting_up_settling and not self.getting_up_pops_weight:
+            raise ValueError("--getting-up-settling: needs --getting-up-pops-weight")
         if self.feedback != "pose" and (self.own_frames < 1 or self.rollout_dogs < 1):
             raise ValueError(
                 f"--feedback {self.feedback}: needs --own-frames (the rollout's length) and "
@@ -832,6 +842,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "stopping_pops_weight": 0.0,
         "jump_weight": 1.0,
         "getting_up_pops_weight": 0.0,
+        "getting_up_settling": 0.0,
     }
     previous, identity = unset | previous, unset | identity
     differ = [
@@ -1076,7 +1087,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
     if loop.getting_up_pops_weight > 0:
         getting_up = GettingUpDogs(
             model, saved, data, standard, run_dir, loop.placed_dogs,
-            steps_reference, loop.moving_unroll_frames,
+            steps_reference, loop.moving_unroll_frames, loop.getting_up_settling,
         )  # fmt: skip
     if loop.replay_skating_weight > 0:
         replaying = ReplayDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)

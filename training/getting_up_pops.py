@@ -11,6 +11,11 @@ through the shipped transition network, held, then stand through it and the moti
 idle. Their first KEPT_FRAMES steps after that hand-back are kept, and the stopping-pops term
 (training/stopping_pops.py: each shown joint's move beyond ALLOWED_OVER_MOCAP times the mocap's
 at the dog's speed, squared) is taken over them, unrolled as the moving dogs' terms are.
+
+With a settling share (`--getting-up-settling SHARE`), that share of the dogs is kept instead
+for its first KEPT_FRAMES steps after the way-down hand-back, the posture held and never stood
+up: the one-step start's snapshots tucked a hind paw 6.6-7.1 cm in one frame about 20 frames
+after lying down (docs/EVALUATION.md, the twenty-ninth session), where no term looked.
 """
 
 from __future__ import annotations
@@ -45,16 +50,23 @@ class GettingUpPlan:
     asked_up: np.ndarray  # the frame stand is asked
     variation: np.ndarray  # both transitions' (Controller.transition_to)
     seeds: np.ndarray  # (dogs, 2): the way down's and the way up's transition_to seed
+    settling: np.ndarray  # kept after the way down, never asked up (bool)
 
 
-def getting_up_plan(dogs: int, generator: np.random.Generator, varied: bool) -> GettingUpPlan:
-    """The dogs' draws; `varied`: whether the transition network samples (has target noise)."""
+def getting_up_plan(
+    dogs: int, generator: np.random.Generator, varied: bool, settling_share: float = 0.0
+) -> GettingUpPlan:
+    """The dogs' draws; `varied`: whether the transition network samples (has target noise);
+    `settling_share`: the share of the dogs kept after the way down (module docstring)."""
     posture = generator.choice(POSTURES, dogs)
     asked_down = generator.integers(*STANDING_FRAMES, dogs)
     asked_up = asked_down + generator.integers(*HELD_FRAMES, dogs)
     variation = generator.uniform(0, MAX_VARIATION, dogs) if varied else np.zeros(dogs)
     seeds = generator.integers(2**31, size=(dogs, 2))
-    return GettingUpPlan(posture, asked_down, asked_up, variation, seeds)
+    # Drawn last and only with a share, so the runs before the option draw the dogs they drew.
+    settling = generator.random(dogs) < settling_share if settling_share else np.zeros(dogs, bool)
+    asked_up = np.where(settling, -1, asked_up)
+    return GettingUpPlan(posture, asked_down, asked_up, variation, seeds, settling)
 
 
 def getting_up_inputs(
@@ -63,21 +75,23 @@ def getting_up_inputs(
     dogs: int,
     generator: np.random.Generator,
     phases_out: np.ndarray | None = None,
+    settling_share: float = 0.0,
 ):
     """x (dogs, KEPT_FRAMES, 480) as the Controller built it for each dog's first KEPT_FRAMES
-    steps after being handed back from getting up (module docstring; transition_path None:
-    the shipped transition network), and (dogs,) zeros (the speed asked). Where phases_out
-    (dogs, KEPT_FRAMES) is given, the phase each kept step fed the network (PFNN's)."""
+    steps after being handed back from getting up, or for the settling dogs from lying, sitting
+    or begging (module docstring; transition_path None: the shipped transition network), and
+    (dogs,) zeros (the speed asked). Where phases_out (dogs, KEPT_FRAMES) is given, the phase
+    each kept step fed the network (PFNN's)."""
     from canis.runtime.controller import Controller
     from canis.runtime.inference import MotionModel
     from canis.runtime.transition import TransitionModel
 
     rtn = TransitionModel(transition_path)
     controller = Controller(MotionModel(model_path, threads=1), count=dogs, transition_model=rtn)
-    plan = getting_up_plan(dogs, generator, bool(rtn.noise_width))
+    plan = getting_up_plan(dogs, generator, bool(rtn.noise_width), settling_share)
     facing_rad = controller.root_yaw_rad.copy()
     action = np.full(dogs, ACTIONS.index("idle"))
-    # Each dog's first step after getting up; until it is asked to, past any frame.
+    # Each dog's first kept step (after getting up, or settling); until then past any frame.
     first_kept = np.full(dogs, np.iinfo(np.int32).max, np.int64)
     xs = np.empty((dogs, KEPT_FRAMES, INPUT.size), np.float32)
     frame = 0
@@ -94,8 +108,8 @@ def getting_up_inputs(
             )
             facing_rad[dog] = started.final_yaw_rad[0]
             action[dog] = ACTIONS.index(KEYFRAME_ACTIONS[target])
-            if up:  # handed back after started.frames steps: the next one is the network's
-                first_kept[dog] = frame + started.frames
+            if up or plan.settling[dog]:  # handed back after started.frames steps: the next
+                first_kept[dog] = frame + started.frames  # one is the network's
         phase_rad = controller.state.phase_rad.copy()  # what this step feeds the network
         x = controller.step(ControlState(np.zeros((dogs, 2)), facing_rad.copy(), action.copy()))
         kept = frame - first_kept
@@ -111,10 +125,14 @@ def getting_up_inputs(
 class GettingUpDogs(StoppingDogs):
     """Each epoch's getting-up dogs and the stopping-pops term over their unrolled steps."""
 
-    def __init__(self, model, saved, data, standard, run_dir, dogs, reference, unroll: int):
+    def __init__(
+        self, model, saved, data, standard, run_dir, dogs, reference, unroll: int,
+        settling_share: float = 0.0,
+    ):  # fmt: skip
         super().__init__(model, saved, data, standard, run_dir, dogs, reference, unroll)
         self.path = self.path.with_name("getting_up.onnx")
         self.draws = OwnDraws()
+        self.settling_share = settling_share
 
     def refresh(self, generator: np.random.Generator) -> float:
         # Its own draws (OwnDraws, the children spawn gave it before): a run with it and one
@@ -124,7 +142,9 @@ class GettingUpDogs(StoppingDogs):
         return super().refresh(self.generator)
 
     def _driven(self, generator: np.random.Generator):
-        return getting_up_inputs(self.path, None, self.dogs, generator, self.phases)
+        return getting_up_inputs(
+            self.path, None, self.dogs, generator, self.phases, self.settling_share
+        )
 
     def loss(self, predict, dogs: int, generator: np.random.Generator):
         """The stopping-pops term over `dogs` of this refresh's dogs (drawn by its own
