@@ -231,7 +231,13 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
         )
         + (
             f", moving-legs weight {loop['moving_legs_weight']} on "
-            f"{loop['placed_dogs']} moving dogs (training/moving_legs.py)"
+            f"{loop['placed_dogs']} moving dogs"
+            + (
+                f", those asked under {loop['moving_legs_below_mps']:g} m/s"
+                if loop.get("moving_legs_below_mps")
+                else ""
+            )
+            + " (training/moving_legs.py)"
             if loop.get("moving_legs_weight")
             else ""
         )
@@ -360,6 +366,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --moving-legs-weight {loop['moving_legs_weight']}"
     if loop.get("moving_legs_both_ways"):
         later += " --moving-legs-both-ways"
+    if loop.get("moving_legs_below_mps"):
+        later += f" --moving-legs-below-mps {loop['moving_legs_below_mps']:g}"
     if loop.get("moving_skating_weight"):
         later += f" --moving-skating-weight {loop['moving_skating_weight']}"
     if loop.get("moving_course_weight"):

@@ -73,6 +73,26 @@ def test_only_the_shortfall_beyond_the_allowance_counts():
     assert moving_legs_loss(x_t[:0], y_t[:0], truth[:0]).item() == 0.0
 
 
+def test_only_the_counted_dogs_pay_and_the_mean_stays_over_all():
+    """--moving-legs-below-mps: a dog not counted (asked too fast) pays nothing, and the
+    counted dogs' cost is divided over all the dogs as before."""
+    _, x, y, _ = _trot_pairs()
+    x_t, y_t = torch.as_tensor(x[10:58]), torch.as_tensor(y[10:58])  # 3 dogs of 16 steps
+    damped = _damped(x_t, y_t, 0.3)
+    truth = leg_turn_deg(x_t, y_t).reshape(3, 16, -1).mean(1)
+    every = moving_legs_loss(x_t, damped, truth)
+    assert every.item() > 0.1
+    all_counted = moving_legs_loss(x_t, damped, truth, counted=torch.tensor([True] * 3))
+    np.testing.assert_allclose(all_counted.item(), every.item(), rtol=1e-6)
+    assert moving_legs_loss(x_t, damped, truth, counted=torch.tensor([False] * 3)).item() == 0
+    per_dog = [
+        moving_legs_loss(x_t[16 * d : 16 * d + 16], damped[16 * d : 16 * d + 16], truth[d : d + 1])
+        for d in range(3)
+    ]
+    first_only = moving_legs_loss(x_t, damped, truth, counted=torch.tensor([True, False, False]))
+    np.testing.assert_allclose(first_only.item(), per_dog[0].item() / 3, rtol=1e-5)
+
+
 def _finetune_args(tiny_dataset, tmp_path, monkeypatch, out, weight: str) -> list[str]:
     """`canis finetune` arguments for one short epoch of the moving-legs term at `weight`, from
     a one-step network trained on the synthetic dogs (whose clips are short: the reference's
@@ -139,6 +159,17 @@ def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, mo
     assert "--moving-unroll-frames 4" in (tmp_path / "unrolled.md").read_text()
     assert main([*run[:-4], "--moving-legs-both-ways"]) == 2
     assert "--moving-legs-both-ways: needs --moving-legs-weight" in capsys.readouterr().err
+    assert main([*run[:-4], "--moving-legs-below-mps", "1.2"]) == 2
+    assert "--moving-legs-below-mps: needs --moving-legs-weight" in capsys.readouterr().err
+    assert main([*run, "--moving-legs-below-mps", "nan"]) == 2
+    assert "--moving-legs-below-mps nan: must be a finite speed" in capsys.readouterr().err
+    walking = tmp_path / "walking"
+    assert main([*run[:6], str(walking), *run[7:], "--moving-legs-below-mps", "1.2"]) == 0
+    export = ["export", str(walking / LAST), "--out", str(tmp_path / "walking.onnx")]
+    assert main([*export, "--dataset", str(tiny_dataset), "--card", "--card-seconds", "1"]) == 0
+    card = (tmp_path / "walking.md").read_text()
+    assert "--moving-legs-weight 3.0 --moving-legs-below-mps 1.2" in card
+    assert "moving-legs weight 3.0 on 4 moving dogs, those asked under 1.2 m/s" in card
     assert main([*run, "--moving-unroll-frames", "17"]) == 2
     assert "--moving-unroll-frames 17: must be between 1 and 16" in capsys.readouterr().err
 

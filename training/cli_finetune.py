@@ -150,6 +150,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "the allowance, as well as less",
     )
     finetune.add_argument(
+        "--moving-legs-below-mps",
+        type=float,
+        default=0.0,
+        metavar="MPS",
+        help="the moving-legs term counts only the moving dogs asked under this speed (m/s; 0, "
+        "the default: every dog): the walk's legs raised without pressing on the canter's",
+    )
+    finetune.add_argument(
         "--moving-skating-weight",
         type=float,
         default=0.0,
@@ -494,6 +502,7 @@ def run_finetune(args) -> int:
         moving_legs_weight=args.moving_legs_weight,
         moving_unroll_frames=args.moving_unroll_frames,
         moving_legs_both_ways=args.moving_legs_both_ways,
+        moving_legs_below_mps=args.moving_legs_below_mps,
         moving_skating_weight=args.moving_skating_weight,
         moving_course_weight=args.moving_course_weight,
         moving_gait_weight=args.moving_gait_weight,

@@ -107,6 +107,9 @@ class ClosedLoopConfig:
     # with its gradient (placed_speed.MovingDogs); 1: one step from each recorded input.
     moving_unroll_frames: int = 1
     moving_legs_both_ways: bool = False  # the moving-legs term counts legs moving too much too
+    # > 0: the moving-legs term counts only the dogs asked under this speed (m/s): a walk's
+    # stiff legs raised without pressing on the canter, whose hind paws hovered under it.
+    moving_legs_below_mps: float = 0.0
     # 0: no moving-skating term (training/moving_skating.py): on the placed-speed term's dogs,
     # the shown paws' skating and heights held down to the mocap's at the dog's asked speed.
     moving_skating_weight: float = 0.0
@@ -336,6 +339,13 @@ class ClosedLoopConfig:
             raise ValueError("--moving-paws-both-ways: needs --moving-skating-weight")
         if self.moving_legs_both_ways and self.moving_legs_weight == 0:
             raise ValueError("--moving-legs-both-ways: needs --moving-legs-weight")
+        legs_below = self.moving_legs_below_mps
+        if not (np.isfinite(legs_below) and legs_below >= 0):
+            raise ValueError(
+                f"--moving-legs-below-mps {legs_below}: must be a finite speed >= 0 (m/s)"
+            )
+        if legs_below and self.moving_legs_weight == 0:
+            raise ValueError("--moving-legs-below-mps: needs --moving-legs-weight")
         if self.placed_refresh_steps < 0:
             raise ValueError(
                 f"--placed-refresh-steps {self.placed_refresh_steps}: must be 0 (each epoch) "
@@ -815,6 +825,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_legs_weight": 0.0,
         "moving_unroll_frames": 1,
         "moving_legs_both_ways": False,
+        "moving_legs_below_mps": 0.0,
         "moving_skating_weight": 0.0,
         "moving_course_weight": 0.0,
         "moving_gait_weight": 0.0,
@@ -1075,6 +1086,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 "swing_below_mps": loop.moving_paws_swing_below_mps,
             },
             loop.moving_course_weight > 0, gaits, loop.moving_gait_turning,
+            legs_below_mps=loop.moving_legs_below_mps,
         )  # fmt: skip
     if loop.stopping_pops_weight > 0 or loop.getting_up_pops_weight > 0:
         mocap = standard.x_raw(train_split.x), standard.y_raw(train_split.y), train_split.action

@@ -136,18 +136,23 @@ def moving_legs_loss(
     y_raw: torch.Tensor,
     reference_deg: torch.Tensor,
     both_ways: bool = False,
+    counted: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference_deg (dogs, L): the mean over
     dogs and leg joints of the squared shortfall (deg/frame) of each joint's mean turn over the
     dog's frames below the reference, beyond LEG_ALLOWANCE of it; `both_ways`: the excess
-    above it too."""
+    above it too; `counted` (dogs,) bool: only those dogs' misses count (the mean still over
+    all the dogs, so the term's scale does not hang on how many are counted)."""
     if len(reference_deg) == 0:
         return y_raw.new_zeros(())
     turn_deg = leg_turn_deg(x_raw, y_raw).reshape(len(reference_deg), -1, reference_deg.shape[1])
     miss_deg = reference_deg - turn_deg.mean(1)
     if both_ways:
         miss_deg = miss_deg.abs()
-    return (miss_deg - reference_deg * LEG_ALLOWANCE).clamp(min=0).square().mean()
+    cost = (miss_deg - reference_deg * LEG_ALLOWANCE).clamp(min=0).square()
+    if counted is not None:
+        cost = cost * counted.to(cost.dtype)[:, None]
+    return cost.mean()
 
 
 REPORT_EDGES_MPS = (0.4, 0.5, 0.7, 0.9, 1.2, 1.6, 2.0, 2.5, 3.0, 3.6)  # the measures' bands

@@ -227,6 +227,7 @@ class MovingDogs:
         course: bool = False,
         gait=None,
         gait_turning: bool = False,
+        legs_below_mps: float = 0.0,
     ):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
         self.path = Path(run_dir) / "moving.onnx"
@@ -237,6 +238,7 @@ class MovingDogs:
         # their gradient follows the dog through the frames after a step.
         self.unroll = unroll
         self.legs_both_ways = legs_both_ways  # the moving-legs term counts motion beyond too
+        self.legs_below_mps = legs_below_mps  # > 0: the moving-legs term on dogs asked under it
         self.skating = skating  # None, or moving_skating.skating_by_speed's (centres, paws)
         self.max_turn_degps = max_turn_degps  # the turning dogs' fastest turn either way
         self.turns_by_speed = turns_by_speed  # None, or mocap_turns_by_speed's, which replaces it
@@ -376,7 +378,10 @@ class MovingDogs:
         legs = skating = course = y_raw.new_zeros(())
         if self.legs is not None:
             reference = torch.as_tensor(reference_at(*self.legs, asked_mps), dtype=y_raw.dtype)
-            legs = moving_legs_loss(x_raw, y_raw, reference, self.legs_both_ways)
+            counted = (
+                torch.as_tensor(asked_mps < self.legs_below_mps) if self.legs_below_mps else None
+            )
+            legs = moving_legs_loss(x_raw, y_raw, reference, self.legs_both_ways, counted)
         if self.skating is not None:
             reference = torch.as_tensor(reference_at(*self.skating, asked_mps), dtype=y_raw.dtype)
             skating = moving_skating_loss(
