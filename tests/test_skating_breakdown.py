@@ -30,6 +30,8 @@ def test_a_sliding_planted_paw_and_a_low_swing_are_told_apart():
     whole = foot_skating_cm(paws[..., [0, 2]], paws[..., 1]).mean(0)
     np.testing.assert_allclose(s["all"], whole)
     np.testing.assert_allclose(s["lift_cm"][[0, 1, 2]], [0.0, 1.5, 10.0])
+    # under 2.5 cm: all but the paw held 10 cm up
+    np.testing.assert_allclose(s["down"], [1.0, 1.0, 0.0, 1.0])
 
 
 def test_only_the_counted_steps_and_a_ground_under_the_paws():

@@ -1,6 +1,8 @@
 """Where the controllers evaluation's foot skating comes from, paw by paw: a planted paw that
 slides, or a swinging paw carried low (the measure counts any paw moving under 2.5 cm,
-tools/motion_metrics.py), with how high each paw lifts. The mocap's scenario frames and each
+tools/motion_metrics.py), with how high each paw lifts and how often it is under those 2.5 cm
+at all (a paw that never comes down skates nothing: the one-step start's canters whose hind
+paws hovered, docs/EVALUATION.md, the thirtieth session). The mocap's scenario frames and each
 network driven as the evaluation drives it go through the same footfall detector
 (labels.stride_contacts, the gait evaluation's), so the split is like for like.
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from canis.tools.motion_metrics import foot_skating_cm
+from canis.tools.motion_metrics import SKATING_HEIGHT_CM, foot_skating_cm
 from canis.training.labels import PAW_NAMES, speeds_mps, stride_contacts
 
 SCENARIOS = ("walk", "turn", "canter")
@@ -45,7 +47,8 @@ def paw_breakdown(
 
 def summarise(parts: list[dict]) -> dict[str, np.ndarray]:
     """Per paw (4,): skating cm/frame in all, from planted and from swinging paws (they add up
-    to all), and the lift (LIFT_PERCENTILE of the height, cm)."""
+    to all), the lift (LIFT_PERCENTILE of the height, cm) and the share of the counted frames
+    the paw is under SKATING_HEIGHT_CM ("down")."""
     steps = max(sum(p["steps"] for p in parts), 1)
     planted = sum(p["planted_cm"] for p in parts) / steps
     swinging = sum(p["swinging_cm"] for p in parts) / steps
@@ -55,6 +58,7 @@ def summarise(parts: list[dict]) -> dict[str, np.ndarray]:
         "planted": planted,
         "swinging": swinging,
         "lift_cm": np.percentile(heights, LIFT_PERCENTILE, axis=0),
+        "down": (heights < SKATING_HEIGHT_CM).mean(0),
     }
 
 
@@ -90,7 +94,7 @@ def driven_breakdown(model_path: Path, skeleton, commands: dict) -> dict[str, di
 def _line(label: str, s: dict) -> str:
     paws = ", ".join(
         f"{paw} {s['all'][i]:.3f} ({s['planted'][i]:.3f} planted + {s['swinging'][i]:.3f}"
-        f" swinging; lifts {s['lift_cm'][i]:.1f} cm)"
+        f" swinging; lifts {s['lift_cm'][i]:.1f} cm, down {s['down'][i]:.0%})"
         for i, paw in enumerate(PAW_NAMES)
     )
     front, hind = s["lift_cm"][:2].mean(), s["lift_cm"][2:].mean()
