@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 from canis.export.onnx_export import LICENCE
@@ -147,6 +148,7 @@ def write_card(
             else "throughput not logged."
         ),
         *(_fine_tuning_lines(config, rows) if fine_tuned else []),
+        *(_averaged_lines(config) if config.get("averaged_from") else []),
         "- **Final loss** (MSE on standardised outputs"
         + (", after fine-tuning; train adds the weighted contact term" if fine_tuned else "")
         + f"): train {float(config['last']['train_loss']):.4f}, validation "
@@ -318,6 +320,34 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
     ]
 
 
+def _averaged_lines(config: dict) -> list[str]:
+    """What `canis average` did (training/checkpoint_average.py)."""
+    sources = config["averaged_from"]
+    return [
+        "- **Averaged** (`canis average`, training/checkpoint_average.py): the weights are the "
+        f"mean of {len(sources)} checkpoints' ("
+        + "; ".join(
+            f"`{Path(s['file']).name}`, epoch {s['closed_loop_epoch']}, seed {s['seed']}, "
+            f"SHA-256 {s['sha256'][:12]}"
+            for s in sources
+        )
+        + "); the Fine-tuning line is the last one's run."
+    ]
+
+
+def _averaging_step(config: dict, checkpoint_name: str) -> tuple[str, str]:
+    """(what the run adds, the `canis average` step) for the Reproduce line of an averaged
+    checkpoint: its sources are the run's kept epochs where they are all eN.safetensors of
+    one folder."""
+    sources = [Path(s["file"]) for s in config["averaged_from"]]
+    kept = len({s.parent for s in sources}) == 1 and all(
+        re.fullmatch(r"e\d+\.safetensors", s.name) for s in sources
+    )
+    files = " ".join(f"runs/NAME/{s.name}" if kept else str(s) for s in sources)
+    step = f"`./run canis average {files} --out runs/NAME/{checkpoint_name}` then "
+    return (" --keep-epochs" if kept else ""), step
+
+
 def _fine_tuning_start(config: dict) -> str:
     """The model fine-tuning began from: the shipped ONNX when it was converted (the
     converted checkpoint in the run folder is an intermediate)."""
@@ -445,6 +475,14 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         )
         if loop.get("rollout_match_frames"):
             later += f" --rollout-match-frames {loop['rollout_match_frames']}"
+    keep, average = (
+        _averaging_step(config, checkpoint_name)
+        if config.get("averaged_from")
+        else (
+            "",
+            "",
+        )
+    )
     return (
         f"- **Reproduce**: `./run canis dataset build` then `./run canis finetune --start {start}"
         f"{restandardise} --out runs/NAME --epochs {config['closed_loop_epoch']} --steps-per-epoch "
@@ -453,7 +491,7 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         f"--own-frames {loop['own_frames']} --curriculum-epochs {loop['curriculum_epochs']} "
         f"--contact-weight {loop['contact_weight']} --dropout {loop.get('dropout', DROPOUT)} "
         f"--weight-decay {loop.get('weight_decay', WEIGHT_DECAY)}{later} --precision "
-        f"{loop.get('precision', 'fp32')}` then `./run canis export "
+        f"{loop.get('precision', 'fp32')}{keep}` then {average}`./run canis export "
         f"runs/NAME/{checkpoint_name} --out {model_path.name} --dataset data/dog_dataset.npz "
         "--card`."
     )

@@ -39,11 +39,20 @@ def save_checkpoint(
     for index, state in optimizer.state_dict()["state"].items():
         for key, value in state.items():
             tensors[f"optim/{names[index]}/{key}"] = torch.as_tensor(value).cpu().contiguous()
+    write_checkpoint(path, tensors, config, layout)
+
+
+def write_checkpoint(
+    path: Path, tensors: dict[str, torch.Tensor], config: dict, layout: str | None = None
+) -> None:
+    """The file itself: `tensors` (model/, norm/ and optionally optim/ entries) and the config,
+    written atomically."""
     metadata = {
         "format": FORMAT,
         "layout_hash": layout or layout_hash(),
         "config": json.dumps(config),
     }
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".partial")
     save_file(tensors, str(tmp), metadata=metadata)

@@ -443,6 +443,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--resume", action="store_true", help="continue the run in --out from its checkpoint"
     )
     finetune.add_argument(
+        "--keep-epochs",
+        action="store_true",
+        help="keep each epoch's checkpoint as eN.safetensors beside last.safetensors (for "
+        "`canis average`)",
+    )
+    finetune.add_argument(
         "--restandardise",
         action="store_true",
         help="an ONNX --start standardised otherwise than --dataset (a rebuild of its data) "
@@ -457,6 +463,27 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     add_speed_options(finetune)
     finetune.set_defaults(handler=run_finetune)
+
+    average = commands.add_parser(
+        "average",
+        help="the mean of two or more checkpoints' weights (a model soup; e.g. a fine-tune's "
+        "epochs kept by --keep-epochs)",
+        description="Writes a checkpoint whose weights are the mean of the given ones' "
+        "(training/checkpoint_average.py): the same network and standardisation only; the "
+        "optimiser state is dropped, the sources are named in the config and the model card.",
+    )
+    average.add_argument("checkpoints", type=Path, nargs="+", help="two or more .safetensors")
+    average.add_argument("--out", type=Path, required=True, help="the averaged .safetensors")
+    average.set_defaults(handler=run_average)
+
+
+def run_average(args) -> int:
+    from canis.training.checkpoint_average import average_checkpoints
+
+    config = average_checkpoints(args.checkpoints, args.out)
+    sources = ", ".join(Path(s["file"]).name for s in config["averaged_from"])
+    print(f"wrote {args.out}: the mean of {sources}")
+    return 0
 
 
 def run_finetune(args) -> int:
@@ -559,6 +586,7 @@ def run_finetune(args) -> int:
         precision=precision,
         dropout=args.dropout,
         weight_decay=args.weight_decay,
+        keep_epochs=args.keep_epochs,
     )
     fine_tune(settings, loop, args.out, resume=args.resume)
     print(f"done: {args.out} (last.safetensors, log.csv)")

@@ -17,6 +17,7 @@ tests/test_closed_loop_training.py checks next_input against Controller.step's o
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from types import SimpleNamespace
@@ -939,6 +940,9 @@ class FineTuneSettings:
     # fine-tuned with it.
     dropout: float | None = None
     weight_decay: float | None = None
+    # Each epoch's checkpoint kept beside last.safetensors as eN.safetensors (`canis average`
+    # takes a run's epochs); not part of the loss configuration.
+    keep_epochs: bool = False
 
     def __post_init__(self):
         if self.dropout is not None and not 0 <= self.dropout < 1:
@@ -1238,6 +1242,8 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             "last": row,
         }
         save_checkpoint(run_dir / LAST, model, optimizer, data.normalisation, state)
+        if settings.keep_epochs:
+            shutil.copyfile(run_dir / LAST, run_dir / f"e{epoch + 1}.safetensors")
         print(
             f"epoch {epoch + 1}/{settings.epochs} (own frames {own}): "
             f"train {row['train_loss']:.4f} validation {row['validation_loss']:.4f} closed-loop "
