@@ -57,7 +57,8 @@ def test_a_runs_kept_epochs_average_to_their_mean(kept_epochs, tiny_dataset, cap
     # the last epoch's file is last.safetensors's
     assert (run / "e2.safetensors").read_bytes() == (run / "last.safetensors").read_bytes()
     out = run / "average.safetensors"
-    assert main(["average", str(run / "e1.safetensors"), str(run / "e2.safetensors"), "--out", str(out)]) == 0  # fmt: skip
+    epochs = [str(run / "e1.safetensors"), str(run / "e2.safetensors")]
+    assert main(["average", *epochs, "--out", str(out)]) == 0
     assert "the mean of e1.safetensors, e2.safetensors" in capsys.readouterr().out
     mean = load_checkpoint(out)
     weights = first.section("model/")
