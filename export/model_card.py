@@ -413,7 +413,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
     if loop.get("moving_paws_both_ways"):
         later += " --moving-paws-both-ways"
     if loop.get("moving_paws_down"):
-        later += " --moving-paws-down"
+        down = float(loop["moving_paws_down"])
+        later += " --moving-paws-down" + ("" if down == 1 else f" {down:g}")
     if loop.get("moving_skating_relative"):
         later += " --moving-skating-relative"
     if loop.get("moving_paws_lift"):

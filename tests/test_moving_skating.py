@@ -140,6 +140,8 @@ def test_paws_held_down_as_often_as_the_mocaps():
     expected = DOWN_SHARE_COST_CM * short.clamp(min=0).mean()
     assert expected > 2.0
     np.testing.assert_allclose(loss.item(), expected.item(), rtol=1e-5)
+    weighed = moving_skating_loss(x, hovering.detach(), reference, True, paws_down=3.0)
+    np.testing.assert_allclose(weighed.item(), 3 * expected.item(), rtol=1e-5)  # a weight
     loss.backward()  # it brings the paws down
     assert (hovering.grad[:, Y_HIPS[1]] > 0).all()
 
@@ -384,6 +386,8 @@ def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, mo
     assert "moving_paws_both_ways True (now False)" in refused
     assert main([*as_mocap[:-4], "--moving-paws-down"]) == 2
     assert "--moving-paws-down: needs --moving-skating-weight" in capsys.readouterr().err
+    assert main([*as_mocap, "--moving-paws-down", "-1"]) == 2
+    assert "--moving-paws-down -1.0: must be a finite weight >= 0" in capsys.readouterr().err
 
 
 def test_the_measures_print_each_speed_band(tiny_dataset, tiny_model, monkeypatch, capsys):

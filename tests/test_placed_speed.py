@@ -331,6 +331,8 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
         "--moving-skating-weight 1 --moving-paws-both-ways --moving-paws-down "
         "--moving-skating-relative --moving-paws-lift" in reproduce
     )
+    weighed = ClosedLoopConfig(moving_skating_weight=1, moving_paws_down=4.0)
+    assert "--moving-paws-down 4 " in _reproduce_line(weighed) + " "
     for bad in (0, -8):
         with pytest.raises(ValueError, match="--moving-dogs-per-step .*: must be at least 1"):
             ClosedLoopConfig(placed_speed_weight=1, moving_dogs_per_step=bad)

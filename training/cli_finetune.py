@@ -174,10 +174,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     finetune.add_argument(
         "--moving-paws-down",
-        action="store_true",
+        type=float,
+        nargs="?",
+        const=1.0,
+        default=0.0,
+        metavar="WEIGHT",
         help="the moving-skating term holds each paw down (under the measure's 2.5 cm) as "
         "often as the mocap's at the dog's asked speed: with --moving-paws-both-ways, a paw "
-        "cannot meet the mocap's mean height by hovering",
+        "cannot meet the mocap's mean height by hovering; WEIGHT (default 1) times 10 per "
+        "share of steps short",
     )
     finetune.add_argument(
         "--moving-skating-relative",

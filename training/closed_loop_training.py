@@ -136,8 +136,10 @@ class ClosedLoopConfig:
     moving_turns_as_mocap: bool = False
     # The moving-skating term counts paws carried lower than the mocap's too.
     moving_paws_both_ways: bool = False
-    # The moving-skating term holds each paw down (under 2.5 cm) as often as the mocap's too.
-    moving_paws_down: bool = False
+    # The moving-skating term holds each paw down (under 2.5 cm) as often as the mocap's too,
+    # this many times DOWN_SHARE_COST_CM per share short (0: not held). Runs before it was a
+    # weight stored False/True: 0/1 alike.
+    moving_paws_down: float = 0.0
     # The moving-skating term's skating beyond the mocap's counted in the mocap's at that speed.
     moving_skating_relative: bool = False
     # The moving-skating term holds each paw's mean height above 2.5 cm up to the mocap's too,
@@ -336,6 +338,10 @@ class ClosedLoopConfig:
             raise ValueError("--moving-skating-relative: needs --moving-skating-weight")
         if self.moving_paws_down and self.moving_skating_weight == 0:
             raise ValueError("--moving-paws-down: needs --moving-skating-weight")
+        if not (np.isfinite(self.moving_paws_down) and self.moving_paws_down >= 0):
+            raise ValueError(
+                f"--moving-paws-down {self.moving_paws_down}: must be a finite weight >= 0"
+            )
         if self.moving_paws_both_ways and self.moving_skating_weight == 0:
             raise ValueError("--moving-paws-both-ways: needs --moving-skating-weight")
         if self.moving_legs_both_ways and self.moving_legs_weight == 0:
@@ -838,7 +844,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_paws_both_ways": False,
         "moving_turn_switch_s": 0.0,
         "moving_dogs_per_step": DOGS_PER_STEP,
-        "moving_paws_down": False,
+        "moving_paws_down": 0.0,  # runs before it was a weight stored False/True: 0/1 alike
         "moving_skating_relative": False,
         "moving_paws_lift": 0.0,  # runs before it was a weight stored False/True: 0/1 alike
         "moving_paws_planted": 0.0,

@@ -201,7 +201,7 @@ def moving_skating_loss(
     y_raw: torch.Tensor,
     reference: torch.Tensor,
     heights_both_ways: bool = False,
-    paws_down: bool = False,
+    paws_down: float = 0.0,
     skating_relative: bool = False,
     paws_lift: float = 0.0,
     paws_swing: bool = False,
@@ -216,12 +216,13 @@ def moving_skating_loss(
     the mean over dogs of the dog's mean skating (cm/frame) beyond the reference's, plus its
     paws' mean heights beyond the reference's by more than HEIGHT_ALLOWANCE_CM (cm, averaged
     over paws); `heights_both_ways`: paws carried lower than the reference's by more than the
-    allowance count too (a paw dragged through its swing); `paws_down`: plus each paw's share
-    of steps down short of the reference's by more than DOWN_SHARE_ALLOWANCE,
-    DOWN_SHARE_COST_CM a share (averaged over paws); `skating_relative`: the skating beyond
-    the reference's counted in the reference's; `paws_lift` (a weight, 0: off): plus each paw's
-    mean height above SKATING_HEIGHT_CM short of the reference's by more than
-    HEIGHT_ALLOWANCE_CM (cm, averaged over paws), times the weight; `paws_swing`: plus each
+    allowance count too (a paw dragged through its swing); `paws_down` (a weight, 0: off; True
+    counts 1): plus each paw's share of steps down short of the reference's by more than
+    DOWN_SHARE_ALLOWANCE, DOWN_SHARE_COST_CM a share (averaged over paws), times the weight;
+    `skating_relative`: the skating beyond the reference's counted in the reference's;
+    `paws_lift` (a weight, 0: off): plus each paw's mean height above SKATING_HEIGHT_CM short
+    of the reference's by more than HEIGHT_ALLOWANCE_CM (cm, averaged over paws), times the
+    weight; `paws_swing`: plus each
     paw's root mean square lift short of the reference's by more than HEIGHT_ALLOWANCE_CM (cm,
     averaged over paws), only for the dogs asked (asked_mps, (dogs,)) under `swing_below_mps`
     where that is above 0; `paws_planted` (a weight, 0: off): plus each paw's planted height
@@ -245,7 +246,9 @@ def moving_skating_loss(
     height_excess = (miss_cm - HEIGHT_ALLOWANCE_CM).clamp(min=0).mean(1)
     if paws_down:
         short = reference[:, 5:9] - soft_down(height).mean(1) - DOWN_SHARE_ALLOWANCE
-        height_excess = height_excess + DOWN_SHARE_COST_CM * short.clamp(min=0).mean(1)
+        height_excess = height_excess + float(paws_down) * DOWN_SHARE_COST_CM * short.clamp(
+            min=0
+        ).mean(1)
     if paws_lift:
         short_cm = reference[:, 9:13] - lift_cm(height).mean(1) - HEIGHT_ALLOWANCE_CM
         height_excess = height_excess + paws_lift * short_cm.clamp(min=0).mean(1)
