@@ -18,31 +18,9 @@ def kept_epochs(tiny_dataset, tmp_path_factory):
     folder = tmp_path_factory.mktemp("average")
     train(tiny_config(tiny_dataset), folder / "one_step", progress=False)
     run = folder / "run"
-    assert (
-        main(
-            [
-                "finetune",
-                "--start",
-                str(folder / "one_step" / LAST),
-                "--dataset",
-                str(tiny_dataset),
-                "--out",
-                str(run),
-                "--epochs",
-                "2",
-                "--steps-per-epoch",
-                "2",
-                "--batch-size",
-                "4",
-                "--own-frames",
-                "2",
-                "--seed",
-                "3",
-                "--keep-epochs",
-            ]
-        )  # fmt: skip
-        == 0
-    )
+    finetune = "finetune --epochs 2 --steps-per-epoch 2 --batch-size 4 --own-frames 2 --seed 3"
+    start = ["--start", str(folder / "one_step" / LAST), "--dataset", str(tiny_dataset)]
+    assert main([*finetune.split(), *start, "--out", str(run), "--keep-epochs"]) == 0
     return folder, run
 
 
@@ -90,28 +68,9 @@ def test_a_runs_kept_epochs_average_to_their_mean(kept_epochs, tiny_dataset, cap
         "export runs/NAME/average.safetensors" in card
     )
     # A fine-tune starts from it.
-    assert (
-        main(
-            [
-                "finetune",
-                "--start",
-                str(out),
-                "--dataset",
-                str(tiny_dataset),
-                "--out",
-                str(folder / "from_mean"),
-                "--epochs",
-                "1",
-                "--steps-per-epoch",
-                "1",
-                "--batch-size",
-                "4",
-                "--own-frames",
-                "2",
-            ]
-        )  # fmt: skip
-        == 0
-    )
+    one_epoch = "finetune --epochs 1 --steps-per-epoch 1 --batch-size 4 --own-frames 2".split()
+    start = ["--start", str(out), "--dataset", str(tiny_dataset)]
+    assert main([*one_epoch, *start, "--out", str(folder / "from_mean")]) == 0
 
 
 def test_checkpoints_that_cannot_be_averaged_are_refused(kept_epochs, tiny_dataset, tmp_path):

@@ -82,17 +82,23 @@ def load_checkpoint(path: str | Path, layout: str | None = None) -> Checkpoint:
     return Checkpoint(tensors, json.loads(metadata["config"]))
 
 
-def restore_model(checkpoint: Checkpoint, model, path: Path | str = "checkpoint") -> None:
-    """Loads weights, naming every tensor whose presence or shape differs."""
-    weights = checkpoint.section("model/")
-    expected = model.state_dict()
-    problems = [f"missing {k}" for k in expected if k not in weights]
-    problems += [f"unexpected {k}" for k in weights if k not in expected]
+def tensor_differences(expected: dict, given: dict, prefix: str = "") -> list[str]:
+    """Each tensor of `given` missing, unexpected or of another shape than `expected`'s."""
+    problems = [f"missing {prefix}{k}" for k in expected if k not in given]
+    problems += [f"unexpected {prefix}{k}" for k in given if k not in expected]
     problems += [
-        f"{k}: {tuple(weights[k].shape)} vs model {tuple(v.shape)}"
+        f"{prefix}{k}: {tuple(given[k].shape)} vs {tuple(v.shape)}"
         for k, v in expected.items()
-        if k in weights and weights[k].shape != v.shape
+        if k in given and given[k].shape != v.shape
     ]
+    return problems
+
+
+def restore_model(checkpoint: Checkpoint, model, path: Path | str = "checkpoint") -> None:
+    """Loads weights, naming every tensor whose presence or shape differs (its shape, then the
+    model's)."""
+    weights = checkpoint.section("model/")
+    problems = tensor_differences(model.state_dict(), weights)
     if problems:
         raise ValueError(
             f"{path}: does not fit a {checkpoint.config.get('kind')} model with "

@@ -20,24 +20,11 @@ import hashlib
 from pathlib import Path
 
 import torch
-from canis.training.checkpoint import load_checkpoint, write_checkpoint
+from canis.training.checkpoint import load_checkpoint, tensor_differences, write_checkpoint
 
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def _differences(first, other, prefix: str) -> list[str]:
-    """The `prefix` tensors of `other` missing, extra or of another shape than `first`'s."""
-    mine, theirs = first.section(prefix), other.section(prefix)
-    problems = [f"missing {prefix}{k}" for k in mine if k not in theirs]
-    problems += [f"unexpected {prefix}{k}" for k in theirs if k not in mine]
-    problems += [
-        f"{prefix}{k}: {tuple(theirs[k].shape)} against {tuple(v.shape)}"
-        for k, v in mine.items()
-        if k in theirs and theirs[k].shape != v.shape
-    ]
-    return problems
 
 
 def average_checkpoints(paths: list[Path], out: Path) -> dict:
@@ -56,9 +43,13 @@ def average_checkpoints(paths: list[Path], out: Path) -> dict:
                     f"{path}: {key} {checkpoint.config.get(key)!r}, but {paths[0]} has "
                     f"{first.config.get(key)!r}: only one network's checkpoints can be averaged"
                 )
-        problems = _differences(first, checkpoint, "model/") + _differences(
-            first, checkpoint, "norm/"
-        )
+        problems = [
+            problem
+            for prefix in ("model/", "norm/")
+            for problem in tensor_differences(
+                first.section(prefix), checkpoint.section(prefix), prefix
+            )
+        ]
         if problems:
             raise ValueError(f"{path}: does not fit {paths[0]}'s layers: {'; '.join(problems[:6])}")
         for key, value in first.section("norm/").items():
