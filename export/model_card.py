@@ -116,6 +116,11 @@ def write_card(
     train = config["train"]["config"]
     rows = _log_rows(checkpoint_path.parent)
     checkpoint_name = checkpoint_path.name
+    if config.get("averaged_from"):
+        from canis.training.train import LAST
+
+        if checkpoint_name == LAST:  # a mean written over the run's last: reproduced beside it
+            checkpoint_name = "average.safetensors"
     fine_tuned = "closed_loop" in config  # `canis finetune`: its log.csv is the fine-tuning's
     throughput = [float(r["samples_per_s"]) for r in rows if "samples_per_s" in r]
     name = {"mann": f"MANN-{config.get('experts')}", "pfnn": "PFNN", "vnn": "Vanilla NN"}[

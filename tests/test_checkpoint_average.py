@@ -67,6 +67,15 @@ def test_a_runs_kept_epochs_average_to_their_mean(kept_epochs, tiny_dataset, cap
         "runs/NAME/e2.safetensors --out runs/NAME/average.safetensors` then `./run canis "
         "export runs/NAME/average.safetensors" in card
     )
+    # A mean written over a run's last checkpoint is reproduced beside it, not over it.
+    over_last = folder / "over_last"
+    over_last.mkdir()
+    (over_last / "log.csv").write_bytes((run / "log.csv").read_bytes())
+    assert main(["average", *epochs, "--out", str(over_last / "last.safetensors")]) == 0
+    export = ["export", str(over_last / "last.safetensors"), "--out", str(folder / "o.onnx")]
+    assert main([*export, "--dataset", str(tiny_dataset), "--card", "--card-seconds", "1"]) == 0
+    card = (folder / "o.md").read_text()
+    assert "--out runs/NAME/average.safetensors` then `./run canis export runs/NAME/average" in card
     # A fine-tune starts from it.
     one_epoch = "finetune --epochs 1 --steps-per-epoch 1 --batch-size 4 --own-frames 2".split()
     start = ["--start", str(out), "--dataset", str(tiny_dataset)]
