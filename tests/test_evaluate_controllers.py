@@ -46,6 +46,8 @@ def test_skating_counts_only_low_paws_by_the_papers_weight():
     assert (quality["paws_planted"].mean(axis=0) == [0, 0, 0, 1]).all()
     summary = summarise(SKELETON, [quality])
     assert summary["paws_planted_front_share"] == 0 and summary["paws_planted_hind_share"] == 0.5
+    # down, front and hind apart: both front paws, one hind paw of two
+    assert summary["paws_down_front_share"] == 1 and summary["paws_down_hind_share"] == 0.5
 
 
 def test_stiffness_is_each_leg_joints_local_turn_per_frame():
@@ -196,7 +198,7 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
         k: results["MANN8"][k]
         for k in (
             "skating_cm", "skating_back_cm", "paws_down_share", "paws_planted_front_share",
-            "paws_planted_hind_share",
+            "paws_planted_hind_share", "paws_down_front_share", "paws_down_hind_share",
         )
     }  # fmt: skip
     results["GT"] |= {k: results["MANN8"][k] for k in ("stiffness_deg", "stiffness_back_deg")}
@@ -238,6 +240,10 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
     assert 0 < down["walk"] <= 1  # a walking dog has paws down
     shares = " / ".join(f"{down[s]:.0%}" for s in ("walk", "canter", "turn"))
     assert f"where the measure counts skating at all (walk / canter / turn): GT {shares}" in text
+    hind_down = results["MANN8"]["paws_down_hind_share"]
+    assert 0 < hind_down["walk"] <= 1
+    hind_down_shares = " / ".join(f"{hind_down[s]:.0%}" for s in ("walk", "canter", "turn"))
+    assert f"hind {hind_down_shares})" in text
     hind = results["MANN8"]["paws_planted_hind_share"]
     hind_shares = " / ".join(f"{hind[s]:.0%}" for s in ("walk", "canter", "turn"))
     assert "(walk / canter / turn): GT front " in text and f"hind {hind_shares}" in text

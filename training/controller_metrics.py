@@ -86,6 +86,8 @@ def summarise(skeleton: Skeleton, parts: list[dict[str, np.ndarray]]) -> dict[st
         "skating_cm": float(skating.mean()),
         "skating_back_cm": float(skating[:, BACK_PAWS].mean()),
         "paws_down_share": float(down.mean()),
+        "paws_down_front_share": float(down[:, :2].mean()),
+        "paws_down_hind_share": float(down[:, BACK_PAWS].mean()),
         "paws_planted_front_share": float(planted[:, :2].mean()),
         "paws_planted_hind_share": float(planted[:, BACK_PAWS].mean()),
         "stiffness_deg": float(updates.mean()),

@@ -60,18 +60,27 @@ def _paws_planted_line(results, names) -> list[str]:
 
 
 def _paws_down_line(results, names) -> list[str]:
-    """The share of paw-steps the skating measure counts at all (under 2.5 cm): a dog that
-    carries its paws higher than the mocap's skates less by the measure without planting them
-    better."""
+    """The share of paw-steps the skating measure counts at all (under 2.5 cm), all paws and
+    front and hind apart: a dog that carries its paws higher than the mocap's skates less by
+    the measure without planting them better, and one that never puts its hind paws down
+    (the one-step start's canters, docs/EVALUATION.md, the thirtieth session) skates nothing
+    with them."""
+
+    def shares(n, key):
+        return " / ".join(f"{results[n][key][s]:.0%}" for s in SCENARIOS)
+
     cells = "; ".join(
-        f"{n} " + " / ".join(f"{results[n]['paws_down_share'][s]:.0%}" for s in SCENARIOS)
+        f"{n} {shares(n, 'paws_down_share')} (front {shares(n, 'paws_down_front_share')}, "
+        f"hind {shares(n, 'paws_down_hind_share')})"
+        if "paws_down_hind_share" in results[n]
+        else f"{n} {shares(n, 'paws_down_share')}"
         for n in names
     )
     scenarios = " / ".join(SCENARIOS)
     return [
         f"Paw-steps under 2.5 cm, where the measure counts skating at all ({scenarios}): {cells}."
         " A dog that carries its paws higher than the mocap skates less by the "
-        "measure without planting them better.",
+        "measure without planting them better, and a paw that never comes down skates nothing.",
         "",
     ]
 
