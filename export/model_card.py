@@ -481,14 +481,9 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         )
         if loop.get("rollout_match_frames"):
             later += f" --rollout-match-frames {loop['rollout_match_frames']}"
-    keep, average = (
-        _averaging_step(config, checkpoint_name)
-        if config.get("averaged_from")
-        else (
-            "",
-            "",
-        )
-    )
+    keep, average = "", ""  # an averaged checkpoint's run keeps its epochs, then averages
+    if config.get("averaged_from"):
+        keep, average = _averaging_step(config, checkpoint_name)
     return (
         f"- **Reproduce**: `./run canis dataset build` then `./run canis finetune --start {start}"
         f"{restandardise} --out runs/NAME --epochs {config['closed_loop_epoch']} --steps-per-epoch "
