@@ -59,7 +59,8 @@ def _set_metadata(model, meta: dict[str, str]) -> None:
         entry.key, entry.value = key, value
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The file's SHA-256, hex (the sources a converted or averaged model names)."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -130,7 +131,7 @@ def convert_graph(source: Path, out: Path, precision: str) -> Path:
             OnnxModel(model).topological_sort()
         meta[PRECISION_KEY] = precision
         if precision != DEFAULT_PRECISION:
-            meta["canis.precision_source"] = f"{source.name} sha256 {_sha256(source)[:16]}"
+            meta["canis.precision_source"] = f"{source.name} sha256 {file_sha256(source)[:16]}"
             meta["canis.precision_tool"] = _tool(precision)
             meta["canis.converted"] = datetime.now(UTC).isoformat(timespec="seconds")
         _set_metadata(model, meta)

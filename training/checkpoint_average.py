@@ -16,15 +16,11 @@ which the model card prints.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import torch
+from canis.export.precision import file_sha256
 from canis.training.checkpoint import load_checkpoint, tensor_differences, write_checkpoint
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def average_checkpoints(paths: list[Path], out: Path) -> dict:
@@ -70,7 +66,7 @@ def average_checkpoints(paths: list[Path], out: Path) -> dict:
     config["averaged_from"] = [
         {
             "file": str(path),
-            "sha256": _sha256(path),
+            "sha256": file_sha256(path),
             "closed_loop_epoch": checkpoint.config.get("closed_loop_epoch"),
             "seed": checkpoint.config.get("closed_loop", {}).get("seed"),
         }

@@ -72,8 +72,6 @@ def _paws_down_line(results, names) -> list[str]:
     cells = "; ".join(
         f"{n} {shares(n, 'paws_down_share')} (front {shares(n, 'paws_down_front_share')}, "
         f"hind {shares(n, 'paws_down_hind_share')})"
-        if "paws_down_hind_share" in results[n]
-        else f"{n} {shares(n, 'paws_down_share')}"
         for n in names
     )
     scenarios = " / ".join(SCENARIOS)
