@@ -90,7 +90,7 @@ def test_checkpoints_that_cannot_be_averaged_are_refused(kept_epochs, tiny_datas
 
     _, run = kept_epochs
     e1, e2 = run / "e1.safetensors", run / "e2.safetensors"
-    with pytest.raises(ValueError, match="needs two or more checkpoints"):
+    with pytest.raises(ValueError, match="1 checkpoint given: needs two or more to average"):
         average_checkpoints([e1], tmp_path / "mean.safetensors")
     with pytest.raises(ValueError, match="is one of the checkpoints averaged"):
         average_checkpoints([e1, e2], e1)

@@ -27,7 +27,7 @@ def average_checkpoints(paths: list[Path], out: Path) -> dict:
     """Writes the mean of `paths`' model weights to `out`; returns its config."""
     paths = [Path(p) for p in paths]
     if len(paths) < 2:
-        raise ValueError("canis average: needs two or more checkpoints")
+        raise ValueError(f"{len(paths)} checkpoint given: needs two or more to average")
     if Path(out).resolve() in {p.resolve() for p in paths}:
         raise ValueError(f"{out}: is one of the checkpoints averaged; write the mean elsewhere")
     loaded = [load_checkpoint(p) for p in paths]
