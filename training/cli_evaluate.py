@@ -127,6 +127,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         default=20.0,
         help="seconds per run of the card's closed-loop check (default: %(default)s)",
     )
+    precision_eval.add_argument(
+        "--nudges",
+        type=int,
+        help="fp32 copies with their weights nudged (a relative 1e-5) from which each variant is "
+        "measured too, so a figure is judged by its mean and the closed loop's own noise is "
+        "measured (0: the file alone; default: NUDGES in training/precision_gate.py)",
+    )
     precision_eval.add_argument("--bvh", type=Path, help="folder of .bvh clips (default: mocap)")
     precision_eval.add_argument("--json", type=Path, help="write the figures here")
     precision_eval.add_argument(
@@ -253,8 +260,11 @@ def run_evaluate_controllers(args) -> int:
 def run_evaluate_precision(args) -> int:
     from canis.runtime.machine import benchmark_machine
     from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
-    from canis.training.precision_gate import VARIANTS, evaluate, write
+    from canis.training.precision_gate import NUDGES, VARIANTS, evaluate, write
 
+    nudges = NUDGES if args.nudges is None else args.nudges
+    if nudges < 0:
+        raise ValueError(f"--nudges {nudges}: must be 0 or more")
     variants = [v.strip() for v in (args.variants or ",".join(VARIANTS)).split(",") if v.strip()]
     if "fp32" not in variants:
         variants.insert(0, "fp32")
@@ -268,11 +278,12 @@ def run_evaluate_precision(args) -> int:
         card_seconds=args.card_seconds,
         keep_dir=args.keep,
         cache_dir=args.cache,
+        nudges=nudges,
     )
     command = (
         f"./run canis evaluate precision --variants {','.join(variants)} "
         f"--card-seconds {args.card_seconds:g}"
-    )
+    ) + (f" --nudges {nudges}" if nudges != NUDGES else "")
     m = benchmark_machine()
     write(results, args.json, args.doc, command, f"{m['cpu']}, {m['logical_cores']} threads")
     for name, entry in results["variants"].items():
