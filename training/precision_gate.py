@@ -250,7 +250,10 @@ def evaluate(
                 label = name if k == 0 else f"{name}.nudge{k}"
                 cached = _cache_file(cache_dir, source, label, card_seconds)
                 if cached is not None and cached.is_file():
-                    measured.append(json.loads(cached.read_text()))
+                    entry = json.loads(cached.read_text())
+                    if "output_error" not in entry:  # kept before the gate measured it
+                        entry["output_error"] = motion_parity(source, path)
+                    measured.append(entry)
                     continue
                 if progress:
                     print(f"[{label}] closed loop", flush=True)
