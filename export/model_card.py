@@ -420,6 +420,9 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
     if loop.get("moving_paws_down"):
         down = float(loop["moving_paws_down"])
         later += " --moving-paws-down" + ("" if down == 1 else f" {down:g}")
+    if loop.get("moving_paws_down_fast"):
+        later += f" --moving-paws-down-fast {loop['moving_paws_down_fast']:g}"
+        later += f" --moving-paws-down-fast-mps {loop['moving_paws_down_fast_mps']:g}"
     if loop.get("moving_skating_relative"):
         later += " --moving-skating-relative"
     if loop.get("moving_paws_lift"):

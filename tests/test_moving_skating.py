@@ -144,6 +144,21 @@ def test_paws_held_down_as_often_as_the_mocaps():
     np.testing.assert_allclose(weighed.item(), 3 * expected.item(), rtol=1e-5)  # a weight
     loss.backward()  # it brings the paws down
     assert (hovering.grad[:, Y_HIPS[1]] > 0).all()
+    # --moving-paws-down-fast: the dog asked above the speed (the second, at 2.5 m/s) weighed 4
+    # more; the mean still over both dogs, so the first dog's part is as it was.
+    asked = torch.tensor([0.8, 2.5])
+    per_dog = DOWN_SHARE_COST_CM * short.clamp(min=0).mean(1)
+    fast = moving_skating_loss(
+        x, hovering.detach(), reference, True, paws_down=True, paws_down_fast=4.0,
+        fast_mps=2.0, asked_mps=asked,
+    )  # fmt: skip
+    np.testing.assert_allclose(fast.item(), (per_dog[0] + 5 * per_dog[1]).item() / 2, rtol=1e-5)
+    only_fast = moving_skating_loss(
+        x, hovering.detach(), reference, True, paws_down_fast=4.0, fast_mps=2.0, asked_mps=asked
+    )
+    np.testing.assert_allclose(only_fast.item(), (4 * per_dog[1]).item() / 2, rtol=1e-5)
+    with pytest.raises(ValueError, match="paws_down_fast: needs each dog's asked speed"):
+        moving_skating_loss(x, hovering.detach(), reference, True, paws_down_fast=4.0)
 
 
 def _reference(skating_cm: torch.Tensor, height_cm: torch.Tensor) -> torch.Tensor:

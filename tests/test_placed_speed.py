@@ -333,6 +333,20 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
     )
     weighed = ClosedLoopConfig(moving_skating_weight=1, moving_paws_down=4.0)
     assert "--moving-paws-down 4 " in _reproduce_line(weighed) + " "
+    fast = ClosedLoopConfig(moving_skating_weight=1, moving_paws_down=1, moving_paws_down_fast=3)
+    assert "--moving-paws-down --moving-paws-down-fast 3 --moving-paws-down-fast-mps 2 " in (
+        _reproduce_line(fast) + " "
+    )
+    assert "--moving-paws-down-fast" not in _reproduce_line(weighed)
+    for bad, message in (
+        ({"moving_paws_down_fast": -1}, "--moving-paws-down-fast -1: must be a finite weight"),
+        ({"moving_paws_down_fast": np.nan}, "--moving-paws-down-fast nan: must be a finite"),
+        ({"moving_paws_down_fast_mps": -2}, "--moving-paws-down-fast-mps -2: must be a finite"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            ClosedLoopConfig(moving_skating_weight=1, **bad)
+    with pytest.raises(ValueError, match="--moving-paws-down-fast: needs --moving-skating-weight"):
+        ClosedLoopConfig(moving_paws_down_fast=3)
     for bad in (0, -8):
         with pytest.raises(ValueError, match="--moving-dogs-per-step .*: must be at least 1"):
             ClosedLoopConfig(placed_speed_weight=1, moving_dogs_per_step=bad)

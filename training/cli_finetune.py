@@ -185,6 +185,22 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "share of steps short",
     )
     finetune.add_argument(
+        "--moving-paws-down-fast",
+        type=float,
+        default=0.0,
+        metavar="WEIGHT",
+        help="the paws-down hold weighed this much more on the moving dogs asked above "
+        "--moving-paws-down-fast-mps (the canter's: the mean over all the dogs hardly sees "
+        "its hind paws hover; 0: off)",
+    )
+    finetune.add_argument(
+        "--moving-paws-down-fast-mps",
+        type=float,
+        default=2.0,
+        metavar="MPS",
+        help="--moving-paws-down-fast's speed (m/s; default: %(default)s)",
+    )
+    finetune.add_argument(
         "--moving-skating-relative",
         action="store_true",
         help="the moving-skating term counts the skating beyond the mocap's in the mocap's at "
@@ -549,6 +565,8 @@ def run_finetune(args) -> int:
         moving_paws_swing=args.moving_paws_swing,
         moving_paws_swing_below_mps=args.moving_paws_swing_below_mps,
         moving_paws_down=args.moving_paws_down,
+        moving_paws_down_fast=args.moving_paws_down_fast,
+        moving_paws_down_fast_mps=args.moving_paws_down_fast_mps,
         moving_skating_relative=args.moving_skating_relative,
         moving_paws_lift=args.moving_paws_lift,
         moving_paws_planted=args.moving_paws_planted,

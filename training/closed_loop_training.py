@@ -158,6 +158,10 @@ class ClosedLoopConfig:
     moving_paws_swing: bool = False
     # ... only for the dogs asked under this speed (m/s; 0: at every speed).
     moving_paws_swing_below_mps: float = 0.0
+    # The paws-down hold weighed this much more on the dogs asked above moving_paws_down_fast_mps
+    # (the canter's, whose hind paws hover where the mean over all dogs hardly sees them).
+    moving_paws_down_fast: float = 0.0
+    moving_paws_down_fast_mps: float = 2.0
     # 0: each turning moving dog turns one way throughout; else it swaps sides this often (s),
     # as the controllers evaluation's turn does every 5 s.
     moving_turn_switch_s: float = 0.0
@@ -338,6 +342,15 @@ class ClosedLoopConfig:
             raise ValueError("--moving-skating-relative: needs --moving-skating-weight")
         if self.moving_paws_down and self.moving_skating_weight == 0:
             raise ValueError("--moving-paws-down: needs --moving-skating-weight")
+        fast, fast_mps = self.moving_paws_down_fast, self.moving_paws_down_fast_mps
+        if not (np.isfinite(fast) and fast >= 0):
+            raise ValueError(f"--moving-paws-down-fast {fast}: must be a finite weight >= 0")
+        if not (np.isfinite(fast_mps) and fast_mps >= 0):
+            raise ValueError(
+                f"--moving-paws-down-fast-mps {fast_mps}: must be a finite speed >= 0 (m/s)"
+            )
+        if fast and self.moving_skating_weight == 0:
+            raise ValueError("--moving-paws-down-fast: needs --moving-skating-weight")
         if not (np.isfinite(self.moving_paws_down) and self.moving_paws_down >= 0):
             raise ValueError(
                 f"--moving-paws-down {self.moving_paws_down}: must be a finite weight >= 0"
@@ -852,6 +865,8 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_paws_still_predicted": False,
         "moving_paws_swing": False,
         "moving_paws_swing_below_mps": 0.0,
+        "moving_paws_down_fast": 0.0,
+        "moving_paws_down_fast_mps": 2.0,
         "replay_skating_weight": 0.0,
         "bone_weight": 0.0,
         "bone_positions_only": False,
@@ -1094,6 +1109,8 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 "still_predicted": loop.moving_paws_still_predicted,
                 "paws_swing": loop.moving_paws_swing,
                 "swing_below_mps": loop.moving_paws_swing_below_mps,
+                "paws_down_fast": loop.moving_paws_down_fast,
+                "fast_mps": loop.moving_paws_down_fast_mps,
             },
             loop.moving_course_weight > 0, gaits, loop.moving_gait_turning,
             legs_below_mps=loop.moving_legs_below_mps,

@@ -210,6 +210,8 @@ def moving_skating_loss(
     paws_planted: float = 0.0,
     paws_still: float = 0.0,
     still_predicted: bool = False,
+    paws_down_fast: float = 0.0,
+    fast_mps: float = 0.0,
 ) -> torch.Tensor:
     """x_raw, y_raw (dogs * frames, ...) grouped by dog, reference (dogs, 33)
     (skating_by_speed's at each dog's speed; only the columns the options read are needed):
@@ -232,7 +234,9 @@ def moving_skating_loss(
     (its columns 21-25) by more than DOWN_SHARE_ALLOWANCE, DOWN_SHARE_COST_CM a share
     (averaged over paws), times the weight; with `still_predicted` a paw counts as planted
     only with its predicted velocity still too (predicted_paw_speed_mps), against the
-    reference's columns 25-29."""
+    reference's columns 25-29; `paws_down_fast` (a weight, 0: off): the dogs asked
+    (asked_mps) above `fast_mps` have their paws-down shortfall weighed this much more (the
+    mean still over all the dogs, so the slow dogs' weight is left as it was)."""
     dogs = len(reference)
     if dogs == 0:
         return y_raw.new_zeros(())
@@ -244,11 +248,14 @@ def moving_skating_loss(
     if heights_both_ways:
         miss_cm = miss_cm.abs()
     height_excess = (miss_cm - HEIGHT_ALLOWANCE_CM).clamp(min=0).mean(1)
-    if paws_down:
+    if paws_down or paws_down_fast:
         short = reference[:, 5:9] - soft_down(height).mean(1) - DOWN_SHARE_ALLOWANCE
-        height_excess = height_excess + float(paws_down) * DOWN_SHARE_COST_CM * short.clamp(
-            min=0
-        ).mean(1)
+        weight = torch.full_like(short[:, 0], float(paws_down))
+        if paws_down_fast:
+            if asked_mps is None:
+                raise ValueError("paws_down_fast: needs each dog's asked speed (asked_mps)")
+            weight = weight + paws_down_fast * (asked_mps > fast_mps).to(weight.dtype)
+        height_excess = height_excess + weight * DOWN_SHARE_COST_CM * short.clamp(min=0).mean(1)
     if paws_lift:
         short_cm = reference[:, 9:13] - lift_cm(height).mean(1) - HEIGHT_ALLOWANCE_CM
         height_excess = height_excess + paws_lift * short_cm.clamp(min=0).mean(1)
