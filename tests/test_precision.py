@@ -176,14 +176,19 @@ def _entry(scale=1.0, gait="trot", passed=True):
     }
 
 
-def test_the_gate_passes_within_five_percent_or_better_and_nothing_else():
-    truth = {k: dict.fromkeys(("walk", "canter", "turn"), 2.0) for k in ("stiffness_deg",)}
-    truth["stiffness_back_deg"] = truth["stiffness_deg"]
+def _truth_and_commands():
+    """The mocap's stiffness (2 deg/frame everywhere) and the scenarios' asked speeds."""
+    truth = {k: dict.fromkeys(SCENARIOS, 2.0) for k in ("stiffness_deg", "stiffness_back_deg")}
     commands = {
         "walk": {"speed_mps": 0.5},
         "canter": {"speed_mps": 2.5},
         "turn": {"speed_mps": 0.6},
     }
+    return truth, commands
+
+
+def test_the_gate_passes_within_five_percent_or_better_and_nothing_else():
+    truth, commands = _truth_and_commands()
     fp32 = _entry()
 
     def failures(candidate):
@@ -215,12 +220,7 @@ def test_the_gate_passes_within_five_percent_or_better_and_nothing_else():
 
 
 def test_the_gate_judges_figures_by_their_mean_over_the_starts_and_verdicts_by_each():
-    truth = {k: dict.fromkeys(SCENARIOS, 2.0) for k in ("stiffness_deg", "stiffness_back_deg")}
-    commands = {
-        "walk": {"speed_mps": 0.5},
-        "canter": {"speed_mps": 2.5},
-        "turn": {"speed_mps": 0.6},
-    }
+    truth, commands = _truth_and_commands()
 
     def failures(fp32_starts, variant_starts):
         rows = compare(fp32_starts, variant_starts, truth, commands)
@@ -282,12 +282,7 @@ def test_a_negative_nudge_count_is_refused(tiny_model, capsys):
 def test_the_report_gives_each_variants_output_error_and_how_far_its_starts_measured_apart():
     from canis.training.precision_gate import NUDGE_RELATIVE, markdown
 
-    truth = {k: dict.fromkeys(SCENARIOS, 2.0) for k in ("stiffness_deg", "stiffness_back_deg")}
-    commands = {
-        "walk": {"speed_mps": 0.5},
-        "canter": {"speed_mps": 2.5},
-        "turn": {"speed_mps": 0.6},
-    }
+    truth, commands = _truth_and_commands()
 
     def start(scale, error):
         return _entry(scale) | {"bytes": 1000, "output_error": {"y_mean_error_std": error}}
