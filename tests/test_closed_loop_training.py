@@ -341,6 +341,9 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
     assert "placed_stillness_weight 0.0 (now 1.0)" in capsys.readouterr().err
     assert finetune(tiny_dataset, started, out, "--placed-stillness-weight", "inf") == 2
     assert "--placed-stillness-weight inf: must be finite and >= 0" in capsys.readouterr().err
+    # The fast dogs' paws-down speed alone, without its weight, is refused, not ignored.
+    assert finetune(tiny_dataset, started, out, "--moving-paws-down-fast-mps", "1.5") == 2
+    assert "--moving-paws-down-fast-mps: needs --moving-paws-down-fast" in capsys.readouterr().err
     args = ("--placed-stillness-weight", "1", "--placed-dogs", "1")
     assert finetune(tiny_dataset, started, out, *args) == 2
     assert "--placed-dogs 1: needs 2 or more" in capsys.readouterr().err

@@ -196,9 +196,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--moving-paws-down-fast-mps",
         type=float,
-        default=2.0,
         metavar="MPS",
-        help="--moving-paws-down-fast's speed (m/s; default: %(default)s)",
+        help="--moving-paws-down-fast's speed (m/s; default: 2)",
     )
     finetune.add_argument(
         "--moving-skating-relative",
@@ -532,6 +531,9 @@ def run_finetune(args) -> int:
     ):
         if not (math.isfinite(weight) and weight >= 0):
             raise ValueError(f"{option} {weight}: must be finite and >= 0")
+    fast_mps = args.moving_paws_down_fast_mps
+    if fast_mps is not None and not args.moving_paws_down_fast:
+        raise ValueError("--moving-paws-down-fast-mps: needs --moving-paws-down-fast")
     loop = ClosedLoopConfig(
         ground_truth_frames=args.ground_truth_frames,
         own_frames=args.own_frames,
@@ -566,7 +568,7 @@ def run_finetune(args) -> int:
         moving_paws_swing_below_mps=args.moving_paws_swing_below_mps,
         moving_paws_down=args.moving_paws_down,
         moving_paws_down_fast=args.moving_paws_down_fast,
-        moving_paws_down_fast_mps=args.moving_paws_down_fast_mps,
+        **({} if fast_mps is None else {"moving_paws_down_fast_mps": fast_mps}),
         moving_skating_relative=args.moving_skating_relative,
         moving_paws_lift=args.moving_paws_lift,
         moving_paws_planted=args.moving_paws_planted,

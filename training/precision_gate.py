@@ -330,9 +330,8 @@ def markdown(results: dict, command: str, machine: str) -> str:
         "this gate's closed loops ran: the speed-up column is this run's, under its load. The one "
         "int8 speed-up the docs quote is docs/BENCHMARKS.md, *int8 against fp32*. Output error: "
         f"the mean |difference| of y from the fp32 file's over {PARITY_ROWS} random standardised "
-        "inputs, "
-        "in y's standard deviations (export/precision.py's `motion_parity`), the largest over "
-        "the starts.",
+        "inputs, in y's standard deviations (export/precision.py's `motion_parity`), the "
+        "largest over the starts.",
         "",
         _noise(entries),
         "",
