@@ -244,6 +244,10 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
     assert 0 < hind_down["walk"] <= 1
     hind_down_shares = " / ".join(f"{hind_down[s]:.0%}" for s in ("walk", "canter", "turn"))
     assert f"hind {hind_down_shares})" in text
+    skating = results["MANN8"]["skating_cm"]
+    per_step = " / ".join(f"{skating[s] / down[s]:.2f}" for s in ("walk", "canter", "turn"))
+    assert "(the table's skating over the share down, cm/frame), which compares" in text
+    assert f"MANN8 {per_step}" in text
     hind = results["MANN8"]["paws_planted_hind_share"]
     hind_shares = " / ".join(f"{hind[s]:.0%}" for s in ("walk", "canter", "turn"))
     assert "(walk / canter / turn): GT front " in text and f"hind {hind_shares}" in text

@@ -69,16 +69,23 @@ def _paws_down_line(results, names) -> list[str]:
     def shares(n, key):
         return " / ".join(f"{results[n][key][s]:.0%}" for s in SCENARIOS)
 
+    def per_step_down(n):
+        down, skating = results[n]["paws_down_share"], results[n]["skating_cm"]
+        return " / ".join(f"{skating[s] / down[s]:.2f}" if down[s] > 0 else "-" for s in SCENARIOS)
+
     cells = "; ".join(
         f"{n} {shares(n, 'paws_down_share')} (front {shares(n, 'paws_down_front_share')}, "
         f"hind {shares(n, 'paws_down_hind_share')})"
         for n in names
     )
+    per_step = "; ".join(f"{n} {per_step_down(n)}" for n in names)
     scenarios = " / ".join(SCENARIOS)
     return [
         f"Paw-steps under 2.5 cm, where the measure counts skating at all ({scenarios}): {cells}."
         " A dog that carries its paws higher than the mocap skates less by the "
-        "measure without planting them better, and a paw that never comes down skates nothing.",
+        "measure without planting them better, and a paw that never comes down skates nothing."
+        " So the skating per paw-step down (the table's skating over the share down, cm/frame), "
+        f"which compares dogs that put their paws down differently: {per_step}.",
         "",
     ]
 
