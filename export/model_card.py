@@ -293,6 +293,12 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
             else ""
         )
         + (
+            f", posture-stillness weight {loop['posture_stillness_weight']:g} on "
+            f"{loop['placed_dogs']} dogs holding a posture (training/posture_stillness.py)"
+            if loop.get("posture_stillness_weight")
+            else ""
+        )
+        + (
             f", the jump's frames weighed {loop['jump_weight']:g}x"
             if loop.get("jump_weight", 1.0) != 1.0
             else ""
@@ -450,6 +456,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --getting-up-pops-weight {loop['getting_up_pops_weight']:g}"
     if loop.get("getting_up_settling"):
         later += f" --getting-up-settling {loop['getting_up_settling']:g}"
+    if loop.get("posture_stillness_weight"):
+        later += f" --posture-stillness-weight {loop['posture_stillness_weight']:g}"
     if loop.get("moving_max_turn_degps", 60.0) != 60.0:
         later += f" --moving-max-turn-degps {loop['moving_max_turn_degps']}"
     if loop.get("moving_turns_as_mocap"):

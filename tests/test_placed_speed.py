@@ -418,6 +418,7 @@ def test_pfnn_is_fine_tuned_with_every_placed_term(tiny_dataset, tmp_path, monke
         "--replay-skating-weight": "replay_skating",
         "--stopping-pops-weight": "stopping_pops",
         "--getting-up-pops-weight": "getting_up_pops",
+        "--posture-stillness-weight": "posture_stillness",
     }
     out = tmp_path / "tuned"
     run = [

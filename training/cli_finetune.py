@@ -344,6 +344,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "none)",
     )
     finetune.add_argument(
+        "--posture-stillness-weight",
+        type=float,
+        default=0.0,
+        metavar="W",
+        help="weight of the posture-stillness term (0: off): as many dogs as the moving dogs, "
+        "taken to a sit, lie or beg through the shipped transition network and held, the "
+        "placed-stillness term's bar on their first 3 s after the hand-back "
+        "(training/posture_stillness.py)",
+    )
+    finetune.add_argument(
         "--jump-weight",
         type=float,
         default=1.0,
@@ -583,6 +593,7 @@ def run_finetune(args) -> int:
         stopping_pops_weight=args.stopping_pops_weight,
         getting_up_pops_weight=args.getting_up_pops_weight,
         getting_up_settling=args.getting_up_settling,
+        posture_stillness_weight=args.posture_stillness_weight,
         feedback=args.feedback,
         rollout_dogs=args.rollout_dogs,
         rollout_path_share=args.rollout_path_share,

@@ -50,6 +50,7 @@ from canis.training.placed_speed import (
     mocap_turns_by_speed,
 )
 from canis.training.placed_stillness import PlacedDogs
+from canis.training.posture_stillness import PostureDogs
 from canis.training.replay_skating import DOGS_PER_STEP as REPLAY_DOGS_PER_STEP
 from canis.training.replay_skating import ReplayDogs
 from canis.training.schedules import DROPOUT, WEIGHT_DECAY
@@ -205,6 +206,9 @@ class ClosedLoopConfig:
     # This share of the getting-up dogs is kept for its first second after the way down (the
     # posture held) instead of after getting up (0: none).
     getting_up_settling: float = 0.0
+    # 0: no posture-stillness term (training/posture_stillness.py): `placed_dogs` of the
+    # runtime's own dogs taken to a posture through the transition network and held, kept still.
+    posture_stillness_weight: float = 0.0
     # The mocap stretches' frames labelled jump weigh this many times the others in the MSE
     # (1: all alike): beside the moving dogs' terms the stretches' own loss is about an eighth
     # of the whole, and a jump's frames a hundredth of that.
@@ -378,6 +382,7 @@ class ClosedLoopConfig:
             or self.replay_skating_weight
             or self.stopping_pops_weight
             or self.getting_up_pops_weight
+            or self.posture_stillness_weight
         )
         if dogs_driven and self.placed_dogs < 1:
             raise ValueError(f"--placed-dogs {self.placed_dogs}: needs 1 or more")
@@ -399,6 +404,7 @@ class ClosedLoopConfig:
         for option, weight in (
             ("--stopping-pops-weight", self.stopping_pops_weight),
             ("--getting-up-pops-weight", self.getting_up_pops_weight),
+            ("--posture-stillness-weight", self.posture_stillness_weight),
             ("--moving-gait-weight", self.moving_gait_weight),
         ):
             if not (np.isfinite(weight) and weight >= 0):
@@ -539,7 +545,7 @@ class Standardiser:
 TERMS = (
     "contact", "skating", "leg_motion", "stillness", "placed_stillness", "placed_speed",
     "moving_legs", "moving_skating", "replay_skating", "bone", "stopping_pops",
-    "getting_up_pops", "moving_course", "moving_gait",
+    "getting_up_pops", "moving_course", "moving_gait", "posture_stillness",
 )  # fmt: skip
 
 
@@ -876,6 +882,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "jump_weight": 1.0,
         "getting_up_pops_weight": 0.0,
         "getting_up_settling": 0.0,
+        "posture_stillness_weight": 0.0,
     }
     previous, identity = unset | previous, unset | identity
     differ = [
@@ -1075,7 +1082,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         with autocast(settings.precision, cpu):
             return _predict(model, kind, x, phase).float()
 
-    rollouts = placed = moving = replaying = stopping = getting_up = None
+    rollouts = placed = moving = replaying = stopping = getting_up = posture = None
     if loop.feedback != "pose":
         rollouts = RuntimeRollouts(model, saved, data, train_split, standard, run_dir)
     if loop.placed_stillness_weight > 0:
@@ -1128,6 +1135,10 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             model, saved, data, standard, run_dir, loop.placed_dogs,
             steps_reference, loop.moving_unroll_frames, loop.getting_up_settling,
         )  # fmt: skip
+    if loop.posture_stillness_weight > 0:
+        posture = PostureDogs(
+            model, saved, data, standard, run_dir, loop.placed_dogs, loop.moving_unroll_frames
+        )
     if loop.replay_skating_weight > 0:
         replaying = ReplayDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
     for epoch in range(first_epoch, settings.epochs):
@@ -1139,7 +1150,9 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         if rollouts is not None:  # this epoch's rollouts, by the weights it starts from
             rollout_seconds = rollouts.refresh(loop, own, generator)
         placed_terms = [
-            dogs for dogs in (placed, moving, replaying, stopping, getting_up) if dogs is not None
+            dogs
+            for dogs in (placed, moving, replaying, stopping, getting_up, posture)
+            if dogs is not None
         ]
         for dogs in placed_terms:  # this epoch's placed dogs, likewise
             rollout_seconds += dogs.refresh(generator)
@@ -1221,6 +1234,10 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 pops = getting_up.loss(predict_training, STOPPING_DOGS_PER_STEP, generator)
                 loss = loss + loop.getting_up_pops_weight * pops
                 terms["getting_up_pops"] = pops.item()
+            if posture is not None:
+                still = posture.loss(predict_training, STOPPING_DOGS_PER_STEP, generator)
+                loss = loss + loop.posture_stillness_weight * still
+                terms["posture_stillness"] = still.item()
             if replaying is not None:
                 skating = replaying.loss(predict_training, REPLAY_DOGS_PER_STEP, generator)
                 loss = loss + loop.replay_skating_weight * skating

@@ -76,12 +76,13 @@ def getting_up_inputs(
     generator: np.random.Generator,
     phases_out: np.ndarray | None = None,
     settling_share: float = 0.0,
+    kept_frames: int = KEPT_FRAMES,
 ):
-    """x (dogs, KEPT_FRAMES, 480) as the Controller built it for each dog's first KEPT_FRAMES
+    """x (dogs, kept_frames, 480) as the Controller built it for each dog's first kept_frames
     steps after being handed back from getting up, or for the settling dogs from lying, sitting
     or begging (module docstring; transition_path None: the shipped transition network), and
-    (dogs,) zeros (the speed asked). Where phases_out (dogs, KEPT_FRAMES) is given, the phase
-    each kept step fed the network (PFNN's)."""
+    (dogs,) zeros (the speed asked). Where phases_out (dogs, kept_frames or more) is given, the
+    phase each kept step fed the network (PFNN's)."""
     from canis.runtime.controller import Controller
     from canis.runtime.inference import MotionModel
     from canis.runtime.transition import TransitionModel
@@ -93,9 +94,9 @@ def getting_up_inputs(
     action = np.full(dogs, ACTIONS.index("idle"))
     # Each dog's first kept step (after getting up, or settling); until then past any frame.
     first_kept = np.full(dogs, np.iinfo(np.int32).max, np.int64)
-    xs = np.empty((dogs, KEPT_FRAMES, INPUT.size), np.float32)
+    xs = np.empty((dogs, kept_frames, INPUT.size), np.float32)
     frame = 0
-    while frame < plan.asked_up.max() or frame < first_kept.max() + KEPT_FRAMES:
+    while frame < plan.asked_up.max() or frame < first_kept.max() + kept_frames:
         for dog in np.flatnonzero((plan.asked_down == frame) | (plan.asked_up == frame)):
             up = bool(plan.asked_up[dog] == frame)
             target = "stand" if up else str(plan.posture[dog])
@@ -113,7 +114,7 @@ def getting_up_inputs(
         phase_rad = controller.state.phase_rad.copy()  # what this step feeds the network
         x = controller.step(ControlState(np.zeros((dogs, 2)), facing_rad.copy(), action.copy()))
         kept = frame - first_kept
-        for dog in np.flatnonzero((kept >= 0) & (kept < KEPT_FRAMES)):
+        for dog in np.flatnonzero((kept >= 0) & (kept < kept_frames)):
             xs[dog, kept[dog]] = x[dog]
             if phases_out is not None:
                 phases_out[dog, kept[dog]] = phase_rad[dog]

@@ -208,6 +208,8 @@ class MovingDogs:
     moving-legs term (training/moving_legs.py) when given the mocap's legs by speed, and the
     moving-skating term (training/moving_skating.py) when given the mocap's paws by speed."""
 
+    kept_frames = KEPT_FRAMES  # each dog's kept steps (at most: a subclass's may keep fewer)
+
     def __init__(
         self,
         model,
@@ -269,7 +271,7 @@ class MovingDogs:
         write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)
         # Each kept step's phase as the runtime fed it (PFNN's; zeros for the others), which
         # _driven fills in.
-        self.phases = np.zeros((self.dogs, KEPT_FRAMES))
+        self.phases = np.zeros((self.dogs, self.kept_frames))
         self.xs, self.asked_mps = self._driven(generator)
         if self.gait is not None:
             self.gait_generator = self.gait_draws.next(generator)
