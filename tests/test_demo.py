@@ -538,6 +538,7 @@ def test_posture_keys_while_moving_on_hills_stop_first_then_go_smoothly(
     posture += joint_steps_cm(app, lambda: app.steps >= end)  # and held for 2 s
     assert max(posture) < DOCUMENTED_WORST_CM, (max(posture), int(np.argmax(posture)))
     assert app.shown_action == action and app.keys[key.W]
+    # training/evaluate_transitions.py's HELD_BAR_MPS: its postures table prints each held speed.
     assert np.linalg.norm(app.controller.root_velocity_xz_mps[0]) < 0.1
     press(app, key.W, release=True)
     press(app, key.LSHIFT, release=True)

@@ -333,6 +333,8 @@ def _posture_run(setup, speed: float, target: str, way: str, phase_frames: int) 
     for _ in range(handed_back + AFTER_SECONDS * FPS):
         c.step(hold)
         positions.append(c.display_pose()[0][0].copy())
+    # AFTER_SECONDS after the hand-back, where tests/test_demo.py reads a held posture's speed.
+    row[f"{way}_held_mps"] = round(float(np.linalg.norm(c.root_velocity_xz_mps[0])), 3)
     moves = joint_steps_cm(positions)
     phases = _phase_names(LEAD_FRAMES, POSTURE_FRAMES, blend_window(POSTURE_FRAMES), handed_back)
     worst = int(moves.argmax())
@@ -466,6 +468,9 @@ GETTING_UP_LINE = (
 STOPPED_FIRST_LINE = (
     "Worst stopping first: {cm:.2f} cm/frame ({ground}, {start} -> {target}, in the {where})."
 )
+HELD_LINE = "Fastest held: {mps:.3f} m/s ({ground}, {start} -> {target})."
+# tests/test_demo.py's bar on a posture's root speed, held AFTER_SECONDS after the hand-back.
+HELD_BAR_MPS = 0.1
 
 
 def handback_markdown(results: dict, command: str) -> str:
@@ -516,26 +521,32 @@ def handback_markdown(results: dict, command: str) -> str:
             f"at each of {', '.join(map(str, p['request_phases_frames']))} frames past the 3 s "
             "(a canter stride; from standing once), and the worst of them is given, with its "
             "frame (phase): where in the stride the key comes moves the fastest frame by a "
-            "quarter or more.",
+            "quarter or more. *Held*: the root's speed (m/s) "
+            f"{p['after_seconds']} s after that run's hand-back, the posture asked to stay still.",
             "",
             "| ground | from | to | gait | at once | where | stop frames | stopping | "
-            "stopping first | where | phase |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "stopping first | where | phase | held |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in p["runs"]:
             lines.append(
                 f"| {r['ground']} | {r['start']} | {r['target']} | {r['gait_cm_per_frame']:.2f} "
                 f"| {r['at_once_cm_per_frame']:.2f} | {r['at_once_where']} | {r['stop_frames']} "
                 f"| {r['stopping_cm_per_frame']:.2f} | {r['stopped_first_cm_per_frame']:.2f} "
-                f"| {r['stopped_first_where']} | {r['stopped_first_phase_frames']} |"
+                f"| {r['stopped_first_where']} | {r['stopped_first_phase_frames']} "
+                f"| {r['stopped_first_held_mps']:.3f} |"
             )
         worst = max(p["runs"], key=lambda r: r["stopped_first_cm_per_frame"])
         line = STOPPED_FIRST_LINE.format(
             cm=worst["stopped_first_cm_per_frame"], where=worst["stopped_first_where"], **worst
         )
+        held = max(p["runs"], key=lambda r: r["stopped_first_held_mps"])
         lines += [
             "",
             line + " tests/test_demo.py reads it with the hand-back's worst (above).",
+            "",
+            HELD_LINE.format(mps=held["stopped_first_held_mps"], **held)
+            + f" tests/test_demo.py allows {HELD_BAR_MPS:g} m/s.",
             "",
         ]
     if "getting_up" in results:
