@@ -4,10 +4,11 @@ a standing dog.
 
 (PM), a network with the mocap's four gaits that passed every other gate, failed the demo's
 test of a posture asked on the hills: its beg still moved at 0.1005 m/s after 2 s held (0.1
-allowed). A one-off probe (/tmp-side, AMD EPYC family 25 model 17: the demo's way, W held at
-0, 1.1, 1.9 or 3.3 m/s for 2-4.5 s on the hills, then the posture key, the root speed 2 s after
-the hand-back) found that drift the same from every start, 0.100-0.101 m/s, where the shipped
-(GS10) begs at 0.032-0.033 (sits 0.048-0.049, lies 0.027-0.028). So it is where the network
+allowed). A one-off probe (AMD EPYC family 25 model 17: the demo's way, W held at 0, 1.1, 1.9
+or 3.3 m/s for 2-4.5 s on the hills, then the posture key, the root speed 2 s after the
+hand-back; the postures table of `canis evaluate transitions --handback-only` now gives it as
+its *held* column) found that drift the same from every start, 0.100-0.101 m/s, where (GS10),
+shipped then, begs at 0.032-0.033 (sits 0.048-0.049, lies 0.027-0.028). So it is where the network
 settles when asked to hold the posture, not what it brings from the gait: no term looked there.
 The getting-up term's settling dogs (training/getting_up_pops.py) hold a posture for a second
 after the hand-back, but its bar is a joint's pop, and a root sliding at 0.1 m/s moves 1.7 mm a
@@ -19,7 +20,9 @@ the getting-up term's settling dogs (standing a while, then a posture through th
 transition network, held, never stood up), and keeps their first KEPT_FRAMES steps after the
 hand-back: the demo's test reads the speed 2 s in. The term is the placed-stillness term's
 (training/placed_stillness.py: each joint's turn beyond its allowance and the root's step
-beyond its own, squared) over those steps, unrolled as the moving dogs' terms are.
+beyond its own, squared) over those steps, unrolled as the moving dogs' terms are. One epoch of
+(PM)'s recipe with it at 1 brought the beg to 0.008-0.010 m/s and every posture under 0.015
+((PX1), shipped since 2026-11-30: docs/EVALUATION.md, the thirty-second session).
 """
 
 from __future__ import annotations
