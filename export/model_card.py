@@ -431,6 +431,8 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --moving-paws-down-fast-mps {loop['moving_paws_down_fast_mps']:g}"
     if loop.get("moving_skating_relative"):
         later += " --moving-skating-relative"
+    if loop.get("moving_skating_scale", 1.0) != 1.0:
+        later += f" --moving-skating-scale {loop['moving_skating_scale']:g}"
     if loop.get("moving_paws_lift"):
         lift = float(loop["moving_paws_lift"])
         later += " --moving-paws-lift" + ("" if lift == 1 else f" {lift:g}")

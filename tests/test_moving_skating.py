@@ -116,6 +116,16 @@ def test_each_dog_pays_its_own_excess():
         0.3 / reference[0, 0].item() / 2,
         rtol=1e-3,
     )
+    # With the bar at 0.8 of the mocap's, a dog skating 0.9 of it pays the 0.1 over the bar,
+    # still counted in the mocap's (halved over the dogs); at the mocap's own bar it is free.
+    skating = 0.9 * reference[0, 0].item()
+    x, y = _steps(np.array([skating] * 4 + [0.0] * 4), 0.0)
+    assert moving_skating_loss(x, y, reference, skating_relative=True).item() < 1e-5
+    np.testing.assert_allclose(
+        moving_skating_loss(x, y, reference, skating_relative=True, skating_scale=0.8).item(),
+        0.1 / 2,
+        rtol=1e-2,
+    )
 
 
 def test_paws_held_down_as_often_as_the_mocaps():

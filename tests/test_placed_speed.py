@@ -387,6 +387,14 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
             replace(swing, moving_paws_swing_below_mps=bad)
     with pytest.raises(ValueError, match="--moving-paws-swing-below-mps: needs --moving-paws-sw"):
         ClosedLoopConfig(moving_skating_weight=1, moving_paws_swing_below_mps=1.2)
+    scaled = ClosedLoopConfig(moving_skating_weight=2, moving_skating_scale=0.8)
+    assert "--moving-skating-weight 2 --moving-skating-scale 0.8" in _reproduce_line(scaled)
+    assert "--moving-skating-scale" not in _reproduce_line(replace(scaled, moving_skating_scale=1))
+    for bad in (0.0, -0.5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="--moving-skating-scale .*: must be a finite number"):
+            replace(scaled, moving_skating_scale=bad)
+    with pytest.raises(ValueError, match="--moving-skating-scale: needs --moving-skating-weight"):
+        ClosedLoopConfig(placed_speed_weight=1, moving_skating_scale=0.8)
     options = (
         "moving_paws_down", "moving_skating_relative", "moving_paws_lift", "moving_paws_planted",
         "moving_paws_still",

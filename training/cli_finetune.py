@@ -207,6 +207,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "is not drowned by the paws' heights (cm)",
     )
     finetune.add_argument(
+        "--moving-skating-scale",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="the moving-skating term's bar is the mocap's skating at the dog's speed times S "
+        "(default: 1, the mocap's own; under 1 asks for less sliding than the mocap's)",
+    )
+    finetune.add_argument(
         "--moving-paws-lift",
         type=float,
         nargs="?",
@@ -580,6 +588,7 @@ def run_finetune(args) -> int:
         moving_paws_down_fast=args.moving_paws_down_fast,
         **({} if fast_mps is None else {"moving_paws_down_fast_mps": fast_mps}),
         moving_skating_relative=args.moving_skating_relative,
+        moving_skating_scale=args.moving_skating_scale,
         moving_paws_lift=args.moving_paws_lift,
         moving_paws_planted=args.moving_paws_planted,
         moving_paws_still=args.moving_paws_still,

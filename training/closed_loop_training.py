@@ -143,6 +143,9 @@ class ClosedLoopConfig:
     moving_paws_down: float = 0.0
     # The moving-skating term's skating beyond the mocap's counted in the mocap's at that speed.
     moving_skating_relative: bool = False
+    # The moving-skating term's bar: the mocap's skating at the dog's speed times this (1: the
+    # mocap's own; under 1 asks for less sliding than the mocap's, whose planted paws slide).
+    moving_skating_scale: float = 1.0
     # The moving-skating term holds each paw's mean height above 2.5 cm up to the mocap's too,
     # this much per cm short (0: not held).
     moving_paws_lift: float = 0.0
@@ -344,6 +347,11 @@ class ClosedLoopConfig:
             raise ValueError("--moving-paws-lift: needs --moving-skating-weight")
         if self.moving_skating_relative and self.moving_skating_weight == 0:
             raise ValueError("--moving-skating-relative: needs --moving-skating-weight")
+        scale = self.moving_skating_scale
+        if not (np.isfinite(scale) and scale > 0):
+            raise ValueError(f"--moving-skating-scale {scale}: must be a finite number > 0")
+        if scale != 1.0 and self.moving_skating_weight == 0:
+            raise ValueError("--moving-skating-scale: needs --moving-skating-weight")
         if self.moving_paws_down and self.moving_skating_weight == 0:
             raise ValueError("--moving-paws-down: needs --moving-skating-weight")
         fast, fast_mps = self.moving_paws_down_fast, self.moving_paws_down_fast_mps
@@ -865,6 +873,7 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_dogs_per_step": DOGS_PER_STEP,
         "moving_paws_down": 0.0,  # runs before it was a weight stored False/True: 0/1 alike
         "moving_skating_relative": False,
+        "moving_skating_scale": 1.0,
         "moving_paws_lift": 0.0,  # runs before it was a weight stored False/True: 0/1 alike
         "moving_paws_planted": 0.0,
         "moving_paws_still": 0.0,
@@ -1110,6 +1119,7 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 "heights_both_ways": loop.moving_paws_both_ways,
                 "paws_down": loop.moving_paws_down,
                 "skating_relative": loop.moving_skating_relative,
+                "skating_scale": loop.moving_skating_scale,
                 "paws_lift": loop.moving_paws_lift,
                 "paws_planted": loop.moving_paws_planted,
                 "paws_still": loop.moving_paws_still,
