@@ -80,6 +80,16 @@ def test_a_runs_kept_epochs_average_to_their_mean(kept_epochs, tiny_dataset, cap
     one_epoch = "finetune --epochs 1 --steps-per-epoch 1 --batch-size 4 --own-frames 2".split()
     start = ["--start", str(out), "--dataset", str(tiny_dataset)]
     assert main([*one_epoch, *start, "--out", str(folder / "from_mean")]) == 0
+    # ... and what it writes is that run's, not a mean: its card says so and reproduces the
+    # fine-tune from the mean, with no averaging step after it.
+    tuned = load_checkpoint(folder / "from_mean" / "last.safetensors")
+    assert "averaged_from" not in tuned.config
+    model = folder / "from_mean.onnx"
+    export = ["export", str(folder / "from_mean" / "last.safetensors"), "--out", str(model)]
+    assert main([*export, "--dataset", str(tiny_dataset), "--card", "--card-seconds", "1"]) == 0
+    card = model.with_suffix(".md").read_text()
+    assert "**Averaged**" not in card and "canis average" not in card
+    assert f"--start {out} " in card
 
 
 def test_checkpoints_that_cannot_be_averaged_are_refused(kept_epochs, tiny_dataset, tmp_path):

@@ -1285,7 +1285,10 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         }
         rows.append(row)
         _append_log(run_dir / "log.csv", row)
-        state = dict(saved) | {
+        # A start written by `canis average` names its sources; this run's weights are not
+        # that mean, so the record stays with the start (the card would say they were).
+        kept = {key: value for key, value in saved.items() if key != "averaged_from"}
+        state = kept | {
             "closed_loop": identity,
             "closed_loop_epoch": epoch + 1,
             "closed_loop_start": str(settings.start),
