@@ -246,10 +246,8 @@ class MovingDogs:
         self.turns_by_speed = turns_by_speed  # None, or mocap_turns_by_speed's, which replaces it
         self.turn_switch_s = turn_switch_s  # the turning dogs swap sides this often (0: never)
         # moving_skating_loss's options (heights_both_ways, paws_down, skating_relative,
-        # skating_scale,
-        # paws_lift, paws_swing, swing_below_mps, paws_planted, paws_still, still_predicted,
-        # paws_down_fast, fast_mps),
-        # as the loss configuration names them.
+        # skating_scale, paws_lift, paws_swing, swing_below_mps, paws_planted, paws_still,
+        # still_predicted, paws_down_fast, fast_mps), as the loss configuration names them.
         self.skating_options = skating_options or {}
         # The moving-course term (training/moving_course.py) runs on these dogs: each kept
         # step's asked facing and turn rate are recorded with it.
