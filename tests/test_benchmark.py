@@ -138,15 +138,6 @@ def test_bench_rewrites_only_its_own_section_of_the_report(tmp_path, monkeypatch
     assert fresh.read_text().startswith("# Benchmarks\n\n<!-- bench:begin -->\n## Run")
 
 
-def test_the_after_inference_probe_times_each_stand_in():
-    from canis.tools.after_inference_probe import probe
-
-    results = probe(frames=30)
-    assert list(results) == ["model", "streaming stand-in", "cache-resident stand-in"]
-    for samples in results.values():
-        assert all(len(values) == 30 and min(values) > 0 for values in samples.values())
-
-
 def test_the_rtn_step_benchmark_feeds_any_transition_network(tiny_rtn):
     """canis bench times the step graph as the runtime feeds it: the network's own hidden width
     and, for one trained with target noise (the shipped RTN since 2026-11-25), zero noise; it

@@ -218,10 +218,10 @@ def test_paw_velocity_is_the_world_motion_of_the_paws():
 
 def test_skating_term_is_the_evaluations_measure_and_only_its_excess():
     """On a clip's true (x, y), the torch skating of each paw equals
-    tools/motion_metrics.foot_skating_cm of its world positions (flat ground); the term is 0
+    runtime/motion_metrics.foot_skating_cm of its world positions (flat ground); the term is 0
     for the mocap itself and grows when a paw is made to slide low."""
     from canis.runtime.features import OUTPUT
-    from canis.tools.motion_metrics import foot_skating_cm
+    from canis.runtime.motion_metrics import foot_skating_cm
     from canis.training.clips import clip_pairs, process_clip
     from synthetic_dog import gait, to_motion
 
@@ -625,13 +625,12 @@ def test_resume_reads_the_paws_lift_flag_as_its_weight():
 
 def test_a_run_of_another_split_is_measured_and_not_fine_tuned(tiny_dataset, tmp_path, capsys):
     """A `--holdout within-clips --no-mirrored` run's input range is its own rows': --measure
-    and the validation breakdown read it on the same held-out clips as the training logged;
+    reads it on the same held-out clips as the training logged;
     fine-tuning, which trains on the dataset's split, refuses it by name."""
     import json
 
     from canis.training import holdout
     from canis.training.train import LAST, train
-    from canis.training.validation_breakdown import main as breakdown
     from conftest import tiny_config
 
     config = tiny_config(tiny_dataset)
@@ -643,10 +642,6 @@ def test_a_run_of_another_split_is_measured_and_not_fine_tuned(tiny_dataset, tmp
         assert finetune(tiny_dataset, checkpoint, tmp_path / "m", "--measure") == 0
         measured = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert measured["validation_loss"] == pytest.approx(row["validation_loss"], rel=1e-5)
-        out = tmp_path / "breakdown.json"
-        assert breakdown([str(checkpoint), "--dataset", str(tiny_dataset), "--json", str(out)]) == 0
-        (result,) = json.loads(out.read_text())
-        assert result["validation_mse"] == pytest.approx(row["validation_loss"], rel=1e-5)
         assert finetune(tiny_dataset, checkpoint, tmp_path / "f") == 2
         assert (
             "was trained with --holdout within-clips --no-mirrored; fine-tuning trains on"

@@ -172,23 +172,6 @@ def test_finetune_with_runtime_feedback_runs_and_resumes(tiny_dataset, tmp_path,
     assert not refused.exists()
 
 
-def test_input_gap_measures_the_mocaps_own_input_as_the_network_does(tiny_dataset, tiny_model):
-    """The study's "mocap x" is the network's own loss on the held-out frames' x; a field
-    swapped in from the runtime's x changes only that field."""
-    from canis.training.runtime_input_gap import FIELDS, input_gap
-
-    with pytest.raises(ValueError, match="no held-out clip is long enough"):
-        input_gap(tiny_model, tiny_dataset, starts=16)  # the tiny set's held-out clip is short
-    gap = input_gap(tiny_model, tiny_dataset, starts=16, held_out=False)
-    assert set(gap) == {"path", "stick"}
-    for figures in gap.values():
-        assert set(figures) == {"mocap x", "runtime x", "current velocity"} | {
-            f"future {f}" for f in FIELDS
-        }
-        assert all(np.isfinite(v) and v > 0 for v in figures.values())
-    assert gap["path"]["mocap x"] == gap["stick"]["mocap x"]  # the same frames, the same x
-
-
 def test_leg_motion_on_rollouts_is_logged_and_named_in_the_card(tiny_dataset, tmp_path, capsys):
     """--leg-motion-on rollouts: the term is taken one step from the runtime's rollouts (the
     trajectory the dog's own), logged, and part of the configuration; without rollouts it is

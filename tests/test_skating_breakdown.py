@@ -3,7 +3,7 @@ swinging paws carried low, per paw."""
 
 import numpy as np
 import pytest
-from canis.tools.motion_metrics import foot_skating_cm
+from canis.runtime.motion_metrics import foot_skating_cm
 from canis.training.skating_breakdown import paw_breakdown, summarise
 
 

@@ -626,14 +626,6 @@ def test_a_posture_asked_with_a_variation_starts_sampled_and_replays_with_its_se
     assert not postures.waiting().any() and not postures.controller.in_transition().any()
 
 
-def test_the_posture_phase_sweep_refuses_no_phases(capsys):
-    from canis.training.posture_phase_sweep import main
-
-    with pytest.raises(SystemExit):
-        main(["--phases", "0"])
-    assert "--phases must be at least 1, got 0" in capsys.readouterr().err
-
-
 def test_train_rtn_refuses_a_network_of_no_units(tiny_transitions, tmp_path, capsys):
     from canis.cli import main
 

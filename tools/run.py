@@ -51,7 +51,7 @@ from canis.runtime.terrain import load_terrain
 from canis.runtime.trajectory import ControlState
 from canis.runtime.transition import TransitionModel
 from canis.runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
-from canis.tools.motion_metrics import foot_skating_cm
+from canis.runtime.motion_metrics import foot_skating_cm
 
 EVENT_FIELDS = {
     "t",

@@ -3,7 +3,7 @@ not move in the world. Its motion is measured through the predicted root update:
 predicted position (in the new root's frame) is carried back into the previous root's frame by
 the predicted turn and step, and compared with where it was in x.
 
-The skating term: the evaluation's own foot-skating measure (tools/motion_metrics.py: any paw
+The skating term: the evaluation's own foot-skating measure (runtime/motion_metrics.py: any paw
 moving while under 2.5 cm, planted or swinging low) of the predicted frame, where it exceeds the
 mocap's for the same frame. The contact term reaches only planted paws; most of MANN-8's excess
 in the walk is swinging paws carried low (docs/EVALUATION.md, "Where the walk's and the turn's
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from canis.runtime.features import FPS, INPUT, OUTPUT, PAW_ROWS
-from canis.tools.motion_metrics import SKATING_HEIGHT_CM
+from canis.runtime.motion_metrics import SKATING_HEIGHT_CM
 
 
 def _field(layout, values: torch.Tensor, block: str, field: str, rows) -> torch.Tensor:
@@ -76,7 +76,7 @@ def contact_loss(
 
 
 def skating_cm(x_raw: torch.Tensor, y_raw: torch.Tensor, drawn: bool = False) -> torch.Tensor:
-    """(B, 4) tools/motion_metrics.foot_skating_cm of each paw over the step from x's frame to
+    """(B, 4) runtime/motion_metrics.foot_skating_cm of each paw over the step from x's frame to
     y's, in torch (tests/test_closed_loop_training.py checks the two agree). The paws are the
     predicted positions, or with `drawn` those the runtime draws from the predicted axes
     (training/shown_pose.py), which the evaluation measures."""

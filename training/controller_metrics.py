@@ -1,7 +1,7 @@
 """The MANN paper's motion-quality measures (Tables 2 and 3), one implementation for the
 ground-truth clips and for the controllers' recordings alike.
 
-- Foot skating (cm/frame): canis.tools.motion_metrics.foot_skating_cm, the paper's formula.
+- Foot skating (cm/frame): canis.runtime.motion_metrics.foot_skating_cm, the paper's formula.
 - Paws down: the share of paw-steps ending under the skating measure's 2.5 cm, where skating
   is counted at all; a dog that carries its paws higher skates nothing by the paper's measure.
 - Paws planted: the share of paw-steps down and moving under the runtime's contact speed
@@ -20,7 +20,7 @@ from canis.runtime.ik import CONTACT_SPEED_MPS
 from canis.runtime.kinematics import local_rotations
 from canis.runtime.rotations import quat_conjugate, quat_multiply
 from canis.runtime.skeleton import DOG_GROUPS, DOG_LEG_GROUPS, Skeleton
-from canis.tools.motion_metrics import SKATING_HEIGHT_CM, foot_skating_cm
+from canis.runtime.motion_metrics import SKATING_HEIGHT_CM, foot_skating_cm
 
 BACK_LEG_GROUPS = ("back_left_leg", "back_right_leg")
 BACK_PAWS = slice(2, 4)  # paws group order: left front, right front, left hind, right hind

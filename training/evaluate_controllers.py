@@ -34,7 +34,7 @@ from canis.runtime.path_following import load_path
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.tools.closed_loop import PAPER_SPEEDS_MPS, Recording, Steering, record
 from canis.tools.model_registry import model_paths
-from canis.tools.motion_metrics import SKATING_HEIGHT_CM
+from canis.runtime.motion_metrics import SKATING_HEIGHT_CM
 from canis.tools.run import run as headless_run
 from canis.training.controller_metrics import BACK_PAWS, motion_quality, summarise
 from canis.training.labels import speeds_mps, stride_contacts

@@ -142,7 +142,7 @@ def measure(models: list[Path], dataset: Path, dogs: int = 64, seed: int = 0) ->
     the dogs' and the mocap's; each model's dogs drawn alike (`seed`)."""
     from canis.runtime.features import OUTPUT
     from canis.runtime.inference import MotionModel
-    from canis.tools.motion_metrics import SKATING_HEIGHT_CM
+    from canis.runtime.motion_metrics import SKATING_HEIGHT_CM
     from canis.training.closed_loop_training import Standardiser, StretchData
     from canis.training.contact_loss import skating_cm
     from canis.training.train import TrainingData

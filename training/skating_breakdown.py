@@ -1,6 +1,6 @@
 """Where the controllers evaluation's foot skating comes from, paw by paw: a planted paw that
 slides, or a swinging paw carried low (the measure counts any paw moving under 2.5 cm,
-tools/motion_metrics.py), with how high each paw lifts and how often it is under those 2.5 cm
+runtime/motion_metrics.py), with how high each paw lifts and how often it is under those 2.5 cm
 at all (a paw that never comes down skates nothing: the one-step start's canters whose hind
 paws hovered, docs/EVALUATION.md, the thirtieth session). The mocap's scenario frames and each
 network driven as the evaluation drives it go through the same footfall detector
@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from canis.tools.motion_metrics import SKATING_HEIGHT_CM, foot_skating_cm
+from canis.runtime.motion_metrics import SKATING_HEIGHT_CM, foot_skating_cm
 from canis.training.labels import PAW_NAMES, speeds_mps, stride_contacts
 
 SCENARIOS = ("walk", "turn", "canter")

@@ -1,4 +1,4 @@
-"""Torch-free measures of motion quality shared by the harness (canis run) and training's
+"""Torch-free measures of motion quality shared by the harness (canis run), training and the
 evaluation: one implementation of each."""
 
 from __future__ import annotations
