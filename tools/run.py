@@ -42,6 +42,7 @@ from canis.runtime.features import ACTIONS
 from canis.runtime.inference import MotionModel
 from canis.runtime.loop import wait_for_next_tick
 from canis.runtime.machine import describe_machine, model_used
+from canis.runtime.motion_metrics import foot_skating_cm
 from canis.runtime.path_following import follow_path, load_path
 from canis.runtime.poses import KEYFRAME_ACTIONS, load_keyframes
 from canis.runtime.profiler import Profiler, check_output_path
@@ -51,7 +52,6 @@ from canis.runtime.terrain import load_terrain
 from canis.runtime.trajectory import ControlState
 from canis.runtime.transition import TransitionModel
 from canis.runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
-from canis.runtime.motion_metrics import foot_skating_cm
 
 EVENT_FIELDS = {
     "t",

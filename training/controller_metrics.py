@@ -18,9 +18,9 @@ import numpy as np
 from canis.runtime.features import FPS
 from canis.runtime.ik import CONTACT_SPEED_MPS
 from canis.runtime.kinematics import local_rotations
+from canis.runtime.motion_metrics import SKATING_HEIGHT_CM, foot_skating_cm
 from canis.runtime.rotations import quat_conjugate, quat_multiply
 from canis.runtime.skeleton import DOG_GROUPS, DOG_LEG_GROUPS, Skeleton
-from canis.runtime.motion_metrics import SKATING_HEIGHT_CM, foot_skating_cm
 
 BACK_LEG_GROUPS = ("back_left_leg", "back_right_leg")
 BACK_PAWS = slice(2, 4)  # paws group order: left front, right front, left hind, right hind

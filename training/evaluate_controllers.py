@@ -30,11 +30,11 @@ from canis.runtime.assets import assets_dir, display_path
 from canis.runtime.controller import DT_S, Controller
 from canis.runtime.gaits import GAITS, NO_GAIT, classify_gaits
 from canis.runtime.inference import MotionModel
+from canis.runtime.motion_metrics import SKATING_HEIGHT_CM
 from canis.runtime.path_following import load_path
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.tools.closed_loop import PAPER_SPEEDS_MPS, Recording, Steering, record
 from canis.tools.model_registry import model_paths
-from canis.runtime.motion_metrics import SKATING_HEIGHT_CM
 from canis.tools.run import run as headless_run
 from canis.training.controller_metrics import BACK_PAWS, motion_quality, summarise
 from canis.training.labels import speeds_mps, stride_contacts
