@@ -1,4 +1,5 @@
-"""`canis SUBCOMMAND ...`. Each package registers its own subcommands; handlers import their
+"""`canis SUBCOMMAND ...`. Each package registers its own subcommands (runtime < training <
+export < evaluation, tools, demo: the lower layers never import the higher); handlers import their
 heavy dependencies (torch, pyglet) only when run, so `canis --help` works with any install."""
 
 from __future__ import annotations
@@ -8,7 +9,9 @@ import sys
 
 from canis import __version__
 from canis.demo import cli as demo_cli
-from canis.tools import bench
+from canis.evaluation import bench
+from canis.evaluation import cli as evaluation_cli
+from canis.export import cli as export_cli
 from canis.tools import cli as tools_cli
 from canis.training import cli as training_cli
 
@@ -28,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     tools_cli.add_commands(commands)
     bench.add_command(commands)
     training_cli.add_commands(commands)
+    export_cli.add_commands(commands)
+    evaluation_cli.add_commands(commands)
     return parser
 
 

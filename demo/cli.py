@@ -221,7 +221,7 @@ def _motion_model_path(args) -> Path:
 def _drive(model, verdicts: _Verdicts, name: str) -> None:
     import time
 
-    from canis.tools.closed_loop import drive
+    from canis.export.closed_loop import drive
 
     for speed in (0.5, 1.1, 1.9, 3.3):
         started = time.perf_counter()

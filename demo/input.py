@@ -36,7 +36,7 @@ POSTURES = ("sit", "beg", "lie")
 POSTURE_KEYFRAMES = {
     ACTION_NAMES[ACTIONS.index(label)]: name for name, label in KEYFRAME_ACTIONS.items()
 }
-# How long one press asks for "jump": the evaluation's jump (training/evaluate_controllers.py)
+# How long one press asks for "jump": the evaluation's jump (evaluation/controllers.py)
 # holds it as long; held 0.8 s or more the shipped MANN-8 leaps again (measured from a stand
 # and a 1.1 m/s walk: 1 leap at 0.35-0.5 s, 2-3 at 0.8 s).
 JUMP_HOLD_S = 0.5

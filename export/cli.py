@@ -97,8 +97,8 @@ def run_export(args) -> int:
     if "precision_check" in report:
         print(_precision_summary(report["precision_check"]))
     if args.card:
+        from canis.export.closed_loop import closed_loop_report
         from canis.export.model_card import write_card
-        from canis.tools.closed_loop import closed_loop_report
         from canis.training.checkpoint import load_checkpoint
 
         closed_loop = closed_loop_report(args.out, seconds=args.card_seconds)
@@ -127,8 +127,8 @@ def run_convert(args) -> int:
     print(f"wrote {args.out} ({check['bytes'] / 1e6:.1f} MB, {args.precision})")
     print(_precision_summary(check))
     if args.card:
+        from canis.export.closed_loop import closed_loop_report
         from canis.export.model_card import write_variant_card
-        from canis.tools.closed_loop import closed_loop_report
 
         closed_loop = closed_loop_report(args.out, seconds=args.card_seconds)
         card = write_variant_card(args.out, check, closed_loop, note=args.card_note)

@@ -1,4 +1,4 @@
-"""Gating sparsity, an experiment measured by the precision gate (training/precision_gate.py):
+"""Gating sparsity, an experiment measured by the precision gate (evaluation/precision_gate.py):
 a MANN graph in which each frame blends only the top-k experts, their coefficients
 renormalised to sum to 1, so only k of the K experts' weights are read per character.
 

@@ -45,7 +45,7 @@ def closed_loop_section(closed_loop: dict) -> list[str]:
     lines = [
         "## Closed loop",
         "",
-        f"Driven headless by `tools/closed_loop.py` for {runs[0]['seconds']:.0f} s per run from "
+        f"Driven headless by `export/closed_loop.py` for {runs[0]['seconds']:.0f} s per run from "
         "the standing keyframe: forward, and turning at "
         f"{max(r['turn_rate_degps'] for r in runs):.0f} deg/s, at the paper's gait speeds. Speed "
         "is the mean root speed after the first 3 s. As shipped, the runtime's speed tracking "

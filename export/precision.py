@@ -15,7 +15,7 @@ The canis metadata is carried over with `canis.precision` set and the conversion
 Each variant is loaded by the runtime (which checks the declared precision against the graph)
 and compared with its fp32 source on random inputs; the export fails when the variant gives
 non-finite outputs or drifts past MAX_MEAN_ERROR_STD. Whether it moves as well as fp32 is the
-closed-loop gate's question (training/precision_gate.py), not this check's.
+closed-loop gate's question (evaluation/precision_gate.py), not this check's.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 import re
 import time
 
+from canis.evaluation import benchmark
 from canis.runtime.assets import shipped_models_dir
-from canis.tools import benchmark
 
 SHIPPED_MODELS = shipped_models_dir()
 
@@ -78,8 +78,8 @@ def test_the_report_explains_the_machine_and_the_floor():
 
 def test_streamed_transition_cost_is_measured_per_frame(tiny_model, tiny_rtn):
     """canis bench's streamed-transition table (it read a trace format that had changed)."""
+    from canis.evaluation.transition_benchmark import streamed_cost
     from canis.runtime.transition import TransitionModel
-    from canis.tools.transition_benchmark import streamed_cost
 
     cost = streamed_cost(TransitionModel(tiny_rtn), tiny_model, dogs=2, length=5, cycles=1)
     assert cost["frames_with_lead"] > 5
@@ -92,8 +92,8 @@ def test_streamed_transition_cost_is_measured_per_frame(tiny_model, tiny_rtn):
 
 
 def test_the_transition_worker_s_cost_is_measured(tiny_model, tiny_rtn):
+    from canis.evaluation.transition_benchmark import streamed_cost, streamed_lines
     from canis.runtime.transition import TransitionModel
-    from canis.tools.transition_benchmark import streamed_cost, streamed_lines
 
     rtn = TransitionModel(tiny_rtn)
     cost = streamed_cost(rtn, tiny_model, dogs=1, length=5, cycles=1, worker=True)
@@ -103,7 +103,7 @@ def test_the_transition_worker_s_cost_is_measured(tiny_model, tiny_rtn):
 
 
 def test_the_viewer_section_alone_is_replaced():
-    from canis.tools.bench import replace_viewer_section
+    from canis.evaluation.bench import replace_viewer_section
 
     old = "# B\n\n## Inference\n\nx\n\n## The viewer (1280x720)\n\nold\n\n## After\n\ny\n"
     new = "\n## The viewer (640x360)\n\nnew\n"
@@ -123,7 +123,7 @@ def test_bench_rewrites_only_its_own_section_of_the_report(tmp_path, monkeypatch
     runs = iter(("first", "second", "third"))
     monkeypatch.setattr(benchmark, "run_benchmarks", lambda *a, **k: {"run": next(runs)})
     monkeypatch.setattr(benchmark, "markdown", lambda report: f"## Run\n\n{report['run']}\n")
-    monkeypatch.setattr("canis.tools.bench.print_summary", lambda report: None)
+    monkeypatch.setattr("canis.evaluation.bench.print_summary", lambda report: None)
     doc = tmp_path / "BENCHMARKS.md"
     doc.write_text("# Benchmarks\n\nMeasured by hand, with how to reproduce it.\n")
     options = ["--no-viewer", "--models", str(MANN8), "--precisions", ""]
@@ -145,8 +145,8 @@ def test_the_rtn_step_benchmark_feeds_any_transition_network(tiny_rtn):
     from pathlib import Path
 
     import numpy as np
+    from canis.evaluation.transition_benchmark import step_feeds
     from canis.runtime.transition import STEP_OUTPUTS, TransitionModel
-    from canis.tools.transition_benchmark import step_feeds
 
     noisy = Path(__file__).resolve().parent / "fixtures" / "tiny_rtn_noise_step.onnx"
     for path in (tiny_rtn, noisy):

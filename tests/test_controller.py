@@ -4,11 +4,11 @@ import dataclasses
 
 import numpy as np
 import pytest
+from canis.export.closed_loop import drive
 from canis.runtime.command import track_speed
 from canis.runtime.controller import Controller
 from canis.runtime.inference import MotionModel
 from canis.runtime.trajectory import ControlState
-from canis.tools.closed_loop import drive
 
 
 def leaves(a, b, name="state"):

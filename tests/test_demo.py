@@ -439,7 +439,7 @@ def documented_worst_cm() -> float:
     stopped popping."""
     import re
 
-    # training/evaluate_transitions.py's WORST_LINE and STOPPED_FIRST_LINE (not imported: this
+    # evaluation/transitions.py's WORST_LINE and STOPPED_FIRST_LINE (not imported: this
     # module runs torch-free).
     doc = (Path(__file__).parents[1] / "docs" / "EVALUATION.md").read_text()
     worsts = []
@@ -525,7 +525,7 @@ def test_posture_keys_while_moving_on_hills_stop_first_then_go_smoothly(
     posture += joint_steps_cm(app, lambda: app.steps >= end)  # and held for 2 s
     assert max(posture) < DOCUMENTED_WORST_CM, (max(posture), int(np.argmax(posture)))
     assert app.shown_action == action and app.keys[key.W]
-    # training/evaluate_transitions.py's HELD_BAR_MPS: its postures table prints each held speed.
+    # evaluation/transitions.py's HELD_BAR_MPS: its postures table prints each held speed.
     assert np.linalg.norm(app.controller.root_velocity_xz_mps[0]) < 0.1
     press(app, key.W, release=True)
     press(app, key.LSHIFT, release=True)
@@ -537,7 +537,7 @@ def test_posture_keys_while_moving_on_hills_stop_first_then_go_smoothly(
     press(app, key.R)
 
 
-# training/evaluate_controllers.py's COURSE_BAR_DEG (not imported: this module runs torch-free).
+# evaluation/controllers.py's COURSE_BAR_DEG (not imported: this module runs torch-free).
 COURSE_BAR_DEG = 10.0
 
 

@@ -6,16 +6,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from canis.evaluation import controllers as ev
+from canis.evaluation import controllers_report, model_registry
+from canis.evaluation.controller_metrics import leg_joints, motion_quality, summarise
+from canis.export.closed_loop import Recording, Steering
 from canis.export.expert_ablation import disable_expert
 from canis.runtime.assets import shipped_models_dir
 from canis.runtime.inference import MotionModel
 from canis.runtime.kinematics import forward_kinematics, local_rotations
 from canis.runtime.rotations import quat_from_axis_angle
-from canis.tools import model_registry
-from canis.tools.closed_loop import Recording, Steering
-from canis.training import controllers_report
-from canis.training import evaluate_controllers as ev
-from canis.training.controller_metrics import leg_joints, motion_quality, summarise
 from synthetic_dog import SKELETON, gait, standard_clips
 
 from canis.cli import main
@@ -335,7 +334,7 @@ def test_figures_go_beside_the_document_written(monkeypatch, tmp_path):
 def test_the_skating_checks_state_issue_17s_bar_in_each_scenario():
     """At most 1.25x the mocap's in the walk, the canter and the turn; far under it is named
     as something to read with the paws-down line, not passed over."""
-    from canis.training.controllers_report import checks
+    from canis.evaluation.controllers_report import checks
 
     truth = {"walk": 0.100, "canter": 0.150, "turn": 0.100}
     mann = {"walk": 0.120, "canter": 0.090, "turn": 0.130}

@@ -107,10 +107,10 @@ def test_the_shipped_dog_skates_less_with_the_lock():
     from canis.runtime.assets import shipped_models_dir
 
     SHIPPED_MODELS = shipped_models_dir()
+    from canis.evaluation.controller_metrics import motion_quality
+    from canis.export.closed_loop import Steering, record
     from canis.runtime.controller import Controller
     from canis.runtime.inference import MotionModel
-    from canis.tools.closed_loop import Steering, record
-    from canis.training.controller_metrics import motion_quality
 
     model = MotionModel(SHIPPED_MODELS / "mann8.onnx")
     skating, hind_skating, hind_planted = {}, {}, []

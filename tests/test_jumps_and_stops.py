@@ -6,11 +6,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from canis.evaluation import jumps_and_stops as js
 from canis.runtime.actions import action_index
 from canis.runtime.assets import shipped_models_dir
 from canis.runtime.inference import MotionModel
 from canis.runtime.posture_requests import SLOW_DOWN_S
-from canis.training import jumps_and_stops as js
 from canis.training.labels import ACTIONS
 from synthetic_dog import SKELETON
 

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
+from canis.evaluation.controller_metrics import angular_update_deg
 from canis.runtime.features import INPUT, OUTPUT
 from canis.training import closed_loop_training as closed_loop
-from canis.training.controller_metrics import angular_update_deg
 from canis.training.leg_motion_loss import (
     LEG_ROWS,
     ROTATING_ROWS,

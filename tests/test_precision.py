@@ -4,6 +4,8 @@ experiment (export/gating_sparsity.py) and the quality gate's rules (training/pr
 import numpy as np
 import onnx
 import pytest
+from canis.evaluation.benchmark import weight_bytes_per_frame
+from canis.evaluation.precision_gate import SCENARIOS, compare, nudged_copy
 from canis.export.expert_ablation import disable_expert
 from canis.export.gating_sparsity import top_k_experts
 from canis.export.precision import (
@@ -14,8 +16,6 @@ from canis.export.precision import (
 )
 from canis.runtime.inference import ModelError, MotionModel
 from canis.runtime.transition import TransitionModel
-from canis.tools.benchmark import weight_bytes_per_frame
-from canis.training.precision_gate import SCENARIOS, compare, nudged_copy
 
 from canis.cli import main
 
@@ -280,7 +280,7 @@ def test_a_negative_nudge_count_is_refused(tiny_model, capsys):
 
 
 def test_the_report_gives_each_variants_output_error_and_how_far_its_starts_measured_apart():
-    from canis.training.precision_gate import NUDGE_RELATIVE, markdown
+    from canis.evaluation.precision_gate import NUDGE_RELATIVE, markdown
 
     truth, commands = _truth_and_commands()
 

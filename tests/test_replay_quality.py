@@ -1,13 +1,13 @@
-"""training/replay_quality.py: a network driven with a clip's own commands, taken from where
+"""evaluation/replay.py: a network driven with a clip's own commands, taken from where
 the dog is, measured on the clip's own scenario frames."""
 
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from canis.evaluation.replay import SETTLE_FRAMES, ClipCommands, measured_frames, replay
 from canis.runtime.features import FUTURE_OFFSETS_FRAMES
 from canis.runtime.root import yaw_from_direction
-from canis.training.replay_quality import SETTLE_FRAMES, ClipCommands, measured_frames, replay
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_parts_of_the_command_can_be_left_out(clip):
 
 
 def test_the_command_line_refuses_an_unknown_part(capsys):
-    from canis.training.replay_quality import main
+    from canis.evaluation.replay import main
 
     with pytest.raises(SystemExit):
         main(["--without", "path,speed"])

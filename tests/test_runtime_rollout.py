@@ -7,9 +7,9 @@ import pytest
 from canis.runtime.controller import Controller
 from canis.runtime.features import CURRENT_SAMPLE, INPUT
 from canis.runtime.inference import MotionModel
+from canis.training.clips import clip_commands
 from canis.training.closed_loop_training import successors
 from canis.training.dataset import load
-from canis.training.replay_quality import clip_commands
 from canis.training.runtime_rollout import (
     BACK_FRAMES,
     MocapRun,

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from canis.export.closed_loop import drive
 from canis.runtime.assets import shipped_model_path, shipped_models_dir
 from canis.runtime.inference import MotionModel
-from canis.tools.closed_loop import drive
 from canis.tools.run import run
 
 SHIPPED_MODELS = shipped_models_dir()

@@ -49,7 +49,7 @@ def test_only_the_counted_steps_and_a_ground_under_the_paws():
 
 
 def test_a_missing_mocap_folder_is_named(tmp_path, capsys):
-    """The studies' shared command line (training/study_arguments.py)."""
+    """The studies' shared command line (evaluation/study_arguments.py)."""
     from canis.training.skating_breakdown import main
 
     with pytest.raises(SystemExit):

@@ -408,7 +408,7 @@ def test_metrics_are_zero_for_the_truth_and_sign_blind(rng):
 
 
 def test_evaluation_and_upsampling_on_the_synthetic_dogs(tiny_rtn, tiny_transitions, tmp_path):
-    from canis.training.evaluate_transitions import evaluate, write
+    from canis.evaluation.transitions import evaluate, write
 
     results = evaluate(tiny_rtn, tiny_transitions, stride=40)
     for method in ("rtn", "interp", "zerovel"):
@@ -644,7 +644,7 @@ def test_getting_up_is_measured_from_each_posture_and_its_worst_named(tiny_rtn, 
     reads naming the largest row."""
     import re
 
-    from canis.training.evaluate_transitions import getting_up_markdown, getting_up_report
+    from canis.evaluation.transitions import getting_up_markdown, getting_up_report
 
     report = getting_up_report(TransitionModel(tiny_rtn), tiny_model)
     rows = report["runs"]

@@ -198,7 +198,7 @@ def test_a_bad_seed_is_a_one_line_error():
 
 
 def test_variation_evaluation_measures_diversity(tiny_transitions, tmp_path):
-    from canis.training.evaluate_variation import evaluate_variation, write
+    from canis.evaluation.variation import evaluate_variation, write
 
     results = evaluate_variation(NOISY_RTN, tiny_transitions, (0.0, 1.0), samples=3, stride=200)
     levels = results["levels"]

@@ -17,8 +17,9 @@ from canis.runtime.features import (
     build_output,
 )
 from canis.runtime.kinematics import forward_kinematics
-from canis.runtime.root import body_facing, yaw_from_direction, yaw_quaternion
+from canis.runtime.root import body_facing, rotate_xz, yaw_from_direction, yaw_quaternion
 from canis.runtime.skeleton import Skeleton, not_dog_reason
+from canis.runtime.trajectory import ControlState
 from canis.training.bvh import BvhMotion, same_rate
 from canis.training.labels import Labels, label_clip, rolling
 from canis.training.mirror import mirror_clip
@@ -152,3 +153,41 @@ def clip_pairs(clip: Clip) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         dt_s=1.0 / FPS,
     )
     return x, y, frames
+
+
+def clip_commands(
+    root_xz_m: np.ndarray,
+    yaw_rad: np.ndarray,
+    desired_speed_mps: np.ndarray,
+    action: np.ndarray,
+    frame: np.ndarray,
+    dog_xz_m: np.ndarray,
+    dog_yaw_rad: np.ndarray,
+    path,
+) -> ControlState:
+    """The commands of N dogs, each replaying its own clip's motion from where it is: the
+    clips' root paths (N, F, 2) and yaws (N, F), desired speeds (N, F) and action indices
+    (N, F) at `frame` (N,) (held at each clip's last frame), for dogs at `dog_xz_m` (N, 2)
+    facing `dog_yaw_rad` (N,). The clip's root motion from its frame is turned by the
+    difference between the dog's yaw and the clip's and laid from the dog's root: the path the
+    root takes over the next second (ControlState.future_xz_m), its mean speed over that second
+    toward where it ends, and the facing it has a second ahead. `path` (bool or (N,) bools):
+    which dogs are given the path (NaN rows for the others, which then follow the speed,
+    heading and facing, as from a stick)."""
+    n = np.arange(len(frame))
+    last = root_xz_m.shape[1] - 1
+    f = np.minimum(frame, last)
+    ahead = np.minimum(f[:, None] + np.array(FUTURE_OFFSETS_FRAMES), last)  # (N, 6)
+    turn = dog_yaw_rad - yaw_rad[n, f]  # (N,) dog's yaw - clip's
+    steps = rotate_xz(root_xz_m[n[:, None], ahead] - root_xz_m[n, f][:, None], turn)
+    # The velocity a player's stick would give: the clip's mean speed over the next second
+    # toward where its root is a second ahead (its per-frame root velocity sways with the
+    # stride, which no stick does).
+    chord = steps[:, -1]
+    length = np.maximum(np.linalg.norm(chord, axis=1, keepdims=True), 1e-9)
+    velocity = desired_speed_mps[n, f][:, None] * chord / length
+    given = np.broadcast_to(np.asarray(path, bool), (len(n),))
+    future = None
+    if given.any():
+        future = np.where(given[:, None, None], dog_xz_m[:, None] + steps, np.nan)
+    return ControlState(velocity, yaw_rad[n, ahead[:, -1]] + turn, action[n, f], future)

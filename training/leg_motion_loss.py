@@ -17,7 +17,7 @@ The angle is the whole rotation of the joint's frame (forward, up and their cros
 between x's frame and y's, seen from x's root (y's axes turned back by the predicted yaw step,
 as contact_loss carries the paws): for orthonormal frames A and B the sum of |b_i - a_i|^2 over
 the three axes is 8 sin^2(theta / 2). Root frame, not parent-relative as the evaluation's
-stiffness (training/controller_metrics.py), since the leg is what is seen to swing;
+stiffness (evaluation/controller_metrics.py), since the leg is what is seen to swing;
 tests/test_leg_motion_loss.py checks it against the evaluation's angular update of the same
 root-frame rotations.
 """

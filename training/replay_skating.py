@@ -6,7 +6,7 @@ session's (K1)) taught the network to stop skating there, and what it learnt did
 the runtime's dogs: there the trajectory is the dog's own past and a blend of the command with
 the network's last prediction, never the mocap's (docs/EVALUATION.md). And since the eleventh
 session's leg-motion and placed-stillness terms the shipped MANN-8, replayed with the mocap's
-own commands (training/replay_quality.py), skates more than the network before them, its front
+own commands (evaluation/replay.py), skates more than the network before them, its front
 paws 2-3.5x (the thirteenth session).
 
 So each epoch, as the placed terms' dogs, the network exported from the current weights drives

@@ -8,7 +8,7 @@ on the mocap's own commands MANN-8 skates 2.8x the mocap in the walk (docs/EVALU
 replay_quality). Here the rollout is the game's: a batch of dogs in one Controller (ONNX
 Runtime running the network exported from the current weights), each placed in the mocap's
 state at a training frame (Controller.place) and driven for `frames` steps by its clip's own
-commands (replay_quality.clip_commands: the path ahead, speed, facing and action; a share of
+commands (clips.clip_commands: the path ahead, speed, facing and action; a share of
 the dogs without the path, as from a stick: ClosedLoopConfig.rollout_path_share). Every x the
 Controller builds is kept with the mocap's y for the same frame: the pairs the network then
 trains on (DAgger's aggregation, the mocap as the expert; starting from the mocap's state is
@@ -38,7 +38,7 @@ from canis.runtime.features import (
 )
 from canis.runtime.root import from_root_xz, rotate_xz, wrap_angle_rad
 from canis.runtime.trajectory import GroundTrajectory
-from canis.training.replay_quality import clip_commands
+from canis.training.clips import clip_commands
 
 DT_S = 1.0 / FPS
 # Each chain reaches this far back (the history, and one frame more for its first velocity)

@@ -4,7 +4,7 @@ The networks predict each joint's position and its rotation (forward and up axes
 and the dog is drawn from the rotations alone: forward kinematics from the hips
 (runtime/display.py), the hips where runtime/pose_update.next_local_pose keeps them (the
 predicted position averaged with the previous one advanced by the predicted velocity). So the
-evaluation's skating (training/controller_metrics.py on tools/closed_loop.record's shown
+evaluation's skating (evaluation/controller_metrics.py on tools/closed_loop.record's shown
 positions) is a function of the predicted axes, not of the predicted paw positions the
 skating and contact terms of training/contact_loss.py measure; where the two disagree, those
 terms can fall while the shown paws go on sliding.

@@ -78,8 +78,8 @@ def mocap_breakdown(clips, scenario_frames) -> dict[str, dict]:
 def driven_breakdown(model_path: Path, skeleton, commands: dict) -> dict[str, dict]:
     """summarise() of each scenario driven as the controllers evaluation drives it, over its
     measured seconds, on flat ground."""
+    from canis.evaluation import controllers as ec
     from canis.runtime.inference import MotionModel
-    from canis.training import evaluate_controllers as ec
 
     model = MotionModel(model_path, threads=1)
     out = {}
@@ -106,8 +106,8 @@ def _line(label: str, s: dict) -> str:
 
 
 def main(argv=None) -> None:
-    from canis.training import evaluate_controllers as ec
-    from canis.training.study_arguments import models_and_clips, study_parser
+    from canis.evaluation import controllers as ec
+    from canis.evaluation.study_arguments import models_and_clips, study_parser
 
     parser = study_parser(__doc__)
     args = parser.parse_args(argv)

@@ -6,7 +6,7 @@ dogs asked a steady speed. The runs that met their skating and leg bars flipped 
 the dog stopped, which no dog of theirs was asked to do: (WS8)'s left upper arm, stopping from
 a trot, turned over in one frame (its elbow 27.7 cm; the trot's own fastest joint 11.4) where
 the network's forward axis for it shrank to a tenth of its length (docs/EVALUATION.md, the
-twenty-first session; training/jumps_and_stops.py measures it).
+twenty-first session; evaluation/jumps_and_stops.py measures it).
 
 So each epoch, beside the moving dogs, the network exported from the current weights drives
 `--placed-dogs` stopping dogs through the runtime (placed_speed.moving_inputs with stops):

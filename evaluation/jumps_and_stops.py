@@ -1,6 +1,6 @@
 """What the controllers evaluation's steady scenarios never ask a network: to jump from each
 gait, and to stop from it. Each is asked at several points of the stride, as
-training/evaluate_transitions.py asks the postures, since where in the stride a request comes
+evaluation/transitions.py asks the postures, since where in the stride a request comes
 moves the answer a lot (a shipped MANN-8's jump from 1.1 m/s rose 0.01-0.22 m over eight of
 them).
 
@@ -16,25 +16,25 @@ them).
   arm stopping from a trot (27.7 cm in a frame, the trot's own worst 11.4) where its predicted
   forward axis for that joint shrank to 0.11.
 
-    python -m canis.training.jumps_and_stops MODEL.onnx [MODEL.onnx ...]
+    python -m canis.evaluation.jumps_and_stops MODEL.onnx [MODEL.onnx ...]
 """
 
 from __future__ import annotations
 
 import numpy as np
-from canis.runtime.actions import action_index
-from canis.runtime.controller import DT_S, Controller
-from canis.runtime.posture_requests import slow_down_left
-from canis.runtime.root import yaw_direction_xz
-from canis.runtime.trajectory import ControlState
-from canis.tools.closed_loop import record
-from canis.training.evaluate_controllers import (
+from canis.evaluation.controllers import (
     JUMP_WATCH_S,
     _frames,
     drive,
     jump_height_m,
     jump_steering,
 )
+from canis.export.closed_loop import record
+from canis.runtime.actions import action_index
+from canis.runtime.controller import DT_S, Controller
+from canis.runtime.posture_requests import slow_down_left
+from canis.runtime.root import yaw_direction_xz
+from canis.runtime.trajectory import ControlState
 from canis.training.labels import ACTIONS, true_runs
 
 JUMP_FROM_MPS = (0.0, 1.1, 1.9, 3.3)

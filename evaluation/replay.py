@@ -11,7 +11,7 @@ as the path to follow (ControlState.future_xz_m, as the path test gives its path
 skating and stiffness are then measured on the frames each scenario selects in that clip,
 the mocap's on the same frames.
 
-    python -m canis.training.replay_quality [--models MANN8,PFNN or NAME=PATH ...]
+    python -m canis.evaluation.replay [--models MANN8,PFNN or NAME=PATH ...]
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from canis.evaluation.controller_metrics import motion_quality, summarise
 from canis.runtime.features import ACTIONS, FPS, FUTURE_OFFSETS_FRAMES
-from canis.runtime.root import rotate_xz, yaw_from_direction
+from canis.runtime.root import yaw_from_direction
 from canis.runtime.trajectory import ControlState
-from canis.training.controller_metrics import motion_quality, summarise
+from canis.training.clips import clip_commands
 
 # The dog starts standing still where the clip starts: its first second is not measured.
 SETTLE_FRAMES = 60
@@ -31,44 +32,6 @@ SETTLE_FRAMES = 60
 # this: whether the skating comes from the starts and stops or from the gait itself.
 STEADY_ACCELERATION_MPS2 = 0.5
 MOVE = ACTIONS.index("move")
-
-
-def clip_commands(
-    root_xz_m: np.ndarray,
-    yaw_rad: np.ndarray,
-    desired_speed_mps: np.ndarray,
-    action: np.ndarray,
-    frame: np.ndarray,
-    dog_xz_m: np.ndarray,
-    dog_yaw_rad: np.ndarray,
-    path,
-) -> ControlState:
-    """The commands of N dogs, each replaying its own clip's motion from where it is: the
-    clips' root paths (N, F, 2) and yaws (N, F), desired speeds (N, F) and action indices
-    (N, F) at `frame` (N,) (held at each clip's last frame), for dogs at `dog_xz_m` (N, 2)
-    facing `dog_yaw_rad` (N,). The clip's root motion from its frame is turned by the
-    difference between the dog's yaw and the clip's and laid from the dog's root: the path the
-    root takes over the next second (ControlState.future_xz_m), its mean speed over that second
-    toward where it ends, and the facing it has a second ahead. `path` (bool or (N,) bools):
-    which dogs are given the path (NaN rows for the others, which then follow the speed,
-    heading and facing, as from a stick)."""
-    n = np.arange(len(frame))
-    last = root_xz_m.shape[1] - 1
-    f = np.minimum(frame, last)
-    ahead = np.minimum(f[:, None] + np.array(FUTURE_OFFSETS_FRAMES), last)  # (N, 6)
-    turn = dog_yaw_rad - yaw_rad[n, f]  # (N,) dog's yaw - clip's
-    steps = rotate_xz(root_xz_m[n[:, None], ahead] - root_xz_m[n, f][:, None], turn)
-    # The velocity a player's stick would give: the clip's mean speed over the next second
-    # toward where its root is a second ahead (its per-frame root velocity sways with the
-    # stride, which no stick does).
-    chord = steps[:, -1]
-    length = np.maximum(np.linalg.norm(chord, axis=1, keepdims=True), 1e-9)
-    velocity = desired_speed_mps[n, f][:, None] * chord / length
-    given = np.broadcast_to(np.asarray(path, bool), (len(n),))
-    future = None
-    if given.any():
-        future = np.where(given[:, None, None], dog_xz_m[:, None] + steps, np.nan)
-    return ControlState(velocity, yaw_rad[n, ahead[:, -1]] + turn, action[n, f], future)
 
 
 class ClipCommands:
@@ -100,7 +63,7 @@ def measured_frames(clip) -> dict[str, np.ndarray]:
     """Each scenario's frames of the clip (evaluate_controllers.scenario_frames) after the
     settling second and before the last second (whose path ahead is cut short), and the same
     where the clip's speed is steady ("walk, steady speed", ...)."""
-    from canis.training.evaluate_controllers import scenario_frames
+    from canis.evaluation.controllers import scenario_frames
 
     inside = np.zeros(clip.frame_count, bool)
     inside[SETTLE_FRAMES : clip.frame_count - max(FUTURE_OFFSETS_FRAMES)] = True
@@ -116,8 +79,8 @@ def measured_frames(clip) -> dict[str, np.ndarray]:
 def replay(model, clip, speed_tracking: bool = False, **command):
     """The network driven through one clip (tools/closed_loop.Recording), on flat ground;
     `command`: ClipCommands' path and actions."""
+    from canis.export.closed_loop import record
     from canis.runtime.controller import Controller
-    from canis.tools.closed_loop import record
 
     controller = Controller(model, speed_tracking=speed_tracking)
     start_yaw = yaw_from_direction(clip.facing[[0]]).astype(np.float64)
@@ -166,7 +129,7 @@ def replay_quality(
 
 
 def main(argv=None) -> None:
-    from canis.training.study_arguments import models_and_clips, study_parser
+    from canis.evaluation.study_arguments import models_and_clips, study_parser
 
     parser = study_parser(__doc__)
     parser.add_argument(

@@ -1,6 +1,6 @@
-"""`canis bench`: the runtime's timings (tools/benchmark.py) and the viewer's
-(demo/benchmark.py) in one report, its own marked section of docs/BENCHMARKS.md (the rest of
-the document is kept), and optionally as JSON."""
+"""`canis bench`: the runtime's timings (evaluation/benchmark.py) and the viewer's
+(demo/benchmark.py) in one report, on the terminal, optionally as JSON, and as its own marked
+section of the results page when asked (--write-docs: docs/RESULTS.md; the rest is kept)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import argparse
 import json
 from pathlib import Path
 
+from canis.evaluation.doc_sections import RESULTS_DOC, replace_section
 from canis.runtime.assets import shipped_models_dir
-from canis.tools.doc_sections import replace_section
 
 SHIPPED_MODELS = shipped_models_dir()
 
@@ -17,7 +17,7 @@ SHIPPED_MODELS = shipped_models_dir()
 def add_command(commands: argparse._SubParsersAction) -> None:
     bench = commands.add_parser(
         "bench",
-        help="time inference, frames and the viewer; write its section of docs/BENCHMARKS.md",
+        help="time inference, frames and the viewer (--write-docs: its section of docs/RESULTS.md)",
     )
     bench.add_argument(
         "--models",
@@ -33,12 +33,14 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "temporary folder (default: %(default)s)",
     )
     bench.add_argument("--json", type=Path, help="also write the figures as JSON here")
-    bench.add_argument(
-        "--markdown",
-        type=Path,
-        default=Path("docs/BENCHMARKS.md"),
-        help="document whose `canis bench` section is written; the rest is kept (default: "
-        "%(default)s)",
+    where = bench.add_mutually_exclusive_group()
+    where.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="rewrite the `canis bench` section of docs/RESULTS.md (the rest is kept)",
+    )
+    where.add_argument(
+        "--markdown", type=Path, help="rewrite the `canis bench` section of this file instead"
     )
     bench.add_argument("--seconds", type=float, default=2.0, help="timing per inference case")
     bench.add_argument("--no-viewer", action="store_true", help="skip the viewer's timing")
@@ -92,6 +94,8 @@ def run_viewer_only(args) -> int:
 
     if args.no_viewer:
         raise SystemExit("canis bench: --viewer-only and --no-viewer ask for opposite things")
+    if args.markdown is None:
+        raise SystemExit("canis bench --viewer-only: needs --markdown FILE or --write-docs")
     if not args.markdown.is_file():
         raise SystemExit(f"canis bench --viewer-only: {args.markdown} does not exist")
     model = (args.models or [shipped_model_path()])[0]
@@ -108,16 +112,18 @@ def run_viewer_only(args) -> int:
 def run_bench(args) -> int:
     import tempfile
 
+    if args.write_docs:
+        args.markdown = RESULTS_DOC
     if args.viewer_only:
         return run_viewer_only(args)
 
+    from canis.evaluation import benchmark
+    from canis.evaluation.model_registry import MODEL_FILES
     from canis.runtime.assets import present_shipped_models, shipped_model_path
     from canis.runtime.transition import shipped_transition_model_path
-    from canis.tools import benchmark
-    from canis.tools.model_registry import MODEL_FILES
 
     # The shipped motion models by the one manifest (the transition network's two graphs are
-    # timed on their own, tools/transition_benchmark.py), then any trained locally.
+    # timed on their own, evaluation/transition_benchmark.py), then any trained locally.
     shipped = sorted(present_shipped_models().values())
     trained = [p for p in MODEL_FILES.values() if p.is_file() and p.parent != SHIPPED_MODELS]
     models = args.models or shipped + trained
@@ -132,7 +138,7 @@ def run_bench(args) -> int:
     text = benchmark.markdown(report)
     transition_model = args.transition_model or shipped_transition_model_path()
     if transition_model.is_file():
-        from canis.tools import transition_benchmark
+        from canis.evaluation import transition_benchmark
 
         report["transitions"] = transition_benchmark.benchmark_transitions(
             transition_model, frame_model
@@ -143,13 +149,14 @@ def run_bench(args) -> int:
 
         report["viewer"] = viewer_benchmark.benchmark_viewer(frame_model)
         text += viewer_benchmark.markdown(report["viewer"])
-    # Its own marked block only: the rest of the document (the earlier runs and the
-    # measurements written by hand around them) stays as it is.
-    replace_section(args.markdown, "bench", text, title="# Benchmarks")
+    # Its own marked block only: the rest of the page (the other parts' sections and the
+    # text written by hand around them) stays as it is.
+    if args.markdown is not None:
+        replace_section(args.markdown, "bench", text)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
     print_summary(report)
-    print(f"wrote {args.markdown}")
+    print(f"wrote {', '.join(str(p) for p in (args.markdown, args.json) if p) or 'nothing'}")
     return 0
 
 

@@ -14,8 +14,8 @@ data, for any set of exported motion models and the ground-truth clips.
   footfalls with the labels' contact detector, the verdict of the labels' gait classifier.
 
 Models run through the runtime (ONNX Runtime, one CPU thread), as a game would run them. The
-models' files are named by tools/model_registry.py; the Markdown report is
-training/controllers_report.py.
+models' files are named by evaluation/model_registry.py; the Markdown report is
+evaluation/controllers_report.py.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from canis.evaluation.controller_metrics import BACK_PAWS, motion_quality, summarise
+from canis.evaluation.model_registry import model_paths
+from canis.export.closed_loop import PAPER_SPEEDS_MPS, Recording, Steering, record
 from canis.runtime.assets import assets_dir, display_path
 from canis.runtime.controller import DT_S, Controller
 from canis.runtime.gaits import GAITS, NO_GAIT, classify_gaits
@@ -33,10 +36,7 @@ from canis.runtime.inference import MotionModel
 from canis.runtime.motion_metrics import SKATING_HEIGHT_CM
 from canis.runtime.path_following import load_path
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from canis.tools.closed_loop import PAPER_SPEEDS_MPS, Recording, Steering, record
-from canis.tools.model_registry import model_paths
 from canis.tools.run import run as headless_run
-from canis.training.controller_metrics import BACK_PAWS, motion_quality, summarise
 from canis.training.labels import speeds_mps, stride_contacts
 
 PATHS = ("circle", "square", "star", "custom")
@@ -362,9 +362,9 @@ def evaluate(
     ablation: bool = True,
     progress: bool = True,
 ) -> dict:
-    from canis.training.evaluation_figures import plot_activations, plot_footfalls
-    from canis.training.jumps_and_stops import measure as jumps_and_stops
-    from canis.training.jumps_and_stops import mocap_jump_rises_m
+    from canis.evaluation.figures import plot_activations, plot_footfalls
+    from canis.evaluation.jumps_and_stops import measure as jumps_and_stops
+    from canis.evaluation.jumps_and_stops import mocap_jump_rises_m
 
     started = time.perf_counter()
     paths = model_paths(names, overrides)

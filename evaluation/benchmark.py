@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+from canis.evaluation.native_frame_benchmark import benchmark_native_frame
+from canis.evaluation.native_frame_benchmark import markdown as native_frame_markdown
 from canis.runtime.inference import MotionModel
 from canis.runtime.machine import (
     benchmark_machine,
@@ -18,8 +20,6 @@ from canis.runtime.machine import (
 )
 from canis.runtime.profiler import percentiles_ms
 from canis.runtime.root import yaw_direction_xz
-from canis.tools.native_frame_benchmark import benchmark_native_frame
-from canis.tools.native_frame_benchmark import markdown as native_frame_markdown
 
 BATCHES = (1, 8, 64, 256)
 THREADS = (1, 2)

@@ -1,6 +1,6 @@
 """Drives a model headless in a closed loop and measures whether it holds up: the check the
 shipped models' cards report (forward and turning at the paper's gait speeds), and the
-recordings the controller evaluation measures (training/evaluate_controllers.py)."""
+recordings the controller evaluation measures (evaluation/controllers.py)."""
 
 from __future__ import annotations
 

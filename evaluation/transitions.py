@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from canis.evaluation.doc_sections import replace_section
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.runtime.transition import TransitionModel, target_blend
 from canis.runtime.transition_frames import CONTEXT_FRAMES
-from canis.tools.doc_sections import replace_section
 from canis.training.train_rtn import windows
 from canis.training.transition_data import TransitionData
 from canis.training.transition_data import load as load_transitions

@@ -1,18 +1,70 @@
-"""`canis evaluate transitions|controllers|precision|speed`: measuring models against the
-mocap, and the runtime's speed tracking. Each parser sits beside its handler."""
+"""`canis evaluate`: every measurement a release needs, in turn, each writing its own section
+of one results page; `canis evaluate controllers|transitions|variation|precision|speed` runs
+one part. Tracked docs are written only when asked (`--write-docs`: docs/RESULTS.md); otherwise
+the page goes to the output folder. Each parser sits beside its handler."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from canis.evaluation.doc_sections import RESULTS_DOC
 from canis.runtime.assets import shipped_model_path
+
+OUT_DIR = Path("out/evaluation")
+# What `canis evaluate` runs, in this order (`canis bench` last: its timings want a quiet
+# machine, not one still writing the other parts' figures).
+PARTS = ("controllers", "transitions", "variation", "precision", "speed", "bench")
+
+
+def add_doc_options(parser: argparse.ArgumentParser) -> None:
+    """--write-docs and --doc: where this part's section of the results page goes (none by
+    default: only the terminal and --json)."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--write-docs",
+        action="store_true",
+        help=f"rewrite this part's section of the tracked results page, {RESULTS_DOC}",
+    )
+    where.add_argument(
+        "--doc", type=Path, help="rewrite this part's section of this Markdown file instead"
+    )
+
+
+def results_doc(args) -> Path | None:
+    """The page this run writes its section into: --doc, else the tracked page with
+    --write-docs, else none."""
+    if args.doc is not None:
+        return None if str(args.doc) == "-" else args.doc
+    return RESULTS_DOC if args.write_docs else None
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    evaluate = commands.add_parser("evaluate", help="measure models against the mocap")
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="measure models against the mocap; with no part named, every part a release "
+        "needs, into one results page",
+        description="With no part named, runs every part in turn (" + ", ".join(PARTS) + ") and "
+        f"writes one results page: {OUT_DIR}/RESULTS.md, or {RESULTS_DOC} with --write-docs.",
+    )
+    evaluate.add_argument(
+        "--write-docs", action="store_true", help=f"write the page to {RESULTS_DOC}"
+    )
+    evaluate.add_argument(
+        "--out",
+        type=Path,
+        default=OUT_DIR,
+        help="folder for each part's JSON, and for the page unless --write-docs (default: "
+        "%(default)s)",
+    )
+    evaluate.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help="comma-separated parts to run (default: %(default)s)",
+    )
+    evaluate.set_defaults(handler=run_evaluate_all)
     evaluate_commands = evaluate.add_subparsers(
-        dest="evaluate_command", metavar="WHAT", required=True
+        dest="evaluate_command", metavar="PART", required=False
     )
     transitions_eval = evaluate_commands.add_parser(
         "transitions", help="RTN vs interpolation and zero velocity: L2P, L2Q, NPSS"
@@ -20,12 +72,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     transitions_eval.add_argument("--model", type=Path, help="an _step.onnx (default: shipped)")
     transitions_eval.add_argument("--dataset", type=Path, default=Path("data/dog_transitions.npz"))
     transitions_eval.add_argument("--json", type=Path, help="write the figures here")
-    transitions_eval.add_argument(
-        "--doc",
-        type=Path,
-        default=Path("docs/EVALUATION.md"),
-        help="evaluation document whose transitions section is rewritten (default: %(default)s)",
-    )
+    add_doc_options(transitions_eval)
     transitions_eval.add_argument(
         "--stride", type=int, default=20, help="frames between window starts (default: 20)"
     )
@@ -67,13 +114,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--stride", type=int, default=40, help="frames between window starts (default: 40)"
     )
     variation_eval.add_argument("--json", type=Path, help="write the figures here")
-    variation_eval.add_argument(
-        "--doc",
-        type=Path,
-        default=Path("docs/EVALUATION.md"),
-        help="evaluation document whose variation section is rewritten (default: %(default)s; "
-        "'-' for none)",
-    )
+    add_doc_options(variation_eval)
     variation_eval.set_defaults(handler=run_evaluate_variation)
 
     controllers_eval = evaluate_commands.add_parser(
@@ -89,16 +130,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--bvh", type=Path, help="folder of .bvh clips (default: the mocap)"
     )
     controllers_eval.add_argument("--json", type=Path, help="write the figures here")
-    controllers_eval.add_argument(
-        "--doc",
-        type=Path,
-        default=Path("docs/EVALUATION.md"),
-        help="evaluation document whose controllers section is rewritten (default: %(default)s)",
-    )
+    add_doc_options(controllers_eval)
     controllers_eval.add_argument(
         "--figures",
         type=Path,
-        help="folder for the PNG figures (default: images/ beside --doc, where its links point;"
+        help="folder for the PNG figures (default: images/ beside the page written, where its "
+        "links point; none when no page is written"
         " so an evaluation written to a copy of the document leaves docs/images alone)",
     )
     controllers_eval.add_argument(
@@ -132,7 +169,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         type=int,
         help="fp32 copies with their weights nudged (a relative 1e-5) from which each variant is "
         "measured too, so a figure is judged by its mean and the closed loop's own noise is "
-        "measured (0: the file alone; default: NUDGES in training/precision_gate.py)",
+        "measured (0: the file alone; default: NUDGES in evaluation/precision_gate.py)",
     )
     precision_eval.add_argument("--bvh", type=Path, help="folder of .bvh clips (default: mocap)")
     precision_eval.add_argument("--json", type=Path, help="write the figures here")
@@ -146,12 +183,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="keep each variant's figures here and reuse them (measure variants in separate "
         "runs with --variants, then all together)",
     )
-    precision_eval.add_argument(
-        "--doc",
-        type=Path,
-        default=Path("docs/EVALUATION.md"),
-        help="evaluation document whose precision section is rewritten (default: %(default)s)",
-    )
+    add_doc_options(precision_eval)
     precision_eval.set_defaults(handler=run_evaluate_precision)
 
     speed_eval = evaluate_commands.add_parser(
@@ -164,20 +196,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     speed_eval.add_argument(
         "--seconds", type=float, default=14.0, help="per start (default: %(default)s)"
     )
-    speed_eval.add_argument(
-        "--doc",
-        type=Path,
-        default=Path("docs/EVALUATION.md"),
-        help="evaluation document whose speed-tracking table is rewritten (default: "
-        "%(default)s; '-' prints it only)",
-    )
+    add_doc_options(speed_eval)
     speed_eval.set_defaults(handler=run_evaluate_speed)
 
 
 def run_evaluate_variation(args) -> int:
+    args.doc = results_doc(args)
+    from canis.evaluation.variation import evaluate_variation, write
     from canis.runtime.arguments import finite_number
     from canis.runtime.machine import describe_machine
-    from canis.training.evaluate_variation import evaluate_variation, write
 
     try:
         levels = [finite_number(float(v), "--levels", low=0.0) for v in args.levels.split(",")]
@@ -189,7 +216,7 @@ def run_evaluate_variation(args) -> int:
     command = "./run canis evaluate variation" + (f" --model {args.model}" if args.model else "")
     command += f" --levels {args.levels} --samples {args.samples} --stride {args.stride}"
     m = describe_machine()
-    doc = None if str(args.doc) == "-" else args.doc
+    doc = args.doc
     write(results, args.json, doc, command, f"{m['cpu']}, {m['logical_cores']} threads")
     for level, row in results["levels"].items():
         for key in ("l2p", "diversity_cm", "landing_cm"):
@@ -200,8 +227,9 @@ def run_evaluate_variation(args) -> int:
 
 
 def run_evaluate_transitions(args) -> int:
+    args.doc = results_doc(args)
+    from canis.evaluation.transitions import evaluate, handback_and_postures, write
     from canis.runtime.transition import TransitionModel
-    from canis.training.evaluate_transitions import evaluate, handback_and_postures, write
 
     if args.handback_only:
         results = handback_and_postures(TransitionModel(args.model), args.motion_model)
@@ -229,10 +257,11 @@ def run_evaluate_transitions(args) -> int:
 
 
 def run_evaluate_controllers(args) -> int:
-    from canis.tools.model_registry import default_models, parse_models
-    from canis.training.controllers_report import write
+    args.doc = results_doc(args)
+    from canis.evaluation.controllers import evaluate
+    from canis.evaluation.controllers_report import write
+    from canis.evaluation.model_registry import default_models, parse_models
     from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
-    from canis.training.evaluate_controllers import evaluate
 
     if args.models is None:
         present, note = default_models()
@@ -242,7 +271,7 @@ def run_evaluate_controllers(args) -> int:
     mocap = args.bvh or default_mocap_dir()
     if mocap is None:
         raise FileNotFoundError(f"no mocap folder: give --bvh. {DOWNLOAD_HINT}")
-    if args.figures is None:
+    if args.figures is None and args.doc is not None:
         args.figures = args.doc.parent / "images"
     results = evaluate(
         names, mocap, overrides, figures_dir=args.figures, ablation=not args.no_ablation
@@ -258,9 +287,10 @@ def run_evaluate_controllers(args) -> int:
 
 
 def run_evaluate_precision(args) -> int:
+    args.doc = results_doc(args)
+    from canis.evaluation.precision_gate import NUDGES, VARIANTS, evaluate, write
     from canis.runtime.machine import benchmark_machine
     from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
-    from canis.training.precision_gate import NUDGES, VARIANTS, evaluate, write
 
     nudges = NUDGES if args.nudges is None else args.nudges
     if nudges < 0:
@@ -298,8 +328,10 @@ def run_evaluate_precision(args) -> int:
 
 
 def run_evaluate_speed(args) -> int:
+    args.doc = results_doc(args)
+    from canis.evaluation.doc_sections import replace_section
+    from canis.evaluation.speed_tracking import report
     from canis.runtime.machine import benchmark_machine
-    from canis.tools.speed_tracking import report, rewrite_table
 
     command = "./run canis evaluate speed" + (
         f" --seconds {args.seconds:g}" if args.seconds != 14.0 else ""
@@ -307,8 +339,8 @@ def run_evaluate_speed(args) -> int:
     m = benchmark_machine()
     body = report(args.model, args.seconds, command, f"{m['cpu']}, {m['logical_cores']} threads")
     print(body)
-    if str(args.doc) != "-":
-        rewrite_table(args.doc, body)
+    if args.doc is not None:
+        replace_section(args.doc, "speed", body + "\n")
         print(f"wrote {args.doc}")
     return 0
 
@@ -318,3 +350,52 @@ def _name_and_path(text: str) -> tuple[str, Path]:
     if not sep or not name or not path:
         raise ValueError(f"--also {text!r}: expected NAME=PATH_TO_STEP_ONNX")
     return name, Path(path)
+
+
+def run_evaluate_all(args) -> int:
+    """`canis evaluate` with no part named: each part in turn with its own defaults, each
+    writing its section of one page and its JSON into --out. The parts and the output are
+    checked before any runs, so a typo costs nothing."""
+    if args.evaluate_command is not None:  # a part's own handler runs instead
+        raise AssertionError("unreachable: a part's handler is set by its subparser")
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown or not parts:
+        raise ValueError(
+            f"--parts {args.parts!r}: unknown {', '.join(unknown) or '(none given)'}; "
+            f"choose from {', '.join(PARTS)}"
+        )
+    if args.out.exists() and not args.out.is_dir():
+        raise ValueError(f"--out {args.out}: exists and is not a folder")
+    page = RESULTS_DOC if args.write_docs else args.out / "RESULTS.md"
+    args.out.mkdir(parents=True, exist_ok=True)
+    parsers = part_parsers()
+    for part in parts:
+        print(f"== canis evaluate: {part}", flush=True)
+        part_args = parsers[part].parse_args([])
+        if part == "bench":
+            part_args.markdown, part_args.write_docs = page, False
+        else:
+            part_args.doc, part_args.write_docs = page, False
+        if hasattr(part_args, "json"):
+            part_args.json = args.out / f"{part}.json"
+        status = part_args.handler(part_args)
+        if status:
+            return status
+    print(f"wrote {page}")
+    return 0
+
+
+def part_parsers() -> dict[str, argparse.ArgumentParser]:
+    """Each part's own parser, so `canis evaluate` runs every part exactly as its subcommand
+    would with no options given."""
+    from canis.evaluation import bench
+
+    root = argparse.ArgumentParser(add_help=False)
+    commands = root.add_subparsers(dest="command")
+    add_commands(commands)
+    bench.add_command(commands)
+    evaluate = commands.choices["evaluate"]
+    parts = dict(evaluate._subparsers._group_actions[0].choices)
+    parts["bench"] = commands.choices["bench"]
+    return parts

@@ -2,7 +2,7 @@
 speed, on flat ground and on hills, the root's speed over successive 2 s windows after a 2 s
 settle, and the worst ratio to the asked speed.
 
-`canis evaluate speed` runs it and rewrites its section of docs/EVALUATION.md. Every asked
+`canis evaluate speed` runs it (with --write-docs, into its section of docs/RESULTS.md). Every asked
 speed is one dog of one Controller (a batch: the dogs do not interact), driven straight ahead
 through the plain `ControlState` a game sends, with the controller's default speed tracking.
 The speed is the horizontal distance between the root's positions at a window's two ends over
@@ -31,7 +31,6 @@ TERRAINS = ("flat", "hills")
 SETTLE_S = 2.0
 WINDOW_S = 2.0
 DOG_SPACING_M = 4.0  # side by side, so each crosses other hills
-SECTION = "## Speed tracking"
 # Each speed is run from several starts (the dog stands this long first), so the table is not
 # one gait phase's luck.
 START_DELAYS_S = (0.0, 0.3, 0.7)
@@ -123,9 +122,6 @@ def table(runs: list[SpeedRun]) -> str:
     return "\n".join(rows)
 
 
-BEGIN, END = "<!-- speed-tracking table: begin -->", "<!-- speed-tracking table: end -->"
-
-
 def report(model_path: Path, seconds: float, command: str, machine: str) -> str:
     """The tables for the default tracking and the model card's feed-forward, flat and hills."""
     parts = [f"`{command}` ({machine}; model {model_path.name}, {seconds:g} s a start):", ""]
@@ -144,14 +140,3 @@ def report(model_path: Path, seconds: float, command: str, machine: str) -> str:
             runs += measure(model_path, terrain, asked, seconds=seconds, calibrated=calibrated)
         parts += [f"**{title}**", "", table(runs), ""]
     return "\n".join(parts)
-
-
-def rewrite_table(doc: Path, body: str) -> None:
-    """Replaces what lies between BEGIN and END in `doc` (appending a SECTION with them if
-    it has none) with `body`."""
-    text = doc.read_text() if doc.exists() else "# Evaluation\n"
-    if BEGIN not in text or END not in text:
-        text = text.rstrip("\n") + f"\n\n{SECTION}\n\n{BEGIN}\n{END}\n"
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    doc.write_text(f"{head}{BEGIN}\n{body.strip()}\n{END}{tail}")

@@ -36,10 +36,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from canis.runtime.inference import MotionModel
-from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from canis.tools.closed_loop import closed_loop_report
-from canis.training.evaluate_controllers import (
+from canis.evaluation.controllers import (
     SCENARIOS,
     gait_emergence,
     ground_truth,
@@ -47,6 +44,9 @@ from canis.training.evaluate_controllers import (
     path_following,
     scenario_quality,
 )
+from canis.export.closed_loop import closed_loop_report
+from canis.runtime.inference import MotionModel
+from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 
 TOLERANCE = 0.05
 VARIANTS = ("fp32", "fp16", "int8", "top2")  # top2: fp32 blending only the top 2 experts
@@ -109,8 +109,8 @@ def measure(path: Path, skeleton: Skeleton, commands: dict, card_seconds: float)
 
 def time_inference(paths: dict[str, Path]) -> dict[str, dict]:
     """Batch-1 inference through the runtime (`run_bound`, as the controller calls it) on one
-    thread, the variants timed side by side in alternating blocks (tools/benchmark.py)."""
-    from canis.tools.benchmark import time_alternating
+    thread, the variants timed side by side in alternating blocks (evaluation/benchmark.py)."""
+    from canis.evaluation.benchmark import time_alternating
 
     calls = {}
     rng = np.random.default_rng(0)
@@ -357,7 +357,7 @@ def _starts(setup: dict) -> str:
     return (
         f"Each is measured from {1 + setup['nudges']} starts: made from the fp32 file and from "
         f"{setup['nudges']} copies of it with every weight matrix's entries nudged by a "
-        f"relative {setup['nudge_relative']:g} (seeded; training/precision_gate.py), the same "
+        f"relative {setup['nudge_relative']:g} (seeded; evaluation/precision_gate.py), the same "
         "network to any test: fp32's starts measure how far the closed loop moves for nothing, "
         "a variant's add how its conversion rounds a slightly different file."
     )
@@ -413,7 +413,7 @@ def _cell(value) -> str:
 
 
 def write(results: dict, json_path: Path | None, doc: Path | None, command: str, machine: str):
-    from canis.tools.doc_sections import replace_section
+    from canis.evaluation.doc_sections import replace_section
 
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,14 +1,12 @@
 """The Markdown report and JSON of `canis evaluate controllers` (docs/EVALUATION.md, its
-controllers section), from the figures training/evaluate_controllers.py measures."""
+controllers section), from the figures evaluation/controllers.py measures."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-from canis.runtime.ik import CONTACT_SPEED_MPS
-from canis.tools.model_registry import TRAIN_COMMANDS
-from canis.training.evaluate_controllers import (
+from canis.evaluation.controllers import (
     ABLATION_TURN_DEGPS,
     ABLATION_TURN_SPEED_MPS,
     BROKEN,
@@ -21,6 +19,8 @@ from canis.training.evaluate_controllers import (
     SCENARIOS,
     SKATING_WORSE,
 )
+from canis.evaluation.model_registry import TRAIN_COMMANDS
+from canis.runtime.ik import CONTACT_SPEED_MPS
 
 
 def _schedule(entry: dict) -> str:
@@ -321,7 +321,7 @@ def markdown(results: dict, command: str, figures_link: str = "images") -> str:
 def write(results: dict, json_path: Path | None, doc: Path | None, command: str) -> None:
     import json
 
-    from canis.tools.doc_sections import replace_section
+    from canis.evaluation.doc_sections import replace_section
 
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -337,9 +337,9 @@ def _plain(value):
 
 
 def jumps_and_stops_lines(results: dict, models: list[str]) -> list[str]:
-    """The section of training/jumps_and_stops.py's measures, for the models that have them."""
+    """The section of evaluation/jumps_and_stops.py's measures, for the models that have them."""
+    from canis.evaluation import jumps_and_stops as js
     from canis.runtime.posture_requests import SLOW_DOWN_S
-    from canis.training import jumps_and_stops as js
 
     measured = [n for n in models if "jumps_and_stops" in results[n]]
     if not measured:
@@ -350,7 +350,7 @@ def jumps_and_stops_lines(results: dict, models: list[str]) -> list[str]:
     lines = [
         "### Jumps and stops (not in the paper's tables)",
         "",
-        "What the steady scenarios above never ask (training/jumps_and_stops.py), each asked "
+        "What the steady scenarios above never ask (evaluation/jumps_and_stops.py), each asked "
         f"{len(js.PHASES_FRAMES)} times, {js.PHASES_FRAMES[0]}-{js.PHASES_FRAMES[-1]} frames "
         f"past {js.ASK_AT_S:.0f} s of the gait (a canter stride): **jump**, asked for "
         f"{JUMP_HOLD_S} s with the network's own speed (no speed tracking), the hips' rise "

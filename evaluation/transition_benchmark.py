@@ -4,7 +4,7 @@ offline tools do, and what the controller did before it streamed them), and the 
 inside the controller, which generates a transition over the frames that play it, beside the
 frames without one.
 
-`python -m canis.tools.transition_benchmark` prints the in-controller tables alone."""
+`python -m canis.evaluation.transition_benchmark` prints the in-controller tables alone."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from canis.evaluation.benchmark import time_calls
 from canis.runtime.profiler import percentiles_ms
 from canis.runtime.transition import INIT_OUTPUTS, STEP_OUTPUTS, TransitionModel
 from canis.runtime.transition_frames import CONTEXT_FRAMES, FRAME_SIZE
-from canis.tools.benchmark import time_calls
 
 STEP_BATCHES = (1, 8, 64)
 TRANSITION_LENGTHS = (15, 30, 60)

@@ -26,9 +26,9 @@ def study_parser(doc: str) -> argparse.ArgumentParser:
 def models_and_clips(parser: argparse.ArgumentParser, args) -> tuple[dict[str, Path], list]:
     """({name: model file}, the mocap's clips as captured) of parsed study arguments; a clear
     error for a missing model or mocap folder."""
-    from canis.tools.model_registry import model_paths, parse_models
+    from canis.evaluation.controllers import load_clips
+    from canis.evaluation.model_registry import model_paths, parse_models
     from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
-    from canis.training.evaluate_controllers import load_clips
 
     mocap = args.mocap or default_mocap_dir()
     if mocap is None or not Path(mocap).is_dir():

@@ -1,7 +1,7 @@
 """`canis evaluate variation`: how varied the RTN's sampled transitions are (RMI's scheduled
 target noise, Controller.transition_to(variation=...)) and what they cost in L2P.
 
-For each held-out window (training/evaluate_transitions.py's, at its lengths) the same request
+For each held-out window (evaluation/transitions.py's, at its lengths) the same request
 is sampled SAMPLES times at each variation level, through the runtime's ONNX code with the
 target blend, as the game plays it. Per level and length:
 - L2P: the mean over the samples of each one's L2P against the mocap (variation 0: the
@@ -21,10 +21,10 @@ from itertools import combinations
 from pathlib import Path
 
 import numpy as np
+from canis.evaluation.doc_sections import replace_section
+from canis.evaluation.transitions import BATCH, LENGTHS, position_std
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.runtime.transition import TransitionModel, target_blend
-from canis.tools.doc_sections import replace_section
-from canis.training.evaluate_transitions import BATCH, LENGTHS, position_std
 from canis.training.train_rtn import windows
 from canis.training.transition_data import load as load_transitions
 from canis.training.transition_metrics import global_pose, l2p

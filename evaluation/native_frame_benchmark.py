@@ -4,7 +4,7 @@ model and dogs trotting on the hills, the two controllers stepped in alternating
 that whatever else the machine does weighs on both alike. Stage times are the profiler's, per
 frame; "outside inference" is each frame's input + trajectory + features + decode + ik.
 
-`python -m canis.tools.native_frame_benchmark` prints the table."""
+`python -m canis.evaluation.native_frame_benchmark` prints the table."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ KINDS = {"numpy": False, "native": True}
 def benchmark_native_frame(
     model_path: Path, counts=(1, 64), rounds: int = 10, block: int = 100
 ) -> list[dict]:
+    from canis.evaluation.benchmark import trotting_control
     from canis.runtime.controller import Controller
     from canis.runtime.terrain import procedural
-    from canis.tools.benchmark import trotting_control
 
     model = MotionModel(model_path, device="cpu", threads=1)
     rows = []
