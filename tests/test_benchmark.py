@@ -114,28 +114,71 @@ def test_the_viewer_section_alone_is_replaced():
     assert replace_viewer_section("# B\n", new) == "# B\n" + new
 
 
-def test_bench_rewrites_only_its_own_section_of_the_report(tmp_path, monkeypatch, capsys):
-    """`canis bench` (the README's command) wrote docs/BENCHMARKS.md whole, over the earlier
-    runs and the measurements written by hand between them. It now keeps them: its report goes
-    in its own marked section, appended the first time and replaced after that."""
+def test_bench_rewrites_only_its_own_section_of_the_page_and_only_when_asked(
+    tmp_path, monkeypatch, capsys
+):
+    """`canis bench` writes no tracked doc unless asked; asked (--markdown FILE, or
+    --write-docs for docs/RESULTS.md), its report goes in its own marked section, appended the
+    first time and replaced after that, and the rest of the page stays."""
     from canis.cli import main
 
-    runs = iter(("first", "second", "third"))
+    runs = iter(("first", "second", "third", "fourth"))
     monkeypatch.setattr(benchmark, "run_benchmarks", lambda *a, **k: {"run": next(runs)})
     monkeypatch.setattr(benchmark, "markdown", lambda report: f"## Run\n\n{report['run']}\n")
     monkeypatch.setattr("canis.evaluation.bench.print_summary", lambda report: None)
-    doc = tmp_path / "BENCHMARKS.md"
-    doc.write_text("# Benchmarks\n\nMeasured by hand, with how to reproduce it.\n")
+    monkeypatch.chdir(tmp_path)  # --write-docs writes docs/RESULTS.md under the current folder
     options = ["--no-viewer", "--models", str(MANN8), "--precisions", ""]
     options += ["--transition-model", str(tmp_path / "none_step.onnx")]
+    assert main(["bench", *options]) == 0
+    assert list(tmp_path.iterdir()) == [], "a plain `canis bench` wrote a file"
+    doc = tmp_path / "RESULTS.md"
+    doc.write_text("# Results\n\nWritten by hand, with how to reproduce it.\n")
     assert main(["bench", "--markdown", str(doc), *options]) == 0
     assert main(["bench", "--markdown", str(doc), *options]) == 0
     text = doc.read_text()
-    assert text.startswith("# Benchmarks\n\nMeasured by hand, with how to reproduce it.\n")
-    assert text.count("<!-- bench:begin -->") == 1 and "second" in text and "first" not in text
-    fresh = tmp_path / "new" / "BENCHMARKS.md"  # a new report gets the document's title
-    assert main(["bench", "--markdown", str(fresh), *options]) == 0
-    assert fresh.read_text().startswith("# Benchmarks\n\n<!-- bench:begin -->\n## Run")
+    assert text.startswith("# Results\n\nWritten by hand, with how to reproduce it.\n")
+    assert text.count("<!-- bench:begin -->") == 1 and "third" in text and "second" not in text
+    assert not list(tmp_path.glob(".RESULTS.md.*")), "a temporary file was left"
+    assert main(["bench", "--write-docs", *options]) == 0
+    fresh = (tmp_path / "docs" / "RESULTS.md").read_text()  # a new page gets the title
+    assert fresh.startswith("# Results\n\n<!-- bench:begin -->\n## Run\n\nfourth")
+
+
+def test_evaluate_checks_its_parts_and_output_before_running_any(tmp_path, capsys):
+    """`canis evaluate` runs every part; a typo in --parts, or an --out that is a file, is one
+    line naming it, before anything is measured or written."""
+    from canis.cli import main
+    from canis.evaluation.cli import PARTS, part_parsers
+
+    assert set(part_parsers()) == set(PARTS)
+    assert main(["evaluate", "--parts", "controllers,speeed", "--out", str(tmp_path / "o")]) == 2
+    assert "--parts 'controllers,speeed': unknown speeed" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert main(["evaluate", "--parts", "speed", "--out", str(a_file)]) == 2
+    assert "exists and is not a folder" in capsys.readouterr().err
+    assert a_file.read_text() == "x"
+
+
+def test_evaluate_writes_each_part_into_one_page(tmp_path, monkeypatch, capsys):
+    """With no part named, each part runs as its own subcommand would and writes its section of
+    one page (out/evaluation/RESULTS.md, not the tracked docs) and its JSON beside it."""
+    from canis.cli import main
+    from canis.evaluation import speed_tracking
+
+    monkeypatch.setattr(speed_tracking, "report", lambda model, seconds, command, machine: "S")
+    runs = iter(("bench-run",))
+    monkeypatch.setattr(benchmark, "run_benchmarks", lambda *a, **k: {"run": next(runs)})
+    monkeypatch.setattr(benchmark, "markdown", lambda report: f"B {report['run']}\n")
+    monkeypatch.setattr("canis.evaluation.bench.print_summary", lambda report: None)
+    monkeypatch.setattr("canis.evaluation.bench.with_precisions", lambda m, p, f: m)
+    monkeypatch.chdir(tmp_path)
+    assert main(["evaluate", "--parts", "speed,bench", "--out", "o"]) == 0
+    page = (tmp_path / "o" / "RESULTS.md").read_text()
+    assert page.index("<!-- speed:begin -->\nS\n") < page.index("<!-- bench:begin -->")
+    assert "B bench-run" in page and (tmp_path / "o" / "bench.json").is_file()
+    assert not (tmp_path / "docs").exists()
 
 
 def test_the_rtn_step_benchmark_feeds_any_transition_network(tiny_rtn):

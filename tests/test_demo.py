@@ -434,14 +434,14 @@ def test_held_w_walks_at_the_asked_speed(shipped_app):
 def documented_worst_cm() -> float:
     """The largest of the hand-back table's worst per-frame joint displacement, the worst of
     the postures asked stopping first (the demo's way) and the worst getting up from them, as
-    `canis evaluate transitions --handback-only` wrote them into docs/EVALUATION.md: the
+    `canis evaluate transitions --handback-only` wrote them into docs/RESULTS.md: the
     hand-back's alone fell under what the RTN's own playback moves a joint once the hand-back
     stopped popping."""
     import re
 
     # evaluation/transitions.py's WORST_LINE and STOPPED_FIRST_LINE (not imported: this
     # module runs torch-free).
-    doc = (Path(__file__).parents[1] / "docs" / "EVALUATION.md").read_text()
+    doc = (Path(__file__).parents[1] / "docs" / "RESULTS.md").read_text()
     worsts = []
     for pattern in (
         r"Worst after the hand-back: ([0-9.]+) cm/frame",
@@ -449,7 +449,7 @@ def documented_worst_cm() -> float:
         r"Worst getting up: ([0-9.]+) cm/frame",
     ):
         found = re.search(pattern, doc)
-        assert found, "docs/EVALUATION.md has no hand-back section: canis evaluate transitions"
+        assert found, "docs/RESULTS.md has no hand-back section: canis evaluate transitions"
         worsts.append(float(found.group(1)))
     return max(worsts)
 
@@ -544,7 +544,7 @@ COURSE_BAR_DEG = 10.0
 @pytest.mark.parametrize("canter", [False, True], ids=["walking", "cantering"])
 def test_the_dog_goes_where_it_is_asked_on_the_hills(shipped_app, canter):
     """W (and Shift) held on the demo's hills: after 3 s to get going, the dog's way over the
-    next 2 s is within 10 degrees of the facing the player asks (docs/EVALUATION.md's gait
+    next 2 s is within 10 degrees of the facing the player asks (docs/RESULTS.md's gait
     table measures the course at four speeds; a candidate of 2026-11-29 that met every other
     bar cantered 21 degrees off it and walked 10 off at 0.5 m/s)."""
     app, key = shipped_app, shipped_app.key
@@ -724,7 +724,7 @@ def test_begging_is_beg_in_keys_recordings_and_scripts_and_stand_still_loads(shi
 
 def test_the_demo_runs_transitions_on_the_worker_unless_told_not_to():
     """The window draws between two steps: the RTN's steps run then, on the worker's
-    thread (docs/BENCHMARKS.md, the paced runs); --no-transition-worker keeps them in the
+    thread (docs/RESULTS.md, the paced runs); --no-transition-worker keeps them in the
     step."""
     import inspect
 

@@ -1,6 +1,6 @@
 """The transition network: model pieces, training/resume, export parity over rollouts, the
 runtime's transition_to, metrics, evaluation and temporal super-resolution (on the synthetic
-dogs; the shipped model's figures are in docs/EVALUATION.md)."""
+dogs; the shipped model's figures are in docs/RESULTS.md)."""
 
 from pathlib import Path
 
