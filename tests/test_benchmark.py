@@ -147,8 +147,9 @@ def test_bench_rewrites_only_its_own_section_of_the_page_and_only_when_asked(
 def test_evaluate_checks_its_parts_and_output_before_running_any(tmp_path, capsys):
     """`canis evaluate` runs every part; a typo in --parts, or an --out that is a file, is one
     line naming it, before anything is measured or written."""
-    from canis.cli import main
     from canis.evaluation.cli import PARTS, part_parsers
+
+    from canis.cli import main
 
     assert set(part_parsers()) == set(PARTS)
     assert main(["evaluate", "--parts", "controllers,speeed", "--out", str(tmp_path / "o")]) == 2
@@ -164,8 +165,9 @@ def test_evaluate_checks_its_parts_and_output_before_running_any(tmp_path, capsy
 def test_evaluate_writes_each_part_into_one_page(tmp_path, monkeypatch, capsys):
     """With no part named, each part runs as its own subcommand would and writes its section of
     one page (out/evaluation/RESULTS.md, not the tracked docs) and its JSON beside it."""
-    from canis.cli import main
     from canis.evaluation import speed_tracking
+
+    from canis.cli import main
 
     monkeypatch.setattr(speed_tracking, "report", lambda model, seconds, command, machine: "S")
     runs = iter(("bench-run",))
