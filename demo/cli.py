@@ -87,7 +87,7 @@ def run_demo(args) -> int:
         if args.script is None:
             raise ValueError("--headless needs --script (a control timeline, see canis run)")
         from canis.demo.app import CAPTURE_FPS, DemoApp, capture
-        from canis.tools.run import ScriptDriver, load_script
+        from canis.tools.script import ScriptDriver, load_script
 
         app = DemoApp(
             _models(args),

@@ -368,7 +368,7 @@ def load_hills():
 def test_headless_frames_name_the_script_as_the_input(app, tmp_path):
     """Frames captured from a script said 'input keyboard'."""
     from canis.demo.app import capture
-    from canis.tools.run import ScriptDriver
+    from canis.tools.script import ScriptDriver
 
     driver = ScriptDriver([{"t": 0.0, "move": [0, 1], "speed": 1.0, "action": "move"}])
     written = capture(app, driver, 2 / 60, tmp_path)
@@ -439,7 +439,7 @@ def documented_worst_cm() -> float:
     stopped popping."""
     import re
 
-    # evaluation/transitions.py's WORST_LINE and STOPPED_FIRST_LINE (not imported: this
+    # evaluation/handback.py's WORST_LINE and STOPPED_FIRST_LINE (not imported: this
     # module runs torch-free).
     doc = (Path(__file__).parents[1] / "docs" / "RESULTS.md").read_text()
     worsts = []
@@ -525,7 +525,7 @@ def test_posture_keys_while_moving_on_hills_stop_first_then_go_smoothly(
     posture += joint_steps_cm(app, lambda: app.steps >= end)  # and held for 2 s
     assert max(posture) < DOCUMENTED_WORST_CM, (max(posture), int(np.argmax(posture)))
     assert app.shown_action == action and app.keys[key.W]
-    # evaluation/transitions.py's HELD_BAR_MPS: its postures table prints each held speed.
+    # evaluation/handback.py's HELD_BAR_MPS: its postures table prints each held speed.
     assert np.linalg.norm(app.controller.root_velocity_xz_mps[0]) < 0.1
     press(app, key.W, release=True)
     press(app, key.LSHIFT, release=True)
@@ -693,7 +693,7 @@ def test_begging_is_beg_in_keys_recordings_and_scripts_and_stand_still_loads(shi
     from canis.demo.devices import BUTTON_ACTIONS
     from canis.demo.input import POSTURE_KEYFRAMES, POSTURES
     from canis.runtime.actions import Action
-    from canis.tools.run import ScriptDriver, load_script
+    from canis.tools.script import ScriptDriver, load_script
     from canis.tools.soak import ACTION_WEIGHTS
 
     assert ACTION_KEYS["_3"] == "beg" and "3 beg" in HELP[0] and BUTTON_ACTIONS["y"] == "beg"

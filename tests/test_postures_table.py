@@ -13,7 +13,7 @@ def _posture(ground, start, target, held_mps, stopped_first_cm=3.0):
 
 
 def test_the_held_speed_is_a_column_and_the_fastest_is_named():
-    from canis.evaluation.transitions import HELD_BAR_MPS, handback_markdown
+    from canis.evaluation.handback import HELD_BAR_MPS, handback_markdown
 
     results = {
         "handback": {

@@ -644,7 +644,7 @@ def test_getting_up_is_measured_from_each_posture_and_its_worst_named(tiny_rtn, 
     reads naming the largest row."""
     import re
 
-    from canis.evaluation.transitions import getting_up_markdown, getting_up_report
+    from canis.evaluation.handback import getting_up_markdown, getting_up_report
 
     report = getting_up_report(TransitionModel(tiny_rtn), tiny_model)
     rows = report["runs"]

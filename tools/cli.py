@@ -231,7 +231,8 @@ def _slowest_frame(timing: dict) -> str:
 def run_headless(args) -> int:
     from canis.runtime.assets import referenced_model_path
     from canis.runtime.profiler import check_output_path
-    from canis.tools.run import read_script, run
+    from canis.tools.run import run
+    from canis.tools.script import read_script
 
     if args.json:  # the other outputs (trace, CSV, export) are checked by run()
         check_output_path(args.json, "JSON summary")
