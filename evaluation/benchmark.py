@@ -147,27 +147,17 @@ def benchmark_frames(
 
 
 def weight_bytes_per_frame(path: Path) -> int:
-    """Bytes of weights one inference reads: every initializer and constant of the graph,
-    except that tensors gathered by the top-k expert index of a gating-sparsity graph
-    (export/gating_sparsity.py) count only the k of K experts' slices a frame reads."""
+    """Bytes of weights one inference reads: every initializer and constant of the graph."""
     import onnx
     from onnx import numpy_helper
 
     model = onnx.load(str(path))
-    meta = {p.key: p.value for p in model.metadata_props}
-    top_k = int(meta.get("canis.gating_top_k") or 0)
-    gathered = {
-        n.input[0] for n in model.graph.node if n.op_type == "Gather" and "topk_index" in n.input
-    }
     total = 0
     tensors = list(model.graph.initializer) + [
         a.t for n in model.graph.node if n.op_type == "Constant" for a in n.attribute if a.t
     ]
     for tensor in tensors:
-        size = numpy_helper.to_array(tensor).nbytes
-        if tensor.name in gathered:
-            size = size * top_k // int(meta["canis.experts"])
-        total += size
+        total += numpy_helper.to_array(tensor).nbytes
     return total
 
 

@@ -155,8 +155,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     precision_eval.add_argument(
         "--variants",
-        help="comma-separated (default: fp32,fp16,int8,top2; topK: fp32 blending only the "
-        "top K experts)",
+        help="comma-separated (default: fp32,fp16,int8)",
     )
     precision_eval.add_argument(
         "--card-seconds",

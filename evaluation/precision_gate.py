@@ -1,7 +1,7 @@
 """`canis evaluate precision`: the quality gate that decides which precision of a motion model
-ships. Each variant of one fp32 export (fp16 and int8 by export/precision.py, and the gating
-sparsity experiment of export/gating_sparsity.py) is driven in closed loop exactly as the
-controller evaluation and the model card drive it, beside fp32, and every figure is compared:
+ships. Each variant of one fp32 export (fp16 and int8 by export/precision.py) is driven in
+closed loop exactly as the controller evaluation and the model card drive it, beside fp32, and
+every figure is compared:
 
 - foot skating, all and back legs, in the walk, canter and turn scenarios (lower is better);
 - leg stiffness in the same scenarios (closer to the mocap's is better);
@@ -49,7 +49,7 @@ from canis.runtime.inference import MotionModel
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 
 TOLERANCE = 0.05
-VARIANTS = ("fp32", "fp16", "int8", "top2")  # top2: fp32 blending only the top 2 experts
+VARIANTS = ("fp32", "fp16", "int8")
 NUDGES = 2  # nudged fp32 copies: each side is measured from 1 + NUDGES starts
 # Each weight matrix's entries times (1 + NUDGE_RELATIVE * N(0, 1)): the shipped MANN-8's outputs
 # then move 3.8e-6 of their standard deviation on average, int8's 4.1e-3 (export/precision.py's
@@ -80,12 +80,9 @@ def nudged_copy(source: Path, seed: int, out: Path) -> Path:
 
 
 def make_variant(source: Path, name: str, folder: Path) -> Path:
-    from canis.export.gating_sparsity import top_k_experts
     from canis.export.precision import convert_motion_model
 
     out = folder / f"{source.stem}.{name}.onnx"
-    if name.startswith("top"):
-        return top_k_experts(source, int(name.removeprefix("top")), out)
     convert_motion_model(source, out, name)
     return out
 
@@ -305,9 +302,7 @@ def markdown(results: dict, command: str, machine: str) -> str:
         "a verdict when every start's is one of fp32's or better (a gait verdict or the "
         "mocap's; the check's results). The default to ship is the "
         "fastest variant that passes every figure. Variants: fp16 and int8 by ONNX Runtime's "
-        "tools (export/precision.py; int8 keeps the small gating network in float32); top2, "
-        "fp32 blending only the gating's two strongest experts, "
-        "renormalised (export/gating_sparsity.py).",
+        "tools (export/precision.py; int8 keeps the small gating network in float32).",
         "",
         "| variant | file MB | output error (std) | inference p50 ms | p99 ms | "
         "speed-up over fp32 | figures passed | verdict |",

@@ -1,13 +1,10 @@
-"""Reduced-precision models (export/precision.py, runtime/precision.py), the gating-sparsity
-experiment (export/gating_sparsity.py) and the quality gate's rules (training/precision_gate)."""
+"""Reduced-precision models (export/precision.py, runtime/precision.py) and the quality gate's
+rules (evaluation/precision_gate.py)."""
 
 import numpy as np
 import onnx
 import pytest
-from canis.evaluation.benchmark import weight_bytes_per_frame
 from canis.evaluation.precision_gate import SCENARIOS, compare, nudged_copy
-from canis.export.expert_ablation import disable_expert
-from canis.export.gating_sparsity import top_k_experts
 from canis.export.precision import (
     convert_graph,
     convert_motion_model,
@@ -137,19 +134,6 @@ def test_fp32_conversion_only_records_the_precision(tiny_model, tmp_path):
     assert meta["canis.precision"] == "fp32" and "canis.precision_tool" not in meta
     x = np.ones((2, 480), np.float32)
     assert np.array_equal(MotionModel(out).run(x)["y"], MotionModel(tiny_model).run(x)["y"])
-
-
-def test_top_k_gating_blends_only_the_strongest_experts(tiny_model, tmp_path):
-    sparse = MotionModel(top_k_experts(tiny_model, 3, tmp_path / "top3.onnx"))
-    dense = MotionModel(tiny_model)
-    x = np.random.default_rng(4).normal(size=(1, 480)).astype(np.float32)
-    weakest = int(np.argmin(dense.run(x)["expert_weights"][0]))
-    without = MotionModel(disable_expert(tiny_model, weakest, tmp_path / "without.onnx"))
-    got, want = sparse.run(x), without.run(x)
-    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(got["expert_weights"], want["expert_weights"], atol=1e-6)
-    # It reads 3 of the 4 experts' weights per frame, a quarter fewer of the blended ones.
-    assert weight_bytes_per_frame(tmp_path / "top3.onnx") < weight_bytes_per_frame(tiny_model)
 
 
 def _entry(scale=1.0, gait="trot", passed=True):
