@@ -226,7 +226,7 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
         "turn_switch_s": 5.0,
         "seconds": 1.0,
     }
-    doc, out = tmp_path / "EVALUATION.md", tmp_path / "out.json"
+    doc, out = tmp_path / "RESULTS.md", tmp_path / "out.json"
     doc.write_text("# Evaluation\n\nkept\n")
     controllers_report.write(
         results, out, doc, "./run canis evaluate controllers --models MANN8,PFNN"
@@ -312,8 +312,9 @@ def test_with_no_models_named_the_present_ones_are_evaluated(monkeypatch, tmp_pa
 
 
 def test_figures_go_beside_the_document_written(monkeypatch, tmp_path):
-    """An evaluation written to a copy of the document (an experiment) puts its figures in
-    images/ beside that copy, where its links point, and leaves docs/images alone."""
+    """An evaluation written to a copy of the page (an experiment) puts its figures in
+    images/ beside that copy, where its links point, and leaves docs/images alone; one that
+    writes no page draws no figures unless given --figures."""
     seen = {}
 
     def evaluate(names, mocap, overrides, figures_dir=None, **kwargs):
@@ -321,12 +322,14 @@ def test_figures_go_beside_the_document_written(monkeypatch, tmp_path):
         raise FileNotFoundError("stopped here")
 
     monkeypatch.setattr(ev, "evaluate", evaluate)
-    doc = tmp_path / "copy" / "EVALUATION.md"
+    doc = tmp_path / "copy" / "RESULTS.md"
     args = ["evaluate", "controllers", "--bvh", str(tmp_path), "--models", "MANN8"]
     assert main([*args, "--doc", str(doc)]) == 2
     assert seen["figures"] == tmp_path / "copy" / "images"
-    assert main(args) == 2  # the repository's own document: its own images
+    assert main([*args, "--write-docs"]) == 2  # the repository's own page: its own images
     assert seen["figures"] == Path("docs/images")
+    assert main(args) == 2
+    assert seen["figures"] is None
     assert main([*args, "--doc", str(doc), "--figures", str(tmp_path / "f")]) == 2
     assert seen["figures"] == tmp_path / "f"
 

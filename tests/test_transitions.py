@@ -416,7 +416,7 @@ def test_evaluation_and_upsampling_on_the_synthetic_dogs(tiny_rtn, tiny_transiti
             assert set(results[method][metric]) == {"5", "15", "30", "45"}
             assert all(np.isfinite(v) and v >= 0 for v in results[method][metric].values())
     assert results["upsample"]["regenerated_frames"] > 0
-    doc = tmp_path / "EVALUATION.md"
+    doc = tmp_path / "RESULTS.md"
     doc.write_text("# Evaluation\n\nintro\n")
     write(results, tmp_path / "t.json", doc, "cmd")
     write(results, None, doc, "cmd")  # rewritten in place, not appended twice

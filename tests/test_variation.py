@@ -204,7 +204,7 @@ def test_variation_evaluation_measures_diversity(tiny_transitions, tmp_path):
     levels = results["levels"]
     assert all(v == 0 for v in levels["0"]["diversity_cm"].values())
     assert all(v > 0 for v in levels["1"]["diversity_cm"].values())
-    doc = tmp_path / "EVALUATION.md"
+    doc = tmp_path / "RESULTS.md"
     write(results, None, doc, "./run canis evaluate variation", "this machine")
     assert "| 1 | " in doc.read_text() and "<!-- variation:begin -->" in doc.read_text()
 
