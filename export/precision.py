@@ -4,7 +4,10 @@
 - int8: `onnxruntime.quantization.quantize_dynamic`: the MatMul and Gemm weights are stored as
   int8 with one scale per output channel; activations are quantised on the fly at each call
   (dynamic quantisation needs no calibration data). A quarter of the bytes to stream per frame.
-  A MANN's small gating network stays float32 (see gating_nodes).
+  A MANN's small gating network stays float32 (see gating_nodes). ONNX Runtime's dynamic
+  quantisation takes one activation scale over the whole batch, so a dog's motion would
+  depend on its neighbours'; the graph is then rewritten to quantise each row (each dog) on
+  its own (quantise_rows), which gives a lone dog exactly what it got before.
 - fp16: `onnxruntime.transformers.float16.convert_float_to_float16`, ONNX Runtime's copy of
   onnxconverter-common's converter (so no further package is needed), keeping float32 inputs
   and outputs so the runtime's buffers stay as they are. Half the bytes; ONNX Runtime's CPU
@@ -71,7 +74,7 @@ def _tool(precision: str) -> str:
         "fp32": "none (the fp32 export as it is)",
         "fp16": "onnxruntime.transformers.float16.convert_float_to_float16(keep_io_types=True)",
         "int8": "onnxruntime.quantization.quantize_dynamic(weight_type=QInt8, per_channel=True, "
-        "gating network excluded)",
+        "gating network excluded), activations quantised per row (export/precision.py)",
     }[precision] + f", onnxruntime {ort.__version__}"
 
 
@@ -94,6 +97,80 @@ def gating_nodes(model) -> list[str]:
             found += [node.name, f"{node.name}_MatMul"]
         todo += list(node.input)
     return found
+
+
+def quantise_rows(model) -> int:
+    """Rewrites every DynamicQuantizeLinear -> MatMulInteger pair of `model` in place so that
+    each row of the activation (one dog) gets its own scale and zero point, computed exactly
+    as DynamicQuantizeLinear computes them for a tensor (range widened to hold 0, /255, the
+    zero point rounded half to even), so a batch of one is quantised bit for bit as before.
+    ONNX Runtime's MatMulInteger takes only one zero point for A, so the rows' zero points
+    are taken off after the product: sum_k (a - za)(b - zb) = sum_k a (b - zb) - za * colsum,
+    exact in int32. Only 2-D activations (batch, features) are rewritten. Returns how many
+    activations were rewritten."""
+    from onnx import TensorProto, helper
+
+    graph = model.graph
+    inferred = onnx.shape_inference.infer_shapes(model).graph
+    rank = {
+        v.name: len(v.type.tensor_type.shape.dim)
+        for v in [*inferred.value_info, *inferred.input, *inferred.output]
+        if v.type.tensor_type.HasField("shape")
+    }
+    weights = {t.name: t for t in graph.initializer}
+    constants = []
+
+    def constant(name: str, value, dtype=np.float32) -> str:
+        constants.append(numpy_helper.from_array(np.array(value, dtype), name))
+        return name
+
+    rewritten, row_zero_points = [], {}
+    for node in graph.node:
+        if node.op_type == "DynamicQuantizeLinear" and rank.get(node.input[0]) == 2:
+            (x,), (quantised, scale, zero_point) = node.input, node.output
+            p = f"{node.name}_rows"
+            zero, levels = constant(f"{p}_0", 0.0), constant(f"{p}_255", 255.0)
+            one, flat = constant(f"{p}_1", 1.0), constant(f"{p}_flat", [-1], np.int64)
+            rewritten += [
+                helper.make_node("ReduceMin", [x], [f"{p}_min"], axes=[1], keepdims=1),
+                helper.make_node("ReduceMax", [x], [f"{p}_max"], axes=[1], keepdims=1),
+                helper.make_node("Min", [f"{p}_min", zero], [f"{p}_low"]),
+                helper.make_node("Max", [f"{p}_max", zero], [f"{p}_high"]),
+                helper.make_node("Sub", [f"{p}_high", f"{p}_low"], [f"{p}_range"]),
+                helper.make_node("Div", [f"{p}_range", levels], [f"{p}_step"]),
+                # An all-zero row: scale 1, as DynamicQuantizeLinear takes it.
+                helper.make_node("Equal", [f"{p}_range", zero], [f"{p}_empty"]),
+                helper.make_node("Where", [f"{p}_empty", one, f"{p}_step"], [scale]),
+                helper.make_node("Div", [f"{p}_low", scale], [f"{p}_low_steps"]),
+                helper.make_node("Sub", [zero, f"{p}_low_steps"], [f"{p}_zp"]),
+                helper.make_node("Clip", [f"{p}_zp", zero, levels], [f"{p}_zp_clipped"]),
+                helper.make_node("Round", [f"{p}_zp_clipped"], [f"{p}_zp_rounded"]),
+                helper.make_node("Cast", [f"{p}_zp_rounded"], [zero_point], to=TensorProto.UINT8),
+                helper.make_node("Reshape", [scale, flat], [f"{p}_scale_1d"]),
+                helper.make_node("Reshape", [zero_point, flat], [f"{p}_zp_1d"]),
+                helper.make_node(
+                    "QuantizeLinear", [x, f"{p}_scale_1d", f"{p}_zp_1d"], [quantised], axis=0
+                ),
+            ]
+            row_zero_points[zero_point] = quantised
+        elif node.op_type == "MatMulInteger" and node.input[2] in row_zero_points:
+            a, b, a_zero_point, b_zero_point = node.input
+            w = numpy_helper.to_array(weights[b]).astype(np.int64)
+            w_zero_point = numpy_helper.to_array(weights[b_zero_point]).astype(np.int64)
+            p = f"{node.name}_rows"
+            column_sums = constant(f"{p}_colsum", (w - w_zero_point).sum(axis=0)[None, :], np.int32)
+            rewritten += [
+                helper.make_node("MatMulInteger", [a, b, "", b_zero_point], [f"{p}_raw"]),
+                helper.make_node("Cast", [a_zero_point], [f"{p}_za"], to=TensorProto.INT32),
+                helper.make_node("Mul", [f"{p}_za", column_sums], [f"{p}_shift"]),
+                helper.make_node("Sub", [f"{p}_raw", f"{p}_shift"], list(node.output)),
+            ]
+        else:
+            rewritten.append(node)
+    del graph.node[:]
+    graph.node.extend(rewritten)
+    graph.initializer.extend(constants)
+    return len(row_zero_points)
 
 
 def convert_graph(source: Path, out: Path, precision: str) -> Path:
@@ -121,6 +198,7 @@ def convert_graph(source: Path, out: Path, precision: str) -> Path:
                 nodes_to_exclude=gating_nodes(model),
             )
             model = onnx.load(str(converted))
+            quantise_rows(model)
         elif precision == "fp16":
             from onnxruntime.transformers.float16 import convert_float_to_float16
             from onnxruntime.transformers.onnx_model import OnnxModel

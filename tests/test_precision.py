@@ -128,6 +128,41 @@ def test_transition_model_converts_both_graphs(tiny_rtn, tmp_path):
     assert set(check["bytes"]) == {"rtn_step.int8.onnx", "rtn_init.int8.onnx"}
 
 
+def test_int8_quantises_each_dog_on_its_own(tiny_model, variants, tmp_path):
+    """ONNX Runtime's dynamic quantisation takes one activation scale over the batch, so with
+    it a dog's output depended on the other dogs'. Each row now has its own: a dog's output is
+    the same in any batch of two or more (a lone row takes another matrix kernel, which the
+    runtime does not give it), and a batch of one is quantised bit for bit as plain dynamic
+    quantisation quantises it, so a lone dog moves as the gated int8 model moved it."""
+    from canis.export.precision import gating_nodes
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    int8, _ = variants["int8"]
+    model = MotionModel(int8)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(9, 480)).astype(np.float32) * np.linspace(0.1, 30, 9)[:, None]
+    x = x.astype(np.float32)
+    together = model.run(x)["y"]
+    for i in range(len(x) - 1):  # the same row beside a very different neighbour
+        assert np.array_equal(model.run(x[i : i + 2])["y"][0], together[i])
+    assert np.array_equal(model.run(x[[4, 0]])["y"][0], together[4])
+    plain = tmp_path / "plain.onnx"
+    quantize_dynamic(
+        tiny_model,
+        plain,
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        nodes_to_exclude=gating_nodes(onnx.load(str(tiny_model))),
+    )
+    graph = onnx.load(str(plain))  # the runtime wants the canis metadata: carried over
+    del graph.metadata_props[:]
+    graph.metadata_props.extend(onnx.load(str(int8)).metadata_props)
+    onnx.save(graph, str(plain))
+    for i in range(len(x)):
+        row = x[i : i + 1]
+        assert np.array_equal(model.run(row)["y"], MotionModel(plain).run(row)["y"])
+
+
 def test_fp32_conversion_only_records_the_precision(tiny_model, tmp_path):
     out = convert_graph(tiny_model, tmp_path / "same.onnx", "fp32")
     meta = {p.key: p.value for p in onnx.load(str(out)).metadata_props}
