@@ -211,3 +211,68 @@ def test_a_paced_run_starts_a_frame_every_sixtieth_of_a_second(tiny_model, tmp_p
     assert summary["paced"] and len(summary["frame_samples_ms"]["frame"]) == 30
     # The wait is not a frame's: it would make every frame at least ~16 ms.
     assert float(np.median(summary["frame_samples_ms"]["frame"])) < 1000 / 60 / 2
+
+
+def test_the_runs_figures_are_taken_frame_by_frame_as_the_whole_arrays_give_them():
+    """`canis run` keeps no per-frame arrays (its memory stays flat over a long run): its
+    tally gives the figures the whole run's arrays give."""
+    from canis.runtime.terrain import procedural
+    from canis.tools.run import MotionTally
+
+    rng = np.random.default_rng(5)
+    frames = 50
+    paws = np.cumsum(rng.normal(scale=0.01, size=(frames, 4, 3)), axis=0) + [0, 0.01, 0]
+    contacts = rng.random((frames, 4)) < 0.5
+    speeds = rng.random(frames)
+    hills = procedural("hills")
+    tally = MotionTally(hills)
+    for f in range(frames):
+        tally.add(paws[f][None], paws[f], contacts[f], float(speeds[f]))
+    got = tally.summary()
+    height = paws[..., 1] - hills.sample(paws[..., [0, 2]])[0]
+    skating = foot_skating_cm(paws[..., [0, 2]], height)
+    depth, floating = np.maximum(-height, 0), np.maximum(height, 0)[contacts]
+    assert got["mean_speed_mps"] == pytest.approx(speeds.mean())
+    assert got["foot_skating_cm_per_frame"]["all_legs"] == pytest.approx(skating.mean())
+    assert got["foot_skating_cm_per_frame"]["back_legs"] == pytest.approx(skating[:, 2:].mean())
+    assert got["paw_penetration_cm"]["mean"] == pytest.approx(depth.mean() * 100)
+    assert got["paw_penetration_cm"]["max"] == pytest.approx(depth.max() * 100)
+    assert got["paw_floating_in_contact_cm"]["mean"] == pytest.approx(floating.mean() * 100)
+    assert got["contact_share_by_paw"] == pytest.approx(list(contacts.mean(axis=0)))
+    assert got["non_finite_frames"] == 0
+
+
+def test_a_model_with_non_finite_weights_is_a_failed_run_that_says_so(tiny_model, tmp_path, capsys):
+    """A model whose weights are NaN: the dogs hold their last finite pose, and `canis run`
+    said "non-finite frames 0" and exited 0. It now counts the network's non-finite outputs
+    and exits 1, naming them."""
+    import onnx
+    from canis.cli import main
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(tiny_model))
+    for tensor in graph.graph.initializer:
+        if "motion" in tensor.name and "weight" in tensor.name:
+            values = numpy_helper.to_array(tensor)
+            tensor.CopyFrom(numpy_helper.from_array(np.full_like(values, np.nan), tensor.name))
+    broken = tmp_path / "nan.onnx"
+    onnx.save(graph, str(broken))
+    script = write(tmp_path, "s.json", [{"t": 0, "move": [0, 1], "speed": 1.0}])
+    out = tmp_path / "run.json"
+    args = ["run", "--model", str(broken), "--script", str(script), "--seconds", "0.5"]
+    assert main([*args, "--json", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert "non-finite network outputs 30" in captured.out
+    assert captured.err.count("\n") == 1 and "non-finite outputs on 30 dog-frames" in captured.err
+    assert json.loads(out.read_text())["non_finite_model_outputs"] == 30
+
+
+@pytest.mark.parametrize("seconds", ["1e12", "inf", "0.001"])
+def test_a_run_longer_than_a_week_or_shorter_than_a_frame_is_refused(seconds, tmp_path, capsys):
+    from canis.cli import main
+
+    script = write(tmp_path, "s.json", [{"t": 0, "move": [0, 1], "speed": 1.0}])
+    assert main(["run", "--script", str(script), "--seconds", seconds]) == 2
+    err = capsys.readouterr().err
+    assert f"--seconds {float(seconds):g}: must be at least one frame" in err
+    assert len(err.splitlines()) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
 from canis.runtime.assets import shipped_model_path
@@ -151,13 +152,20 @@ def run_mesh(args) -> int:
     return 0
 
 
+MAX_SIMULATED_S = 7 * 24 * 3600.0  # a week of frames: longer runs are typos, not tests
+
+
 def checked_duration_s(seconds: float, argument: str, given: float) -> float:
-    """A simulated time that runs at least one frame and ends: inf overflowed the frame count
-    and 1e-9 s ran no frame at all, both into a traceback."""
+    """A simulated time that runs at least one frame and ends within a week: inf overflowed
+    the frame count and 1e-9 s ran no frame at all, both into a traceback; 1e12 s ran on for
+    ever."""
     from canis.runtime.features import FPS
 
-    if not (math.isfinite(seconds) and seconds >= 1.0 / FPS):
-        raise ValueError(f"{argument} {given:g}: must be finite and at least one frame (1/{FPS} s)")
+    if not (math.isfinite(seconds) and 1.0 / FPS <= seconds <= MAX_SIMULATED_S):
+        raise ValueError(
+            f"{argument} {given:g}: must be at least one frame (1/{FPS} s) and at most a week "
+            f"({MAX_SIMULATED_S:g} s)"
+        )
     return seconds
 
 
@@ -284,9 +292,19 @@ def run_headless(args) -> int:
         f"{' / '.join(f'{share:.0%}' for share in summary['contact_share_by_paw'])} of frames; "
         "skating "
         f"{summary['foot_skating_cm_per_frame']['all_legs']:.3f} cm/frame; non-finite "
-        f"frames {summary['non_finite_frames']}"
+        f"frames {summary['non_finite_frames']}, non-finite network outputs "
+        f"{summary['non_finite_model_outputs']}"
     )
     if "path_deviation" in summary:
         d = summary["path_deviation"]
         print(f"path deviation {d['position_cm']:.1f} cm, {d['angle_deg']:.1f} deg")
+    if summary["non_finite_model_outputs"] or summary["non_finite_frames"]:
+        # The runtime kept the last good pose, so the run finished; it did not go well.
+        print(
+            f"canis run: error: the network gave non-finite outputs on "
+            f"{summary['non_finite_model_outputs']} dog-frames (the dogs held their last finite "
+            "pose); check the model file",
+            file=sys.stderr,
+        )
+        return 1
     return 0

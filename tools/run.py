@@ -30,6 +30,68 @@ CHARACTER_SPACING_M = 1.5
 REPORT = "canis run"  # what `canis compare` recognises a run's JSON by
 
 
+class MotionTally:
+    """The run's motion figures, taken frame by frame (dog 0's paws), so that a long run's
+    memory stays flat: skating (the MANN paper's measure), paw penetration and floating, the
+    paws' contact share, the mean speed, and the frames whose displayed pose is not finite."""
+
+    def __init__(self, heightmap):
+        self.heightmap = heightmap
+        self.frames = self.non_finite = 0
+        self.previous_paws_m = None
+        self.skating_cm = np.zeros(4)  # sums per paw over the frames after the first
+        self.depth_sum_m = self.depth_max_m = self.floating_sum_m = 0.0
+        self.floating_count = 0
+        self.contacts = np.zeros(4)
+        self.speed_sum_mps = 0.0
+
+    def add(self, positions_m, paws_m, contacts, speed_mps: float) -> None:
+        self.frames += 1
+        self.non_finite += int(not np.all(np.isfinite(positions_m)))
+        ground = (
+            self.heightmap.sample(paws_m[:, [0, 2]])[0]
+            if self.heightmap is not None
+            else np.zeros(len(paws_m))
+        )
+        height = paws_m[:, 1] - ground
+        if self.previous_paws_m is not None:
+            xz = np.stack([self.previous_paws_m[:, [0, 2]], paws_m[:, [0, 2]]])
+            self.skating_cm += foot_skating_cm(xz, np.stack([height, height]))[0]
+        self.previous_paws_m = paws_m
+        depth = np.maximum(-height, 0.0)
+        self.depth_sum_m += float(depth.sum())
+        self.depth_max_m = max(self.depth_max_m, float(depth.max()))
+        floating = np.maximum(height, 0.0)[contacts]
+        self.floating_sum_m += float(floating.sum())
+        self.floating_count += int(floating.size)
+        self.contacts += contacts
+        self.speed_sum_mps += speed_mps
+
+    def summary(self) -> dict:
+        steps = max(self.frames - 1, 1)
+        return {
+            "mean_speed_mps": self.speed_sum_mps / self.frames,
+            "paw_penetration_cm": {
+                "mean": self.depth_sum_m / (4 * self.frames) * 100,
+                "max": self.depth_max_m * 100,
+            },
+            "paw_floating_in_contact_cm": {
+                "mean": self.floating_sum_m / self.floating_count * 100
+                if self.floating_count
+                else 0.0
+            },
+            "contact_share": float(self.contacts.sum() / (4 * self.frames)),
+            # Per paw, DOG_LEG_GROUPS' order (front left, front right, back left, back right):
+            # the foot lock holds only paws the runtime calls planted.
+            "contact_share_by_paw": [float(c / self.frames) for c in self.contacts],
+            "foot_skating_cm_per_frame": {
+                "all_legs": float(self.skating_cm.sum() / (4 * steps)),
+                "back_legs": float(self.skating_cm[2:].sum() / (2 * steps)),
+            },
+            "non_finite_frames": self.non_finite,
+        }
+
+
 def run(
     model_path,
     seconds: float,
@@ -112,8 +174,9 @@ def run(
         controller.reset(np.stack([offsets_x, np.zeros(characters)], axis=1))
     paws = controller.skeleton.group("paws")
     frames = int(round(seconds / DT_S))
-    paw_positions, contacts, speeds, roots, non_finite = [], [], [], [], 0
-    recorded = {"positions": [], "rotations": []}
+    tally = MotionTally(heightmap)
+    recorded = {"positions": [], "rotations": [], "roots": [], "contacts": []}
+    keep = record is not None or export is not None
     next_frame_s = time.perf_counter()
     for frame in range(frames):
         if pace:  # the game's frame period: wait for the tick, then step
@@ -124,26 +187,18 @@ def run(
         controller.step(control)
         profiler.end_frame()  # headless: nothing is drawn, so no render stage is timed
         positions, rotations = controller.display_pose()
-        if not np.all(np.isfinite(positions)):
-            non_finite += 1
-        paw_positions.append(positions[0, paws].astype(np.float64))
-        contacts.append(controller.contacts[0].copy())
-        speeds.append(float(np.linalg.norm(controller.root_velocity_xz_mps[0])))
-        roots.append(controller.root_position_m[0].copy())
-        if record is not None or export is not None:
+        tally.add(
+            positions,
+            positions[0, paws].astype(np.float64),
+            controller.contacts[0],
+            float(np.linalg.norm(controller.root_velocity_xz_mps[0])),
+        )
+        if keep:  # only a recording or an export keeps every frame
             recorded["positions"].append(positions[0])
             recorded["rotations"].append(rotations[0])
+            recorded["roots"].append(controller.root_position_m[0].copy())
+            recorded["contacts"].append(controller.contacts[0].copy())
     controller.close()
-    paw_positions, contacts = np.array(paw_positions), np.array(contacts)
-    ground = (
-        heightmap.sample(paw_positions[..., [0, 2]])[0]
-        if heightmap is not None
-        else np.zeros(paw_positions.shape[:2])
-    )
-    height = paw_positions[..., 1] - ground
-    skating = foot_skating_cm(paw_positions[..., [0, 2]], height)
-    depth = np.maximum(-height, 0.0)
-    floating = np.maximum(height, 0.0)[contacts]
     used = model_used(model)
     summary = {
         "report": REPORT,
@@ -161,20 +216,7 @@ def run(
         "frames": frames,
         "machine": describe_machine(**used),
         "frame_time": profiler.summary(),
-        "mean_speed_mps": float(np.mean(speeds)),
-        "paw_penetration_cm": {"mean": float(depth.mean() * 100), "max": float(depth.max() * 100)},
-        "paw_floating_in_contact_cm": {
-            "mean": float(floating.mean() * 100) if floating.size else 0.0
-        },
-        "contact_share": float(contacts.mean()),
-        # Per paw, DOG_LEG_GROUPS' order (front left, front right, back left, back right):
-        # the foot lock holds only paws the runtime calls planted.
-        "contact_share_by_paw": [float(share) for share in contacts.mean(axis=0)],
-        "foot_skating_cm_per_frame": {
-            "all_legs": float(skating.mean()),
-            "back_legs": float(skating[:, 2:].mean()),
-        },
-        "non_finite_frames": non_finite,
+        **tally.summary(),
         "non_finite_model_outputs": controller.non_finite_events,
     }
     if isinstance(driver, PathDriver):
@@ -204,8 +246,8 @@ def run(
             record,
             positions=np.array(recorded["positions"], np.float32),
             rotations=np.array(recorded["rotations"], np.float32),
-            roots=np.array(roots, np.float32),
-            contacts=contacts,
+            roots=np.array(recorded["roots"], np.float32),
+            contacts=np.array(recorded["contacts"]),
             joint_names=np.array(controller.skeleton.joint_names),
         )
     return summary
