@@ -247,8 +247,9 @@ def test_a_model_with_non_finite_weights_is_a_failed_run_that_says_so(tiny_model
     said "non-finite frames 0" and exited 0. It now counts the network's non-finite outputs
     and exits 1, naming them."""
     import onnx
-    from canis.cli import main
     from onnx import numpy_helper
+
+    from canis.cli import main
 
     graph = onnx.load(str(tiny_model))
     for tensor in graph.graph.initializer:
