@@ -115,3 +115,14 @@ def test_benches_compare_by_case_and_dog_count(tmp_path):
         "1 dogs: frame",
     ]
     assert all(r["verdict"].startswith("SLOWER x2") for r in result["rows"])
+
+
+def test_non_finite_times_are_not_compared(tmp_path, capsys):
+    """A run against a copy with every number NaN said "no significant difference"."""
+    a = run_json(tmp_path / "a.json", {"frame": noisy(2.0, seed=1)})
+    b = run_json(tmp_path / "b.json", {"frame": np.full(1200, np.nan)})
+    (row,) = compare_files(a, b)["rows"]
+    assert row["verdict"] == "NOT COMPARED: non-finite times (0 before, 1200 after)"
+    assert not row.get("significant") and row["ratio"] is None
+    assert main(["compare", str(a), str(b)]) == 0
+    assert "NOT COMPARED" in capsys.readouterr().out

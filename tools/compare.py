@@ -77,6 +77,17 @@ def bootstrap_ratio(
 
 def compare_samples(name: str, before, after, resamples: int, threshold: float = THRESHOLD) -> dict:
     before, after = np.asarray(before, float), np.asarray(after, float)
+    broken = [int(np.sum(~np.isfinite(v))) for v in (before, after)]
+    if any(broken):  # NaN compares as nothing, which read as "no significant difference"
+        return {
+            "stage": name,
+            "frames": [len(before), len(after)],
+            "before": _stats(before[np.isfinite(before)]),
+            "after": _stats(after[np.isfinite(after)]),
+            "ratio": None,
+            "interval": None,
+            "verdict": f"NOT COMPARED: non-finite times ({broken[0]} before, {broken[1]} after)",
+        }
     row = {
         "stage": name,
         "frames": [len(before), len(after)],
