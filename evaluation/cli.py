@@ -6,6 +6,7 @@ the page goes to the output folder. Each parser sits beside its handler."""
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from canis.evaluation.doc_sections import RESULTS_DOC
@@ -329,8 +330,15 @@ def run_evaluate_precision(args) -> int:
 def run_evaluate_speed(args) -> int:
     args.doc = results_doc(args)
     from canis.evaluation.doc_sections import replace_section
-    from canis.evaluation.speed_tracking import report
+    from canis.evaluation.speed_tracking import SETTLE_S, WINDOW_S, report
     from canis.runtime.machine import benchmark_machine
+
+    shortest = SETTLE_S + WINDOW_S
+    if not (math.isfinite(args.seconds) and shortest <= args.seconds <= 3600):
+        raise ValueError(
+            f"--seconds {args.seconds:g}: must be from {shortest:g} (the settle and one window) "
+            "to 3600"
+        )
 
     command = "./run canis evaluate speed" + (
         f" --seconds {args.seconds:g}" if args.seconds != 14.0 else ""

@@ -200,3 +200,21 @@ def test_the_rtn_step_benchmark_feeds_any_transition_network(tiny_rtn):
             STEP_OUTPUTS, step_feeds(model, 3, np.random.default_rng(0))
         )
         assert frame.shape[0] == 3 and np.all(np.isfinite(frame))
+
+
+def test_the_speed_table_shows_hills_along_the_ground_and_says_why(tmp_path, capsys):
+    """The network sees no terrain, so the horizontal windows on hills repeat flat ground's
+    (the table printed the same numbers twice); the hills' rows show the speed along it."""
+    from canis.evaluation.speed_tracking import SpeedRun, table
+
+    from canis.cli import main
+
+    flat = SpeedRun("flat", 1.0, [[0.98, 0.99]], [[0.98, 0.99]])
+    hills = SpeedRun("hills", 1.0, [[0.98, 0.99]], [[1.03, 1.04]])
+    text = table([flat, hills])
+    assert "| flat | 1.0 | 0.98, 0.99 |" in text and "| hills | 1.0 | 1.03, 1.04 |" in text
+    assert "sees no terrain" in text
+    for seconds in ("0", "3.9", "nan"):
+        assert main(["evaluate", "speed", "--seconds", seconds]) == 2
+        err = capsys.readouterr().err
+        assert "--seconds" in err and "must be from 4" in err and len(err.splitlines()) == 1
