@@ -749,3 +749,36 @@ def test_the_demo_runs_transitions_on_the_worker_unless_told_not_to():
     assert parser.parse_args(["demo"]).transition_worker is True
     assert parser.parse_args(["demo", "--no-transition-worker"]).transition_worker is False
     assert inspect.signature(DemoApp).parameters["transition_worker"].default is True
+
+
+# --- the HUD's budget line: the controller's step, the render apart ------------------------
+
+
+def test_the_budget_counts_the_controllers_steps_not_the_render():
+    """The HUD read "12114 over 2 ms" for a 0.2 ms controller: its count was of displayed
+    frames, software render included."""
+    from canis.demo.hud_text import StepTimes, timing_line
+
+    steps = StepTimes(budget_ms=2.0, window=4)
+    assert timing_line(steps, float("nan")) == (  # nothing measured yet
+        "controller step p50 - ms p99 - ms (0 over 2 ms)  |  render p50 - ms (not in the budget)"
+    )
+    for ms in (0.2, 0.2, 0.3, 2.5, 0.2, 0.2):
+        steps.add(ms)
+    assert steps.steps == 6 and steps.over == 1  # since the start, not over the window
+    assert len(steps.recent) == 4 and steps.percentile_ms(50) == pytest.approx(0.25)
+    line = timing_line(steps, 14.04)
+    assert line.startswith("controller step p50 0.25 ms p99 2.43 ms (1 over 2 ms)")
+    assert line.endswith("render p50 14.0 ms (not in the budget)")
+
+
+def test_the_hud_times_each_step_and_shows_the_render_apart(app):
+    app.paused = app.slow_motion = False
+    before = app.step_times.steps
+    for _ in range(6):
+        app.tick(1 / 60)
+    assert app.step_times.steps > before  # one per simulation step, render not in it
+    render_ms = app.profiler.rolling()["render"]["p50_ms"]
+    line = next(text for text, _ in app.hud_lines() if text.startswith("controller step"))
+    assert f"render p50 {render_ms:.1f} ms" in line
+    assert f"({app.step_times.over} over 2 ms)" in line
