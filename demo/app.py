@@ -5,7 +5,8 @@ Keys: WASD/arrows move (camera-relative), Shift canters, Q/E turn on the spot, 1
 (idle: on four legs), 2 sit, 3 beg (on the hind legs), 4 lie, Space jump; mouse drag or
 J/L/I/K orbit the camera, scroll zooms; X transition to the next keyframe (stand, sit, lie,
 beg), P pause, N single step, M slow motion, G toggle IK, F foot lock, B body or bones, R reset,
-T next terrain, F1 next model, F5 record the input as a script, F12 screenshot, H hide help,
+T next terrain, F1 next model (the shipped MANN-8, MANN-8 fp32, PFNN in turn; the HUD names
+the one shown), F5 record the input as a script, F12 screenshot, H hide help,
 Escape quit.
 
 1-4 (and the gamepad's posture buttons) go through the transition network when it is loaded,
@@ -49,7 +50,7 @@ HELP = (
     "WASD/arrows move  Shift canter  Q/E turn  Space jump  1 stand 2 sit 3 beg 4 lie  "
     "X next keyframe  V vary them  R reset",
     "drag/JLIK camera  wheel zoom  P pause  N step  M slow  G IK  F foot lock  B bones  T terrain",
-    "F1 model  F5 record  F12 screenshot  H help  Esc quit",
+    "F1 model {models}  F5 record  F12 screenshot  H help  Esc quit",
 )
 ACTION_KEYS = {"_1": "idle", "_2": "sit", "_3": "beg", "_4": "lie", "SPACE": "jump"}
 # The action each keyframe is held with: the inverse of POSTURE_KEYFRAMES (API names).
@@ -59,6 +60,14 @@ TRANSITION_FRAMES = 45
 # (docs/EVALUATION.md, "Varied transitions": +1.4% L2P at 30 frames for the shipped RTN).
 VARIED_TRANSITION_VARIATION = 1.0
 DEFAULT_OUT_DIR = Path("out/demo")
+
+
+def help_lines(model_names: list[str]) -> list[str]:
+    """HELP with the models F1 cycles, in its order (the shipped ones: MANN-8, which is the
+    int8 MANN-8, then MANN-8 fp32 and PFNN; --model gives one, and F1 then has none to
+    switch to)."""
+    models = " > ".join(model_names) if len(model_names) > 1 else f"(only {model_names[0]})"
+    return [text.format(models=models) for text in HELP]
 
 
 class DemoApp:
@@ -517,7 +526,7 @@ class DemoApp:
         if self.notice.current:
             lines.append((self.notice.current, NOTICE_COLOUR))
         if self.show_help:
-            lines += [(text, TEXT_COLOUR) for text in HELP]
+            lines += [(text, TEXT_COLOUR) for text in help_lines(self.model_names)]
         return lines
 
     # --- events -----------------------------------------------------------------------
@@ -557,6 +566,10 @@ class DemoApp:
             self._save_recording_first("F1")
             self.model_index = (self.model_index + 1) % len(self.model_names)
             self._new_controller()
+            self.notice.say(
+                f"model {self.model_name} ({self.model_index + 1} of {len(self.model_names)}; "
+                f"F1 cycles {' > '.join(self.model_names)})"
+            )
         elif symbol == k.F12:
             self.screenshot()
         elif symbol == k.H:

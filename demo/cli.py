@@ -10,7 +10,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     demo = commands.add_parser(
         "demo", help="the interactive dog demo (pyglet window; keyboard, or a gamepad)"
     )
-    demo.add_argument("--model", type=Path, help="ONNX model (default: shipped MANN-8, PFNN)")
+    demo.add_argument(
+        "--model",
+        type=Path,
+        help="ONNX model (default: the shipped MANN-8, MANN-8 fp32 and PFNN, which F1 cycles)",
+    )
     demo.add_argument(
         "--terrain", default="hills", help="flat, hills, slope, steps, or a .npy/.png heightmap"
     )

@@ -782,3 +782,12 @@ def test_the_hud_times_each_step_and_shows_the_render_apart(app):
     line = next(text for text, _ in app.hud_lines() if text.startswith("controller step"))
     assert f"render p50 {render_ms:.1f} ms" in line
     assert f"({app.step_times.over} over 2 ms)" in line
+
+
+def test_f1_names_the_models_it_cycles(app):
+    from canis.demo.app import help_lines
+
+    assert any(text.startswith("F1 model MANN-8 > MANN-8 fp32 > PFNN ") for text in
+               help_lines(["MANN-8", "MANN-8 fp32", "PFNN"]))  # fmt: skip
+    assert any("F1 model (only tiny)" in text for text, _ in app.hud_lines())
+    assert app.hud_lines()[0][0].startswith("tiny on ")
