@@ -1,5 +1,5 @@
 """The interactive demo: a dog driven by the keyboard or a gamepad in a pyglet window, or
-headless from a script, rendered to PNG frames.
+headless from a script, rendered to PNG frames or an MP4 (demo/video.py).
 
 Keys: WASD/arrows move (camera-relative), Shift canters, Q/E turn on the spot, 1 stand
 (idle: on four legs), 2 sit, 3 beg (on the hind legs), 4 lie, Space jump; mouse drag or
@@ -669,9 +669,12 @@ class DemoApp:
         return saved
 
 
-def capture(app: DemoApp, driver, seconds: float, out_dir: Path) -> list[Path]:
-    """Steps the app from a scripted driver and writes one PNG per 1/30 s of simulated time."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+def capture(app: DemoApp, driver, seconds: float, out_dir: Path | None, video=None) -> list[Path]:
+    """Steps the app from a scripted driver and renders one frame per 1/30 s of simulated
+    time: a PNG in `out_dir` (None: none), and into `video` (a demo.video.VideoWriter, which
+    encodes it at once) when given. Returns the PNGs written."""
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
     app.input_source = "script"  # the HUD says what drives the dog; no keyboard is read here
     steps_per_capture = FPS // CAPTURE_FPS
     frames, written = int(round(seconds * FPS)), []
@@ -684,5 +687,10 @@ def capture(app: DemoApp, driver, seconds: float, out_dir: Path) -> list[Path]:
                 app.on_draw()
         app.profiler.end_frame()
         if frame % steps_per_capture == 0:
-            written.append(app.save_frame(out_dir / f"frame_{len(written):05d}.png"))
+            if out_dir is not None:
+                written.append(
+                    app.save_frame(out_dir / f"frame_{frame // steps_per_capture:05d}.png")
+                )
+            if video is not None:
+                video.add(app.pixels())
     return written

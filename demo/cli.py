@@ -21,16 +21,23 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     demo.add_argument(
         "--headless",
         action="store_true",
-        help="render off-screen from --script into PNG frames in --out",
+        help="render off-screen from --script into PNG frames in --out, or into an MP4 "
+        "with --video",
     )
     demo.add_argument("--script", type=Path, help="control script (see canis run)")
     demo.add_argument("--seconds", type=float, default=10.0)
     demo.add_argument(
         "--out",
         type=Path,
-        default=Path("out/demo"),
         help="output folder, created when first written: screenshots (F12), input recordings "
-        "(F5) and --headless frames (default: out/demo)",
+        "(F5) and --headless frames (default: out/demo; with --video, PNG frames only when "
+        "--out is given)",
+    )
+    demo.add_argument(
+        "--video",
+        type=Path,
+        help="with --headless: write the run as an H.264 MP4 at 30 fps (e.g. out/tour.mp4), "
+        "encoded as it renders; the file appears only when complete",
     )
     demo.add_argument(
         "--size",
@@ -87,23 +94,52 @@ def run_demo(args) -> int:
 
     if args.check:
         return run_check(_motion_model_path(args))
+    if args.video is not None and not args.headless:
+        raise ValueError("--video needs --headless (and --script)")
     if args.headless:
         if args.script is None:
             raise ValueError("--headless needs --script (a control timeline, see canis run)")
-        from canis.demo.app import CAPTURE_FPS, DemoApp, capture
+        from canis.demo.app import CAPTURE_FPS, DEFAULT_OUT_DIR, DemoApp, capture
+        from canis.tools.cli import checked_duration_s
         from canis.tools.run import ScriptDriver, load_script
 
+        # Every refusal before any work: nothing is loaded, rendered or written till here.
+        checked_duration_s(args.seconds, "--seconds", args.seconds)
+        width, height = _window_size(args.size)
+        if args.video is not None:
+            from canis.demo.video import check_video_path, ffmpeg_writer_available
+
+            ffmpeg_writer_available()
+            check_video_path(args.video)
+        frames_dir = args.out if args.out is not None or args.video is None else None
+        out_dir = args.out if args.out is not None else DEFAULT_OUT_DIR
+        driver = ScriptDriver(load_script(args.script))
         app = DemoApp(
             _models(args),
             terrain=args.terrain,
             headless=True,
-            out_dir=args.out,
+            width=width,
+            height=height,
+            out_dir=out_dir,
             transition_worker=args.transition_worker,
         )
         app.camera["yaw"] = math.radians(args.camera_yaw)
-        written = capture(app, ScriptDriver(load_script(args.script)), args.seconds, args.out)
-        app.close()
-        print(f"wrote {len(written)} frames to {args.out}")
+        try:
+            if args.video is None:
+                written = capture(app, driver, args.seconds, frames_dir)
+            else:
+                from canis.demo.video import VideoWriter
+
+                with VideoWriter(args.video, fps=CAPTURE_FPS) as video:
+                    written = capture(app, driver, args.seconds, frames_dir, video=video)
+        finally:
+            app.close()
+        if frames_dir is not None:
+            print(f"wrote {len(written)} frames to {frames_dir}")
+        if args.video is not None:
+            print(f"wrote {args.video} ({video.frames} frames, {CAPTURE_FPS} fps)")
+            return 0
+        args.out = frames_dir
         if shutil.which("ffmpeg"):
             movie = args.out / "demo.mp4"
             subprocess.run(
@@ -162,7 +198,7 @@ def _open_window(args):
 
     instead = "run canis demo --headless --script ... or canis demo --check instead"
     try:
-        from canis.demo.app import DemoApp
+        from canis.demo.app import DEFAULT_OUT_DIR, DemoApp
 
         width, height = _window_size(args.size)
         return DemoApp(
@@ -170,7 +206,7 @@ def _open_window(args):
             terrain=args.terrain,
             width=width,
             height=height,
-            out_dir=args.out,
+            out_dir=args.out if args.out is not None else DEFAULT_OUT_DIR,
             status_file=args.status_file,
             transition_worker=args.transition_worker,
         )

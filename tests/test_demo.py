@@ -791,3 +791,106 @@ def test_f1_names_the_models_it_cycles(app):
                help_lines(["MANN-8", "MANN-8 fp32", "PFNN"]))  # fmt: skip
     assert any("F1 model (only tiny)" in text for text, _ in app.hud_lines())
     assert app.hud_lines()[0][0].startswith("tiny on ")
+
+
+# --- canis demo --headless --video ---------------------------------------------------------
+
+
+def read_video_frames(path: Path) -> int:
+    import imageio_ffmpeg
+
+    return imageio_ffmpeg.count_frames_and_secs(str(path))[0]
+
+
+def test_headless_video_has_a_frame_per_thirtieth_of_a_second(
+    tiny_model, tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("imageio_ffmpeg")
+    from canis.cli import main
+
+    monkeypatch.chdir(tmp_path)  # where the PNGs' default folder, out/demo, would be
+
+    script = tmp_path / "walk.json"
+    script.write_text('[{"t": 0, "move": [0, 1], "speed": 1.1, "action": "move"}]')
+    video = tmp_path / "new folder" / "short.mp4"
+    argv = ["demo", "--headless", "--script", str(script), "--model", str(tiny_model)]
+    try:
+        code = main(argv + ["--seconds", "0.5", "--size", "320x200", "--video", str(video)])
+    except Exception as error:  # no EGL/GL on this machine: nothing to render with
+        pytest.skip(f"no off-screen OpenGL here: {error}")
+    assert code == 0, capsys.readouterr().err
+    assert f"wrote {video} (15 frames, 30 fps)" in capsys.readouterr().out
+    assert read_video_frames(video) == 15
+    assert sorted(p.name for p in video.parent.iterdir()) == ["short.mp4"]  # no temporary
+    assert not (tmp_path / "out").exists()  # no PNGs unless --out asks for them
+
+
+@pytest.mark.parametrize(
+    "video, wanted",
+    [
+        ("clip.avi", "clip.avi: give a file name ending in .mp4, not '.avi'"),
+        ("clip", "clip: give a file name ending in .mp4, not ''"),
+        ("a_file/clip.mp4", "a_file/clip.mp4: cannot create the folder"),
+        ("a_file/deeper/clip.mp4", "a_file/deeper/clip.mp4: cannot create the folder"),
+        ("a_folder.mp4", "a_folder.mp4: is a folder"),
+    ],
+)
+def test_headless_video_refuses_bad_paths_before_any_work(
+    video, wanted, tiny_model, tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("imageio_ffmpeg")
+    from canis.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_file").write_text("not a folder")
+    (tmp_path / "a_folder.mp4").mkdir()
+    script = tmp_path / "walk.json"
+    script.write_text('[{"t": 0, "move": [0, 1], "speed": 1.1, "action": "move"}]')
+    before = sorted(tmp_path.rglob("*"))
+    argv = ["demo", "--headless", "--script", str(script), "--model", str(tiny_model)]
+    assert main(argv + ["--seconds", "0.5", "--video", video]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"canis demo: error: --video {wanted}") and len(err.splitlines()) == 1
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written, no folder made
+
+
+def test_video_needs_headless(capsys):
+    from canis.cli import main
+
+    assert main(["demo", "--video", "x.mp4"]) == 2
+    assert "--video needs --headless" in capsys.readouterr().err
+
+
+def test_a_failed_video_leaves_no_file(tmp_path):
+    """A render that fails half-way deletes its temporary file and leaves the path as it
+    was (an older video there is kept)."""
+    pytest.importorskip("imageio_ffmpeg")
+    from canis.demo.video import VideoWriter
+
+    path = tmp_path / "clip.mp4"
+    path.write_bytes(b"the older video")
+    with pytest.raises(RuntimeError, match="half-way"):
+        with VideoWriter(path, fps=30) as video:
+            video.add(np.zeros((64, 96, 4), np.uint8))
+            raise RuntimeError("half-way")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.mp4"]
+    assert path.read_bytes() == b"the older video"
+    with VideoWriter(path, fps=30) as video:
+        for shade in range(3):
+            video.add(np.full((64, 96, 3), 80 * shade, np.uint8))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert read_video_frames(path) == 3 and path.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_the_tour_script_walks_canters_turns_and_sits_in_10_seconds():
+    """assets/scripts/tour.json, the video the README and the no-display message offer
+    (looked at frame by frame when made: each part in view of the default camera)."""
+    from canis.runtime.assets import asset_path
+    from canis.tools.run import load_script
+
+    events = load_script(asset_path("scripts/tour.json"))
+    speeds = [e["speed"] for e in events if "speed" in e]
+    assert min(s for s in speeds if s > 0) <= 0.7 and max(speeds) >= 3.0  # walk, canter
+    assert any(e.get("turn") for e in events)
+    assert events[-1]["transition"]["to"] == "sit" and events[-1]["t"] <= 8.5
