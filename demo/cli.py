@@ -163,11 +163,11 @@ def run_demo(args) -> int:
     if sys.platform.startswith("linux") and not (
         os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
     ):
+        headless, check = instead_commands()
         print(
-            "canis demo: no display to open a window on. Run it headless instead, e.g.\n"
-            "  canis demo --headless --script assets/scripts/walk_trot_turn.json "
-            "--seconds 10 --out out/demo\n"
-            "or check the models and kinematics without a window: canis demo --check",
+            "canis demo: no display to open a window on. Render it headless into a video "
+            f"instead, e.g.\n  {headless}\nor check the models and kinematics without a "
+            f"window:\n  {check}",
             file=sys.stderr,
         )
         return 2
@@ -178,6 +178,48 @@ def run_demo(args) -> int:
     if saved is not None:
         print(f"canis demo: the recording in progress was saved to {saved}")
     return 0
+
+
+# The headless run the no-display message suggests (a shipped script, so it exists wherever
+# canis is installed).
+SUGGESTED_SCRIPT = "scripts/tour.json"  # 10 s: a walk, a canter, a turn and a sit
+SUGGESTED_VIDEO = "out/demo/tour.mp4"
+
+
+def launcher() -> str:
+    """The command that runs canis as the user started it: `./run canis` when started through
+    the checkout's ./run (which exports CANIS_LAUNCHER, the path it was called by), where a
+    bare `canis` is not on PATH; else `canis`, an installed package's console script."""
+    import os
+    import shlex
+
+    run = os.environ.get("CANIS_LAUNCHER")
+    return f"{shlex.quote(run)} canis" if run else "canis"
+
+
+def _shown_path(path: Path) -> str:
+    """`path` as the user would type it: relative to the current folder when inside it."""
+    import os
+    import shlex
+
+    try:
+        shown = path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        shown = path
+    return shlex.quote(os.fspath(shown))
+
+
+def instead_commands() -> tuple[str, str]:
+    """The commands to run without a window, each runnable as printed: a headless video of
+    a shipped script, and the check."""
+    from canis.runtime.assets import asset_path
+
+    script = _shown_path(asset_path(SUGGESTED_SCRIPT))
+    run = launcher()
+    return (
+        f"{run} demo --headless --script {script} --seconds 10 --video {SUGGESTED_VIDEO}",
+        f"{run} demo --check",
+    )
 
 
 def _window_size(text: str) -> tuple[int, int]:
@@ -196,7 +238,8 @@ def _open_window(args):
     import os
     import sys
 
-    instead = "run canis demo --headless --script ... or canis demo --check instead"
+    headless, check = instead_commands()
+    instead = f"instead run:  {headless}  or:  {check}"
     try:
         from canis.demo.app import DEFAULT_OUT_DIR, DemoApp
 

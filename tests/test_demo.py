@@ -157,15 +157,62 @@ def test_keys_drive_the_dog_and_toggle_things(app):
     assert app.terrains[app.terrain_index] != "hills"
 
 
-def test_demo_without_display_explains_itself(monkeypatch, capsys):
+def suggested_commands(err: str) -> list[list[str]]:
+    """The commands a no-display message prints, one per indented line, split as a shell
+    would."""
+    import shlex
+
+    return [shlex.split(line) for line in err.splitlines() if line.startswith("  ")]
+
+
+@pytest.mark.parametrize("launcher", [None, "./run", "../canis checkout/run"])
+def test_demo_without_display_explains_itself(launcher, monkeypatch, capsys):
+    """It suggested `canis demo --headless ...`, which is not on PATH after `./run demo`:
+    started by ./run (CANIS_LAUNCHER), it prints `./run canis ...`, and the script it names
+    exists where it says."""
     from canis.cli import main
 
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    if launcher is None:
+        monkeypatch.delenv("CANIS_LAUNCHER", raising=False)
+    else:
+        monkeypatch.setenv("CANIS_LAUNCHER", launcher)
     if os.name != "posix":
         pytest.skip("display detection is for Linux")
     assert main(["demo"]) == 2
-    assert "--headless" in capsys.readouterr().err
+    commands = suggested_commands(capsys.readouterr().err)
+    assert len(commands) == 2
+    prefix = ["canis"] if launcher is None else [launcher, "canis"]
+    for command in commands:
+        assert command[: len(prefix) + 1] == prefix + ["demo"], command
+    headless, check = (command[len(prefix) :] for command in commands)
+    assert check == ["demo", "--check"]
+    assert "--headless" in headless and "--video" in headless
+    assert Path(headless[headless.index("--script") + 1]).is_file()
+    assert headless[headless.index("--video") + 1].endswith(".mp4")
+
+
+def test_run_demo_without_display_prints_commands_that_run_as_printed(tmp_path):
+    """Through the real ./run from another folder: the suggestion starts with the path
+    ./run was called by, and its script path is right from the caller's folder."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    venv = Path(sys.prefix)
+    if not list(venv.glob(".canis-installed-*")):
+        pytest.skip("not running in an environment made by ./run")
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env["CANIS_VENV"] = str(venv)
+    run_script = os.path.relpath(repo / "run", tmp_path)
+    result = subprocess.run(
+        [run_script, "demo"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 2, result.stderr
+    headless, check = suggested_commands(result.stderr)
+    assert headless[:3] == [run_script, "canis", "demo"] and check[:3] == headless[:3]
+    assert (tmp_path / headless[headless.index("--script") + 1]).is_file()
 
 
 def test_recorded_input_replays_exactly(app, tiny_model, tmp_path):
