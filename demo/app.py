@@ -20,6 +20,7 @@ one output folder (--out), named on screen when written.
 from __future__ import annotations
 
 import math
+import shlex
 import time
 from collections import deque
 from pathlib import Path
@@ -613,7 +614,10 @@ class DemoApp:
             path or self.recording_path or self._output_path("canis-input", ".json")
         )
         self.recorder, self.recording_path, self.last_saved = None, None, path
-        self.notice.say(f"recording saved: {path}  (replay: canis run --script {path})", 8.0)
+        from canis.demo.cli import launcher
+
+        replay = f"{launcher()} run --script {shlex.quote(str(path))}"  # runnable as shown
+        self.notice.say(f"recording saved: {path}  (replay: {replay})", 8.0)
         return path
 
     def _save_recording_first(self, key: str) -> None:

@@ -646,8 +646,10 @@ def test_r_resets_the_dog_and_drops_a_held_posture(shipped_app):
     assert np.linalg.norm(app.controller.root_xz_m[0]) < 0.05
 
 
-def test_screenshots_and_recordings_go_to_the_output_folder_and_are_named(shipped_app):
+def test_screenshots_and_recordings_go_to_the_output_folder_and_are_named(shipped_app, monkeypatch):
     import json
+
+    monkeypatch.setenv("CANIS_LAUNCHER", "./run")  # as ./run demo starts it
 
     app, key = shipped_app, shipped_app.key
     app.window.switch_to()
@@ -662,6 +664,7 @@ def test_screenshots_and_recordings_go_to_the_output_folder_and_are_named(shippe
     press(app, key.F5)
     saved = app.last_saved
     assert saved.parent == app.out_dir and str(saved) in app.notice.current
+    assert f"(replay: ./run canis run --script {saved})" in app.notice.current  # runnable
     assert app._recording_text() == ""
     recording = json.loads(saved.read_text())
     assert recording["model"] == "MANN-8" and recording["terrain"] == "hills"
