@@ -1,11 +1,12 @@
 """The interactive demo: a dog driven by the keyboard or a gamepad in a pyglet window, or
-headless from a script, rendered to PNG frames.
+headless from a script, rendered to PNG frames or an MP4 (demo/video.py).
 
 Keys: WASD/arrows move (camera-relative), Shift canters, Q/E turn on the spot, 1 stand
 (idle: on four legs), 2 sit, 3 beg (on the hind legs), 4 lie, Space jump; mouse drag or
 J/L/I/K orbit the camera, scroll zooms; X transition to the next keyframe (stand, sit, lie,
 beg), P pause, N single step, M slow motion, G toggle IK, F foot lock, B body or bones, R reset,
-T next terrain, F1 next model, F5 record the input as a script, F12 screenshot, H hide help,
+T next terrain, F1 next model (the shipped MANN-8, MANN-8 fp32, PFNN in turn; the HUD names
+the one shown), F5 record the input as a script, F12 screenshot, H hide help,
 Escape quit.
 
 1-4 (and the gamepad's posture buttons) go through the transition network when it is loaded,
@@ -19,12 +20,14 @@ one output folder (--out), named on screen when written.
 from __future__ import annotations
 
 import math
+import shlex
 import time
 from collections import deque
 from pathlib import Path
 
 import numpy as np
 from canis.demo.devices import GamepadReader
+from canis.demo.hud_text import StepTimes, timing_line
 from canis.demo.input import POSTURE_KEYFRAMES, InputFrame, PlayerControl
 from canis.demo.recording import InputRecorder
 from canis.demo.status import SHOWN_SPEED_WINDOW_FRAMES, StatusLog, shown_speed_mps
@@ -48,7 +51,7 @@ HELP = (
     "WASD/arrows move  Shift canter  Q/E turn  Space jump  1 stand 2 sit 3 beg 4 lie  "
     "X next keyframe  V vary them  R reset",
     "drag/JLIK camera  wheel zoom  P pause  N step  M slow  G IK  F foot lock  B bones  T terrain",
-    "F1 model  F5 record  F12 screenshot  H help  Esc quit",
+    "F1 model {models}  F5 record  F12 screenshot  H help  Esc quit",
 )
 ACTION_KEYS = {"_1": "idle", "_2": "sit", "_3": "beg", "_4": "lie", "SPACE": "jump"}
 # The action each keyframe is held with: the inverse of POSTURE_KEYFRAMES (API names).
@@ -58,6 +61,14 @@ TRANSITION_FRAMES = 45
 # (docs/EVALUATION.md, "Varied transitions": +1.4% L2P at 30 frames for the shipped RTN).
 VARIED_TRANSITION_VARIATION = 1.0
 DEFAULT_OUT_DIR = Path("out/demo")
+
+
+def help_lines(model_names: list[str]) -> list[str]:
+    """HELP with the models F1 cycles, in its order (the shipped ones: MANN-8, which is the
+    int8 MANN-8, then MANN-8 fp32 and PFNN; --model gives one, and F1 then has none to
+    switch to)."""
+    models = " > ".join(model_names) if len(model_names) > 1 else f"(only {model_names[0]})"
+    return [text.format(models=models) for text in HELP]
 
 
 class DemoApp:
@@ -176,6 +187,7 @@ class DemoApp:
             transition_worker=self.transition_worker,
         )
         self.postures = PostureRequests(self.controller)
+        self.step_times = StepTimes(self.profiler.budget_ms)  # this model's steps
         self.scene.skeleton = self.controller.skeleton
         self.scene.set_terrain(self.heightmap)
         self._forget_history()
@@ -310,7 +322,11 @@ class DemoApp:
         control = self.postures.control(control)  # a dog stopping for a posture
         if self.recorder is not None:
             self.recorder.add(control)
-        for started in self.postures.step(control):
+        # The controller's frame, as a game pays it each 60 Hz tick (the HUD's budget line).
+        started_ns = time.perf_counter_ns()
+        transitions = self.postures.step(control)
+        self.step_times.add((time.perf_counter_ns() - started_ns) / 1e6)
+        for started in transitions:
             self._transition_started(self.asked_keyframe, started)
         self.steps += 1
         self.contact_history = (self.contact_history + [self.controller.contacts[0].copy()])[
@@ -487,7 +503,7 @@ class DemoApp:
         # The runtime's own readout (runtime/readouts.py), half a second late like any
         # classifier over a footfall window.
         gait = c.gaits()[0] if action == "move" else "-"
-        frame = stats.get("frame", {"p50_ms": float("nan"), "p99_ms": float("nan")})
+        render_ms = stats.get("render", {"p50_ms": float("nan")})["p50_ms"]
         flags = [
             f"IK {'on' if c.ik.enabled else 'off'}",
             f"foot lock {'on' if c.foot_lock.enabled else 'off'}",
@@ -499,10 +515,9 @@ class DemoApp:
             f"{self.model_name} on {self.terrain_name}  |  input {self.input_source}  |  "
             f"speed {speed:.2f} m/s (2 s mean)  |  gait {gait}  |  action {action}",
             f"{self.frame_rate.fps:.0f} fps  |  " + "  |  ".join(flags),
-            # The profiler's frame is the displayed frame: its steps and its drawing (tick),
-            # so the 2 ms count includes the render stage shown on the next line.
-            f"frame (steps + render) p50 {frame['p50_ms']:.2f} ms p99 {frame['p99_ms']:.2f} ms, "
-            f"{self.profiler.overruns} over 2 ms",
+            # The budget is the controller's: each step (Controller.step, as a game calls
+            # it), not the displayed frame, which also holds the software render.
+            timing_line(self.step_times, render_ms),
             "  ".join(f"{s} {stats[s]['p50_ms']:.2f}" for s in STAGES if s in stats),
         ]
         lines = [(text, TEXT_COLOUR) for text in lines]
@@ -512,7 +527,7 @@ class DemoApp:
         if self.notice.current:
             lines.append((self.notice.current, NOTICE_COLOUR))
         if self.show_help:
-            lines += [(text, TEXT_COLOUR) for text in HELP]
+            lines += [(text, TEXT_COLOUR) for text in help_lines(self.model_names)]
         return lines
 
     # --- events -----------------------------------------------------------------------
@@ -552,6 +567,10 @@ class DemoApp:
             self._save_recording_first("F1")
             self.model_index = (self.model_index + 1) % len(self.model_names)
             self._new_controller()
+            self.notice.say(
+                f"model {self.model_name} ({self.model_index + 1} of {len(self.model_names)}; "
+                f"F1 cycles {' > '.join(self.model_names)})"
+            )
         elif symbol == k.F12:
             self.screenshot()
         elif symbol == k.H:
@@ -595,7 +614,10 @@ class DemoApp:
             path or self.recording_path or self._output_path("canis-input", ".json")
         )
         self.recorder, self.recording_path, self.last_saved = None, None, path
-        self.notice.say(f"recording saved: {path}  (replay: canis run --script {path})", 8.0)
+        from canis.demo.cli import launcher
+
+        replay = f"{launcher()} run --script {shlex.quote(str(path))}"  # runnable as shown
+        self.notice.say(f"recording saved: {path}  (replay: {replay})", 8.0)
         return path
 
     def _save_recording_first(self, key: str) -> None:
@@ -651,9 +673,12 @@ class DemoApp:
         return saved
 
 
-def capture(app: DemoApp, driver, seconds: float, out_dir: Path) -> list[Path]:
-    """Steps the app from a scripted driver and writes one PNG per 1/30 s of simulated time."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+def capture(app: DemoApp, driver, seconds: float, out_dir: Path | None, video=None) -> list[Path]:
+    """Steps the app from a scripted driver and renders one frame per 1/30 s of simulated
+    time: a PNG in `out_dir` (None: none), and into `video` (a demo.video.VideoWriter, which
+    encodes it at once) when given. Returns the PNGs written."""
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
     app.input_source = "script"  # the HUD says what drives the dog; no keyboard is read here
     steps_per_capture = FPS // CAPTURE_FPS
     frames, written = int(round(seconds * FPS)), []
@@ -666,5 +691,10 @@ def capture(app: DemoApp, driver, seconds: float, out_dir: Path) -> list[Path]:
                 app.on_draw()
         app.profiler.end_frame()
         if frame % steps_per_capture == 0:
-            written.append(app.save_frame(out_dir / f"frame_{len(written):05d}.png"))
+            if out_dir is not None:
+                written.append(
+                    app.save_frame(out_dir / f"frame_{frame // steps_per_capture:05d}.png")
+                )
+            if video is not None:
+                video.add(app.pixels())
     return written

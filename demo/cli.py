@@ -10,23 +10,34 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     demo = commands.add_parser(
         "demo", help="the interactive dog demo (pyglet window; keyboard, or a gamepad)"
     )
-    demo.add_argument("--model", type=Path, help="ONNX model (default: shipped MANN-8, PFNN)")
+    demo.add_argument(
+        "--model",
+        type=Path,
+        help="ONNX model (default: the shipped MANN-8, MANN-8 fp32 and PFNN, which F1 cycles)",
+    )
     demo.add_argument(
         "--terrain", default="hills", help="flat, hills, slope, steps, or a .npy/.png heightmap"
     )
     demo.add_argument(
         "--headless",
         action="store_true",
-        help="render off-screen from --script into PNG frames in --out",
+        help="render off-screen from --script into PNG frames in --out, or into an MP4 "
+        "with --video",
     )
     demo.add_argument("--script", type=Path, help="control script (see canis run)")
     demo.add_argument("--seconds", type=float, default=10.0)
     demo.add_argument(
         "--out",
         type=Path,
-        default=Path("out/demo"),
         help="output folder, created when first written: screenshots (F12), input recordings "
-        "(F5) and --headless frames (default: out/demo)",
+        "(F5) and --headless frames (default: out/demo; with --video, PNG frames only when "
+        "--out is given)",
+    )
+    demo.add_argument(
+        "--video",
+        type=Path,
+        help="with --headless: write the run as an H.264 MP4 at 30 fps (e.g. out/tour.mp4), "
+        "encoded as it renders; the file appears only when complete",
     )
     demo.add_argument(
         "--size",
@@ -83,23 +94,52 @@ def run_demo(args) -> int:
 
     if args.check:
         return run_check(_motion_model_path(args))
+    if args.video is not None and not args.headless:
+        raise ValueError("--video needs --headless (and --script)")
     if args.headless:
         if args.script is None:
             raise ValueError("--headless needs --script (a control timeline, see canis run)")
-        from canis.demo.app import CAPTURE_FPS, DemoApp, capture
+        from canis.demo.app import CAPTURE_FPS, DEFAULT_OUT_DIR, DemoApp, capture
+        from canis.tools.cli import checked_duration_s
         from canis.tools.script import ScriptDriver, load_script
 
+        # Every refusal before any work: nothing is loaded, rendered or written till here.
+        checked_duration_s(args.seconds, "--seconds", args.seconds)
+        width, height = _window_size(args.size)
+        if args.video is not None:
+            from canis.demo.video import check_video_path, ffmpeg_writer_available
+
+            ffmpeg_writer_available()
+            check_video_path(args.video)
+        frames_dir = args.out if args.out is not None or args.video is None else None
+        out_dir = args.out if args.out is not None else DEFAULT_OUT_DIR
+        driver = ScriptDriver(load_script(args.script))
         app = DemoApp(
             _models(args),
             terrain=args.terrain,
             headless=True,
-            out_dir=args.out,
+            width=width,
+            height=height,
+            out_dir=out_dir,
             transition_worker=args.transition_worker,
         )
         app.camera["yaw"] = math.radians(args.camera_yaw)
-        written = capture(app, ScriptDriver(load_script(args.script)), args.seconds, args.out)
-        app.close()
-        print(f"wrote {len(written)} frames to {args.out}")
+        try:
+            if args.video is None:
+                written = capture(app, driver, args.seconds, frames_dir)
+            else:
+                from canis.demo.video import VideoWriter
+
+                with VideoWriter(args.video, fps=CAPTURE_FPS) as video:
+                    written = capture(app, driver, args.seconds, frames_dir, video=video)
+        finally:
+            app.close()
+        if frames_dir is not None:
+            print(f"wrote {len(written)} frames to {frames_dir}")
+        if args.video is not None:
+            print(f"wrote {args.video} ({video.frames} frames, {CAPTURE_FPS} fps)")
+            return 0
+        args.out = frames_dir
         if shutil.which("ffmpeg"):
             movie = args.out / "demo.mp4"
             subprocess.run(
@@ -123,11 +163,11 @@ def run_demo(args) -> int:
     if sys.platform.startswith("linux") and not (
         os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
     ):
+        headless, check = instead_commands()
         print(
-            "canis demo: no display to open a window on. Run it headless instead, e.g.\n"
-            "  canis demo --headless --script assets/scripts/walk_trot_turn.json "
-            "--seconds 10 --out out/demo\n"
-            "or check the models and kinematics without a window: canis demo --check",
+            "canis demo: no display to open a window on. Render it headless into a video "
+            f"instead, e.g.\n  {headless}\nor check the models and kinematics without a "
+            f"window:\n  {check}",
             file=sys.stderr,
         )
         return 2
@@ -138,6 +178,48 @@ def run_demo(args) -> int:
     if saved is not None:
         print(f"canis demo: the recording in progress was saved to {saved}")
     return 0
+
+
+# The headless run the no-display message suggests (a shipped script, so it exists wherever
+# canis is installed).
+SUGGESTED_SCRIPT = "scripts/tour.json"  # 10 s: a walk, a canter, a turn and a sit
+SUGGESTED_VIDEO = "out/demo/tour.mp4"
+
+
+def launcher() -> str:
+    """The command that runs canis as the user started it: `./run canis` when started through
+    the checkout's ./run (which exports CANIS_LAUNCHER, the path it was called by), where a
+    bare `canis` is not on PATH; else `canis`, an installed package's console script."""
+    import os
+    import shlex
+
+    run = os.environ.get("CANIS_LAUNCHER")
+    return f"{shlex.quote(run)} canis" if run else "canis"
+
+
+def _shown_path(path: Path) -> str:
+    """`path` as the user would type it: relative to the current folder when inside it."""
+    import os
+    import shlex
+
+    try:
+        shown = path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        shown = path
+    return shlex.quote(os.fspath(shown))
+
+
+def instead_commands() -> tuple[str, str]:
+    """The commands to run without a window, each runnable as printed: a headless video of
+    a shipped script, and the check."""
+    from canis.runtime.assets import asset_path
+
+    script = _shown_path(asset_path(SUGGESTED_SCRIPT))
+    run = launcher()
+    return (
+        f"{run} demo --headless --script {script} --seconds 10 --video {SUGGESTED_VIDEO}",
+        f"{run} demo --check",
+    )
 
 
 def _window_size(text: str) -> tuple[int, int]:
@@ -156,9 +238,10 @@ def _open_window(args):
     import os
     import sys
 
-    instead = "run canis demo --headless --script ... or canis demo --check instead"
+    headless, check = instead_commands()
+    instead = f"instead run:  {headless}  or:  {check}"
     try:
-        from canis.demo.app import DemoApp
+        from canis.demo.app import DEFAULT_OUT_DIR, DemoApp
 
         width, height = _window_size(args.size)
         return DemoApp(
@@ -166,7 +249,7 @@ def _open_window(args):
             terrain=args.terrain,
             width=width,
             height=height,
-            out_dir=args.out,
+            out_dir=args.out if args.out is not None else DEFAULT_OUT_DIR,
             status_file=args.status_file,
             transition_worker=args.transition_worker,
         )

@@ -1,5 +1,6 @@
 """The HUD's text: one pyglet label per line (a line never wraps, whatever the window's
-width), a notice that expires, the frames-per-second figure and a recording indicator.
+width), a notice that expires, the frames-per-second figure, the controller's step time against
+the frame budget (the render apart) and a recording indicator.
 
 Laying text out is slow in pyglet (milliseconds under Mesa's software renderer), so the
 lines are rebuilt a few times a second; the recording indicator only when its seconds change.
@@ -13,6 +14,9 @@ from __future__ import annotations
 import time
 from collections import deque
 
+import numpy as np
+from canis.runtime.profiler import FRAME_BUDGET_MS, WINDOW_FRAMES
+
 TEXT_COLOUR = (20, 20, 30, 255)
 NOTICE_COLOUR = (120, 40, 0, 255)
 RECORDING_COLOUR = (200, 20, 20, 255)
@@ -21,6 +25,7 @@ LINE_SPACING_PX = 18
 NOTICE_SECONDS = 4.0
 RECORDING_ROOM_PX = 230  # the top right, kept free for the recording indicator
 FPS_WINDOW_S = 1.0
+STEP_WINDOW = WINDOW_FRAMES  # the controller's steps its p50/p99 are over (10 s at 60 Hz)
 
 
 class FrameRate:
@@ -41,6 +46,40 @@ class FrameRate:
         if len(self.times) < 2 or self.times[-1] <= self.times[0]:
             return 0.0
         return (len(self.times) - 1) / (self.times[-1] - self.times[0])
+
+
+class StepTimes:
+    """The controller's time per simulation step (what a game calls each 60 Hz frame:
+    PostureRequests.step, i.e. Controller.step and any transition it starts), against the
+    frame budget: the demo's displayed frame also holds the software render (milliseconds
+    under Mesa's llvmpipe), which says nothing about what the controller costs a game."""
+
+    def __init__(self, budget_ms: float = FRAME_BUDGET_MS, window: int = STEP_WINDOW):
+        self.budget_ms = budget_ms
+        self.recent: deque[float] = deque(maxlen=window)
+        self.steps = 0
+        self.over = 0  # steps over budget_ms since the demo started
+
+    def add(self, ms: float) -> None:
+        self.recent.append(ms)
+        self.steps += 1
+        self.over += ms > self.budget_ms
+
+    def percentile_ms(self, q: float) -> float:
+        return float(np.percentile(self.recent, q)) if self.recent else float("nan")
+
+
+def _ms(value: float, digits: int) -> str:
+    return "-" if value != value else f"{value:.{digits}f}"  # NaN: nothing measured yet
+
+
+def timing_line(steps: StepTimes, render_p50_ms: float) -> str:
+    """The HUD's timing line: the controller's step against the budget, the render apart."""
+    return (
+        f"controller step p50 {_ms(steps.percentile_ms(50), 2)} ms p99 "
+        f"{_ms(steps.percentile_ms(99), 2)} ms ({steps.over} over {steps.budget_ms:g} ms)  |  "
+        f"render p50 {_ms(render_p50_ms, 1)} ms (not in the budget)"
+    )
 
 
 class Notice:

@@ -157,15 +157,62 @@ def test_keys_drive_the_dog_and_toggle_things(app):
     assert app.terrains[app.terrain_index] != "hills"
 
 
-def test_demo_without_display_explains_itself(monkeypatch, capsys):
+def suggested_commands(err: str) -> list[list[str]]:
+    """The commands a no-display message prints, one per indented line, split as a shell
+    would."""
+    import shlex
+
+    return [shlex.split(line) for line in err.splitlines() if line.startswith("  ")]
+
+
+@pytest.mark.parametrize("launcher", [None, "./run", "../canis checkout/run"])
+def test_demo_without_display_explains_itself(launcher, monkeypatch, capsys):
+    """It suggested `canis demo --headless ...`, which is not on PATH after `./run demo`:
+    started by ./run (CANIS_LAUNCHER), it prints `./run canis ...`, and the script it names
+    exists where it says."""
     from canis.cli import main
 
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    if launcher is None:
+        monkeypatch.delenv("CANIS_LAUNCHER", raising=False)
+    else:
+        monkeypatch.setenv("CANIS_LAUNCHER", launcher)
     if os.name != "posix":
         pytest.skip("display detection is for Linux")
     assert main(["demo"]) == 2
-    assert "--headless" in capsys.readouterr().err
+    commands = suggested_commands(capsys.readouterr().err)
+    assert len(commands) == 2
+    prefix = ["canis"] if launcher is None else [launcher, "canis"]
+    for command in commands:
+        assert command[: len(prefix) + 1] == prefix + ["demo"], command
+    headless, check = (command[len(prefix) :] for command in commands)
+    assert check == ["demo", "--check"]
+    assert "--headless" in headless and "--video" in headless
+    assert Path(headless[headless.index("--script") + 1]).is_file()
+    assert headless[headless.index("--video") + 1].endswith(".mp4")
+
+
+def test_run_demo_without_display_prints_commands_that_run_as_printed(tmp_path):
+    """Through the real ./run from another folder: the suggestion starts with the path
+    ./run was called by, and its script path is right from the caller's folder."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    venv = Path(sys.prefix)
+    if not list(venv.glob(".canis-installed-*")):
+        pytest.skip("not running in an environment made by ./run")
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env["CANIS_VENV"] = str(venv)
+    run_script = os.path.relpath(repo / "run", tmp_path)
+    result = subprocess.run(
+        [run_script, "demo"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 2, result.stderr
+    headless, check = suggested_commands(result.stderr)
+    assert headless[:3] == [run_script, "canis", "demo"] and check[:3] == headless[:3]
+    assert (tmp_path / headless[headless.index("--script") + 1]).is_file()
 
 
 def test_recorded_input_replays_exactly(app, tiny_model, tmp_path):
@@ -586,8 +633,10 @@ def test_r_resets_the_dog_and_drops_a_held_posture(shipped_app):
     assert np.linalg.norm(app.controller.root_xz_m[0]) < 0.05
 
 
-def test_screenshots_and_recordings_go_to_the_output_folder_and_are_named(shipped_app):
+def test_screenshots_and_recordings_go_to_the_output_folder_and_are_named(shipped_app, monkeypatch):
     import json
+
+    monkeypatch.setenv("CANIS_LAUNCHER", "./run")  # as ./run demo starts it
 
     app, key = shipped_app, shipped_app.key
     app.window.switch_to()
@@ -602,6 +651,7 @@ def test_screenshots_and_recordings_go_to_the_output_folder_and_are_named(shippe
     press(app, key.F5)
     saved = app.last_saved
     assert saved.parent == app.out_dir and str(saved) in app.notice.current
+    assert f"(replay: ./run canis run --script {saved})" in app.notice.current  # runnable
     assert app._recording_text() == ""
     recording = json.loads(saved.read_text())
     assert recording["model"] == "MANN-8" and recording["terrain"] == "hills"
@@ -736,3 +786,148 @@ def test_the_demo_runs_transitions_on_the_worker_unless_told_not_to():
     assert parser.parse_args(["demo"]).transition_worker is True
     assert parser.parse_args(["demo", "--no-transition-worker"]).transition_worker is False
     assert inspect.signature(DemoApp).parameters["transition_worker"].default is True
+
+
+# --- the HUD's budget line: the controller's step, the render apart ------------------------
+
+
+def test_the_budget_counts_the_controllers_steps_not_the_render():
+    """The HUD read "12114 over 2 ms" for a 0.2 ms controller: its count was of displayed
+    frames, software render included."""
+    from canis.demo.hud_text import StepTimes, timing_line
+
+    steps = StepTimes(budget_ms=2.0, window=4)
+    assert timing_line(steps, float("nan")) == (  # nothing measured yet
+        "controller step p50 - ms p99 - ms (0 over 2 ms)  |  render p50 - ms (not in the budget)"
+    )
+    for ms in (0.2, 0.2, 0.3, 2.5, 0.2, 0.2):
+        steps.add(ms)
+    assert steps.steps == 6 and steps.over == 1  # since the start, not over the window
+    assert len(steps.recent) == 4 and steps.percentile_ms(50) == pytest.approx(0.25)
+    line = timing_line(steps, 14.04)
+    assert line.startswith("controller step p50 0.25 ms p99 2.43 ms (1 over 2 ms)")
+    assert line.endswith("render p50 14.0 ms (not in the budget)")
+
+
+def test_the_hud_times_each_step_and_shows_the_render_apart(app):
+    app.paused = app.slow_motion = False
+    before = app.step_times.steps
+    for _ in range(6):
+        app.tick(1 / 60)
+    assert app.step_times.steps > before  # one per simulation step, render not in it
+    render_ms = app.profiler.rolling()["render"]["p50_ms"]
+    line = next(text for text, _ in app.hud_lines() if text.startswith("controller step"))
+    assert f"render p50 {render_ms:.1f} ms" in line
+    assert f"({app.step_times.over} over 2 ms)" in line
+
+
+def test_f1_names_the_models_it_cycles(app):
+    from canis.demo.app import help_lines
+
+    assert any(text.startswith("F1 model MANN-8 > MANN-8 fp32 > PFNN ") for text in
+               help_lines(["MANN-8", "MANN-8 fp32", "PFNN"]))  # fmt: skip
+    assert any("F1 model (only tiny)" in text for text, _ in app.hud_lines())
+    assert app.hud_lines()[0][0].startswith("tiny on ")
+
+
+# --- canis demo --headless --video ---------------------------------------------------------
+
+
+def read_video_frames(path: Path) -> int:
+    import imageio_ffmpeg
+
+    return imageio_ffmpeg.count_frames_and_secs(str(path))[0]
+
+
+def test_headless_video_has_a_frame_per_thirtieth_of_a_second(
+    tiny_model, tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("imageio_ffmpeg")
+    from canis.cli import main
+
+    monkeypatch.chdir(tmp_path)  # where the PNGs' default folder, out/demo, would be
+
+    script = tmp_path / "walk.json"
+    script.write_text('[{"t": 0, "move": [0, 1], "speed": 1.1, "action": "move"}]')
+    video = tmp_path / "new folder" / "short.mp4"
+    argv = ["demo", "--headless", "--script", str(script), "--model", str(tiny_model)]
+    try:
+        code = main(argv + ["--seconds", "0.5", "--size", "320x200", "--video", str(video)])
+    except Exception as error:  # no EGL/GL on this machine: nothing to render with
+        pytest.skip(f"no off-screen OpenGL here: {error}")
+    assert code == 0, capsys.readouterr().err
+    assert f"wrote {video} (15 frames, 30 fps)" in capsys.readouterr().out
+    assert read_video_frames(video) == 15
+    assert sorted(p.name for p in video.parent.iterdir()) == ["short.mp4"]  # no temporary
+    assert not (tmp_path / "out").exists()  # no PNGs unless --out asks for them
+
+
+@pytest.mark.parametrize(
+    "video, wanted",
+    [
+        ("clip.avi", "clip.avi: give a file name ending in .mp4, not '.avi'"),
+        ("clip", "clip: give a file name ending in .mp4, not ''"),
+        ("a_file/clip.mp4", "a_file/clip.mp4: cannot create the folder"),
+        ("a_file/deeper/clip.mp4", "a_file/deeper/clip.mp4: cannot create the folder"),
+        ("a_folder.mp4", "a_folder.mp4: is a folder"),
+    ],
+)
+def test_headless_video_refuses_bad_paths_before_any_work(
+    video, wanted, tiny_model, tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("imageio_ffmpeg")
+    from canis.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_file").write_text("not a folder")
+    (tmp_path / "a_folder.mp4").mkdir()
+    script = tmp_path / "walk.json"
+    script.write_text('[{"t": 0, "move": [0, 1], "speed": 1.1, "action": "move"}]')
+    before = sorted(tmp_path.rglob("*"))
+    argv = ["demo", "--headless", "--script", str(script), "--model", str(tiny_model)]
+    assert main(argv + ["--seconds", "0.5", "--video", video]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"canis demo: error: --video {wanted}") and len(err.splitlines()) == 1
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written, no folder made
+
+
+def test_video_needs_headless(capsys):
+    from canis.cli import main
+
+    assert main(["demo", "--video", "x.mp4"]) == 2
+    assert "--video needs --headless" in capsys.readouterr().err
+
+
+def test_a_failed_video_leaves_no_file(tmp_path):
+    """A render that fails half-way deletes its temporary file and leaves the path as it
+    was (an older video there is kept)."""
+    pytest.importorskip("imageio_ffmpeg")
+    from canis.demo.video import VideoWriter
+
+    path = tmp_path / "clip.mp4"
+    path.write_bytes(b"the older video")
+    with pytest.raises(RuntimeError, match="half-way"):
+        with VideoWriter(path, fps=30) as video:
+            video.add(np.zeros((64, 96, 4), np.uint8))
+            raise RuntimeError("half-way")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.mp4"]
+    assert path.read_bytes() == b"the older video"
+    with VideoWriter(path, fps=30) as video:
+        for shade in range(3):
+            video.add(np.full((64, 96, 3), 80 * shade, np.uint8))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert read_video_frames(path) == 3 and path.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_the_tour_script_walks_canters_turns_and_sits_in_10_seconds():
+    """assets/scripts/tour.json, the video the README and the no-display message offer
+    (looked at frame by frame when made: each part in view of the default camera)."""
+    from canis.runtime.assets import asset_path
+    from canis.tools.run import load_script
+
+    events = load_script(asset_path("scripts/tour.json"))
+    speeds = [e["speed"] for e in events if "speed" in e]
+    assert min(s for s in speeds if s > 0) <= 0.7 and max(speeds) >= 3.0  # walk, canter
+    assert any(e.get("turn") for e in events)
+    assert events[-1]["transition"]["to"] == "sit" and events[-1]["t"] <= 8.5

@@ -74,6 +74,7 @@ def test_wheel_holds_one_namespace_and_the_assets(wheel):
         "canis/assets/poses/dog_keyframes.json",
         "canis/assets/paths/circle.json",
         "canis/assets/scripts/walk_trot_turn.json",
+        "canis/assets/scripts/tour.json",  # the one the demo's no-display message names
         "canis/assets/models/mann8.onnx",
         "canis/assets/models/rtn_step.onnx",
     ):
