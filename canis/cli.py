@@ -44,7 +44,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return int(args.handler(args) or 0)
-    except (UserError, FileNotFoundError, PermissionError, ValueError, FloatingPointError) as error:
+    except (
+        UserError,
+        FileNotFoundError,
+        PermissionError,
+        NotADirectoryError,
+        IsADirectoryError,
+        ValueError,
+        FloatingPointError,
+    ) as error:
         print(f"canis {args.command}: error: {error}", file=sys.stderr)
         return 2
 

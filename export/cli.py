@@ -74,10 +74,21 @@ def _is_onnx(path: Path) -> bool:
     return path.suffix == ".onnx"
 
 
+def _check_out(out: Path, what: str) -> None:
+    """--out checked before any work: not a folder, its folders creatable and writable, and
+    named .onnx (the runtime, the _init sibling and the card all go by the suffix)."""
+    from canis.runtime.profiler import check_output_path
+
+    check_output_path(out, what, make_folders=True)
+    if out.suffix != ".onnx":
+        raise ValueError(f"--out {out}: name the {what} FILE.onnx")
+
+
 def run_export(args) -> int:
     from canis.export.onnx_export import export_onnx
     from canis.export.precision import convert_motion_model
 
+    _check_out(args.out, "model")
     if _is_onnx(args.checkpoint):
         return run_convert(args)
     if args.precision == "fp32":
@@ -140,6 +151,9 @@ def run_export_rtn(args) -> int:
     from canis.export.precision import convert_transition_model
     from canis.export.rtn_export import export_rtn
 
+    _check_out(args.out, "transition network's step graph")
+    if "_step" not in args.out.name:
+        raise ValueError(f"--out {args.out}: name the step graph <name>_step.onnx")
     if _is_onnx(args.checkpoint):
         if args.dataset is not None or args.card:
             raise ValueError("--dataset, --card: not used when converting an .onnx file")

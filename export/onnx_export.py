@@ -223,15 +223,27 @@ def write_wrapped(wrapper: ExportedModel, config: dict, path: Path) -> None:
 
 def export_onnx(checkpoint_path: Path, out: Path, dataset_path: Path | None = None) -> dict:
     """Writes the ONNX model and returns the parity report; raises if parity fails."""
-    import onnxruntime as ort
-
     wrapper, config = load_for_export(checkpoint_path, dataset_path)
     kind = config["kind"]
-    inputs, outputs = io_names(kind)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".partial")
-    write_wrapped(wrapper, config, tmp)
+    try:
+        report = _parity(wrapper, config, tmp, dataset_path)
+    except BaseException:  # a failed or interrupted export leaves nothing behind
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.replace(out)
+    return {"parity_max_abs_error": report, "bytes": out.stat().st_size, "kind": kind}
 
+
+def _parity(wrapper, config: dict, tmp: Path, dataset_path: Path | None) -> dict:
+    """Writes the graph to `tmp` and returns ONNX Runtime's max difference from PyTorch on
+    each set of parity inputs; raises past MAX_PARITY_ERROR."""
+    import onnxruntime as ort
+
+    kind = config["kind"]
+    inputs, outputs = io_names(kind)
+    write_wrapped(wrapper, config, tmp)
     session = ort.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
     report = {}
     for name, (x, phase) in parity_inputs(wrapper, dataset_path).items():
@@ -243,10 +255,8 @@ def export_onnx(checkpoint_path: Path, out: Path, dataset_path: Path | None = No
         error = max(float(np.abs(g - e.numpy()).max()) for g, e in zip(got, expected, strict=True))
         report[name] = error
         if not error < MAX_PARITY_ERROR:
-            tmp.unlink(missing_ok=True)
             raise ValueError(
                 f"export parity failed on {name} inputs: ONNX Runtime differs from "
                 f"PyTorch by {error:.2e} (limit {MAX_PARITY_ERROR:.0e})"
             )
-    tmp.replace(out)
-    return {"parity_max_abs_error": report, "bytes": out.stat().st_size, "kind": kind}
+    return report

@@ -523,16 +523,23 @@ def _counter_values(name: str, values: np.ndarray) -> dict[str, float]:
     return {f"e{k}": round(float(w), 4) for k, w in enumerate(values)}
 
 
-def check_output_path(path: str | Path, what: str = "output") -> Path:
+def check_output_path(path: str | Path, what: str = "output", make_folders: bool = False) -> Path:
     """`path` if a file can be written there, else a one-line error naming it: before a run,
-    so an hour of timing is not lost to a typo in the folder."""
+    so an hour of timing is not lost to a typo in the folder. `make_folders`: the folders on
+    the way may be missing (the writer makes them); the nearest one that exists must be a
+    writable folder."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{path}: is a folder; give a file name for the {what}")
-    if not path.parent.is_dir():
+    folder = path.parent
+    while make_folders and not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{path}: {folder} is a file, not a folder, for the {what}")
+    if not folder.is_dir():
         raise FileNotFoundError(f"{path}: the folder {path.parent} does not exist for the {what}")
-    if not os.access(path.parent, os.W_OK):
-        raise PermissionError(f"{path}: the folder {path.parent} is not writable for the {what}")
+    if not os.access(folder, os.W_OK):
+        raise PermissionError(f"{path}: the folder {folder} is not writable for the {what}")
     return path
 
 

@@ -659,3 +659,43 @@ def test_getting_up_is_measured_from_each_posture_and_its_worst_named(tiny_rtn, 
     text = "\n".join(getting_up_markdown(report))
     found = re.search(r"Worst getting up: ([0-9.]+) cm/frame \(hills, lie -> stand, Tail1", text)
     assert found and float(found.group(1)) == 99.5
+
+
+def test_export_refuses_the_wrong_checkpoint_or_out_before_writing(
+    tiny_transitions, tmp_path, capsys
+):
+    """An RTN checkpoint given to `canis export` said "retrain on a dataset built with this
+    version"; an --out that is a folder, or under a file, was a traceback after the work (and
+    left a .partial behind). Each is one line naming it, and nothing is written."""
+    from canis.training.train_rtn import LAST as RTN_LAST
+    from canis.training.train_rtn import train_rtn
+    from conftest import tiny_rtn_config
+
+    from canis.cli import main
+
+    run = tmp_path / "rtn"
+    train_rtn(
+        tiny_rtn_config(tiny_transitions, steps=1, eval_every=1, units=32), run, progress=False
+    )
+    checkpoint = str(run / RTN_LAST)
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    cases = [
+        (
+            ["export", checkpoint, "--out", str(tmp_path / "m.onnx")],
+            "an RTN checkpoint; export it with `canis export-rtn`",
+        ),
+        (["export-rtn", checkpoint, "--out", str(tmp_path)], "is a folder"),
+        (
+            ["export-rtn", checkpoint, "--out", str(a_file / "x_step.onnx")],
+            "is a file, not a folder",
+        ),
+        (["export-rtn", checkpoint, "--out", str(tmp_path / "x.onnx")], "<name>_step.onnx"),
+        (["export", checkpoint, "--out", str(tmp_path / "m.txt")], "FILE.onnx"),
+    ]
+    before = sorted(tmp_path.rglob("*"))
+    for args, message in cases:
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert message in err and len(err.splitlines()) == 1, err
+    assert sorted(tmp_path.rglob("*")) == before

@@ -75,6 +75,13 @@ def load_checkpoint(path: str | Path, layout: str | None = None) -> Checkpoint:
     if metadata.get("format") != FORMAT:
         raise ValueError(f"{path}: not a canis checkpoint (format {metadata.get('format')!r})")
     if metadata.get("layout_hash") != layout:
+        from canis.runtime.transition_frames import transition_layout_hash
+
+        found = metadata.get("layout_hash")
+        if found == transition_layout_hash() and layout == layout_hash():
+            raise ValueError(f"{path}: an RTN checkpoint; export it with `canis export-rtn`")
+        if found == layout_hash() and layout == transition_layout_hash():
+            raise ValueError(f"{path}: a motion network's checkpoint; use `canis export`")
         raise ValueError(
             f"{path}: trained for feature layout {metadata.get('layout_hash')}, but this runtime "
             f"uses {layout}; retrain on a dataset built with this version"
