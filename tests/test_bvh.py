@@ -91,7 +91,7 @@ def test_malformed_files_name_file_line_and_problem(tmp_path, mutate, line, prob
 def test_binary_garbage_is_refused(tmp_path):
     path = tmp_path / "model.bvh"
     path.write_bytes(b"\x08\x01\x12\xff\xfe")
-    with pytest.raises(BvhError, match="not a text BVH"):
+    with pytest.raises(BvhError, match="not a UTF-8 text BVH"):
         read_bvh(path)
 
 
@@ -125,3 +125,34 @@ def test_shipped_skeleton_matches_the_data(mocap_dir):
     from_data = read_bvh(mocap_dir / "D1_001_KAN01_001.bvh").skeleton()
     assert shipped.joint_names == from_data.joint_names
     assert np.allclose(shipped.offsets_m[1:], from_data.offsets_m[1:], atol=1e-6)
+
+
+def test_joint_names_in_utf8_are_read():
+    """A rig from another tool may name its joints in any script; they said "not a text BVH
+    file"."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = write_tiny_bvh(Path(folder), TINY_BVH.replace("Spine", "Rückgrat"), "utf8.bvh")
+        assert read_bvh(path).joint_names[:2] == ("Hips", "Rückgrat")
+
+
+@pytest.mark.parametrize(
+    ("frame_line", "problem"),
+    [
+        ("1 2 3 90 1e30 0 0 0 0", "frame 1: Hips Xrotation is 1e+30 degrees, past 100000"),
+        ("1e300 2 3 90 0 0 0 0 0", "frame 1: Hips Xposition is 1e+300 cm, past 1e+07"),
+        ("1 2 3 90 0 0 0 -2e5 0", "frame 1: Spine Xrotation is -200000 degrees"),
+    ],
+)
+def test_channel_values_past_any_motion_are_refused_naming_joint_and_channel(
+    tmp_path, frame_line, problem
+):
+    """Root rotations of 1e30 degrees passed into datasets and keyframes (a lie pose 0.43 m
+    under the ground) and a 1e300 root frame was dropped later without naming the clip."""
+    text = TINY_BVH.replace("1 2 3 90 0 0 0 0 0", frame_line)
+    path = write_tiny_bvh(tmp_path, text, "corrupt.bvh")
+    with pytest.raises(BvhError) as caught:
+        read_bvh(path)
+    assert problem in str(caught.value) and str(caught.value).startswith(f"{path}:")

@@ -200,9 +200,9 @@ def _header_value(path, lines: list[str], index: int, label: str) -> str:
 def read_bvh(path: str | Path) -> BvhMotion:
     path = Path(path)
     try:
-        text = path.read_text(encoding="ascii", errors="strict")
+        text = path.read_text(encoding="utf-8", errors="strict")  # joint names may be UTF-8
     except UnicodeDecodeError as error:
-        raise BvhError(path, None, f"not a text BVH file ({error.reason})") from None
+        raise BvhError(path, None, f"not a UTF-8 text BVH file ({error.reason})") from None
     lines = text.splitlines()  # handles CRLF and LF alike
 
     motion_at = next((n for n, line in enumerate(lines) if line.strip() == "MOTION"), None)
@@ -226,7 +226,33 @@ def read_bvh(path: str | Path) -> BvhMotion:
         raise BvhError(path, motion_at + 2, f"bad frame count {frame_count} or time {time_text}")
 
     values = _read_frames(path, lines, motion_at + 3, frame_count, joints)
+    _check_ranges(path, motion_at + 3, joints, values)
     return _to_motion(path, joints, frame_time_s, values)
+
+
+# Channel values past these are corruption, not motion: an angle of 1e30 degrees has no
+# meaningful sine in float64 (a lie pose came out 0.43 m under the ground), and a position
+# of 1e300 cm overflows every later sum.
+MAX_ANGLE_DEG = 1e5
+MAX_POSITION_CM = 1e7
+
+
+def _check_ranges(path, first: int, joints: list[_Joint], values: np.ndarray) -> None:
+    names = [(j.name, c) for j in joints for c in j.channels]
+    limits = np.array(
+        [MAX_POSITION_CM if c in POSITION_CHANNELS else MAX_ANGLE_DEG for _, c in names]
+    )
+    outside = np.abs(values) > limits
+    if outside.any():
+        frame, column = (int(i) for i in np.argwhere(outside)[0])
+        joint, channel = names[column]
+        unit = "cm" if channel in POSITION_CHANNELS else "degrees"
+        raise BvhError(
+            path,
+            first + frame + 1,
+            f"frame {frame}: {joint} {channel} is {values[frame, column]:g} {unit}, past "
+            f"{limits[column]:g} (corrupt?)",
+        )
 
 
 def _read_frames(path, lines, first, frame_count, joints) -> np.ndarray:
