@@ -132,7 +132,7 @@ def test_simulated_times_must_end_and_run_a_frame(argv, capsys):
     """inf overflowed the frame count and 1e-9 s ran no frame: both were tracebacks."""
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert f"{argv[-2]} {float(argv[-1]):g}: must be finite and at least one frame" in err
+    assert f"{argv[-2]} {float(argv[-1]):g}: must be at least one frame" in err
     assert len(err.splitlines()) == 1
 
 
