@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 
@@ -86,7 +87,6 @@ def _models(args) -> dict[str, Path]:
 
 
 def run_demo(args) -> int:
-    import math
     import os
     import shutil
     import subprocess
@@ -106,6 +106,7 @@ def run_demo(args) -> int:
         # Every refusal before any work: nothing is loaded, rendered or written till here.
         checked_duration_s(args.seconds, "--seconds", args.seconds)
         width, height = _window_size(args.size)
+        _check_view_and_status(args)
         if args.video is not None:
             from canis.demo.video import check_video_path, ffmpeg_writer_available
 
@@ -121,6 +122,7 @@ def run_demo(args) -> int:
             width=width,
             height=height,
             out_dir=out_dir,
+            status_file=args.status_file,
             transition_worker=args.transition_worker,
         )
         app.camera["yaw"] = math.radians(args.camera_yaw)
@@ -240,6 +242,7 @@ def _open_window(args):
 
     headless, check = instead_commands()
     instead = f"instead run:  {headless}  or:  {check}"
+    _check_view_and_status(args)
     try:
         from canis.demo.app import DEFAULT_OUT_DIR, DemoApp
 
@@ -420,3 +423,14 @@ def run_check(model_path: Path) -> int:
         return 1
     print(f"\ncanis demo --check: PASS, all {verdicts.count} checks")
     return 0
+
+
+def _check_view_and_status(args) -> None:
+    """--camera-yaw and --status-file, before any window or run: a NaN yaw rendered empty
+    frames, and a status file in a missing folder failed after the first frame."""
+    from canis.runtime.profiler import check_output_path
+
+    if not math.isfinite(args.camera_yaw):
+        raise ValueError(f"--camera-yaw {args.camera_yaw}: must be a finite number of degrees")
+    if args.status_file is not None:
+        check_output_path(args.status_file, "status file")

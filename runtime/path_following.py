@@ -32,6 +32,8 @@ def load_path(path: str | Path) -> dict:
     path = Path(path)
     try:
         spec = json.loads(path.read_bytes())
+    except RecursionError:
+        raise ValueError(f"{path}: not a path: JSON nested too deeply to read") from None
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: not a readable JSON path ({error})") from None
     if not isinstance(spec, dict):

@@ -1,6 +1,7 @@
 """The viewer rendered off-screen (pyglet's EGL headless mode with Mesa)."""
 
 import itertools
+import json
 import os
 from pathlib import Path
 
@@ -850,7 +851,9 @@ def test_headless_video_has_a_frame_per_thirtieth_of_a_second(
     script = tmp_path / "walk.json"
     script.write_text('[{"t": 0, "move": [0, 1], "speed": 1.1, "action": "move"}]')
     video = tmp_path / "new folder" / "short.mp4"
+    status = tmp_path / "status.jsonl"  # headless ignored --status-file
     argv = ["demo", "--headless", "--script", str(script), "--model", str(tiny_model)]
+    argv += ["--status-file", str(status)]
     try:
         code = main(argv + ["--seconds", "0.5", "--size", "320x200", "--video", str(video)])
     except Exception as error:  # no EGL/GL on this machine: nothing to render with
@@ -860,6 +863,8 @@ def test_headless_video_has_a_frame_per_thirtieth_of_a_second(
     assert read_video_frames(video) == 15
     assert sorted(p.name for p in video.parent.iterdir()) == ["short.mp4"]  # no temporary
     assert not (tmp_path / "out").exists()  # no PNGs unless --out asks for them
+    lines = status.read_text().splitlines()
+    assert len(lines) >= 15 and all(json.loads(line) for line in lines)
 
 
 @pytest.mark.parametrize(
@@ -889,6 +894,39 @@ def test_headless_video_refuses_bad_paths_before_any_work(
     err = capsys.readouterr().err
     assert err.startswith(f"canis demo: error: --video {wanted}") and len(err.splitlines()) == 1
     assert sorted(tmp_path.rglob("*")) == before  # nothing written, no folder made
+
+
+@pytest.mark.parametrize(
+    "option, wanted",
+    [
+        (["--camera-yaw", "nan"], "--camera-yaw nan: must be a finite number of degrees"),
+        (["--status-file", "missing/s.jsonl"], "the folder missing does not exist"),
+    ],
+)
+def test_headless_view_and_status_are_checked_before_any_work(
+    option, wanted, tiny_model, tmp_path, monkeypatch, capsys
+):
+    """A NaN camera yaw rendered empty frames; the status file was ignored headless."""
+    from canis.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "walk.json"
+    script.write_text('[{"t": 0, "move": [0, 1], "speed": 1.1, "action": "move"}]')
+    before = sorted(tmp_path.rglob("*"))
+    argv = ["demo", "--headless", "--script", str(script), "--model", str(tiny_model)]
+    assert main([*argv, "--seconds", "0.5", *option]) == 2
+    err = capsys.readouterr().err
+    assert wanted in err and len(err.splitlines()) == 1
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_script_nested_too_deeply_is_one_line(tmp_path):
+    from canis.tools.script import load_script
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(ValueError, match="deep.json: not a script: JSON nested too deeply"):
+        load_script(deep)
 
 
 def test_video_needs_headless(capsys):

@@ -78,6 +78,8 @@ def read_script(path: str | Path) -> tuple[list[dict], dict]:
         data = json.loads(path.read_bytes())  # UTF-8, -16 or -32, as JSON allows
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: not a readable JSON script ({error})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not a script: JSON nested too deeply to read") from None
     header = {}
     if isinstance(data, dict) and "events" in data:
         header = {k: v for k, v in data.items() if k != "events"}
