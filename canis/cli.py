@@ -55,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     ) as error:
         print(f"canis {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # Every writer goes through a temporary file and a rename, so what was written
+        # before the interrupt is whole, and nothing half-written is left.
+        print(f"canis {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

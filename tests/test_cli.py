@@ -229,3 +229,15 @@ def test_run_script_takes_an_install_with_more_extras_as_done(tmp_path):
     for stamps in ({"demo-train-dev": "0" * 16}, {"train-dev": digest}):
         refused = demo_help(stamps)
         assert refused.returncode == 3 and "run: installing canis[demo]" in refused.stderr
+
+
+def test_ctrl_c_is_one_line_and_the_shells_code(monkeypatch, capsys):
+    """Ctrl-C in train or soak was a traceback."""
+    from canis.tools import soak
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(soak, "soak", interrupted)
+    assert main(["soak", "--hours", "0.001"]) == 130
+    assert capsys.readouterr().err == "canis soak: interrupted\n"
