@@ -484,3 +484,83 @@ def test_a_pose_residual_that_keeps_a_share_pulls_the_pose_toward_the_mean(tiny_
             TrainConfig(pose_residual=share)
     with pytest.raises(ValueError, match="share of the pose kept"):
         create_model("mann", 4, TINY_HIDDEN, pose_residual=data.normalisation, pose_keep=0)
+
+
+@pytest.mark.parametrize(
+    ("option", "wanted"),
+    [
+        (["--epochs", "0"], "--epochs 0: must be at least 1"),
+        (["--batch-size", "0"], "--batch-size 0: must be at least 1"),
+        (["--batch-size", "100000"], "--batch-size 100000: more than the"),
+        (["--experts", "0"], "--experts 0: must be at least 1"),
+        (["--weight-decay", "inf"], "--weight-decay inf: must be 0 or more, finite"),
+        (["--lr", "nan"], "--lr nan: must be a finite number over 0"),
+    ],
+)
+def test_train_refuses_settings_that_train_nothing_or_nan(
+    option, wanted, tiny_dataset, tmp_path, capsys
+):
+    """--epochs 0 printed "done" with nothing written; --weight-decay inf made every weight
+    NaN; --batch-size 0 or past the rows was a raw error or no step at all."""
+    from canis.cli import main
+
+    out = tmp_path / "run"
+    args = ["train", "--dataset", str(tiny_dataset), "--out", str(out), "--experts", "4"]
+    args += ["--hidden", "16", "--steps-per-epoch", "2", "--epochs", "1", *option]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert wanted in err and len(err.splitlines()) == 1
+    assert not (out / "last.safetensors").exists()
+
+
+def test_a_run_is_never_replaced_unasked_and_a_nan_loss_stops_it(tiny_dataset, tmp_path, capsys):
+    """`canis train --out` over a run replaced it without a word (7 log rows became 1); a
+    dataset with NaN rows made every weight NaN and still printed "done: ... best.safetensors"
+    for a file that did not exist."""
+    from canis.cli import main
+
+    out = tmp_path / "run"
+    args = ["train", "--dataset", str(tiny_dataset), "--out", str(out), "--experts", "4"]
+    args += ["--hidden", "16", "--steps-per-epoch", "2", "--epochs", "1", "--batch-size", "8"]
+    assert main(args) == 0
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .endswith(f"done: {out} (last.safetensors, best.safetensors, log.csv)")
+    )
+    log = (out / "log.csv").read_text()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "already holds a run (last.safetensors, best.safetensors, log.csv)" in err
+    assert "--resume" in err and "--force" in err and len(err.splitlines()) == 1
+    assert (out / "log.csv").read_text() == log
+    assert main([*args, "--force"]) == 0  # asked: replaced
+    capsys.readouterr()
+
+    with np.load(tiny_dataset) as data:
+        arrays = dict(data)
+    arrays["X"] = arrays["X"].copy()
+    arrays["X"][5::7] = np.nan
+    poisoned = tmp_path / "nan.npz"
+    np.savez_compressed(poisoned, **arrays)
+    fresh = tmp_path / "nan_run"
+    nan_args = [str(poisoned) if a == str(tiny_dataset) else a for a in args]
+    nan_args[nan_args.index(str(out))] = str(fresh)
+    assert main(nan_args) == 2
+    err = capsys.readouterr().err
+    assert "X has non-finite values in" in err and "the first, row 5" in err
+    assert len(err.splitlines()) == 1 and not fresh.exists()
+
+
+def test_a_loss_that_stops_being_a_number_stops_the_run(tiny_dataset, tmp_path):
+    """Settings that make the weights NaN (here a huge weight decay, which the command line
+    refuses) stop the run at the step, keeping nothing of it, instead of saving NaN."""
+    from dataclasses import replace
+
+    from canis.training.train import train
+    from conftest import tiny_config
+
+    config = replace(tiny_config(tiny_dataset), weight_decay=1e38, lr=1e38)
+    with pytest.raises(FloatingPointError, match=r"the loss is nan at epoch 1 step \d"):
+        train(config, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "last.safetensors").exists()

@@ -634,7 +634,17 @@ def test_train_rtn_refuses_a_network_of_no_units(tiny_transitions, tmp_path, cap
         main(["train-rtn", "--dataset", str(tiny_transitions), "--out", str(out), "--units", "0"])
         == 2
     )
-    assert "--units 0: must be at least 1" in capsys.readouterr().err
+    assert "--units 0: must be from 1 to 65536 units" in capsys.readouterr().err
+    assert not out.exists()
+    base = ["train-rtn", "--dataset", str(tiny_transitions), "--out", str(out)]
+    for option, wanted in (
+        (["--teacher-forcing", "2"], "--teacher-forcing 2: must be a probability, from 0 to 1"),
+        (["--steps", "0"], "--steps 0: must be a whole number from 1 to 10^7"),
+        (["--lr", "inf"], "--lr inf: must be a finite learning rate over 0"),
+    ):
+        assert main([*base, *option]) == 2
+        err = capsys.readouterr().err
+        assert wanted in err and len(err.splitlines()) == 1
     assert not out.exists()
 
 

@@ -6,6 +6,7 @@ atomically (temporary file, then rename), so a crash never leaves a corrupt late
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,3 +125,46 @@ def restore_optimizer(checkpoint: Checkpoint, model, optimizer) -> None:
         if entries:
             state["state"][index] = entries
     optimizer.load_state_dict(state)
+
+
+def check_new_run(run_dir: Path, resume: bool, force: bool) -> None:
+    """A run folder that already holds a run is continued (resume) or replaced when asked
+    (force), never overwritten silently; checked before any work."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValueError(f"--out {run_dir}: is a file, not a run folder")
+    held = [
+        n for n in ("last.safetensors", "best.safetensors", "log.csv") if (run_dir / n).exists()
+    ]
+    if resume:
+        if not (run_dir / "last.safetensors").exists():
+            raise FileNotFoundError(f"--resume: {run_dir} holds no run (no last.safetensors)")
+    elif held and not force:
+        raise ValueError(
+            f"--out {run_dir}: already holds a run ({', '.join(held)}); continue it with "
+            "--resume, or replace it with --force"
+        )
+
+
+def finite_loss(value: float, what: str) -> float:
+    """`value`, or a FloatingPointError naming where the loss stopped being a number (NaN
+    rows in the data, or a setting such as an infinite weight decay): the run stops there,
+    its last checkpoint kept as it was, instead of saving NaN weights."""
+    if not math.isfinite(value):
+        raise FloatingPointError(
+            f"the loss is {value} at {what}; the run stopped (check the dataset for non-finite "
+            "rows and the settings); its last checkpoint is kept as it was"
+        )
+    return value
+
+
+def done_line(run_dir: Path) -> str:
+    """'done: RUN (FILES)' naming only the files the run holds."""
+    files = [
+        n
+        for n in ("last.safetensors", "best.safetensors", "log.csv")
+        if (Path(run_dir) / n).exists()
+    ]
+    if not files:
+        return f"nothing written to {run_dir}: no epoch or step finished"
+    return f"done: {run_dir} ({', '.join(files)})"

@@ -84,6 +84,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     train.add_argument(
         "--resume", action="store_true", help="continue the run in --out from its last checkpoint"
     )
+    train.add_argument(
+        "--force", action="store_true", help="replace a run already in --out (it is deleted)"
+    )
     add_speed_options(train)
     train.set_defaults(handler=run_train)
 
@@ -114,6 +117,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "previous frame (the RTN paper's)",
     )
     train_rtn.add_argument("--resume", action="store_true", help="continue the run in --out")
+    train_rtn.add_argument(
+        "--force", action="store_true", help="replace a run already in --out (it is deleted)"
+    )
     train_rtn.add_argument(
         "--fk-weight", type=float, default=0.5, help="weight of the forward-kinematics term"
     )
@@ -176,9 +182,27 @@ def apply_speed_options(args) -> str:
     return args.precision
 
 
+def _check_numbers(args, wanted: dict) -> None:
+    """Each option in `wanted` (name: (low, high, what)) that was given, within its range
+    and finite, else one line naming it; before any work."""
+    import math
+
+    for name, (low, high, what) in wanted.items():
+        value = getattr(args, name.replace("-", "_"))
+        if value is None:
+            continue
+        if not (math.isfinite(value) and low <= value <= high):
+            raise ValueError(f"--{name} {value:g}: must be {what}")
+
+
+WHOLE = (1, 10**7, "a whole number from 1 to 10^7")
+
+
 def run_train(args) -> int:
+    from canis.training.checkpoint import check_new_run, done_line
     from canis.training.train import TrainConfig, train
 
+    check_new_run(args.out, args.resume, args.force)
     precision = apply_speed_options(args)
     if args.steps_per_epoch is not None and args.steps_per_epoch < 1:
         raise ValueError(f"--steps-per-epoch {args.steps_per_epoch}: must be at least 1")
@@ -208,18 +232,39 @@ def run_train(args) -> int:
         raise FileNotFoundError(
             f"{args.dataset} does not exist; build it with `canis dataset build`"
         )
-    rows = train(config, args.out, resume=args.resume)
-    if rows:
-        print(f"done: {args.out} (last.safetensors, best.safetensors, log.csv)")
+    if args.force and not args.resume:
+        _clear_run(args.out)
+    train(config, args.out, resume=args.resume)
+    print(done_line(args.out))
     return 0
 
 
+def _clear_run(run_dir: Path) -> None:
+    """--force: the earlier run's files go before the new run writes its own."""
+    for path in run_dir.glob("*.safetensors"):
+        path.unlink()
+    (run_dir / "log.csv").unlink(missing_ok=True)
+
+
 def run_train_rtn(args) -> int:
+    from canis.training.checkpoint import check_new_run, done_line
     from canis.training.train_rtn import RtnTrainConfig, train_rtn
 
+    _check_numbers(
+        args,
+        {
+            "steps": WHOLE,
+            "batch-size": WHOLE,
+            "stop-after": WHOLE,
+            "units": (1, 65536, "from 1 to 65536 units"),
+            "lr": (1e-12, 10.0, "a finite learning rate over 0"),
+            "teacher-forcing": (0.0, 1.0, "a probability, from 0 to 1"),
+            "fk-weight": (0.0, 1e6, "from 0 to 10^6"),
+            "target-noise": (0.0, 100.0, "from 0 to 100"),
+        },
+    )
+    check_new_run(args.out, args.resume, args.force)
     precision = apply_speed_options(args)
-    if args.units is not None and args.units < 1:
-        raise ValueError(f"--units {args.units}: must be at least 1")
     sized = {} if args.units is None else {"units": args.units}
     config = RtnTrainConfig(
         **sized,
@@ -235,8 +280,10 @@ def run_train_rtn(args) -> int:
         seed=args.seed,
         dataset=str(args.dataset),
     )
+    if args.force and not args.resume:
+        _clear_run(args.out)
     train_rtn(config, args.out, resume=args.resume, stop_after=args.stop_after)
-    print(f"done: {args.out} (last.safetensors, best.safetensors, log.csv)")
+    print(done_line(args.out))
     return 0
 
 

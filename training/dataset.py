@@ -234,6 +234,13 @@ def load(path: str | Path) -> Dataset:
             f"{path}: built for feature layout {metadata.get('layout_hash')}, but this runtime "
             f"uses {layout_hash()}; rebuild it with `canis dataset build`"
         )
+    for key, values in arrays.items():  # NaN rows made every trained weight NaN
+        if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
+            rows = np.flatnonzero(~np.isfinite(values.reshape(len(values), -1)).all(axis=1))
+            raise ValueError(
+                f"{path}: {key} has non-finite values in {len(rows)} rows (the first, row "
+                f"{rows[0]}); rebuild it with `canis dataset build`"
+            )
     return Dataset(path, arrays, metadata)
 
 

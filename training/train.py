@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from canis.training.checkpoint import (
+    check_new_run,
+    finite_loss,
     load_checkpoint,
     restore_model,
     restore_optimizer,
@@ -73,10 +75,16 @@ class TrainConfig:
     pose_residual: float = 0.0
 
     def __post_init__(self):
-        if not self.weight_decay >= 0:
-            raise ValueError(f"--weight-decay {self.weight_decay}: must be 0 or more")
-        if not self.input_noise >= 0:
-            raise ValueError(f"--input-noise {self.input_noise}: must be 0 or more")
+        for name in ("epochs", "batch_size", "experts"):
+            if not 1 <= getattr(self, name) <= 10**7:
+                option = name.replace("_", "-")
+                raise ValueError(f"--{option} {getattr(self, name)}: must be at least 1")
+        if not 0 < self.lr < math.inf:
+            raise ValueError(f"--lr {self.lr}: must be a finite number over 0")
+        if not 0 <= self.weight_decay < math.inf:  # inf made every weight NaN
+            raise ValueError(f"--weight-decay {self.weight_decay}: must be 0 or more, finite")
+        if not 0 <= self.input_noise < math.inf:
+            raise ValueError(f"--input-noise {self.input_noise}: must be 0 or more, finite")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"--dropout {self.dropout}: must be at least 0 and below 1")
         if not 0 <= self.pose_residual <= 1:
@@ -254,19 +262,31 @@ def mean_squared_error(model, kind, x, y, phase, batch=8192) -> float:
     return total / y.numel()
 
 
-def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bool = True):
-    """Trains into run_dir (last/best checkpoints, log.csv); returns the log rows."""
+def train(
+    config: TrainConfig,
+    run_dir: Path,
+    resume: bool = False,
+    progress: bool = True,
+    force: bool = False,
+):
+    """Trains into run_dir (last/best checkpoints, log.csv); returns the log rows. A run_dir
+    that holds a run is continued (resume) or replaced (force), never overwritten unasked."""
     from tqdm import tqdm
 
+    run_dir = Path(run_dir)
+    check_new_run(run_dir, resume, force)
     rank, world = _distributed()
     device = _device(rank)
-    run_dir = Path(run_dir)
     checkpoint = load_checkpoint(run_dir / LAST) if resume else None
     resumed = checkpoint.config["train"]["identity"] if checkpoint else None
     config = replace(config, precision=precision_for_run(config.precision, device, resumed))
     if rank == 0 and progress:
         print(f"precision {config.precision}, {torch.get_num_threads()} threads", flush=True)
     data = TrainingData(config.dataset, config.kind, device, config.holdout, config.mirrored)
+    if config.batch_size > len(data.x_train):
+        raise ValueError(
+            f"--batch-size {config.batch_size}: more than the {len(data.x_train)} training rows"
+        )
     torch.manual_seed(config.seed)  # the initial weights are part of what the seed fixes
     residual = data.normalisation if config.pose_residual else None
     model = create_model(
@@ -334,7 +354,7 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            loss_sum += loss.item()
+            loss_sum += finite_loss(loss.item(), f"epoch {epoch + 1} step {step + 1}")
             if step % 50 == 0:
                 bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}")
         seconds = time.perf_counter() - started
@@ -344,7 +364,9 @@ def train(config: TrainConfig, run_dir: Path, resume: bool = False, progress: bo
         row = {
             "epoch": epoch + 1,
             "train_loss": loss_sum / max(steps, 1),
-            "validation_loss": validation_loss(model, config.kind, data),
+            "validation_loss": finite_loss(
+                validation_loss(model, config.kind, data), f"epoch {epoch + 1}'s validation"
+            ),
         }
         if config.holdout == "within-clips":
             row["within_clip_validation_loss"] = within_clip_validation_loss(

@@ -42,6 +42,8 @@ from canis.runtime.transition_frames import (
     transition_layout_hash,
 )
 from canis.training.checkpoint import (
+    check_new_run,
+    finite_loss,
     load_checkpoint,
     restore_model,
     restore_optimizer,
@@ -276,11 +278,14 @@ def train_rtn(
     resume=False,
     progress=True,
     stop_after: int | None = None,
+    force: bool = False,
 ):
     """Trains into run_dir (last/best checkpoints, log.csv). `stop_after` ends the run after
-    that step as a kill would (after its checkpoint), for resuming later."""
+    that step as a kill would (after its checkpoint), for resuming later. A run_dir that holds
+    a run is continued (resume) or replaced (force), never overwritten unasked."""
     from tqdm import tqdm
 
+    check_new_run(Path(run_dir), resume, force)
     cpu = torch.device("cpu")
     data = load_transitions(config.dataset)
     run_dir = Path(run_dir)
@@ -360,11 +365,13 @@ def train_rtn(
         optimizer.zero_grad(set_to_none=True)
         terms["total"].backward()
         optimizer.step()
-        running.append(float(terms["total"].detach()))
+        running.append(finite_loss(float(terms["total"].detach()), f"step {step + 1}"))
         done = step + 1
         if done % config.eval_every == 0 or done == config.steps:
             report = validate(model, data, picked, config.fk_weight, skeleton)
-            validation_loss = float(np.mean([r["loss"] for r in report.values()]))
+            validation_loss = finite_loss(
+                float(np.mean([r["loss"] for r in report.values()])), f"step {done}'s validation"
+            )
             row = {
                 "step": done,
                 "train_loss": float(np.mean(running)),
