@@ -241,3 +241,38 @@ def test_ctrl_c_is_one_line_and_the_shells_code(monkeypatch, capsys):
     monkeypatch.setattr(soak, "soak", interrupted)
     assert main(["soak", "--hours", "0.001"]) == 130
     assert capsys.readouterr().err == "canis soak: interrupted\n"
+
+
+def test_upsampling_a_clip_too_short_for_a_transition_is_one_line(
+    mocap_dir, tiny_rtn, tmp_path, capsys
+):
+    """A one-frame clip raised numpy's messages about an empty mean."""
+    from canis.training.bvh import read_bvh, write_bvh
+
+    motion = read_bvh(sorted(mocap_dir.glob("*.bvh"))[0])
+    short = tmp_path / "short.bvh"
+    write_bvh(short, motion.with_motion(motion.root_positions_cm[:1], motion.local_rotations[:1]))
+    out = tmp_path / "up.bvh"
+    assert main(["upsample", str(short), "--model", str(tiny_rtn), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "short.bvh: 1 frames; upsampling needs at least" in err and len(err.splitlines()) == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["skeleton", "--bvh", "x.bvh", "--out", "FILE/s.json"],
+        ["dataset", "build", "--out", "FILE/d.npz"],
+        ["dataset", "transitions", "--out", "FILE/t.npz"],
+        ["keyframes", "--out", "FILE/k.json"],
+        ["upsample", "x.bvh", "--out", "FILE/u.bvh"],
+    ],
+)
+def test_outputs_under_a_file_are_refused_before_any_work(argv, tmp_path, monkeypatch, capsys):
+    """An --out whose folder is a file was a traceback after the work."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "FILE").write_text("x")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "FILE is a file, not a folder" in err and len(err.splitlines()) == 1

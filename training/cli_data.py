@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from canis.runtime.profiler import check_output_path
 from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
 
 
@@ -124,6 +125,7 @@ def run_skeleton_export(args) -> int:
     from canis.runtime.skeleton import not_dog_reason
     from canis.training.bvh import read_bvh
 
+    check_output_path(args.out, "skeleton", make_folders=True)
     skeleton = read_bvh(args.bvh).skeleton()
     reason = not_dog_reason(skeleton)
     if reason and not args.any_skeleton:
@@ -139,6 +141,7 @@ def run_dataset_build(args) -> int:
 
     from canis.training import dataset, report
 
+    check_output_path(args.out, "dataset", make_folders=True)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     folder = args.bvh or default_mocap_dir()
     if folder is None:
@@ -164,6 +167,7 @@ def run_keyframes_export(args) -> int:
     from canis.runtime.poses import save_keyframes
     from canis.training.keyframes import pick_keyframes
 
+    check_output_path(args.out, "keyframes", make_folders=True)
     files = _resolve_bvh_paths([args.bvh] if args.bvh else [])
     keyframes = pick_keyframes(files)
     save_keyframes(keyframes, args.out)
@@ -176,6 +180,7 @@ def run_keyframes_export(args) -> int:
 def run_dataset_transitions(args) -> int:
     from canis.training import transition_data
 
+    check_output_path(args.out, "transition data", make_folders=True)
     folder = args.bvh or default_mocap_dir()
     if folder is None:
         raise FileNotFoundError(f"no --bvh folder given and no mocap folder found. {DOWNLOAD_HINT}")

@@ -288,7 +288,10 @@ def run_train_rtn(args) -> int:
 
 
 def run_upsample(args) -> int:
+    from canis.runtime.profiler import check_output_path
     from canis.training.upsample import upsample_clip
+
+    check_output_path(args.out, "upsampled clip", make_folders=True)
 
     report = upsample_clip(args.model, args.clip, args.out, args.keep_every)
     print(

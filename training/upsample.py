@@ -103,11 +103,24 @@ def to_bvh_motion(motion: BvhMotion, upsampled: Upsampled, ground_m: np.ndarray)
     return motion.with_motion(positions, rotations)
 
 
+def _too_short(clip_path: Path, frames: int, needed: int):
+    raise ValueError(
+        f"{clip_path}: {frames} frames; upsampling needs at least {needed} at 60 fps (the "
+        f"{CONTEXT_FRAMES} context frames and a transition of {MIN_TRANSITION_FRAMES} to a kept "
+        "frame)"
+    )
+
+
 def upsample_clip(model_path, clip_path: Path, out: Path, keep_every: int) -> dict:
     model = TransitionModel(model_path)
     motion = read_bvh(clip_path)
+    needed = CONTEXT_FRAMES + MIN_TRANSITION_FRAMES + 1
+    if motion.duration_s * 60 < needed - 1:  # too short to label: numpy's gradient error
+        _too_short(clip_path, motion.frame_count, needed)
     clip = process_clip(motion)
     frames = clip_frames(clip)
+    if not keyframe_indices(len(frames), keep_every):  # numpy's messages, on an empty mean
+        _too_short(clip_path, len(frames), needed)
     yaw = yaw_from_direction(clip.facing)
     result = upsample_frames(model, frames, clip.root_positions_m[:, [0, 2]], yaw, keep_every)
     write_bvh(out, to_bvh_motion(motion, result, clip.root_positions_m[:, 1]))
