@@ -91,7 +91,8 @@ def write_variant_card(model_path: Path, check: dict, closed_loop: dict, note: s
         "at fp32.",
         f"- **Against fp32** ({PARITY_NOTE}): {figures}.",
         f"- **Training, data, licence**: as `{source.with_suffix('.md').name}`. {LICENCE}.",
-        "- **Quality gate**: docs/EVALUATION.md, section *Precision*, measures this variant "
+        "- **Quality gate**: docs/RESULTS.md, section *Precision* (`canis evaluate precision`), "
+        "measures this variant "
         "beside fp32 in closed loop.",
         f"- **Reproduce**: `./run canis export {check['source']} --precision "
         f"{check['precision']} --out {model_path} --card`.",

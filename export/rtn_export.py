@@ -303,7 +303,7 @@ def write_rtn_card(out_step: Path, checkpoint_path: Path, report: dict, command:
         + (f" --target-noise {train['target_noise']}" if train.get("target_noise") else "")
         + (f" --init-from {train['init_from']}" if train.get("init_from") else "")
         + f"` (add `--resume` after an interruption), then `{command}`.",
-        "- **Evaluation**: docs/EVALUATION.md (L2P, L2Q, NPSS against interpolation and zero "
+        "- **Evaluation**: docs/RESULTS.md (L2P, L2Q, NPSS against interpolation and zero "
         "velocity on the held-out clips"
         + ("; diversity and L2P of sampled transitions" if train.get("target_noise") else "")
         + ").",
