@@ -15,7 +15,7 @@ from canis.runtime.assets import shipped_model_path
 OUT_DIR = Path("out/evaluation")
 # What `canis evaluate` runs, in this order (`canis bench` last: its timings want a quiet
 # machine, not one still writing the other parts' figures).
-PARTS = ("controllers", "transitions", "variation", "precision", "speed", "bench")
+PARTS = ("replay", "controllers", "transitions", "variation", "precision", "speed", "bench")
 
 
 def add_doc_options(parser: argparse.ArgumentParser) -> None:
@@ -67,6 +67,29 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     evaluate_commands = evaluate.add_subparsers(
         dest="evaluate_command", metavar="PART", required=False
     )
+    replay_eval = evaluate_commands.add_parser(
+        "replay",
+        help="the held-out yardstick: each clip the networks never trained on, replayed by its "
+        "own commands; skating, speed, stiffness, contacts and pose per gait, and the pose "
+        "after a jump and a stop",
+    )
+    replay_eval.add_argument(
+        "--models",
+        default="MANN8,PFNN",
+        help="comma-separated names (MANN8, PFNN, ...) or NAME=PATH.onnx (default: %(default)s)",
+    )
+    replay_eval.add_argument("--bvh", type=Path, help="folder of .bvh clips (default: the mocap)")
+    replay_eval.add_argument(
+        "--clips",
+        choices=("held-out", "all"),
+        default="held-out",
+        help="held-out: the first model's validation clips, which it never trained on "
+        "(default); all: every clip, trained on or not",
+    )
+    replay_eval.add_argument("--json", type=Path, help="write the figures here")
+    add_doc_options(replay_eval)
+    replay_eval.set_defaults(handler=run_evaluate_replay)
+
     transitions_eval = evaluate_commands.add_parser(
         "transitions", help="RTN vs interpolation and zero velocity: L2P, L2Q, NPSS"
     )
@@ -198,6 +221,50 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     add_doc_options(speed_eval)
     speed_eval.set_defaults(handler=run_evaluate_speed)
+
+
+def run_evaluate_replay(args) -> int:
+    import json
+
+    from canis.evaluation import after_actions, replay
+    from canis.evaluation.controllers import load_clips
+    from canis.evaluation.model_registry import model_paths, parse_models
+    from canis.runtime.inference import MotionModel
+    from canis.runtime.machine import describe_machine
+    from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
+
+    args.doc = results_doc(args)
+    models = model_paths(*parse_models(args.models))
+    mocap = args.bvh or default_mocap_dir()
+    if mocap is None or not Path(mocap).is_dir():
+        raise FileNotFoundError(f"no mocap folder at {mocap}: give --bvh. {DOWNLOAD_HINT}")
+    clips = list(load_clips(Path(mocap), progress=False))
+    if args.clips == "held-out":
+        clips = replay.held_out(clips, next(iter(models.values())))
+    if not clips:
+        raise ValueError(f"{mocap}: none of the clips to replay ({args.clips}) is there")
+    results = replay.evaluate_replay(models, clips)
+    skeleton = clips[0].skeleton
+    results["after_actions"] = {
+        name: after_actions.after_actions(MotionModel(path, threads=1), skeleton)
+        for name, path in models.items()
+    }
+    command = f"./run canis evaluate replay --models {args.models}"
+    command += "" if args.clips == "held-out" else f" --clips {args.clips}"
+    m = describe_machine()
+    text = replay.markdown(results, command, f"{m['cpu']}, {m['logical_cores']} threads")
+    text += after_actions.markdown(results["after_actions"])
+    print(text)
+    if results["missing"]:  # said, not NaN: a gait no clip of the set has frames of
+        print(f"no frames of: {', '.join(results['missing'])} in these clips")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    if args.doc is not None:
+        from canis.evaluation.doc_sections import replace_section
+
+        replace_section(args.doc, "replay", text)
+    print(f"wrote {', '.join(str(p) for p in (args.json, args.doc) if p) or 'nothing'}")
+    return 0
 
 
 def run_evaluate_variation(args) -> int:

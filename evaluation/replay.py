@@ -1,17 +1,12 @@
-"""The controllers evaluation's skating and leg stiffness like for like: each network driven
-with the mocap's own commands, measured on the same frames as the mocap.
-
-`canis evaluate controllers` asks each network for a steady 20 s walk, canter or turn at the
-median speed of the mocap's frames of that scenario, and compares it with those frames. But
-the mocap's walk comes in short bouts (a median of 8 frames: training/scenario_cadence.py), a
-dog starting, stopping and changing gait. Here every clip (as captured) is replayed instead,
-from a dog placed where the clip starts: each frame the network is asked for the clip's
-speed, heading, facing and action, with the path the clip's root takes over the next second
-as the path to follow (ControlState.future_xz_m, as the path test gives its path). Its
-skating and stiffness are then measured on the frames each scenario selects in that clip,
-the mocap's on the same frames.
-
-    python -m canis.evaluation.replay [--models MANN8,PFNN or NAME=PATH ...]
+"""`canis evaluate replay`: the held-out yardstick. Every clip the network never trained on is
+replayed from a dog placed where the clip starts: each frame the network alone (speed tracking
+off) is asked for the clip's speed, heading, facing and action, with the path the clip's root
+takes over the next second as the path to follow (ControlState.future_xz_m). Its motion is then
+measured on the frames each gait selects in that clip, beside the mocap's own on the same
+frames: skating, the speed reached, leg stiffness, each paw's share of frames planted (the
+labels' contact rule, applied to both), and the pose's distributions (head, neck and body
+pitch, tail and paw heights: median and p10/p90). after_actions.py adds what a replay never
+asks: the pose 1 s after a jump from a stand and after a stop.
 """
 
 from __future__ import annotations
@@ -21,17 +16,26 @@ from pathlib import Path
 
 import numpy as np
 from canis.evaluation.controller_metrics import motion_quality, summarise
-from canis.runtime.features import ACTIONS, FPS, FUTURE_OFFSETS_FRAMES
-from canis.runtime.root import yaw_from_direction
+from canis.runtime.features import ACTIONS, FUTURE_OFFSETS_FRAMES
+from canis.runtime.gaits import GAITS, NO_GAIT
+from canis.runtime.root import body_facing, yaw_from_direction
 from canis.runtime.trajectory import ControlState
 from canis.training.clips import clip_commands
 
 # The dog starts standing still where the clip starts: its first second is not measured.
 SETTLE_FRAMES = 60
-# Each scenario is measured again on its frames where the clip's speed changes by less than
-# this: whether the skating comes from the starts and stops or from the gait itself.
-STEADY_ACCELERATION_MPS2 = 0.5
 MOVE = ACTIONS.index("move")
+# A gait's frames are its straight ones; "turn" is any gait turning at least this fast.
+STRAIGHT_MAX_YAW_RATE_DEGPS, TURN_MIN_YAW_RATE_DEGPS = 20.0, 45.0
+SCENARIOS = (*GAITS, "turn")
+POSE_MEASURES = {  # name: (unit, what)
+    "head_pitch_deg": ("deg", "muzzle (Head to HeadSite) above horizontal"),
+    "neck_pitch_deg": ("deg", "Neck to Head above horizontal"),
+    "body_pitch_deg": ("deg", "Hips to Neck above horizontal"),
+    "tail_height_m": ("m", "tail tip above the ground"),
+    "paw_height_m": ("m", "paws above the ground, all four"),
+}
+PAWS = ("left front", "right front", "left hind", "right hind")
 
 
 class ClipCommands:
@@ -60,20 +64,47 @@ class ClipCommands:
 
 
 def measured_frames(clip) -> dict[str, np.ndarray]:
-    """Each scenario's frames of the clip (evaluate_controllers.scenario_frames) after the
-    settling second and before the last second (whose path ahead is cut short), and the same
-    where the clip's speed is steady ("walk, steady speed", ...)."""
-    from canis.evaluation.controllers import scenario_frames
-
+    """Each scenario's frames of the clip (SCENARIOS) after the settling second and before the
+    last second (whose path ahead is cut short)."""
+    labels = clip.labels
     inside = np.zeros(clip.frame_count, bool)
     inside[SETTLE_FRAMES : clip.frame_count - max(FUTURE_OFFSETS_FRAMES)] = True
-    acceleration = np.abs(np.gradient(clip.labels.root_speed_mps)) * FPS
-    steady = acceleration < STEADY_ACCELERATION_MPS2
-    frames = {}
-    for name, mask in scenario_frames(clip.labels).items():
-        frames[name] = mask & inside
-        frames[f"{name}, steady speed"] = mask & inside & steady
+    turning = np.abs(labels.yaw_rate_degps)
+    frames = {
+        gait: inside & (labels.gait_index == i) & (turning < STRAIGHT_MAX_YAW_RATE_DEGPS)
+        for i, gait in enumerate(GAITS)
+    }
+    frames["turn"] = inside & (labels.gait_index != NO_GAIT) & (turning >= TURN_MIN_YAW_RATE_DEGPS)
     return frames
+
+
+def pose_measures(skeleton, positions_m: np.ndarray, ground_m) -> dict[str, np.ndarray]:
+    """POSE_MEASURES per frame (F,) of world positions (F, J, 3) over a ground height (F,)."""
+
+    def pitch(a: str, b: str) -> np.ndarray:
+        d = positions_m[:, skeleton.index(b)] - positions_m[:, skeleton.index(a)]
+        return np.degrees(np.arctan2(d[:, 1], np.linalg.norm(d[:, [0, 2]], axis=1)))
+
+    ground = np.broadcast_to(np.asarray(ground_m, np.float64), (len(positions_m),))
+    paws = positions_m[:, skeleton.group("paws"), 1] - ground[:, None]
+    return {
+        "head_pitch_deg": pitch("Head", "HeadSite"),
+        "neck_pitch_deg": pitch("Neck", "Head"),
+        "body_pitch_deg": pitch("Hips", "Neck"),
+        "tail_height_m": positions_m[:, skeleton.index("Tail1Site"), 1] - ground,
+        "paw_height_m": paws.mean(axis=1),
+    }
+
+
+def run_labels(skeleton, run):
+    """The labels' contacts and gaits on a replay's motion, by the rule the mocap's were found
+    by (training/labels.py), so the paws' contact shares compare like for like."""
+    from canis.training.clips import FACING_SMOOTHING_HALF_WINDOW
+    from canis.training.labels import label_clip, rolling
+
+    facing = rolling(body_facing(run.positions_m, skeleton), FACING_SMOOTHING_HALF_WINDOW, np.mean)
+    facing /= np.linalg.norm(facing, axis=1, keepdims=True)
+    return label_clip(skeleton, run.positions_m, facing)
 
 
 def replay(model, clip, speed_tracking: bool = False, **command):
@@ -88,81 +119,122 @@ def replay(model, clip, speed_tracking: bool = False, **command):
     return record(controller, ClipCommands(clip, controller, **command), clip.frame_count)
 
 
-def replay_quality(
-    models: dict[str, Path], clips, speed_tracking: bool = False, **command
-) -> dict[str, dict[str, dict]]:
-    """{"GT" and each model name: {scenario: controller_metrics.summarise() and the mean root
-    speed}}, over the same frames of every clip."""
+def held_out(clips, model_path: Path) -> list:
+    """The clips `model_path` never trained on: its dataset's validation clips (the ONNX
+    file's canis.dataset metadata)."""
+    import json
+
+    import onnx
+
+    meta = {
+        p.key: p.value for p in onnx.load(str(model_path), load_external_data=False).metadata_props
+    }
+    names = set(json.loads(meta.get("canis.dataset", "{}")).get("validation_clips", []))
+    if not names:
+        raise ValueError(f"{model_path}: names no held-out clips (no canis.dataset metadata)")
+    return [c for c in clips if Path(c.name).stem in names]
+
+
+def evaluate_replay(models: dict[str, Path], clips) -> dict:
+    """{"clips": names, "GT" and each model: {scenario: figures}} over the same frames of
+    every clip, and "missing": the scenarios no clip has frames of."""
     from canis.runtime.inference import MotionModel
 
     skeleton = clips[0].skeleton
-    parts = {name: defaultdict(list) for name in ["GT", *models]}
-    speeds = {name: defaultdict(list) for name in ["GT", *models]}
+    names = ["GT", *models]
+    parts = {n: defaultdict(list) for n in names}
+    speeds = {n: defaultdict(list) for n in names}
+    contacts = {n: defaultdict(list) for n in names}
+    poses = {n: defaultdict(lambda: defaultdict(list)) for n in names}
     loaded = {name: MotionModel(path, threads=1) for name, path in models.items()}
+
+    def add(name, scenario, mask, positions, rotations, ground, speed, planted):
+        parts[name][scenario].append(motion_quality(skeleton, positions, rotations, ground, mask))
+        speeds[name][scenario].append(speed[mask])
+        contacts[name][scenario].append(planted[mask])
+        for measure, values in pose_measures(skeleton, positions, ground).items():
+            poses[name][scenario][measure].append(values[mask])
+
     for clip in clips:
         frames = {s: m for s, m in measured_frames(clip).items() if m.sum() >= 2}
         if not frames:
             continue
+        labels = clip.labels
         for scenario, mask in frames.items():
-            parts["GT"][scenario].append(
-                motion_quality(
-                    skeleton, clip.positions_m, clip.rotations, clip.labels.ground_m, mask
-                )
-            )
-            speeds["GT"][scenario].append(clip.labels.root_speed_mps[mask])
+            add("GT", scenario, mask, clip.positions_m, clip.rotations, labels.ground_m,
+                labels.root_speed_mps, labels.contacts)  # fmt: skip
         for name, model in loaded.items():
-            run = replay(model, clip, speed_tracking, **command)
+            run = replay(model, clip)
+            ran = run_labels(skeleton, run)
             for scenario, mask in frames.items():
-                parts[name][scenario].append(
-                    motion_quality(skeleton, run.positions_m, run.rotations, 0.0, mask)
-                )
-                speeds[name][scenario].append(run.speeds_mps[mask])
-    return {
-        name: {
-            s: summarise(skeleton, p)
-            | {"mean_speed_mps": float(np.concatenate(speeds[name][s]).mean())}
-            for s, p in per.items()
-            if p
-        }
-        for name, per in parts.items()
-    }
+                add(name, scenario, mask, run.positions_m, run.rotations, 0.0,
+                    run.speeds_mps, ran.contacts)  # fmt: skip
+    results = {"clips": sorted(Path(c.name).stem for c in clips), "models": list(models)}
+    results["missing"] = [s for s in SCENARIOS if s not in parts["GT"]]
+    for name in names:
+        results[name] = {}
+        for scenario, p in parts[name].items():
+            pose = {
+                m: [float(np.percentile(np.concatenate(v), q)) for q in (10, 50, 90)]
+                for m, v in poses[name][scenario].items()
+            }
+            results[name][scenario] = summarise(skeleton, p) | {
+                "mean_speed_mps": float(np.concatenate(speeds[name][scenario]).mean()),
+                "contact_share": [
+                    float(c) for c in np.concatenate(contacts[name][scenario]).mean(0)
+                ],
+                "pose_p10_p50_p90": pose,
+            }
+    for name in models:
+        for scenario, row in results[name].items():
+            truth = results["GT"][scenario]
+            row["skating_vs_mocap"] = row["skating_cm"] / max(truth["skating_cm"], 1e-9)
+            row["speed_reached"] = row["mean_speed_mps"] / max(truth["mean_speed_mps"], 1e-9)
+    return results
 
 
-def main(argv=None) -> None:
-    from canis.evaluation.study_arguments import models_and_clips, study_parser
-
-    parser = study_parser(__doc__)
-    parser.add_argument(
-        "--speed-tracking",
-        action="store_true",
-        help="with the runtime's speed tracking (off by default: the network alone, fed the "
-        "clip's commands as in training)",
-    )
-    parser.add_argument(
-        "--without",
-        default="",
-        help="parts of the clip's command left out, comma-separated: path (the root's path "
-        "ahead), action (every frame asks to move)",
-    )
-    args = parser.parse_args(argv)
-    left_out = set(filter(None, args.without.split(",")))
-    if left_out - {"path", "action"}:
-        parser.error(
-            f"--without: {', '.join(sorted(left_out - {'path', 'action'}))}: "
-            "only path and action can be left out"
-        )
-    paths, clips = models_and_clips(parser, args)
-    command = {"path": "path" not in left_out, "actions": "action" not in left_out}
-    results = replay_quality(paths, clips, args.speed_tracking, **command)
-    for name, per in results.items():
-        for scenario, s in per.items():
-            print(
-                f"{name} {scenario}: skating {s['skating_cm']:.3f} cm/frame (back legs"
-                f" {s['skating_back_cm']:.3f}), stiffness {s['stiffness_deg']:.2f} deg/frame"
-                f" (back legs {s['stiffness_back_deg']:.2f}), mean speed {s['mean_speed_mps']:.2f}"
-                f" m/s, paws under 2.5 cm {s['paws_down_share']:.0%}, {s['steps']} steps"
+def markdown(results: dict, command: str, machine: str) -> str:
+    models = results["models"]
+    scenarios = [s for s in SCENARIOS if s in results["GT"]]
+    lines = [
+        "## Replay of the held-out clips (the network alone, driven by each clip's commands)",
+        "",
+        f"Reproduce: `{command}` ({machine}). Clips: {', '.join(results['clips'])}. "
+        "Gaits are the labels' straight frames of that gait; turn is any gait turning at "
+        f"{TURN_MIN_YAW_RATE_DEGPS:g} deg/s or more. The network runs without speed tracking "
+        "on flat ground; GT is the mocap on the same frames.",
+    ]
+    if results["missing"]:
+        lines += ["", f"No held-out frames of: {', '.join(results['missing'])}."]
+    lines += [
+        "",
+        "| model | scenario | frames | skating cm/frame (x mocap) | speed m/s (reached) | "
+        "leg stiffness deg/frame | paws planted " + " / ".join(PAWS) + " |",
+        "|---|---|---:|---|---|---:|---|",
+    ]
+    for name in ["GT", *models]:
+        for s in scenarios:
+            row = results[name][s]
+            ratio = f" ({row['skating_vs_mocap']:.2f}x)" if name != "GT" else ""
+            reached = f" ({row['speed_reached']:.0%})" if name != "GT" else ""
+            shares = " / ".join(f"{c:.0%}" for c in row["contact_share"])
+            lines.append(
+                f"| {name} | {s} | {row['steps']} | {row['skating_cm']:.3f}{ratio} | "
+                f"{row['mean_speed_mps']:.2f}{reached} | {row['stiffness_deg']:.2f} | {shares} |"
             )
-
-
-if __name__ == "__main__":
-    main()
+    lines += ["", "Pose, median [p10, p90]:", ""]
+    measures = list(POSE_MEASURES)
+    lines += [
+        "| model | scenario | " + " | ".join(m.replace("_", " ") for m in measures) + " |",
+        "|---|---|" + "---|" * len(measures),
+    ]
+    for name in ["GT", *models]:
+        for s in scenarios:
+            pose = results[name][s]["pose_p10_p50_p90"]
+            cells = []
+            for m in measures:
+                low, mid, high = pose[m]
+                digits = 0 if m.endswith("deg") else 3
+                cells.append(f"{mid:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]")
+            lines.append(f"| {name} | {s} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

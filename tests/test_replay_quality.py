@@ -5,7 +5,13 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from canis.evaluation.replay import SETTLE_FRAMES, ClipCommands, measured_frames, replay
+from canis.evaluation.replay import (
+    SCENARIOS,
+    SETTLE_FRAMES,
+    ClipCommands,
+    measured_frames,
+    replay,
+)
 from canis.runtime.features import FUTURE_OFFSETS_FRAMES
 from canis.runtime.root import yaw_from_direction
 
@@ -73,23 +79,13 @@ def test_parts_of_the_command_can_be_left_out(clip):
     np.testing.assert_allclose(bare.velocity_mps, whole.velocity_mps)
 
 
-def test_the_command_line_refuses_an_unknown_part(capsys):
-    from canis.evaluation.replay import main
-
-    with pytest.raises(SystemExit):
-        main(["--without", "path,speed"])
-    assert "--without: speed: only path and action can be left out" in capsys.readouterr().err
-
-
 def test_frames_measured_leave_out_the_settling_and_the_cut_path(clip):
     frames = measured_frames(clip)
     everything = np.any(list(frames.values()), axis=0)
     assert everything.any()
     assert not everything[:SETTLE_FRAMES].any()
     assert not everything[clip.frame_count - max(FUTURE_OFFSETS_FRAMES) :].any()
-    for name in ("walk", "canter", "turn"):  # the steady-speed frames are a part of each
-        steady = frames[f"{name}, steady speed"]
-        assert not (steady & ~frames[name]).any()
+    assert set(frames) == {"walk", "pace", "trot", "canter", "turn"}
 
 
 def test_a_replay_follows_the_clip(tiny_model, clip):
@@ -101,3 +97,55 @@ def test_a_replay_follows_the_clip(tiny_model, clip):
     start = clip.root_positions_m[0, [0, 2]]
     assert np.linalg.norm(start) > 3.0  # a dog left at the origin would fail the next line
     assert np.linalg.norm(run.positions_m[0, hips, [0, 2]] - start) < 0.3  # placed at its start
+
+
+def test_the_replay_measures_the_network_beside_the_mocap_and_names_missing_gaits(tiny_model, clip):
+    from canis.evaluation.replay import evaluate_replay, markdown
+
+    results = evaluate_replay({"tiny": tiny_model}, [clip])
+    assert results["models"] == ["tiny"] and results["clips"] == [clip.name]
+    (measured,) = results["GT"]  # the bent synthetic trot is labelled one gait throughout
+    assert results["missing"] == [s for s in SCENARIOS if s != measured]
+    row, truth = results["tiny"][measured], results["GT"][measured]
+    assert row["steps"] == truth["steps"] > 0  # the same frames
+    assert row["speed_reached"] == pytest.approx(row["mean_speed_mps"] / truth["mean_speed_mps"])
+    assert len(row["contact_share"]) == 4 and all(0 <= c <= 1 for c in row["contact_share"])
+    low, mid, high = truth["pose_p10_p50_p90"]["paw_height_m"]
+    assert low <= mid <= high
+    text = markdown(results, "canis evaluate replay", "a CPU")
+    assert f"No held-out frames of: {', '.join(results['missing'])}." in text
+    assert f"| tiny | {measured} |" in text
+
+
+def test_pose_measures_read_pitches_and_heights_off_the_skeleton(clip):
+    from canis.evaluation.replay import pose_measures
+
+    skeleton = clip.skeleton
+    positions = np.zeros((1, skeleton.joint_count, 3))
+    positions[0, skeleton.index("Head")] = [0, 1.0, 0]
+    positions[0, skeleton.index("HeadSite")] = [0, 1.1, 0.1]  # the muzzle 45 deg up
+    positions[0, skeleton.index("Tail1Site")] = [0, 0.3, -0.5]
+    measures = pose_measures(skeleton, positions, np.array([0.1]))
+    assert measures["head_pitch_deg"][0] == pytest.approx(45.0)
+    assert measures["tail_height_m"][0] == pytest.approx(0.2)
+    assert measures["paw_height_m"][0] == pytest.approx(-0.1)
+
+
+def test_after_actions_read_the_pose_a_second_after(tiny_model, clip):
+    from canis.evaluation.after_actions import after_actions, markdown
+    from canis.runtime.inference import MotionModel
+
+    rows = after_actions(MotionModel(tiny_model, threads=1), clip.skeleton)
+    assert set(rows) == {"jump from a stand", "stop from a walk"}
+    for row in rows.values():
+        assert row["hips_share"] > 0 and row["root_speed_mps"] >= 0
+        assert isinstance(row["passed"], bool)
+    assert "| tiny | jump from a stand |" in markdown({"tiny": rows})
+
+
+def test_evaluate_replay_says_when_no_clip_is_there(tmp_path, capsys):
+    from canis.cli import main
+
+    assert main(["evaluate", "replay", "--bvh", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert "no mocap folder at" in err and len(err.splitlines()) == 1
