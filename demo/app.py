@@ -98,8 +98,8 @@ class DemoApp(KeyBindings, DemoView, Captures):
         )
         self.keys = key.KeyStateHandler()
         # Two levels of the handler stack: one level keeps one handler per event name, so
-        # pushing both together let the app's on_key_press replace the key-state handler's
-        # and no key was ever seen as held. The app's handlers return None, so every event
+        # pushed together the app's on_key_press would replace the key-state handler's and no
+        # key would be seen as held. The app's handlers return None, so every event
         # reaches the key-state handler below them (and the window's own: Escape closes it).
         self.window.push_handlers(self.keys)
         self.window.push_handlers(self)
@@ -118,7 +118,7 @@ class DemoApp(KeyBindings, DemoView, Captures):
         }
         self.stage_legend = self._stage_legend(pyglet, self.hud.batch)
         # A light panel behind the plots, their titles and the legend: on the green ground the
-        # grey and cyan stages and the thin lines could not be told apart.
+        # grey and cyan stages and the thin lines cannot be told apart.
         self.plot_panel = pyglet.shapes.Rectangle(4, 4, 932, 138, color=PLOT_PANEL_RGBA)
         self.profiler = Profiler()
         self.loop = FixedTimestep()

@@ -428,8 +428,8 @@ def run_check(model_path: Path) -> int:
 
 
 def _check_view_and_status(args) -> None:
-    """--camera-yaw and --status-file, before any window or run: a NaN yaw rendered empty
-    frames, and a status file in a missing folder failed after the first frame."""
+    """--camera-yaw and --status-file, before any window or run: a NaN yaw would render empty
+    frames, and a status file in a missing folder would fail after the first frame."""
     from canis.runtime.profiler import check_output_path
 
     if not math.isfinite(args.camera_yaw):

@@ -74,8 +74,8 @@ class DemoView:
             stages = self.profiler.recent_frames(self.profiler.window)
             stages.pop("frame")
             scale = self.plots.frame_times(10, 10, stages, self.profiler.budget_ms)
-            # Short enough to end inside its plot's width: the budget's words ran into the
-            # expert plot's title.
+            # Short enough to end inside its plot's width: longer, the budget's words run into
+            # the expert plot's title.
             budget = self.profiler.budget_ms
             self.plot_titles[
                 "frame"
