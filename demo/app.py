@@ -1,13 +1,7 @@
-"""The interactive demo: a dog driven by the keyboard or a gamepad in a pyglet window, or
-headless from a script, rendered to PNG frames or an MP4 (demo/video.py).
-
-Keys: WASD/arrows move (camera-relative), Shift canters, Q/E turn on the spot, 1 stand
-(idle: on four legs), 2 sit, 3 beg (on the hind legs), 4 lie, Space jump; mouse drag or
-J/L/I/K orbit the camera, scroll zooms; X transition to the next keyframe (stand, sit, lie,
-beg), P pause, N single step, M slow motion, G toggle IK, F foot lock, B body or bones, R reset,
-T next terrain, F1 next model (the shipped MANN-8, MANN-8 fp32, PFNN in turn; the HUD names
-the one shown), F5 record the input as a script, F12 screenshot, H hide help,
-Escape quit.
+"""The interactive demo's window: a dog driven by the keyboard or a gamepad in a pyglet window
+(the bindings: demo/keys.py), or headless from a script, rendered to PNG frames or an MP4
+(demo/capture.py, demo/video.py). DemoApp holds the simulation and the frame loop; what it
+draws is demo/view.py's.
 
 1-4 (and the gamepad's posture buttons) go through the transition network when it is loaded,
 as X does, so the dog sits, lies and stands up through motion rather than switching pose;
@@ -20,17 +14,19 @@ one output folder (--out), named on screen when written.
 from __future__ import annotations
 
 import math
-import shlex
 import time
 from collections import deque
 from pathlib import Path
 
 import numpy as np
+from canis.demo.capture import DEFAULT_OUT_DIR, Captures
 from canis.demo.devices import GamepadReader
-from canis.demo.hud_text import StepTimes, timing_line
+from canis.demo.hud_text import StepTimes
 from canis.demo.input import POSTURE_KEYFRAMES, InputFrame, PlayerControl
+from canis.demo.keys import CAMERA_KEY_RATE_RADPS, KeyBindings
 from canis.demo.recording import InputRecorder
 from canis.demo.status import SHOWN_SPEED_WINDOW_FRAMES, StatusLog, shown_speed_mps
+from canis.demo.view import DemoView
 from canis.runtime.actions import ACTION_NAMES
 from canis.runtime.controller import Controller
 from canis.runtime.features import FPS
@@ -38,40 +34,21 @@ from canis.runtime.inference import MotionModel
 from canis.runtime.loop import FixedTimestep
 from canis.runtime.poses import load_keyframes
 from canis.runtime.posture_requests import PostureRequests
-from canis.runtime.profiler import STAGES, Profiler
+from canis.runtime.profiler import Profiler
 from canis.runtime.speed_calibration import load_speed_calibration
 from canis.runtime.terrain import PROCEDURAL, load_terrain
 from canis.runtime.transition import TransitionModel, shipped_transition_model_path
 
-CAPTURE_FPS = 30
-HUD_REFRESH_DRAWS = 10
 PLOT_PANEL_RGBA = (236, 240, 244, 200)  # light, mostly opaque: the plots' lines read on it
-CAMERA_KEY_RATE_RADPS = 1.5
-HELP = (
-    "WASD/arrows move  Shift canter  Q/E turn  Space jump  1 stand 2 sit 3 beg 4 lie  "
-    "X next keyframe  V vary them  R reset",
-    "drag/JLIK camera  wheel zoom  P pause  N step  M slow  G IK  F foot lock  B bones  T terrain",
-    "F1 model {models}  F5 record  F12 screenshot  H help  Esc quit",
-)
-ACTION_KEYS = {"_1": "idle", "_2": "sit", "_3": "beg", "_4": "lie", "SPACE": "jump"}
 # The action each keyframe is held with: the inverse of POSTURE_KEYFRAMES (API names).
 KEYFRAME_HELD_ACTIONS = {name: action for action, name in POSTURE_KEYFRAMES.items()}
 TRANSITION_FRAMES = 45
 # V: postures sampled with the transition network's target noise at its training level
 # (docs/EVALUATION.md, "Varied transitions": +1.4% L2P at 30 frames for the shipped RTN).
 VARIED_TRANSITION_VARIATION = 1.0
-DEFAULT_OUT_DIR = Path("out/demo")
 
 
-def help_lines(model_names: list[str]) -> list[str]:
-    """HELP with the models F1 cycles, in its order (the shipped ones: MANN-8, which is the
-    int8 MANN-8, then MANN-8 fp32 and PFNN; --model gives one, and F1 then has none to
-    switch to)."""
-    models = " > ".join(model_names) if len(model_names) > 1 else f"(only {model_names[0]})"
-    return [text.format(models=models) for text in HELP]
-
-
-class DemoApp:
+class DemoApp(KeyBindings, DemoView, Captures):
     def __init__(
         self,
         models: dict[str, Path],
@@ -121,8 +98,8 @@ class DemoApp:
         )
         self.keys = key.KeyStateHandler()
         # Two levels of the handler stack: one level keeps one handler per event name, so
-        # pushing both together let the app's on_key_press replace the key-state handler's
-        # and no key was ever seen as held. The app's handlers return None, so every event
+        # pushed together the app's on_key_press would replace the key-state handler's and no
+        # key would be seen as held. The app's handlers return None, so every event
         # reaches the key-state handler below them (and the window's own: Escape closes it).
         self.window.push_handlers(self.keys)
         self.window.push_handlers(self)
@@ -141,7 +118,7 @@ class DemoApp:
         }
         self.stage_legend = self._stage_legend(pyglet, self.hud.batch)
         # A light panel behind the plots, their titles and the legend: on the green ground the
-        # grey and cyan stages and the thin lines could not be told apart.
+        # grey and cyan stages and the thin lines cannot be told apart.
         self.plot_panel = pyglet.shapes.Rectangle(4, 4, 932, 138, color=PLOT_PANEL_RGBA)
         self.profiler = Profiler()
         self.loop = FixedTimestep()
@@ -280,39 +257,6 @@ class DemoApp:
             self.transition_to(POSTURE_KEYFRAMES[wanted])
         return frame
 
-    def input_frame(self) -> InputFrame:
-        """The gamepad's input while one is attached, else the keyboard's."""
-        pad = self.gamepad.poll() if self.gamepad is not None else None
-        if pad is not None:
-            frame, (yaw_rate, pitch_rate) = pad
-            self.camera["yaw"] += yaw_rate / FPS
-            self.camera["pitch"] = float(
-                np.clip(self.camera["pitch"] + pitch_rate / FPS, 0.05, 1.4)
-            )
-            if self.pending_action is not None and frame.action is None:
-                frame.action = self.pending_action
-            self.pending_action = None
-            if self.input_source != "gamepad":
-                self.notice.say("gamepad connected: it drives the dog")
-            self.input_source = "gamepad"
-            if frame.next_transition:
-                self.next_transition()
-            return frame
-        if self.input_source == "gamepad":
-            kept = "; the recording goes on" if self.recorder is not None else ""
-            self.notice.say(f"gamepad unplugged: the keyboard drives the dog{kept}", 6.0)
-        self.input_source = "keyboard"
-        k, keys = self.key, self.keys
-        forward = (keys[k.W] or keys[k.UP]) - (keys[k.S] or keys[k.DOWN])
-        right = (keys[k.D] or keys[k.RIGHT]) - (keys[k.A] or keys[k.LEFT])
-        boost = 1.0 if keys[k.LSHIFT] or keys[k.RSHIFT] else 0.0
-        turn = float(keys[k.Q]) - float(keys[k.E])
-        frame = InputFrame(
-            move=(float(right), float(forward)), boost=boost, turn=turn, action=self.pending_action
-        )
-        self.pending_action = None
-        return frame
-
     def step(self, frame: InputFrame | None = None, control=None) -> None:
         if control is None:
             frame = self._route_posture(frame or self.input_frame())
@@ -403,255 +347,6 @@ class DemoApp:
         self.profiler.end_frame()
         self.window.flip()
 
-    # --- drawing ----------------------------------------------------------------------
-    def on_draw(self) -> None:
-        from canis.demo.scene import camera_matrix
-        from pyglet.gl import glClearColor
-
-        glClearColor(0.72, 0.8, 0.9, 1.0)
-        self.window.clear()
-        positions, rotations = self.controller.display_pose()
-        hips = positions[0, 0].astype(np.float64)
-        self.scene.follow(hips[[0, 2]])
-        c = self.camera
-        aspect = self.window.width / max(self.window.height, 1)
-        self.view_projection = camera_matrix(hips, c["yaw"], c["pitch"], c["distance"], aspect)
-        self.scene.draw(
-            self.view_projection,
-            positions,
-            self.controller.contacts,
-            self._trajectories(),
-            rotations,
-        )
-        self.frame_rate.tick()
-        self.draws += 1
-        self.hud.set_recording(self._recording_text())
-        if self.draws % HUD_REFRESH_DRAWS == 1:  # laying text out is slow in pyglet
-            self.hud.set_lines(self.hud_lines(), self.window.width)
-        self._draw_plots()  # first: it also says whether the experts' title shows
-        self.hud.draw(self.window.width, self.window.height)
-
-    @staticmethod
-    def _stage_legend(pyglet, batch) -> list:
-        """One coloured name per stage the frame-time plot stacks, above its title."""
-        from canis.demo.hud import STAGE_COLOURS
-
-        labels, x = [], 10
-        for name, colour in STAGE_COLOURS.items():
-            rgb = tuple(int(255 * c) for c in colour)
-            label = pyglet.text.Label(name, x=x, y=128, font_size=8, color=(*rgb, 255), batch=batch)
-            labels.append(label)
-            x += label.content_width + 6
-        return labels
-
-    def _recording_text(self) -> str:
-        if self.recorder is None:
-            return ""
-        seconds = self.recorder.frame / FPS
-        return f"\N{BLACK CIRCLE} REC {int(seconds) // 60}:{int(seconds) % 60:02d}  (F5 stops)"
-
-    def _draw_plots(self) -> None:
-        """Bottom of the window, left to right: frame time per stage against the budget,
-        expert weights (MANN only), footfalls; gait and labels are in the text above."""
-        from pyglet.gl import GL_DEPTH_TEST, glDisable
-
-        glDisable(GL_DEPTH_TEST)
-        self.plot_panel.draw()
-        has_experts = self.controller.expert_weights is not None
-        if self.draws % HUD_REFRESH_DRAWS == 1:  # rebuilt with the HUD text
-            # Every stage, transition and render included, and the untimed rest, per frame.
-            stages = self.profiler.recent_frames(self.profiler.window)
-            stages.pop("frame")
-            scale = self.plots.frame_times(10, 10, stages, self.profiler.budget_ms)
-            # Short enough to end inside its plot's width: the budget's words ran into the
-            # expert plot's title.
-            budget = self.profiler.budget_ms
-            self.plot_titles[
-                "frame"
-            ].text = f"frame time per stage, 0-{scale:g} ms, red {budget:g} ms"
-            if has_experts and self.expert_history:
-                self.plots.experts(320, 10, np.array(self.expert_history))
-            if self.contact_history:
-                self.plots.footfalls(630, 10, np.array(self.contact_history))
-            self.plots.build()
-        self.plots.draw(self.window.width, self.window.height)
-        # The titles and the legend are drawn with the HUD's text batch.
-        if self.plot_titles["experts"].visible != has_experts:
-            self.plot_titles["experts"].visible = has_experts
-
-    def _trajectories(self):
-        c = self.controller
-        lines = []
-        for future, colour in (
-            (c.desired_future, (0.1, 0.3, 0.9, 1.0)),
-            (c.predicted_future, (0.95, 0.5, 0.05, 1.0)),
-        ):
-            if future is None:
-                continue
-            xz = np.concatenate([c.root_xz_m[:1], future.positions_xz_m[0]])
-            heights, _ = self.heightmap.sample(xz)
-            lines.append((np.stack([xz[:, 0], heights + 0.02, xz[:, 1]], 1), colour))
-        return lines
-
-    def hud_lines(self) -> list[tuple[str, tuple]]:
-        """The HUD's text, one (text, colour) per line."""
-        from canis.demo.hud_text import NOTICE_COLOUR, TEXT_COLOUR
-
-        c, stats = self.controller, self.profiler.rolling()
-        speed = self.shown_speed_mps
-        action = self.shown_action
-        # The runtime's own readout (runtime/readouts.py), half a second late like any
-        # classifier over a footfall window.
-        gait = c.gaits()[0] if action == "move" else "-"
-        render_ms = stats.get("render", {"p50_ms": float("nan")})["p50_ms"]
-        flags = [
-            f"IK {'on' if c.ik.enabled else 'off'}",
-            f"foot lock {'on' if c.foot_lock.enabled else 'off'}",
-        ]
-        flags += ["transitions varied"] if self.vary_transitions else []
-        flags += ["PAUSED"] if self.paused else []
-        flags += ["slow motion"] if self.slow_motion else []
-        lines = [
-            f"{self.model_name} on {self.terrain_name}  |  input {self.input_source}  |  "
-            f"speed {speed:.2f} m/s (2 s mean)  |  gait {gait}  |  action {action}",
-            f"{self.frame_rate.fps:.0f} fps  |  " + "  |  ".join(flags),
-            # The budget is the controller's: each step (Controller.step, as a game calls
-            # it), not the displayed frame, which also holds the software render.
-            timing_line(self.step_times, render_ms),
-            "  ".join(f"{s} {stats[s]['p50_ms']:.2f}" for s in STAGES if s in stats),
-        ]
-        lines = [(text, TEXT_COLOUR) for text in lines]
-        if c.expert_weights is not None:
-            bars = " ".join(f"{w:.2f}" for w in c.expert_weights[0])
-            lines.append((f"expert weights: {bars}", TEXT_COLOUR))
-        if self.notice.current:
-            lines.append((self.notice.current, NOTICE_COLOUR))
-        if self.show_help:
-            lines += [(text, TEXT_COLOUR) for text in help_lines(self.model_names)]
-        return lines
-
-    # --- events -----------------------------------------------------------------------
-    def on_key_press(self, symbol, modifiers) -> None:
-        k = self.key
-        name = k.symbol_string(symbol)
-        if name in ACTION_KEYS:
-            self.pending_action = ACTION_KEYS[name]
-        elif symbol == k.X:
-            self.next_transition()
-        elif symbol == k.V:
-            self.toggle_varied_transitions()
-        elif symbol == k.P:
-            self.paused = not self.paused
-        elif symbol == k.N:
-            self.pending_steps += 1
-        elif symbol == k.M:
-            self.slow_motion = not self.slow_motion
-        elif symbol == k.G:
-            self.controller.ik.enabled = not self.controller.ik.enabled
-            if self.recorder is not None:
-                self.recorder.add_ik(self.controller.ik.enabled)
-        elif symbol == k.F:
-            lock = self.controller.foot_lock
-            lock.enabled = not lock.enabled
-            if self.recorder is not None:
-                self.recorder.add_foot_lock(lock.enabled)
-        elif symbol == k.R:
-            self.reset()
-        elif symbol == k.T:
-            self._save_recording_first("T")
-            self.terrain_index = (self.terrain_index + 1) % len(self.terrains)
-            self.heightmap = load_terrain(self.terrain_name)
-            self.controller.terrain = self.heightmap
-            self.scene.set_terrain(self.heightmap)
-        elif symbol == k.F1:
-            self._save_recording_first("F1")
-            self.model_index = (self.model_index + 1) % len(self.model_names)
-            self._new_controller()
-            self.notice.say(
-                f"model {self.model_name} ({self.model_index + 1} of {len(self.model_names)}; "
-                f"F1 cycles {' > '.join(self.model_names)})"
-            )
-        elif symbol == k.F12:
-            self.screenshot()
-        elif symbol == k.H:
-            self.show_help = not self.show_help
-        elif symbol == k.B:
-            self.scene.show_body = not self.scene.show_body
-        elif symbol == k.F5:
-            self.toggle_recording()
-
-    def _output_path(self, stem: str, suffix: str) -> Path:
-        """A new file in the output folder, named for the time (never overwriting one)."""
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        base = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-        path, count = self.out_dir / f"{base}{suffix}", 1
-        while path.exists():
-            count += 1
-            path = self.out_dir / f"{base}-{count}{suffix}"
-        return path
-
-    def toggle_recording(self, path: Path | None = None) -> Path | None:
-        """F5: start recording the input, or stop and save it as a replayable script. The
-        dog starts again from a stand where it is (its pose restarts: what canis run
-        --script starts from, so the replay is the same motion)."""
-        if self.recorder is None:
-            self.controller.reset(self.controller.root_xz_m.copy(), self.controller.root_yaw_rad)
-            self.postures.cancel()
-            self._forget_history()
-            self.recorder = InputRecorder(
-                model=self.model_paths[self.model_name],
-                terrain=self.terrain_name,
-                start_xz_m=self.controller.root_xz_m[0],
-                start_yaw_rad=float(self.controller.root_yaw_rad[0]),
-                speed_calibration=self.controller.speed_calibration is not None,
-            )
-            self.recorder.add_foot_lock(self.controller.foot_lock.enabled)
-            self.recorder.add_ik(self.controller.ik.enabled)
-            self.recording_path = path
-            self.notice.say("recording the input: F5 stops and saves it")
-            return None
-        path = self.recorder.save(
-            path or self.recording_path or self._output_path("canis-input", ".json")
-        )
-        self.recorder, self.recording_path, self.last_saved = None, None, path
-        from canis.demo.cli import launcher
-
-        replay = f"{launcher()} run --script {shlex.quote(str(path))}"  # runnable as shown
-        self.notice.say(f"recording saved: {path}  (replay: {replay})", 8.0)
-        return path
-
-    def _save_recording_first(self, key: str) -> None:
-        """The model and terrain are the recording's: changing them ends it (saved)."""
-        if self.recorder is not None:
-            path = self.toggle_recording()
-            self.notice.say(f"{key} ends the recording; saved: {path}", 8.0)
-
-    def on_mouse_drag(self, x, y, dx, dy, buttons, modifiers) -> None:
-        self.camera["yaw"] -= dx * 0.01
-        self.camera["pitch"] = float(np.clip(self.camera["pitch"] + dy * 0.01, 0.05, 1.4))
-
-    def on_mouse_scroll(self, x, y, scroll_x, scroll_y) -> None:
-        self.camera["distance"] = float(np.clip(self.camera["distance"] * 0.9**scroll_y, 1.0, 15.0))
-
-    def screenshot(self, path: Path | None = None) -> Path:
-        """F12: the last drawn frame as a PNG in the output folder (or at `path`), named on
-        the HUD."""
-        path = self.save_frame(path or self._output_path("canis", ".png"))
-        self.last_saved = path
-        self.notice.say(f"screenshot saved: {path}")
-        return path
-
-    def save_frame(self, path: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.pyglet.image.get_buffer_manager().get_color_buffer().save(str(path))
-        return path
-
-    def pixels(self) -> np.ndarray:
-        """The last drawn frame as (height, width, 4) uint8, top row first."""
-        image = self.pyglet.image.get_buffer_manager().get_color_buffer().get_image_data()
-        data = np.frombuffer(image.get_data("RGBA", image.width * 4), dtype=np.uint8)
-        return data.reshape(image.height, image.width, 4)[::-1]
-
     def close(self) -> Path | None:
         """Ends the session: a recording in progress is saved (never lost), the status log
         closed. Returns the saved recording, if any."""
@@ -671,30 +366,3 @@ class DemoApp:
         finally:
             saved = self.close()
         return saved
-
-
-def capture(app: DemoApp, driver, seconds: float, out_dir: Path | None, video=None) -> list[Path]:
-    """Steps the app from a scripted driver and renders one frame per 1/30 s of simulated
-    time: a PNG in `out_dir` (None: none), and into `video` (a demo.video.VideoWriter, which
-    encodes it at once) when given. Returns the PNGs written."""
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    app.input_source = "script"  # the HUD says what drives the dog; no keyboard is read here
-    steps_per_capture = FPS // CAPTURE_FPS
-    frames, written = int(round(seconds * FPS)), []
-    for frame in range(frames):
-        app.profiler.begin_frame()
-        app.step(control=driver.control(frame / FPS, app.controller))
-        if frame % steps_per_capture == 0:
-            app.window.switch_to()
-            with app.profiler.stage("render"):
-                app.on_draw()
-        app.profiler.end_frame()
-        if frame % steps_per_capture == 0:
-            if out_dir is not None:
-                written.append(
-                    app.save_frame(out_dir / f"frame_{frame // steps_per_capture:05d}.png")
-                )
-            if video is not None:
-                video.add(app.pixels())
-    return written

@@ -99,7 +99,8 @@ def run_demo(args) -> int:
     if args.headless:
         if args.script is None:
             raise ValueError("--headless needs --script (a control timeline, see canis run)")
-        from canis.demo.app import CAPTURE_FPS, DEFAULT_OUT_DIR, DemoApp, capture
+        from canis.demo.app import DemoApp
+        from canis.demo.capture import CAPTURE_FPS, DEFAULT_OUT_DIR, capture
         from canis.tools.cli import checked_duration_s
         from canis.tools.script import ScriptDriver, load_script
 
@@ -244,7 +245,8 @@ def _open_window(args):
     instead = f"instead run:  {headless}  or:  {check}"
     _check_view_and_status(args)
     try:
-        from canis.demo.app import DEFAULT_OUT_DIR, DemoApp
+        from canis.demo.app import DemoApp
+        from canis.demo.capture import DEFAULT_OUT_DIR
 
         width, height = _window_size(args.size)
         return DemoApp(
@@ -426,8 +428,8 @@ def run_check(model_path: Path) -> int:
 
 
 def _check_view_and_status(args) -> None:
-    """--camera-yaw and --status-file, before any window or run: a NaN yaw rendered empty
-    frames, and a status file in a missing folder failed after the first frame."""
+    """--camera-yaw and --status-file, before any window or run: a NaN yaw would render empty
+    frames, and a status file in a missing folder would fail after the first frame."""
     from canis.runtime.profiler import check_output_path
 
     if not math.isfinite(args.camera_yaw):

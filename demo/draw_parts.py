@@ -6,8 +6,8 @@ picture left out in turn.
 
 Timing each part alone with glFinish around it misleads under llvmpipe: every glFinish
 rasterises what was queued so far as a scene of its own, so a part's figure then includes a
-pass over the whole window (the clear came out at an eighth of the frame that way, and the
-terrain at half, in the previous edition of docs/BENCHMARKS.md). Instead the whole draw is
+pass over the whole window (timed that way, the clear comes out at an eighth of the frame
+and the terrain at half). Instead the whole draw is
 timed as it runs, and a part's share is what leaving it out saves at the median. The
 variants run in alternating blocks of frames, so the machine's load weighs on all alike; the
 dog trots on the hills throughout (one simulation step per frame, not timed)."""

@@ -6,7 +6,7 @@ Laying text out is slow in pyglet (milliseconds under Mesa's software renderer),
 lines are rebuilt a few times a second; the recording indicator only when its seconds change.
 Every label (and the plots' titles, which DemoApp adds to `batch`) is drawn by one pyglet
 Batch, and labels are moved only when the window's height changes: moving a label re-lays it
-out, which cost about 9 ms a frame under llvmpipe when every line was moved and drawn alone.
+out, which costs about 9 ms a frame under llvmpipe when every line is moved and drawn alone.
 """
 
 from __future__ import annotations

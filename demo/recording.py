@@ -5,7 +5,7 @@ the replayed ControlState of each frame is the one that was recorded.
 A recording is a JSON object: the events under "events", and what canis run needs to start
 where the demo did: the model (a shipped model's name, else its path), the terrain, the dog's
 start on the ground, whether the speed tracking used the model's speed curve, and the length
-(tools/script.py reads it; a bare list of events is still a script).
+(tools/script.py reads it; a bare list of events is a script too).
 """
 
 from __future__ import annotations

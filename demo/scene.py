@@ -34,8 +34,8 @@ from pyglet.math import Mat4, Vec3
 
 # Lit per vertex: the terrain's normals are smooth and the capsules' fine enough that
 # per-fragment lighting looks the same, and under llvmpipe every fragment instruction counts
-# (the terrain fills most of the window; moving the light to the vertices and passing 5 floats
-# instead of 6 cut the frame by about an eighth in one alternated run at load 7).
+# (the terrain fills most of the window; lighting the vertices and passing 5 floats instead
+# of 6 takes about an eighth off the frame, measured in one alternated run at load 7).
 VERTEX_SHADER = """#version 330 core
 in vec3 position;
 in vec3 normal;
@@ -80,7 +80,7 @@ TERRAIN_COLOUR = (0.45, 0.62, 0.42, 1.0)
 BONE_RADIUS_M = 0.025
 TERRAIN_VIEW_SIZE_M = 30.0
 # Mesh resolution: on Mesa's llvmpipe the terrain's triangle count weighs on the frame (13 ms
-# at 0.25 m against 7.5 ms at 0.5 m, measured under load by an earlier edition), and the far
+# at 0.25 m against 7.5 ms at 0.5 m, measured under load), and the far
 # triangles are the many, small ones. So the grid is 0.5 m apart within
 # TERRAIN_FINE_HALF_WIDTH_M of the patch's centre (the built-in hills vary over 4-9 m) and each
 # cell beyond is TERRAIN_STEP_GROWTH times wider than the last. The grid lines are the same for

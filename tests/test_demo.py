@@ -415,7 +415,7 @@ def load_hills():
 
 def test_headless_frames_name_the_script_as_the_input(app, tmp_path):
     """Frames captured from a script said 'input keyboard'."""
-    from canis.demo.app import capture
+    from canis.demo.capture import capture
     from canis.tools.script import ScriptDriver
 
     driver = ScriptDriver([{"t": 0.0, "move": [0, 1], "speed": 1.0, "action": "move"}])
@@ -740,9 +740,9 @@ def test_begging_is_beg_in_keys_recordings_and_scripts_and_stand_still_loads(shi
     "stand" for begging still plays, as beg, with a DeprecationWarning."""
     import json
 
-    from canis.demo.app import ACTION_KEYS, HELP
     from canis.demo.devices import BUTTON_ACTIONS
     from canis.demo.input import POSTURE_KEYFRAMES, POSTURES
+    from canis.demo.keys import ACTION_KEYS, HELP
     from canis.runtime.actions import Action
     from canis.tools.script import ScriptDriver, load_script
     from canis.tools.soak import ACTION_WEIGHTS
@@ -823,7 +823,7 @@ def test_the_hud_times_each_step_and_shows_the_render_apart(app):
 
 
 def test_f1_names_the_models_it_cycles(app):
-    from canis.demo.app import help_lines
+    from canis.demo.keys import help_lines
 
     assert any(text.startswith("F1 model MANN-8 > MANN-8 fp32 > PFNN ") for text in
                help_lines(["MANN-8", "MANN-8 fp32", "PFNN"]))  # fmt: skip
