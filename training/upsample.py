@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from canis.runtime.kinematics import rotations_from_directions
 from canis.runtime.root import from_root_xz, yaw_from_direction
+from canis.runtime.skeleton import not_dog_reason
 from canis.runtime.transition import TransitionModel, target_blend
 from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
@@ -114,6 +115,9 @@ def _too_short(clip_path: Path, frames: int, needed: int):
 def upsample_clip(model_path, clip_path: Path, out: Path, keep_every: int) -> dict:
     model = TransitionModel(model_path)
     motion = read_bvh(clip_path)
+    reason = not_dog_reason(motion.skeleton())
+    if reason:
+        raise ValueError(f"{clip_path}: {reason}")
     needed = CONTEXT_FRAMES + MIN_TRANSITION_FRAMES + 1
     if motion.duration_s * 60 < needed - 1:  # too short to label: numpy's gradient error
         _too_short(clip_path, motion.frame_count, needed)
