@@ -33,32 +33,24 @@ from canis.runtime.dog_rows import (
     take_rows,
     transition_rows,
 )
-from canis.runtime.dog_start import PAST_SAMPLES, PAST_SLICE, still_state
+from canis.runtime.dog_start import still_state
 from canis.runtime.dog_state import DogState
 from canis.runtime.features import (
     ACTIONS,
     FPS,
     LocalPose,
-    LocalTrajectory,
     decode_output,
     input_views,
     joint_fields,
-    write_input,
     write_input_joints,
 )
 from canis.runtime.foot_lock import FootLock
 from canis.runtime.ik import FullBodyIk
 from canis.runtime.inference import MotionModel
 from canis.runtime.machine import model_used
-from canis.runtime.pose_update import next_local_pose
 from canis.runtime.poses import Keyframe, load_keyframes
 from canis.runtime.profiler import Profiler
 from canis.runtime.readouts import push_contacts
-from canis.runtime.root import (
-    rotate_xz,
-    wrap_angle_rad,
-    yaw_direction_xz,
-)
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.runtime.speed_calibration import SpeedCalibration
 from canis.runtime.terrain import Heightmap
@@ -67,8 +59,6 @@ from canis.runtime.trajectory import (
     ControlState,
     GroundTrajectory,
     along_path,
-    blend,
-    extrapolate,
 )
 from canis.runtime.transition import TransitionModel, check_transition_request
 from canis.runtime.transition_frames import CONTEXT_FRAMES, frame_vector
@@ -99,6 +89,8 @@ def non_finite_rows(outputs: dict[str, np.ndarray]) -> np.ndarray | None:
 
 
 class Controller:
+    _shown_pose = staticmethod(shown_pose)  # the pose shown: runtime/display.py, natively
+
     def __init__(
         self,
         model: MotionModel,
@@ -126,10 +118,10 @@ class Controller:
         a frame of a transition then costs about what a frame without one does; the motion
         is the same: runtime/transition_player.py); `close()` stops it. `seed` seeds the
         generator that transition_to(variation=...) draws from (None: fresh entropy), so a
-        game can reproduce a take. `native_frame` runs the trajectory, root and display math
-        of each step in the native core (runtime/native_frame.py, one call a stage); False
-        runs the numpy code that defines it (the same motion to float64 rounding, several
-        times the CPU of those stages)."""
+        game can reproduce a take. The trajectory, root and display math of each step run in
+        the native core (runtime/native_frame.py, one call a stage; tests/reference_frame.py
+        holds the numpy definition it is checked against); `native_frame` is kept for old
+        callers and takes True only."""
         if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
             raise ValueError(
                 f"Controller: count must be a whole number of dogs >= 1, got {count!r}"
@@ -142,6 +134,11 @@ class Controller:
             raise ValueError(
                 f"Controller: max_dogs must be None or a whole number >= count ({count}), "
                 f"got {max_dogs!r}"
+            )
+        if native_frame is not True:
+            raise ValueError(
+                "Controller: native_frame must be True: the runtime runs the per-frame math in "
+                "the native core only (its numpy definition is tests/reference_frame.py)"
             )
         tau = finite_number(tau, "Controller: tau", low=0.0, high=1.0)
         self.rng = random_generator(seed, "Controller: seed")
@@ -158,7 +155,6 @@ class Controller:
         self.terrain = terrain
         self.speed_tracking = speed_tracking
         self.speed_calibration = speed_calibration
-        self.native_frame = bool(native_frame)
         self.profiler = profiler or Profiler()
         self.profiler.use_model(model_used(model), dogs=count)
         self.skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
@@ -360,41 +356,7 @@ class Controller:
         held = self.transitions.leading if self.transitions is not None else None
         self.path_future_xz_m = smooth_command(self.state, control, held)
 
-    def trajectory(self) -> LocalTrajectory:
-        """The 12 samples x sees, in the root frame: the past from history, now, and the
-        blended future."""
-        s = self.state
-        desired = self._desired_future(extrapolate)
-        future = blend(desired, self.predicted_future, self.tau)
-        h, yaw = s.history, s.root_yaw_rad
-
-        def samples(past, now, ahead):  # the past from history, now, the future
-            return [past[:, PAST_SLICE], now[:, None], ahead]
-
-        # The three (x, z) fields' samples side by side in one array, and one rotation into
-        # the root frame for all of them: to_root_xz's math, fused (fewest calls per frame).
-        stacked = np.concatenate(
-            samples(h.positions_xz_m, s.root_xz_m, future.positions_xz_m)
-            + samples(h.directions_xz, yaw_direction_xz(yaw), future.directions_xz)
-            + samples(h.velocities_xz_mps, s.root_velocity_xz_mps, future.velocities_xz_mps),
-            axis=1,
-        )
-        k = stacked.shape[1] // 3
-        stacked[:, :k] -= s.root_xz_m[:, None, :]
-        speeds = np.concatenate(
-            samples(h.speeds_mps, desired.speeds_mps[:, 0], future.speeds_mps), 1
-        )
-        actions = np.concatenate(samples(h.actions, s.action_weights, future.actions), axis=1)
-        local = rotate_xz(stacked, -yaw)
-        return LocalTrajectory(
-            local[:, :k],
-            local[:, k : 2 * k],
-            local[:, 2 * k :],
-            speeds,
-            actions,
-        )
-
-    def _native_trajectory(self, x: np.ndarray) -> np.ndarray:
+    def _write_trajectory(self, x: np.ndarray) -> np.ndarray:
         """trajectory()'s samples written into x's trajectory rows by the native core
         (runtime/native_frame.py); returns the current sample's desired speed (N,)."""
         desired = self._desired_future(native_frame.extrapolate)
@@ -432,16 +394,9 @@ class Controller:
             self._smooth_command(control)
         x = self._buffers.inputs["x"]
         with stage("trajectory"):
-            if self.native_frame:  # x's trajectory rows are written here
-                speed_now = self._native_trajectory(x)
-            else:
-                trajectory = self.trajectory()
-                speed_now = trajectory.speeds_mps[:, PAST_SAMPLES.size]
+            speed_now = self._write_trajectory(x)  # x's trajectory rows
         with stage("features"):
-            if self.native_frame:
-                write_input_joints(s.pose, self._x_views)
-            else:
-                write_input(trajectory, s.pose, x, self._x_views)
+            write_input_joints(s.pose, self._x_views)
             if "phase" in self._buffers.inputs:
                 self._buffers.inputs["phase"][:, 0] = s.phase_rad
         with stage("inference"):
@@ -552,10 +507,7 @@ class Controller:
         the world, the history pushed (with `speed_now_mps` (N,), the current sample's desired
         speed)."""
         s = self.state
-        if self.native_frame:
-            native_frame.advance_root(s, p, speed_now_mps, DT_S)
-        else:
-            self._apply_numpy(p, speed_now_mps)
+        self._advance_root(p, speed_now_mps)
         self._has_prediction = True
         if self.transition_model is not None:  # only transitions read it
             s.frame_history[:, :-1] = s.frame_history[:, 1:]
@@ -563,45 +515,10 @@ class Controller:
                 p.root_velocity_mps, p.root_yaw_velocity_radps, s.pose
             )
 
-    def _apply_numpy(self, p, speed_now_mps) -> None:
-        """_apply's numpy definition (native_frame.advance_root does the same natively)."""
-        s = self.state
-        step_local = p.root_velocity_mps * DT_S  # (N, 2) in the previous root's frame
-        turn = p.root_yaw_velocity_radps * DT_S
-        step_world = rotate_xz(step_local[:, None], s.root_yaw_rad)[:, 0]
-        s.root_xz_m = s.root_xz_m + step_world
-        s.root_yaw_rad = wrap_angle_rad(s.root_yaw_rad + turn)
-        s.root_velocity_xz_mps = step_world / DT_S
-
-        s.pose = next_local_pose(s.pose, p, DT_S)  # shared with closed-loop training
-
-        n, ahead = self.count, p.future_positions_m.shape[1]
-        # One rotation for the three future fields (the same yaw): from_root_xz's math, fused.
-        future = p.future_positions_m, p.future_directions, p.future_velocities_mps
-        world = rotate_xz(np.concatenate(future, axis=1), s.root_yaw_rad)
-        world[:, :ahead] += s.root_xz_m[:, None, :]
-        s.predicted_future = GroundTrajectory(
-            world[:, :ahead],
-            world[:, ahead : 2 * ahead],
-            world[:, 2 * ahead :],
-            np.zeros((n, ahead)),
-            np.zeros((n, ahead, len(ACTIONS))),
-        )
-        s.action_weights = s.commanded_actions.copy()
-        self._push_history(speed_now_mps)
-
-    def _push_history(self, speed_now) -> None:
-        s = self.state
-        h = s.history
-        for array, value in (
-            (h.positions_xz_m, s.root_xz_m),
-            (h.directions_xz, yaw_direction_xz(s.root_yaw_rad)),
-            (h.velocities_xz_mps, s.root_velocity_xz_mps),
-            (h.speeds_mps, speed_now),
-            (h.actions, s.action_weights),
-        ):
-            array[:, :-1] = array[:, 1:]
-            array[:, -1] = value
+    def _advance_root(self, p, speed_now_mps) -> None:
+        """The root update, next pose, predicted future and history push, in the native core
+        (runtime/native_frame.py)."""
+        native_frame.advance_root(self.state, p, speed_now_mps, DT_S)
 
     def transition_to(
         self,
@@ -681,7 +598,7 @@ class Controller:
         # when it lets go (10 cm in one frame standing -> sit, measured).
         posture = IS_POSTURE_ACTION[s.action_weights.argmax(axis=1)]
         lockable = ~(self.in_transition() | posture)
-        self.display_positions, self.display_rotations, self.contacts = shown_pose(
+        self.display_positions, self.display_rotations, self.contacts = self._shown_pose(
             self.skeleton,
             self.paws,
             s,
@@ -691,7 +608,6 @@ class Controller:
             self.foot_lock,
             self.terrain,
             dt_s,
-            native=self.native_frame,
         )
 
     def display_pose(self, alpha: float | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -15,12 +15,10 @@ from canis.runtime.ik import (
     CONTACT_SPEED_MPS,
     FLAT_GROUND,
     FullBodyIk,
-    estimate_contacts,
-    paw_speeds_mps,
     paws_below_ground,
 )
-from canis.runtime.kinematics import forward_kinematics, rotations_from_directions
-from canis.runtime.root import from_root_xz, yaw_direction_xz
+from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.root import yaw_direction_xz
 from canis.runtime.skeleton import Skeleton
 from canis.runtime.smoothing import smoothing_factor
 from canis.runtime.terrain import Heightmap
@@ -70,34 +68,16 @@ def shown_pose(
     foot_lock: FootLock,
     terrain: Heightmap | None,
     dt_s: float,
-    native: bool = False,
 ):
     """World joint positions (N, J, 3) and rotations (N, J, 4) of the dogs `s`, and their
     paw contacts (N, 4), told from the paws' motion since the last frame shown (`dt_s` ago;
     s.paw_xz_m and s.paw_speed_mps, which this updates). `with_offsets` adds
     s.display_offset; `lockable` (N,) are the dogs the foot lock may hold; `terrain` None is
-    flat ground. `native`: through one native call (_shown_pose_native; up to the foot lock,
-    when it is in play)."""
+    flat ground. Through one native call (_shown_pose_native; up to the foot lock, when it is
+    in play); tests/reference_frame.py holds the numpy definition it is checked against."""
     shown = with_display_offsets(s.pose, s.display_offset) if with_offsets else s.pose
-    if native:
-        args = (shown, s.root_xz_m, s.root_yaw_rad, s.paw_xz_m, s.paw_speed_mps, lockable)
-        return _shown_pose_native(skeleton, paws, *args, ik, foot_lock, terrain, dt_s)
-    n = len(s.root_yaw_rad)
-    forwards, ups, hips_local = shown.forwards, shown.ups, shown.positions_m[:, :1]
-    local, _ = rotations_from_directions(skeleton, forwards, ups, s.root_yaw_rad)
-    hips = np.empty((n, 3))
-    hips[:, [0, 2]] = from_root_xz(hips_local[..., [0, 2]], s.root_xz_m, s.root_yaw_rad)[:, 0]
-    hips[:, 1] = hips_local[:, 0, 1]
-    paws_root = shown.positions_m[:, paws]
-    paw_xz = from_root_xz(paws_root[..., ::2], s.root_xz_m, s.root_yaw_rad)
-    s.paw_speed_mps[:] = paw_speeds_mps(paw_xz, s.paw_xz_m, s.paw_speed_mps, dt_s)
-    s.paw_xz_m[:] = paw_xz
-    # Root-frame heights are heights above the network's flat ground.
-    contacts = estimate_contacts(paws_root[..., 1], s.paw_speed_mps, shown.velocities_mps[:, paws])
-    if terrain is not None:
-        local, hips, _ = ik.solve(local, hips, np.zeros(n), _facing(s.root_yaw_rad), terrain, dt_s)
-    args = (contacts, lockable, ik, foot_lock, terrain, s.root_yaw_rad, dt_s)
-    return _locked_and_shown(skeleton, paws, local, hips, *args)
+    args = (shown, s.root_xz_m, s.root_yaw_rad, s.paw_xz_m, s.paw_speed_mps, lockable)
+    return _shown_pose_native(skeleton, paws, *args, ik, foot_lock, terrain, dt_s)
 
 
 def _facing(yaw_rad: np.ndarray) -> np.ndarray:

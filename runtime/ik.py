@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import numpy as np
 from canis.runtime import _kinematics
-from canis.runtime.root import norm_xz
 from canis.runtime.skeleton import DOG_LEG_GROUPS, Skeleton
 from canis.runtime.smoothing import damp
 from canis.runtime.terrain import Heightmap
@@ -54,34 +53,6 @@ BELOW_GROUND_M = 0.005
 def paws_below_ground(paw_heights_m: np.ndarray) -> bool:
     """Whether any paw (world heights (N, 4) on flat ground at y = 0) is under it."""
     return bool((paw_heights_m < -BELOW_GROUND_M).any())
-
-
-def estimate_contacts(
-    paw_heights_m: np.ndarray, paw_speeds_mps: np.ndarray, paw_velocities_mps: np.ndarray
-) -> np.ndarray:
-    """(N, 4) from the paws' heights above the flat ground, their shown speeds on the ground
-    plane in the world (N, 4 each; paw_speeds_mps) and the network's predicted velocities
-    (N, 4, 3): low, and still by either speed.
-
-    Each speed misses some planted paws. The shown speed is a backward difference: it sees a
-    landing a frame or two after the predicted velocity does. The predicted velocity runs the
-    hind paws at 1.4-1.9x the mocap's speed in the closed loop while the shown paws stand
-    (docs/EVALUATION.md, the twenty-fifth session): from it alone the hind paws were never
-    planted. With the foot lock, either alone skated more than both (the twenty-sixth)."""
-    predicted = norm_xz(paw_velocities_mps[..., ::2])  # (x, z)
-    slowest = np.minimum(paw_speeds_mps, predicted)
-    return (paw_heights_m < CONTACT_HEIGHT_M) & (slowest < CONTACT_SPEED_MPS)
-
-
-def paw_speeds_mps(
-    paw_xz_m: np.ndarray, paw_xz_before_m: np.ndarray, speeds_before_mps: np.ndarray, dt_s: float
-) -> np.ndarray:
-    """(N, 4) the shown paws' speeds on the ground plane in the world: how far each moved
-    since the last frame shown (paw_xz_m and paw_xz_before_m (N, 4, 2), world) over dt_s;
-    `speeds_before_mps` when no time has passed (a reset or a placement shows a pose again)."""
-    if dt_s <= 0:
-        return speeds_before_mps
-    return norm_xz(paw_xz_m - paw_xz_before_m) / dt_s
 
 
 class FullBodyIk:

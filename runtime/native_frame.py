@@ -6,8 +6,8 @@ written into x, and Controller._apply's root update, next pose, predicted future
 push are each one native call here instead of a few dozen numpy calls on arrays of 2-80
 values, whose cost per call (not their arithmetic) was most of that work.
 
-The numpy code stays the definition: `Controller(native_frame=False)` runs it, and
-tests/test_native_frame.py checks the two equal to float64 rounding (a sine, a cosine or a
+This is the runtime's one path for that math. Its numpy definition is tests/reference_frame.py,
+and tests/test_native_frame.py checks the two equal to float64 rounding (a sine, a cosine or a
 matmul may round differently), frame by frame and over a closed loop. Nothing is defined again
 here: the layout of x comes from runtime/features.py, the trajectory's weights from
 runtime/trajectory.py, the pose blend from runtime/pose_update.py.

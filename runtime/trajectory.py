@@ -18,7 +18,7 @@ import numpy as np
 from canis.runtime.actions import action_index, action_indices
 from canis.runtime.arguments import per_dog
 from canis.runtime.features import ACTIONS, FPS, FUTURE_OFFSETS_FRAMES
-from canis.runtime.root import norm_xz, wrap_angle_rad, yaw_direction_xz
+from canis.runtime.root import norm_xz, wrap_angle_rad
 
 FUTURE_TIMES_S = np.array(FUTURE_OFFSETS_FRAMES) / FPS
 HORIZON_S = FUTURE_TIMES_S[-1]
@@ -157,37 +157,6 @@ _TANGENT_FULL_M = (
 )
 _MIDDLE_WEIGHTS = bias_weights(FUTURE_TIMES_S - 0.5 * _STEP_S)[None, :, None]
 _SAMPLE_WEIGHTS = bias_weights(FUTURE_TIMES_S)[None, :]
-_SAMPLE_WEIGHTS_3D = _SAMPLE_WEIGHTS[..., None]  # built once: indexing per frame costs more
-
-
-def extrapolate(
-    root_xz_m,
-    root_velocity_xz_mps,
-    root_yaw_rad,
-    action_weights,
-    commanded_velocity_xz_mps,
-    commanded_yaw_rad,
-    commanded_actions,
-):
-    """Desired future samples (N, 6) from the current motion toward the smoothed command."""
-    now_v, cmd_v = root_velocity_xz_mps[:, None, :], commanded_velocity_xz_mps[:, None, :]
-    # Velocity at the middle of each 10-frame step, integrated into positions.
-    change_v = cmd_v - now_v
-    step_velocity = now_v + change_v * _MIDDLE_WEIGHTS
-    step_velocity *= _STEP_S
-    positions = np.add.accumulate(step_velocity, axis=1)  # np.cumsum's own loop, called direct
-    positions += root_xz_m[:, None, :]
-    weights = _SAMPLE_WEIGHTS
-    velocities = now_v + change_v * _SAMPLE_WEIGHTS_3D
-    turn = wrap_angle_rad(commanded_yaw_rad - root_yaw_rad)[:, None]
-    directions = yaw_direction_xz(root_yaw_rad[:, None] + weights * turn)
-    actions = (commanded_actions - action_weights)[:, None] * _SAMPLE_WEIGHTS_3D
-    actions += action_weights[:, None]
-    # The desired speed is the player's target speed: measuring it on this path, which starts
-    # from the dog's current motion, would feed the dog's own speed back into its input.
-    speeds = np.empty((len(root_xz_m), len(FUTURE_TIMES_S)))
-    speeds[:] = norm_xz(commanded_velocity_xz_mps)[:, None]
-    return GroundTrajectory(positions, directions, velocities, speeds, actions)
 
 
 def along_path(
@@ -216,25 +185,6 @@ def along_path(
         np.where(follows, future_xz_m, desired.positions_xz_m),
         np.where(follows, directions, desired.directions_xz),
         np.where(follows, steps / _STEP_S, desired.velocities_xz_mps),
-        desired.speeds_mps,
-        desired.actions,
-    )
-
-
-def blend(
-    desired: GroundTrajectory, predicted: GroundTrajectory | None, tau: float
-) -> GroundTrajectory:
-    """tau * desired + (1 - tau) * predicted; directions renormalised; speeds and actions are
-    the player's (the network does not predict them)."""
-    if predicted is None or tau >= 1.0:
-        return desired
-    mix = lambda a, b: tau * a + (1.0 - tau) * b  # noqa: E731
-    directions = mix(desired.directions_xz, predicted.directions_xz)
-    directions /= np.maximum(norm_xz(directions)[..., None], 1e-9)
-    return GroundTrajectory(
-        mix(desired.positions_xz_m, predicted.positions_xz_m),
-        directions,
-        mix(desired.velocities_xz_mps, predicted.velocities_xz_mps),
         desired.speeds_mps,
         desired.actions,
     )

@@ -74,13 +74,14 @@ def test_true_outputs_reproduce_the_clip(model, monkeypatch, native_frame):
     from canis.runtime.features import INPUT, decode_output, pose_to_root_frame, write_input
     from canis.runtime.root import yaw_from_direction
     from canis.training.clips import clip_pairs, process_clip
+    from reference_frame import ReferenceController, trajectory
     from synthetic_dog import gait, to_motion
 
     monkeypatch.setattr(pose_update_module, "JOINT_POSITION_BLEND", 0.0)
     roots, rotations, _ = gait("walk", 0.6, 4.0)
     clip = process_clip(to_motion(roots, rotations, "walk"))
     x, y, frames = clip_pairs(clip)
-    controller = Controller(model, native_frame=native_frame)
+    controller = (Controller if native_frame else ReferenceController)(model)
     row = 40
     f = frames[row]
     controller.state.root_xz_m = clip.root_positions_m[[f]][:, [0, 2]].copy()
@@ -101,7 +102,7 @@ def test_true_outputs_reproduce_the_clip(model, monkeypatch, native_frame):
     future = clip.root_positions_m[f + 1 + np.array([10, 20, 30, 40, 50, 60])][:, [0, 2]]
     assert np.allclose(controller.predicted_future.positions_xz_m[0], future, atol=1e-4)
     # The joint block the controller writes next is the dataset's input for frame f + 1.
-    x_next = write_input(controller.trajectory(), controller.pose)
+    x_next = write_input(trajectory(controller), controller.pose)
     joints = INPUT.block_slice("joints")
     assert np.abs(x_next[0, joints] - x[row + 1, joints]).max() < 1e-4
 

@@ -48,7 +48,7 @@ def test_ik_eases_out_when_switched_off(dog):
 
 
 def test_contact_estimate():
-    from canis.runtime.ik import estimate_contacts
+    from reference_frame import estimate_contacts
 
     heights = np.array([[0.01, 0.2, 0.01, 0.01, 0.01]])
     shown = np.array([[0.0, 0.0, 1.0, 0.3, 1.0]])  # a low paw that slides fast is not planted
@@ -62,7 +62,7 @@ def test_contact_estimate():
 
 
 def test_paw_speeds_are_the_shown_paws_motion_and_kept_when_no_time_passes():
-    from canis.runtime.ik import paw_speeds_mps
+    from reference_frame import paw_speeds_mps
 
     before = np.zeros((1, 4, 2))
     now = before.copy()

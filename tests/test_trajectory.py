@@ -7,9 +7,8 @@ from canis.runtime.trajectory import (
     ControlState,
     along_path,
     bias_weights,
-    blend,
-    extrapolate,
 )
+from reference_frame import blend, extrapolate
 
 
 def test_smoothing_halves_the_gap_every_half_life():

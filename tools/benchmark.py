@@ -18,8 +18,6 @@ from canis.runtime.machine import (
 )
 from canis.runtime.profiler import percentiles_ms
 from canis.runtime.root import yaw_direction_xz
-from canis.tools.native_frame_benchmark import benchmark_native_frame
-from canis.tools.native_frame_benchmark import markdown as native_frame_markdown
 
 BATCHES = (1, 8, 64, 256)
 THREADS = (1, 2)
@@ -337,8 +335,6 @@ def markdown(report: dict) -> str:
             "back-to-back one at the median here, nearer what a game's frame pays.",
         ]
     text = "\n".join(lines) + "\n"
-    if report.get("native_frame"):
-        text += native_frame_markdown(report["native_frame"])
     return text
 
 
@@ -394,7 +390,6 @@ def run_benchmarks(
     frames = benchmark_frames(default)
     locked = benchmark_frames(default, counts=(1, 64), foot_lock=True)
     paced = benchmark_frames(default, counts=(1,), frames=240, paced=True)
-    native = benchmark_native_frame(default)
     one = frames[0]["stages"]
     return {
         "machine": benchmark_machine(),
@@ -404,7 +399,6 @@ def run_benchmarks(
         "frames": frames,
         "frames_foot_lock": locked,
         "frames_paced": paced,
-        "native_frame": native,
         "sizes_mb": {Path(p).name: model_size_mb(p) for p in models},
         "memory_mb": {Path(p).name: session_memory_mb(p) for p in models},
         "frame_model": Path(default).name,

@@ -102,7 +102,7 @@ class MocapRun:
         yaw_velocity = OUTPUT.field(y_raw, "root_update", "yaw_velocity")[:, 0, 0]
         n, t = rows.shape
         root, yaw = np.zeros((n, t, 2)), np.zeros((n, t))
-        for k in range(t - 1):  # Controller._apply_numpy's root update, on the mocap's y
+        for k in range(t - 1):  # the root update (tests/reference_frame.py), on the mocap's y
             step = rotate_xz(velocity[rows[:, k]][:, None] * DT_S, yaw[:, k])[:, 0]
             root[:, k + 1] = root[:, k] + step
             yaw[:, k + 1] = wrap_angle_rad(yaw[:, k] + yaw_velocity[rows[:, k]] * DT_S)
