@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 from canis.runtime.dog_state import DogState
 from canis.runtime.features import ACTION_ONE_HOT, ACTIONS, FPS
-from canis.runtime.root import norm_xz
-from canis.runtime.smoothing import damp, damp_angle_rad
+from canis.runtime.root import damp, damp_angle_rad, norm_xz
 from canis.runtime.speed_calibration import SpeedCalibration
 from canis.runtime.trajectory import (
     ACTION_HALF_LIFE_S,

@@ -18,9 +18,8 @@ from canis.runtime.ik import (
     paws_below_ground,
 )
 from canis.runtime.kinematics import forward_kinematics
-from canis.runtime.root import yaw_direction_xz
+from canis.runtime.root import smoothing_factor, yaw_direction_xz
 from canis.runtime.skeleton import Skeleton
-from canis.runtime.smoothing import smoothing_factor
 from canis.runtime.terrain import Heightmap
 
 # When a transition hands a dog back, the motion network's first frame can differ from the

@@ -14,9 +14,8 @@ from canis.runtime.features import (
     TRAJECTORY_OFFSETS_FRAMES,
     LocalPose,
 )
-from canis.runtime.gaits import GAIT_WINDOW_FRAMES
 from canis.runtime.poses import Keyframe, keyframe_pose
-from canis.runtime.readouts import PAW_ORDER
+from canis.runtime.readouts import GAIT_WINDOW_FRAMES, PAW_ORDER
 from canis.runtime.root import from_root_xz, yaw_direction_xz
 from canis.runtime.skeleton import Skeleton
 from canis.runtime.trajectory import GroundTrajectory

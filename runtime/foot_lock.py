@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 from canis.runtime.ik import LEG_JOINT_WEIGHTS  # as the terrain IK: the shoulder/hip moves least
 from canis.runtime.kinematics import ccd_solve, forward_kinematics
+from canis.runtime.root import damp
 from canis.runtime.skeleton import DOG_LEG_GROUPS, Skeleton
-from canis.runtime.smoothing import damp
 from canis.runtime.terrain import Heightmap
 
 LOCK_OUT_HALF_LIFE_S = 0.06

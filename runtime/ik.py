@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 from canis.runtime import _kinematics
+from canis.runtime.root import damp
 from canis.runtime.skeleton import DOG_LEG_GROUPS, Skeleton
-from canis.runtime.smoothing import damp
 from canis.runtime.terrain import Heightmap
 
 ITERATIONS = 12

@@ -1,7 +1,7 @@
 """From what the player asks for to the trajectory the network sees.
 
 The command (target velocity, facing and action) is smoothed exponentially (the controller
-damps it with runtime/smoothing.py), then the future
+damps it with runtime/root.py), then the future
 samples are extrapolated from the character's current motion toward the smoothed command with
 an exponentially-weighted bias (near samples stay close to what the dog does now, far ones
 reach what is asked), and finally blended with the trajectory the network itself predicted

@@ -18,8 +18,13 @@ from pathlib import Path
 import numpy as np
 from canis.runtime.arguments import finite_number
 from canis.runtime.assets import SHIPPED_TRANSITION_MODEL, asset_path
-from canis.runtime.inference import ModelError, check_model_file, common_problems, open_session
-from canis.runtime.precision import declared_precision
+from canis.runtime.inference import (
+    ModelError,
+    check_model_file,
+    common_problems,
+    declared_precision,
+    open_session,
+)
 from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     FRAME_SIZE,

@@ -543,8 +543,7 @@ def test_the_gait_readout_does_not_flicker_near_the_canter_speed():
     between walk and canter every half stride; the window's mean speed with the hysteresis
     band (readouts.canter_latch) holds it."""
     from canis.runtime.command import SPEED_TRACKING_WINDOW_FRAMES
-    from canis.runtime.gaits import CANTER_MIN_SPEED_MPS, GAIT_WINDOW_FRAMES
-    from canis.runtime.readouts import canter_latch, gaits
+    from canis.runtime.readouts import CANTER_MIN_SPEED_MPS, GAIT_WINDOW_FRAMES, canter_latch, gaits
 
     stride = 20
     frame = np.arange(GAIT_WINDOW_FRAMES)

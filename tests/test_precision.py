@@ -1,4 +1,4 @@
-"""Reduced-precision models (export/precision.py, runtime/precision.py), the gating-sparsity
+"""Reduced-precision models (export/precision.py, runtime/inference.py), the gating-sparsity
 experiment (export/gating_sparsity.py) and the quality gate's rules (training/precision_gate)."""
 
 import numpy as np

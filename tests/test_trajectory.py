@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 from canis.runtime.features import ACTIONS
-from canis.runtime.smoothing import damp, damp_angle_rad, smoothing_factor
+from canis.runtime.root import damp, damp_angle_rad, smoothing_factor
 from canis.runtime.trajectory import (
     FUTURE_TIMES_S,
     ControlState,

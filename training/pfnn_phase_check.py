@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime.features import ACTIONS, FPS
-from canis.runtime.gaits import GAITS, NO_GAIT
+from canis.runtime.readouts import GAITS, NO_GAIT
 from canis.runtime.root import wrap_angle_rad
 
 CYCLE_HZ = FPS / (2 * np.pi)  # rad/frame -> cycles per second

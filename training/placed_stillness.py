@@ -63,7 +63,7 @@ def placed_stillness_loss(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Ten
 def standing_starts(after: np.ndarray, action_index: np.ndarray, gait: np.ndarray) -> np.ndarray:
     """Rows a mocap dog stands idle in (action idle, off locomotion) with the history behind
     them that runtime_rollout.mocap_state reads."""
-    from canis.runtime.gaits import NO_GAIT
+    from canis.runtime.readouts import NO_GAIT
     from canis.training.runtime_rollout import rollout_starts
 
     starts = rollout_starts(after, 0)

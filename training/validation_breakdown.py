@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from canis.runtime.features import ACTIONS, OUTPUT
-from canis.runtime.gaits import GAITS, NO_GAIT
+from canis.runtime.readouts import GAITS, NO_GAIT
 
 # Rows of the training split sampled for its per-field errors (all of them take minutes).
 TRAINING_SAMPLE_ROWS = 20_000
