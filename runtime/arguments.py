@@ -3,7 +3,7 @@ value is a one-line ValueError naming the call, the argument and (for per-dog ar
 number of dogs, rather than a numpy broadcast or reshape error (or a NaN dog) later.
 
 `checked` is the one shape/finite check; `per_dog` is it for arrays with a row per dog.
-Which dogs an index or mask argument names is runtime/dog_rows.py.
+Which dogs an index or mask argument names is runtime/state.py.
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
 """What each dog is asked to do, per step: speed tracking (a cruise control on the asked
 speed) and the smoothing of the command the trajectory is built from.
 
-Both read and write the dogs' state (runtime/dog_state.py) in place; the controller calls
+Both read and write the dogs' state (runtime/state.py) in place; the controller calls
 them in its "input" stage.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from canis.runtime.dog_state import DogState
 from canis.runtime.features import ACTION_ONE_HOT, ACTIONS, FPS
 from canis.runtime.root import damp, damp_angle_rad, norm_xz
 from canis.runtime.speed_calibration import SpeedCalibration
@@ -18,6 +19,9 @@ from canis.runtime.trajectory import (
     VELOCITY_HALF_LIFE_S,
     ControlState,
 )
+
+if TYPE_CHECKING:  # the state imports this module's window length
+    from canis.runtime.state import DogState
 
 DT_S = 1.0 / FPS
 # Speed tracking (track_speed) is a PI controller on the dog's speed, measured as the mean

@@ -19,22 +19,12 @@ import logging
 import math
 
 import numpy as np
-from canis.runtime import native_frame, readouts, snapshot
+from canis.runtime import native_frame, readouts
+from canis.runtime import state as snapshot
 from canis.runtime.actions import Action
 from canis.runtime.arguments import checked, finite_number, random_generator
 from canis.runtime.command import measured_speed_mps, smooth_command, track_speed
 from canis.runtime.display import decay_offsets, shown_pose, start_handback_offsets
-from canis.runtime.dog_rows import (
-    FOOT_LOCK_ROWS,
-    IK_ROWS,
-    append_rows,
-    concat_states,
-    dog_rows,
-    take_rows,
-    transition_rows,
-)
-from canis.runtime.dog_start import still_state
-from canis.runtime.dog_state import DogState
 from canis.runtime.features import (
     ACTIONS,
     FPS,
@@ -53,6 +43,17 @@ from canis.runtime.profiler import Profiler
 from canis.runtime.readouts import push_contacts
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.runtime.speed_calibration import SpeedCalibration
+from canis.runtime.state import (
+    FOOT_LOCK_ROWS,
+    IK_ROWS,
+    DogState,
+    append_rows,
+    concat_states,
+    dog_rows,
+    still_state,
+    take_rows,
+    transition_rows,
+)
 from canis.runtime.terrain import Heightmap
 from canis.runtime.trajectory import (
     DEFAULT_TAU,
@@ -297,7 +298,7 @@ class Controller:
         self._x_views = input_views(self._buffers.inputs["x"])
 
     def get_state(self) -> dict:
-        """A plain, picklable snapshot of every dog (runtime/snapshot.py)."""
+        """A plain, picklable snapshot of every dog (runtime/state.py)."""
         if self.transitions is not None:
             self.transitions.settle()
         return snapshot.capture(self)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 from canis.runtime import _kinematics
-from canis.runtime.dog_state import DisplayOffset, DogState
 from canis.runtime.features import LocalPose
 from canis.runtime.foot_lock import FootLock
 from canis.runtime.ik import (
@@ -20,6 +19,7 @@ from canis.runtime.ik import (
 from canis.runtime.kinematics import forward_kinematics
 from canis.runtime.root import smoothing_factor, yaw_direction_xz
 from canis.runtime.skeleton import Skeleton
+from canis.runtime.state import DisplayOffset, DogState
 from canis.runtime.terrain import Heightmap
 
 # When a transition hands a dog back, the motion network's first frame can differ from the

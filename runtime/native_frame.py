@@ -19,9 +19,8 @@ import dataclasses
 
 import numpy as np
 from canis.runtime import _kinematics, pose_update
-from canis.runtime.dog_start import PAST_SAMPLES, PAST_SLICE
-from canis.runtime.dog_state import DogState
 from canis.runtime.features import INPUT, LocalPose, Prediction
+from canis.runtime.state import PAST_SAMPLES, PAST_SLICE, DogState
 from canis.runtime.trajectory import (
     _MIDDLE_WEIGHTS,
     _SAMPLE_WEIGHTS,

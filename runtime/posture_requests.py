@@ -28,10 +28,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 from canis.runtime.actions import Action, action_indices
 from canis.runtime.arguments import random_generator
-from canis.runtime.dog_rows import dog_rows
 from canis.runtime.features import FPS
 from canis.runtime.poses import Keyframe
 from canis.runtime.root import yaw_direction_xz
+from canis.runtime.state import dog_rows
 from canis.runtime.trajectory import ControlState
 from canis.runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
 from canis.runtime.transition_player import TransitionStart

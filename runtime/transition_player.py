@@ -52,7 +52,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-from canis.runtime.dog_state import DogState
 from canis.runtime.features import ACTION_ONE_HOT, ACTIONS, FPS
 from canis.runtime.root import (
     from_root_xz,
@@ -61,6 +60,7 @@ from canis.runtime.root import (
     yaw_direction_xz,
     yaw_from_direction,
 )
+from canis.runtime.state import DogState
 from canis.runtime.transition import TransitionModel, blend_frames, blend_weights
 from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 from canis.runtime.actions import action_index
 from canis.runtime.arguments import per_dog
-from canis.runtime.dog_state import DogState
 from canis.runtime.features import ACTIONS, FPS
 from canis.runtime.poses import KEYFRAME_ACTIONS, Keyframe, keyframe_pose
 from canis.runtime.skeleton import Skeleton
+from canis.runtime.state import DogState
 from canis.runtime.transition_frames import frame_vector
 from canis.runtime.transition_player import LEAD_FRAMES, stopping_point
 

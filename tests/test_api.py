@@ -423,7 +423,7 @@ BAD_CALLS = {
 @pytest.mark.parametrize("case", list(BAD_CALLS))
 def test_bad_arguments_are_one_line_errors_naming_them_and_change_nothing(model, tiny_rtn, case):
     """Issue 23 item 6: every public call's array argument is checked (runtime/arguments.py,
-    runtime/dog_rows.py); the message names the call, the argument and the number of dogs,
+    runtime/state.py); the message names the call, the argument and the number of dogs,
     and the controller is exactly as it was."""
     call, message = BAD_CALLS[case]
     controller = Controller(model, count=3, transition_model=TransitionModel(tiny_rtn))

@@ -27,7 +27,6 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
-from canis.runtime.dog_start import HISTORY_FRAMES
 from canis.runtime.features import (
     CURRENT_SAMPLE,
     FPS,
@@ -37,6 +36,7 @@ from canis.runtime.features import (
     LocalPose,
 )
 from canis.runtime.root import from_root_xz, rotate_xz, wrap_angle_rad
+from canis.runtime.state import HISTORY_FRAMES
 from canis.runtime.trajectory import GroundTrajectory
 from canis.training.replay_quality import clip_commands
 
