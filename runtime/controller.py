@@ -23,7 +23,7 @@ from canis.runtime import native_frame, readouts
 from canis.runtime import state as snapshot
 from canis.runtime.actions import Action
 from canis.runtime.arguments import checked, finite_number, random_generator
-from canis.runtime.command import measured_speed_mps, smooth_command, track_speed
+from canis.runtime.control import SpeedCalibration, measured_speed_mps, smooth_command, track_speed
 from canis.runtime.display import decay_offsets, shown_pose, start_handback_offsets
 from canis.runtime.features import (
     ACTIONS,
@@ -34,15 +34,13 @@ from canis.runtime.features import (
     joint_fields,
     write_input_joints,
 )
-from canis.runtime.foot_lock import FootLock
-from canis.runtime.ik import FullBodyIk
 from canis.runtime.inference import MotionModel
+from canis.runtime.kinematics import FootLock, FullBodyIk
 from canis.runtime.machine import model_used
 from canis.runtime.poses import Keyframe, load_keyframes
 from canis.runtime.profiler import Profiler
 from canis.runtime.readouts import push_contacts
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from canis.runtime.speed_calibration import SpeedCalibration
 from canis.runtime.state import (
     FOOT_LOCK_ROWS,
     IK_ROWS,
@@ -61,14 +59,18 @@ from canis.runtime.trajectory import (
     GroundTrajectory,
     along_path,
 )
-from canis.runtime.transition import TransitionModel, check_transition_request
-from canis.runtime.transition_frames import CONTEXT_FRAMES, frame_vector
+from canis.runtime.transition import (
+    CONTEXT_FRAMES,
+    TransitionModel,
+    check_transition_request,
+    frame_vector,
+)
 from canis.runtime.transition_player import (
     LEAD_FRAMES,
     TransitionPlayer,
     TransitionStart,
 )
-from canis.runtime.transition_request import target_frame, target_keyframe, target_placement
+from canis.runtime.transition_requests import target_frame, target_keyframe, target_placement
 
 log = logging.getLogger("canis.runtime")
 DT_S = 1.0 / FPS
@@ -112,8 +114,8 @@ class Controller:
         """`terrain` None is flat ground at y = 0 (no IK needed); the profiler times each
         stage of every step (its owner closes frames with profiler.end_frame());
         `transition_model` enables transition_to; `foot_lock` pins planted paws where they
-        landed (runtime/foot_lock.py); `speed_calibration` (the model's own speed curve,
-        runtime/speed_calibration.py) makes the speed tracking reach the asked speed within
+        landed (runtime/kinematics.py); `speed_calibration` (the model's own speed curve,
+        runtime/control.py) makes the speed tracking reach the asked speed within
         seconds of a change rather than settling over a minute. `transition_worker` runs the
         transition network's steps on a thread of their own between steps (on a spare core
         a frame of a transition then costs about what a frame without one does; the motion

@@ -7,16 +7,16 @@ from __future__ import annotations
 import numpy as np
 from canis.runtime import _kinematics
 from canis.runtime.features import LocalPose
-from canis.runtime.foot_lock import FootLock
-from canis.runtime.ik import (
+from canis.runtime.kinematics import (
     BELOW_GROUND_M,
     CONTACT_HEIGHT_M,
     CONTACT_SPEED_MPS,
     FLAT_GROUND,
+    FootLock,
     FullBodyIk,
+    forward_kinematics,
     paws_below_ground,
 )
-from canis.runtime.kinematics import forward_kinematics
 from canis.runtime.root import smoothing_factor, yaw_direction_xz
 from canis.runtime.skeleton import Skeleton
 from canis.runtime.state import DisplayOffset, DogState
@@ -128,7 +128,7 @@ def _shown_pose_native(
 ):
     """shown_pose of `pose` (offsets added) through one native call (canis_display_pose: the
     same contacts, rotations, placement, IK and FK, in sequence; it updates paw_xz_m and
-    paw_speed_mps in place), with this module's and runtime/ik.py's settings. With the foot
+    paw_speed_mps in place), with this module's and runtime/kinematics.py's settings. With the foot
     lock in play the call stops before FK (and, on flat ground, before the IK), and the rest
     runs as in shown_pose. The same pose to float32 rounding
     (tests/test_native_frame.py)."""

@@ -34,7 +34,7 @@ from dataclasses import dataclass, fields, is_dataclass
 
 import numpy as np
 from canis.runtime.arguments import per_dog
-from canis.runtime.command import SPEED_TRACKING_WINDOW_FRAMES
+from canis.runtime.control import SPEED_TRACKING_WINDOW_FRAMES
 from canis.runtime.features import (
     ACTION_ONE_HOT,
     ACTIONS,
@@ -47,7 +47,7 @@ from canis.runtime.readouts import GAIT_WINDOW_FRAMES, PAW_ORDER
 from canis.runtime.root import from_root_xz, yaw_direction_xz
 from canis.runtime.skeleton import Skeleton
 from canis.runtime.trajectory import GroundTrajectory
-from canis.runtime.transition_frames import CONTEXT_FRAMES, frame_vector
+from canis.runtime.transition import CONTEXT_FRAMES, frame_vector
 
 
 @dataclass

@@ -61,13 +61,15 @@ from canis.runtime.root import (
     yaw_from_direction,
 )
 from canis.runtime.state import DogState
-from canis.runtime.transition import TransitionModel, blend_frames, blend_weights
-from canis.runtime.transition_frames import (
+from canis.runtime.transition import (
     CONTEXT_FRAMES,
     FRAME_SIZE,
     JOINT_COUNT,
     MAX_TRANSITION_FRAMES,
     PLACEMENT_SIZE,
+    TransitionModel,
+    blend_frames,
+    blend_weights,
     placement,
     placement_to_world,
     root_motion,

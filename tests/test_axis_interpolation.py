@@ -10,7 +10,7 @@ from canis.runtime.rotations import (
     quat_slerp,
     quat_to_forward_up,
 )
-from canis.runtime.transition_frames import (
+from canis.runtime.transition import (
     CONTEXT_FRAMES,
     FORWARDS,
     FRAME_SIZE,

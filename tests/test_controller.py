@@ -4,7 +4,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from canis.runtime.command import track_speed
+from canis.runtime.control import track_speed
 from canis.runtime.controller import Controller
 from canis.runtime.inference import MotionModel
 from canis.runtime.trajectory import ControlState

@@ -306,7 +306,7 @@ def markdown(report: dict) -> str:
     if report.get("frames_foot_lock"):
         lines += [
             "",
-            "With the foot lock on (`Controller(foot_lock=True)`, runtime/foot_lock.py: one "
+            "With the foot lock on (`Controller(foot_lock=True)`, runtime/kinematics.py: one "
             "native CCD per leg after the terrain IK, timed in the ik stage), same run:",
             "",
             "| dogs | frame p50 ms | frame p99 ms | inference p50 ms | ik p50 ms | "

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 from canis.runtime.features import FPS
-from canis.runtime.ik import CONTACT_SPEED_MPS
-from canis.runtime.kinematics import local_rotations
+from canis.runtime.kinematics import CONTACT_SPEED_MPS, local_rotations
 from canis.runtime.rotations import quat_conjugate, quat_multiply
 from canis.runtime.skeleton import DOG_GROUPS, DOG_LEG_GROUPS, Skeleton
 from canis.tools.motion_metrics import SKATING_HEIGHT_CM, foot_skating_cm

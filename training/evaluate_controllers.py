@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime.assets import assets_dir, display_path
+from canis.runtime.control import load_path
 from canis.runtime.controller import DT_S, Controller
 from canis.runtime.inference import MotionModel
-from canis.runtime.path_following import load_path
 from canis.runtime.readouts import GAITS, NO_GAIT, classify_gaits
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.tools.closed_loop import PAPER_SPEEDS_MPS, Recording, Steering, record

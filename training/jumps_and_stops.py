@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 from canis.runtime.actions import action_index
 from canis.runtime.controller import DT_S, Controller
-from canis.runtime.posture_requests import slow_down_left
 from canis.runtime.root import yaw_direction_xz
 from canis.runtime.trajectory import ControlState
+from canis.runtime.transition_requests import slow_down_left
 from canis.tools.closed_loop import record
 from canis.training.evaluate_controllers import (
     JUMP_WATCH_S,

@@ -99,7 +99,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from canis.runtime.features import OUTPUT, PAW_ROWS
-from canis.runtime.ik import CONTACT_SPEED_MPS
+from canis.runtime.kinematics import CONTACT_SPEED_MPS
 from canis.tools.motion_metrics import SKATING_HEIGHT_CM
 from canis.training.contact_loss import _field, step_skating_cm, world_velocity_mps
 from canis.training.moving_legs import by_speed

@@ -131,7 +131,7 @@ def closed_loop_figures(model_path: Path, scenario: str, clock_hz: float | None 
     left = left[left >= settled]
     stride_hz = 1.0 / (np.median(np.diff(left)) * DT_S) if len(left) > 2 else float("nan")
     coherence = phase_consistency(phase, left)
-    # The same from the contacts the runtime tells (runtime/ik.py estimate_contacts: under 5
+    # The same from the contacts the runtime tells (runtime/kinematics.py estimate_contacts: under 5
     # cm and slow), which the foot lock acts on: a paw that slows in its swing is a footfall
     # to the evaluation's rule (half the body's speed) but not to this one.
     planted_left = touchdowns(np.array(planted), 0)

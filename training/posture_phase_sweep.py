@@ -20,9 +20,9 @@ from canis.training.evaluate_transitions import POSTURE_STARTS, _posture_run
 
 def sweep(ground: str, phases: int) -> list[tuple[str, str, list[tuple[float, int]]]]:
     from canis.runtime.assets import shipped_model_path
+    from canis.runtime.control import load_speed_calibration
     from canis.runtime.inference import MotionModel
     from canis.runtime.poses import KEYFRAME_ACTIONS
-    from canis.runtime.speed_calibration import load_speed_calibration
     from canis.runtime.terrain import load_terrain
     from canis.runtime.transition import TransitionModel
 
