@@ -19,12 +19,11 @@ import logging
 import math
 
 import numpy as np
-from canis.runtime import native_frame, readouts
+from canis.runtime import readouts, trajectory
 from canis.runtime import state as snapshot
 from canis.runtime.actions import Action
 from canis.runtime.arguments import checked, finite_number, random_generator
 from canis.runtime.control import SpeedCalibration, measured_speed_mps, smooth_command, track_speed
-from canis.runtime.display import decay_offsets, shown_pose, start_handback_offsets
 from canis.runtime.features import (
     ACTIONS,
     FPS,
@@ -37,6 +36,7 @@ from canis.runtime.features import (
 from canis.runtime.inference import MotionModel
 from canis.runtime.kinematics import FootLock, FullBodyIk
 from canis.runtime.machine import model_used
+from canis.runtime.pose import advance_root, decay_offsets, shown_pose, start_handback_offsets
 from canis.runtime.poses import Keyframe, load_keyframes
 from canis.runtime.profiler import Profiler
 from canis.runtime.readouts import push_contacts
@@ -92,7 +92,7 @@ def non_finite_rows(outputs: dict[str, np.ndarray]) -> np.ndarray | None:
 
 
 class Controller:
-    _shown_pose = staticmethod(shown_pose)  # the pose shown: runtime/display.py, natively
+    _shown_pose = staticmethod(shown_pose)  # the pose shown: runtime/pose.py, natively
 
     def __init__(
         self,
@@ -122,7 +122,7 @@ class Controller:
         is the same: runtime/transition_player.py); `close()` stops it. `seed` seeds the
         generator that transition_to(variation=...) draws from (None: fresh entropy), so a
         game can reproduce a take. The trajectory, root and display math of each step run in
-        the native core (runtime/native_frame.py, one call a stage; tests/reference_frame.py
+        the native core (runtime/pose.py, one call a stage; tests/reference_frame.py
         holds the numpy definition it is checked against); `native_frame` is kept for old
         callers and takes True only."""
         if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
@@ -361,9 +361,9 @@ class Controller:
 
     def _write_trajectory(self, x: np.ndarray) -> np.ndarray:
         """trajectory()'s samples written into x's trajectory rows by the native core
-        (runtime/native_frame.py); returns the current sample's desired speed (N,)."""
-        desired = self._desired_future(native_frame.extrapolate)
-        native_frame.write_trajectory_rows(self.state, desired, self.predicted_future, self.tau, x)
+        (runtime/pose.py); returns the current sample's desired speed (N,)."""
+        desired = self._desired_future(trajectory.extrapolate)
+        trajectory.write_trajectory_rows(self.state, desired, self.predicted_future, self.tau, x)
         return desired.speeds_mps[:, 0]
 
     def _desired_future(self, extrapolate_with) -> GroundTrajectory:
@@ -520,8 +520,8 @@ class Controller:
 
     def _advance_root(self, p, speed_now_mps) -> None:
         """The root update, next pose, predicted future and history push, in the native core
-        (runtime/native_frame.py)."""
-        native_frame.advance_root(self.state, p, speed_now_mps, DT_S)
+        (runtime/pose.py)."""
+        advance_root(self.state, p, speed_now_mps, DT_S)
 
     def transition_to(
         self,
@@ -591,7 +591,7 @@ class Controller:
         return self.transitions.active.copy()
 
     def _update_display_pose(self, dt_s: float) -> None:
-        """The pose shown (runtime/display.py), the hand-back offsets decayed by `dt_s`."""
+        """The pose shown (runtime/pose.py), the hand-back offsets decayed by `dt_s`."""
         s = self.state
         with_offsets = dt_s > 0 and self.offsets_active
         if with_offsets:

@@ -286,7 +286,7 @@ def write_input(
 
 def write_input_joints(pose: LocalPose, views: tuple[LocalTrajectory, LocalPose]) -> None:
     """x's joint rows alone, through input_views(x) (the trajectory rows written by the
-    native core: runtime/native_frame.py)."""
+    native core: runtime/pose.py)."""
     _write_pose(views[1], pose)
 
 

@@ -228,7 +228,7 @@ class FullBodyIk:
 
     def native_settings(self, terrain: Heightmap) -> tuple:
         """The method's settings and the terrain as the native calls take them, after the
-        weights (canis_fullbody_ik, and canis_display_pose: runtime/display.py)."""
+        weights (canis_fullbody_ik, and canis_display_pose: runtime/pose.py)."""
         return (
             FRONT_LEGS,
             self.leg_starts,

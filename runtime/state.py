@@ -39,14 +39,13 @@ from canis.runtime.features import (
     ACTION_ONE_HOT,
     ACTIONS,
     FUTURE_OFFSETS_FRAMES,
-    TRAJECTORY_OFFSETS_FRAMES,
     LocalPose,
 )
 from canis.runtime.poses import Keyframe, keyframe_pose
 from canis.runtime.readouts import GAIT_WINDOW_FRAMES, PAW_ORDER
 from canis.runtime.root import from_root_xz, yaw_direction_xz
 from canis.runtime.skeleton import Skeleton
-from canis.runtime.trajectory import GroundTrajectory
+from canis.runtime.trajectory import HISTORY_FRAMES, PAST_SAMPLES, PAST_SLICE, GroundTrajectory  # noqa: F401
 from canis.runtime.transition import CONTEXT_FRAMES, frame_vector
 
 
@@ -200,16 +199,6 @@ def transition_rows(player) -> tuple[str, ...]:
     parents, and the RTN's recurrent state (None until its first initialisation)."""
     names = [k for k, v in vars(player).items() if isinstance(v, np.ndarray) and k != "parents"]
     return tuple(n for n in names if n not in ("h", "c")) + ("h", "c")
-
-
-HISTORY_FRAMES = -TRAJECTORY_OFFSETS_FRAMES[0] + 1  # the past samples and the current frame
-# Where the trajectory's past samples sit in the history.
-PAST_SAMPLES = np.array([o for o in TRAJECTORY_OFFSETS_FRAMES if o < 0]) + HISTORY_FRAMES - 1
-# The same samples as a slice (they are evenly spaced): a view, where indexing with
-# PAST_SAMPLES builds a copy every frame.
-_PAST_STEP = int(PAST_SAMPLES[1] - PAST_SAMPLES[0])
-PAST_SLICE = slice(int(PAST_SAMPLES[0]), int(PAST_SAMPLES[-1]) + 1, _PAST_STEP)
-assert np.array_equal(np.arange(HISTORY_FRAMES)[PAST_SLICE], PAST_SAMPLES)
 
 
 def still_state(

@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import numpy as np
 from canis.runtime.controller import DT_S, Controller
-from canis.runtime.display import _facing, _locked_and_shown, with_display_offsets
 from canis.runtime.features import ACTIONS, LocalTrajectory, write_input
 from canis.runtime.kinematics import CONTACT_HEIGHT_M, CONTACT_SPEED_MPS, rotations_from_directions
-from canis.runtime.pose_update import next_local_pose
+from canis.runtime.pose import _facing, _locked_and_shown, next_local_pose, with_display_offsets
 from canis.runtime.root import from_root_xz, norm_xz, rotate_xz, wrap_angle_rad, yaw_direction_xz
-from canis.runtime.state import PAST_SAMPLES, PAST_SLICE
 from canis.runtime.trajectory import (
     _MIDDLE_WEIGHTS,
     _SAMPLE_WEIGHTS,
     _STEP_S,
     FUTURE_TIMES_S,
+    PAST_SAMPLES,
+    PAST_SLICE,
     GroundTrajectory,
 )
 

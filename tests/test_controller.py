@@ -70,7 +70,7 @@ def test_closed_loop_drive_reports(model):
 def test_true_outputs_reproduce_the_clip(model, monkeypatch, native_frame):
     """Feeding the controller a clip's true y moves its state exactly onto the clip's next
     frame, and the x it writes from that state is the dataset's x."""
-    import canis.runtime.pose_update as pose_update_module
+    import canis.runtime.pose as pose_update_module
     from canis.runtime.features import INPUT, decode_output, pose_to_root_frame, write_input
     from canis.runtime.root import yaw_from_direction
     from canis.training.clips import clip_pairs, process_clip

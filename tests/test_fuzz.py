@@ -7,8 +7,7 @@ import math
 import numpy as np
 from canis.runtime.actions import ACTION_NAMES, ALIASES
 from canis.runtime.controller import DT_S
-from canis.runtime.native_frame import extrapolate
-from canis.runtime.trajectory import MAX_SPEED_MPS, ControlState
+from canis.runtime.trajectory import MAX_SPEED_MPS, ControlState, extrapolate
 from canis.tools.run import ScriptDriver, load_script
 from canis.training.bvh import BvhError, read_bvh
 from conftest import TINY_BVH, write_tiny_bvh

@@ -1,4 +1,4 @@
-"""The native per-frame math, the runtime's one path (runtime/native_frame.py,
+"""The native per-frame math, the runtime's one path (runtime/pose.py,
 native/src/root_motion.cpp, native/src/display_pose.cpp), pinned to its numpy definition
 (tests/reference_frame.py: extrapolate, trajectory, advance_root, shown_pose):
 each call on random states, and the closed loop of tests/fixtures/record_step_trace.py
@@ -15,12 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from canis.runtime import _kinematics, native_frame
+from canis.runtime import _kinematics, pose
 from canis.runtime.controller import DT_S, Controller
 from canis.runtime.features import INPUT, OUTPUT, decode_output, write_input
 from canis.runtime.inference import MotionModel
 from canis.runtime.root import yaw_direction_xz
-from canis.runtime.trajectory import ControlState
+from canis.runtime.trajectory import ControlState, write_trajectory_rows
+from canis.runtime.trajectory import extrapolate as native_extrapolate
 from reference_frame import ReferenceController, advance_root, extrapolate, trajectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
@@ -62,7 +63,7 @@ def test_extrapolate_matches_numpy(rng):
         rng.uniform(-np.pi, np.pi, n),  # commanded yaw: turns across +-pi included
         rng.dirichlet(np.ones(6), n),
     )
-    expected, got = extrapolate(*args), native_frame.extrapolate(*args)
+    expected, got = extrapolate(*args), native_extrapolate(*args)
     for name in ("positions_xz_m", "directions_xz", "velocities_xz_mps", "speeds_mps", "actions"):
         assert_close(getattr(got, name), getattr(expected, name), name)
 
@@ -75,7 +76,7 @@ def test_trajectory_rows_are_write_inputs(model, blended):
     s = controller.state
     expected = write_input(trajectory(controller), s.pose)
     got = np.zeros_like(expected)
-    native_frame.write_trajectory_rows(
+    write_trajectory_rows(
         s, controller.desired_future, controller.predicted_future, controller.tau, got
     )
     rows = INPUT.block_slice("trajectory")
@@ -93,7 +94,7 @@ def test_advance_root_is_apply(model, rng):
     advance_root(controller.state, decode_output(y), speed_now, DT_S)
     expected, controller.state = controller.state, before
     history_arrays = [before.history.positions_xz_m, before.history.speeds_mps]
-    native_frame.advance_root(before, decode_output(y), speed_now, DT_S)
+    pose.advance_root(before, decode_output(y), speed_now, DT_S)
     # the history is pushed in place (its arrays kept), the rest is new
     assert before.history.positions_xz_m is history_arrays[0]
     assert before.history.speeds_mps is history_arrays[1]
@@ -114,7 +115,7 @@ def test_advance_root_takes_a_history_that_is_not_contiguous(model, rng):
     expected = copy.deepcopy(s)
     y = rng.normal(size=(2, OUTPUT.size))
     advance_root(expected, decode_output(y), np.ones(2), DT_S)
-    native_frame.advance_root(s, decode_output(y), np.ones(2), DT_S)
+    pose.advance_root(s, decode_output(y), np.ones(2), DT_S)
     assert_close(s.history.positions_xz_m, expected.history.positions_xz_m, "history")
 
 
@@ -162,7 +163,7 @@ def test_a_wrong_shape_is_named():
 @pytest.mark.parametrize("ground", ["hills", "flat", "flat, a paw below it"])
 def test_the_shown_pose_in_one_call_is_shown_pose(model, ground, locked, offsets, rng):
     import reference_frame
-    from canis.runtime.display import shown_pose
+    from canis.runtime.pose import shown_pose
     from canis.runtime.terrain import procedural
 
     controller = moving_controller(model)

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 from canis.runtime import controller as controller_module
-from canis.runtime import native_frame
+from canis.runtime import pose as native_frame
 from canis.runtime.assets import shipped_model_path
 from canis.runtime.inference import MotionModel
 from canis.tools.benchmark import trotting_control, weight_bytes_per_frame

@@ -33,7 +33,7 @@ from canis.runtime.features import (
     decode_output,
     write_joints,
 )
-from canis.runtime.pose_update import next_local_pose
+from canis.runtime.pose import next_local_pose
 from canis.runtime.readouts import GAITS, NO_GAIT
 from canis.training.bone_loss import bone_loss
 from canis.training.contact_loss import contact_loss, skating_excess_loss

@@ -36,8 +36,7 @@ from canis.runtime.features import (
     LocalPose,
 )
 from canis.runtime.root import from_root_xz, rotate_xz, wrap_angle_rad
-from canis.runtime.state import HISTORY_FRAMES
-from canis.runtime.trajectory import GroundTrajectory
+from canis.runtime.trajectory import HISTORY_FRAMES, GroundTrajectory
 from canis.training.replay_quality import clip_commands
 
 DT_S = 1.0 / FPS

@@ -1,12 +1,29 @@
-"""The pose shown to the player: the predicted rotations through FK with the skeleton's
+"""The pose stage: the network's prediction applied to the dogs, and the pose shown.
+
+next_local_pose is the next frame's root-frame pose from a prediction: the one definition,
+used by the runtime (advance_root) and by closed-loop training
+(training/closed_loop_training.py), so the network trains on the inputs the game will give it.
+
+advance_root (the root update, next pose, predicted future and history push) and
+_shown_pose_native (the shown pose) are each one call into the native core
+(native/src/root_motion.cpp, native/src/display_pose.cpp) instead of a few dozen numpy calls
+on arrays of 2-80 values, whose cost per call (not their arithmetic) was most of that work.
+It is the runtime's one path for that math. Its numpy definition is tests/reference_frame.py,
+and tests/test_native_frame.py checks the two equal to float64 rounding (a sine, a cosine or a
+matmul may round differently), frame by frame and over a closed loop. Nothing is defined again
+here: the layout of x comes from runtime/features.py, the trajectory's weights from
+runtime/trajectory.py.
+
+The pose shown to the player: the predicted rotations through FK with the skeleton's
 fixed bone offsets at the predicted hips, in the world, eased over a hand-back's difference,
-fitted to the terrain by the full-body IK and held by the foot lock."""
+fitted to the terrain by the full-body IK and held by the foot lock.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 from canis.runtime import _kinematics
-from canis.runtime.features import LocalPose
+from canis.runtime.features import LocalPose, Prediction
 from canis.runtime.kinematics import (
     BELOW_GROUND_M,
     CONTACT_HEIGHT_M,
@@ -17,10 +34,88 @@ from canis.runtime.kinematics import (
     forward_kinematics,
     paws_below_ground,
 )
-from canis.runtime.root import smoothing_factor, yaw_direction_xz
+from canis.runtime.root import rotate_xz, smoothing_factor, yaw_direction_xz
 from canis.runtime.skeleton import Skeleton
 from canis.runtime.state import DisplayOffset, DogState
 from canis.runtime.terrain import Heightmap
+from canis.runtime.trajectory import _HISTORY_FIELDS, _SAMPLE, GroundTrajectory, _history
+
+# The released MANN runtime averages the predicted joint positions with the previous ones
+# advanced by the predicted velocities, which removes jitter.
+JOINT_POSITION_BLEND = 0.5
+
+
+def next_local_pose(previous: LocalPose, p: Prediction, dt_s: float) -> LocalPose:
+    """The pose the next input x carries: the previous positions seen from the new root,
+    advanced by the predicted velocities and averaged with the predicted positions; the
+    predicted rotations and velocities as they are."""
+    step_local = p.root_velocity_mps * dt_s  # (N, 2) in the previous root's frame
+    turn = p.root_yaw_velocity_radps * dt_s
+    moved = previous.positions_m.copy()
+    # (x, z) as the strided view ::2 of (x, y, z): the same values as indexing [0, 2], without
+    # building an index array and a copy every frame.
+    moved[..., ::2] = rotate_xz(moved[..., ::2] - step_local[:, None], -turn)
+    advanced = moved + p.joint_velocities_mps * dt_s
+    positions = p.joint_positions_m + (advanced - p.joint_positions_m) * JOINT_POSITION_BLEND
+    return LocalPose(
+        positions, p.joint_forwards.copy(), p.joint_ups.copy(), p.joint_velocities_mps.copy()
+    )
+
+
+def _make_history_contiguous(state: DogState) -> None:
+    """The history's arrays as C-contiguous float64, for the native call to push in place:
+    only needed when something gave the state other arrays (a game's own, say); they are the
+    state's own from then on."""
+    h = state.history
+    for name in _HISTORY_FIELDS:
+        setattr(h, name, np.ascontiguousarray(getattr(h, name), dtype=np.float64))
+
+
+def advance_root(state: DogState, p: Prediction, speed_now_mps: np.ndarray, dt_s: float) -> None:
+    """Controller._apply's root update, next pose (next_local_pose), predicted
+    future and history push, natively. The root, pose and predicted future are new arrays,
+    as in the numpy code (a reader holding last frame's keeps it); the history is shifted in
+    place, as there."""
+    s = state
+    n, joints, ahead = p.joint_positions_m.shape[0], p.joint_positions_m.shape[1], len(_SAMPLE)
+    root_xz = np.array(s.root_xz_m, dtype=np.float64, order="C")
+    yaw = np.array(s.root_yaw_rad, dtype=np.float64, order="C")
+    velocity = np.empty((n, 2))
+    positions = np.empty((n, joints, 3))
+    future = [np.empty((n, ahead, 2)) for _ in range(3)]
+    arguments = [
+        dt_s,
+        JOINT_POSITION_BLEND,  # read at the call, as next_local_pose does
+        p.root_velocity_mps,
+        p.root_yaw_velocity_radps,
+        p.joint_positions_m,
+        p.joint_velocities_mps,
+        p.future_positions_m,
+        p.future_directions,
+        p.future_velocities_mps,
+        s.commanded_actions,
+        speed_now_mps,
+        s.pose.positions_m,
+        root_xz,
+        yaw,
+        velocity,
+        positions,
+        *future,
+    ]
+    try:
+        _kinematics.advance_root(*arguments, *_history(s))
+    except TypeError:  # a history array it would have to copy (checked only then: cheaper)
+        _make_history_contiguous(s)
+        _kinematics.advance_root(*arguments, *_history(s))
+    s.root_xz_m, s.root_yaw_rad, s.root_velocity_xz_mps = root_xz, yaw, velocity
+    s.pose = LocalPose(
+        positions, p.joint_forwards.copy(), p.joint_ups.copy(), p.joint_velocities_mps.copy()
+    )
+    s.predicted_future = GroundTrajectory(
+        *future, np.zeros((n, ahead)), np.zeros((n, ahead, s.commanded_actions.shape[1]))
+    )
+    s.action_weights = s.commanded_actions.copy()
+
 
 # When a transition hands a dog back, the motion network's first frame can differ from the
 # transition's last (it has never seen that exact state): the displayed pose carries the
