@@ -356,3 +356,21 @@ def follow_path(
     heading /= max(np.linalg.norm(heading), 1e-9)
     future = np.array([point_at(points, along + speed_mps * t, loop) for t in FUTURE_TIMES_S])
     return PathControl(speed_mps * heading, float(yaw_from_direction(heading)), future, gap, angle)
+
+
+def command(
+    s: DogState,
+    control: ControlState,
+    count: int,
+    held: np.ndarray | None,
+    speed_tracking: bool,
+    calibration: SpeedCalibration | None,
+) -> np.ndarray | None:
+    """The input stage: `control` checked for `count` dogs, its speed tracked (when
+    `speed_tracking`), and smoothed into the dogs' command (`held` (N,): the dogs whose command
+    stays as it was, a transition's lead). Returns the future positions of a path being
+    followed (N, 6, 2), or None."""
+    control = control.validated(count)
+    if speed_tracking:
+        control = track_speed(s, control, calibration)
+    return smooth_command(s, control, held)

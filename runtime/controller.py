@@ -14,32 +14,35 @@ never drift) and is then fitted to the terrain by the full-body IK.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import math
 
 import numpy as np
-from canis.runtime import readouts, trajectory
+from canis.runtime import readouts
 from canis.runtime import state as snapshot
 from canis.runtime.actions import Action
 from canis.runtime.arguments import checked, finite_number, random_generator
-from canis.runtime.control import SpeedCalibration, measured_speed_mps, smooth_command, track_speed
+from canis.runtime.control import SpeedCalibration, command, measured_speed_mps
 from canis.runtime.features import (
     ACTIONS,
     FPS,
     LocalPose,
-    decode_output,
     input_views,
-    joint_fields,
-    write_input_joints,
+    write_features,
 )
-from canis.runtime.inference import MotionModel
+from canis.runtime.inference import MotionModel, infer
 from canis.runtime.kinematics import FootLock, FullBodyIk
 from canis.runtime.machine import model_used
-from canis.runtime.pose import advance_root, decay_offsets, shown_pose, start_handback_offsets
+from canis.runtime.pose import (
+    OutputReader,
+    advance_root,
+    decode,
+    show,
+    shown_pose,
+    start_handback_offsets,
+)
 from canis.runtime.poses import Keyframe, load_keyframes
 from canis.runtime.profiler import Profiler
-from canis.runtime.readouts import push_contacts
+from canis.runtime.readouts import record_frame
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.runtime.state import (
     FOOT_LOCK_ROWS,
@@ -57,7 +60,7 @@ from canis.runtime.trajectory import (
     DEFAULT_TAU,
     ControlState,
     GroundTrajectory,
-    along_path,
+    write_trajectory,
 )
 from canis.runtime.transition import (
     CONTEXT_FRAMES,
@@ -77,18 +80,6 @@ DT_S = 1.0 / FPS
 POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
 # Built once (np.isin each frame costs more than the lookup it makes).
 IS_POSTURE_ACTION = np.isin(np.arange(len(ACTIONS)), POSTURE_ACTION_INDICES)
-
-
-def non_finite_rows(outputs: dict[str, np.ndarray]) -> np.ndarray | None:
-    """(N,) the dogs with a non-finite value in any output, or None when there is none: a
-    sum is finite only when every term is, so the usual frame costs one reduction per
-    output (an overflowing sum of finite values only sends it to the row check)."""
-    # add.reduce and math.isfinite: the same test as v.sum() and np.isfinite, without their
-    # wrappers' cost (a few microseconds a frame, after inference's weights left the caches).
-    if all(math.isfinite(np.add.reduce(v, axis=None)) for v in outputs.values()):
-        return None
-    bad = ~np.all([np.isfinite(v).all(axis=1) for v in outputs.values()], axis=0)
-    return bad if bad.any() else None
 
 
 class Controller:
@@ -167,9 +158,7 @@ class Controller:
         self.foot_lock = FootLock(self.skeleton, count, enabled=foot_lock)
         # Bound once: x is written into the session's own input buffer every frame.
         self._bind(count)
-        # y in float64, and the Prediction's views into it, built once (see _decoded).
-        self._y64, self._prediction = None, None
-        self._y_read = self._y_joints = None  # y's joint fields, a view built once
+        self._reader = OutputReader()  # y in float64, its views built once
         self.reset(start_pose=start_pose)
 
     def reset(
@@ -355,99 +344,6 @@ class Controller:
         xz = self.state.root_xz_m
         return np.stack([xz[:, 0], np.zeros(self.count), xz[:, 1]], 1)
 
-    def _smooth_command(self, control: ControlState) -> None:
-        held = self.transitions.leading if self.transitions is not None else None
-        self.path_future_xz_m = smooth_command(self.state, control, held)
-
-    def _write_trajectory(self, x: np.ndarray) -> np.ndarray:
-        """trajectory()'s samples written into x's trajectory rows by the native core
-        (runtime/pose.py); returns the current sample's desired speed (N,)."""
-        desired = self._desired_future(trajectory.extrapolate)
-        trajectory.write_trajectory_rows(self.state, desired, self.predicted_future, self.tau, x)
-        return desired.speeds_mps[:, 0]
-
-    def _desired_future(self, extrapolate_with) -> GroundTrajectory:
-        """The desired future (kept as desired_future): extrapolated toward the command by
-        `extrapolate_with` (trajectory.extrapolate or its native twin), moved onto the path
-        being followed, if any."""
-        s = self.state
-        desired = extrapolate_with(
-            s.root_xz_m,
-            s.root_velocity_xz_mps,
-            s.root_yaw_rad,
-            s.action_weights,
-            s.commanded_velocity_mps,
-            s.commanded_yaw_rad,
-            s.commanded_actions,
-        )
-        if self.path_future_xz_m is not None:
-            desired = along_path(desired, s.root_xz_m, self.path_future_xz_m)
-        self.desired_future = desired
-        return desired
-
-    def step(self, control: ControlState) -> np.ndarray:
-        """Advances every character one frame; returns the network input x it used (a view
-        of the bound input buffer: copy it to keep it)."""
-        s = self.state
-        stage = self.profiler.stage
-        with stage("input"):
-            control = control.validated(self.count)
-            if self.speed_tracking:
-                control = track_speed(self.state, control, self.speed_calibration)
-            self._smooth_command(control)
-        x = self._buffers.inputs["x"]
-        with stage("trajectory"):
-            speed_now = self._write_trajectory(x)  # x's trajectory rows
-        with stage("features"):
-            write_input_joints(s.pose, self._x_views)
-            if "phase" in self._buffers.inputs:
-                self._buffers.inputs["phase"][:, 0] = s.phase_rad
-        with stage("inference"):
-            if self._motion_network_idle():
-                outputs = self._buffers.outputs  # last step's, read by no one this step
-            else:
-                outputs = self.model.run_bound(self._buffers)
-        with stage("decode"):
-            # The dogs handed back last frame, as they were shown (for the display offsets).
-            handed_back = s.handback_pending.copy()
-            shown = s.rows(handed_back) if handed_back.any() else None
-            bad = non_finite_rows(outputs)
-            kept = s.rows(bad) if bad is not None else None
-            self._apply(self._decoded(outputs["y"]), speed_now)
-            if "expert_weights" in outputs:
-                s.expert_weights = outputs["expert_weights"].copy()  # readers may keep it
-            if "phase_delta" in outputs:
-                s.phase_rad = (s.phase_rad + outputs["phase_delta"][:, 0]) % (2 * np.pi)
-            if kept is not None:
-                self._keep_last_good_state(bad, kept)
-        if self.transitions is not None and (
-            self.transitions.active.any() or self.transitions.pending
-        ):
-            with stage("transition"):
-                self.transitions.step(s, self.desired_future)
-                finished = s.handback_pending & ~handed_back  # handed back in this step
-                if finished.any():
-                    self.profiler.instant("hand-back", dogs=np.flatnonzero(finished).tolist())
-            if self.transitions.worker:  # its CPU is in no stage of this thread's
-                self.profiler.counter("transition worker", cpu_ms=self.transitions.worker_cpu_ms)
-        if self.transitions is not None:
-            self.transition_worker_cpu_ms = self.transitions.worker_cpu_ms
-            self.transitions.worker_cpu_ms = 0.0
-        if shown is not None:
-            start_handback_offsets(s, self.transitions.playing, handed_back, shown)
-            self.offsets_active = True
-        previous = self.display_positions, self.display_rotations  # FK makes new arrays
-        with stage("ik"):
-            self._update_display_pose(DT_S)
-        self.previous_display_positions, self.previous_display_rotations = previous
-        push_contacts(s.contact_history, self.contacts)
-        s.canter_speed = readouts.canter_latch(s.canter_speed, measured_speed_mps(s))
-        self.frame += 1
-        self.profiler.end_step(self.count, self.root_velocity_xz_mps, self.expert_weights)
-        if self.transitions is not None and self.transitions.worker:
-            self.transitions.submit()  # last: the worker then runs between steps
-        return x
-
     def _motion_network_idle(self) -> bool:
         """Whether every dog plays a transition frame this step: the transition then sets
         each one's root, pose, history and action (TransitionPlayer._show_next), so nothing
@@ -459,44 +355,71 @@ class Controller:
         t = self.transitions
         return t is not None and bool(t.playing.all())
 
-    def _decoded(self, y: np.ndarray):
-        """decode_output of y in float64, its views over buffers reused every frame (building
-        nine views per frame cost more than the decode's math); _apply copies what it keeps.
-        The joints' fields are copied out of y's interleaved rows into contiguous arrays
-        (features.joint_fields): the pose update's arithmetic on them is then several times
-        cheaper for many dogs; so are the future's three fields, which the native root update
-        would otherwise copy out of y every frame. The values are y's, exactly (float32 to
-        float64 is exact)."""
-        if self._y_read is not y:  # the bound buffer: the same array every frame
-            self._y_read, self._y_joints = y, joint_fields(y)
-            p = decode_output(y)
-            self._y_future = (p.future_positions_m, p.future_directions, p.future_velocities_mps)
-        if self._y64 is None or self._y64.shape != y.shape:
-            self._y64 = np.empty(y.shape)
-            self._joints64 = np.empty(self._y_joints.shape)
-            self._future64 = np.empty((3, *self._y_future[0].shape))
-            positions, forwards, ups, velocities = self._joints64
-            future_positions, future_directions, future_velocities = self._future64
-            self._prediction = dataclasses.replace(
-                decode_output(self._y64),
-                future_positions_m=future_positions,
-                future_directions=future_directions,
-                future_velocities_mps=future_velocities,
-                joint_positions_m=positions,
-                joint_forwards=forwards,
-                joint_ups=ups,
-                joint_velocities_mps=velocities,
-            )
-        np.copyto(self._y64, y)
-        np.copyto(self._joints64, self._y_joints)
-        for buffer, field in zip(self._future64, self._y_future, strict=True):
-            np.copyto(buffer, field)
-        return self._prediction
+    def _write_trajectory(self, x: np.ndarray) -> np.ndarray:
+        """The desired future (kept as desired_future) and x's trajectory rows, in the native
+        core (runtime/trajectory.py); returns the current sample's desired speed (N,)."""
+        s = self.state
+        self.desired_future = write_trajectory(
+            s, self.path_future_xz_m, self.predicted_future, self.tau, x
+        )
+        return self.desired_future.speeds_mps[:, 0]
 
-    def _keep_last_good_state(self, rows: np.ndarray, kept: DogState) -> None:
-        """A character whose network output was not finite keeps its last good state (the
-        others move on); the event is counted and logged."""
-        self.state.put_rows(rows, kept)
+    def step(self, control: ControlState) -> np.ndarray:
+        """Advances every character one frame; returns the network input x it used (a view
+        of the bound input buffer: copy it to keep it). One call a stage, in the frame's
+        order (the profiler's stages)."""
+        s, stage, t = self.state, self.profiler.stage, self.transitions
+        x = self._buffers.inputs["x"]
+        with stage("input"):
+            held = t.leading if t is not None else None
+            self.path_future_xz_m = command(
+                s, control, self.count, held, self.speed_tracking, self.speed_calibration
+            )
+        with stage("trajectory"):
+            speed_now = self._write_trajectory(x)
+        with stage("features"):
+            write_features(s.pose, s.phase_rad, self._x_views, self._buffers.inputs)
+        with stage("inference"):
+            outputs = infer(self.model, self._buffers, self._motion_network_idle())
+        with stage("decode"):
+            apply = lambda p: self._apply(p, speed_now)  # noqa: E731
+            handed_back, shown, bad = decode(s, outputs, self._reader, apply)
+        if bad is not None:
+            self._count_non_finite(bad)
+        if t is not None:
+            self._play_transitions(handed_back)
+        if shown is not None:
+            start_handback_offsets(s, t.playing, handed_back, shown)
+            self.offsets_active = True
+        previous = self.display_positions, self.display_rotations  # FK makes new arrays
+        with stage("ik"):
+            self._update_display_pose(DT_S)
+        self.previous_display_positions, self.previous_display_rotations = previous
+        record_frame(s, self.contacts, measured_speed_mps(s))
+        self.frame += 1
+        self.profiler.end_step(self.count, self.root_velocity_xz_mps, self.expert_weights)
+        if t is not None and t.worker:
+            t.submit()  # last: the worker then runs between steps
+        return x
+
+    def _play_transitions(self, handed_back: np.ndarray) -> None:
+        """The transition stage (runtime/transition_player.py), when a transition is asked
+        for or playing; the worker's CPU, which is in no stage of this thread's, read."""
+        t = self.transitions
+        if t.active.any() or t.pending:
+            with self.profiler.stage("transition"):
+                t.step(self.state, self.desired_future)
+                finished = self.state.handback_pending & ~handed_back  # handed back now
+                if finished.any():
+                    self.profiler.instant("hand-back", dogs=np.flatnonzero(finished).tolist())
+            if t.worker:
+                self.profiler.counter("transition worker", cpu_ms=t.worker_cpu_ms)
+        self.transition_worker_cpu_ms = t.worker_cpu_ms
+        t.worker_cpu_ms = 0.0
+
+    def _count_non_finite(self, rows: np.ndarray) -> None:
+        """The dogs `rows` whose network output was not finite kept their last good state (the
+        others moved on, runtime/pose.py decode); the event is counted and logged."""
         self.non_finite_events += int(rows.sum())
         log.warning(
             "non-finite network output for characters %s at frame %d: they keep their "
@@ -592,26 +515,20 @@ class Controller:
 
     def _update_display_pose(self, dt_s: float) -> None:
         """The pose shown (runtime/pose.py), the hand-back offsets decayed by `dt_s`."""
-        s = self.state
-        with_offsets = dt_s > 0 and self.offsets_active
-        if with_offsets:
-            self.offsets_active = decay_offsets(s.display_offset, dt_s)
-        # Transitions and the postures they lead to place the paws themselves (a sitting
-        # dog's hind paws slide under it): a lock held through them pulls the leg and pops
-        # when it lets go (10 cm in one frame standing -> sit, measured).
-        posture = IS_POSTURE_ACTION[s.action_weights.argmax(axis=1)]
-        lockable = ~(self.in_transition() | posture)
-        self.display_positions, self.display_rotations, self.contacts = self._shown_pose(
+        shown = show(
+            self.state,
             self.skeleton,
             self.paws,
-            s,
-            with_offsets,
-            lockable,
             self.ik,
             self.foot_lock,
             self.terrain,
+            self.in_transition(),
+            self.offsets_active,
             dt_s,
+            self._shown_pose,
         )
+        self.display_positions, self.display_rotations, self.contacts = shown[:3]
+        self.offsets_active = shown[3]
 
     def display_pose(self, alpha: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         """World joint positions (N, J, 3) and rotations (N, J, 4) to draw. With `alpha` in

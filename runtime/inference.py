@@ -310,3 +310,9 @@ class MotionModel:
             feeds["phase"] = np.ascontiguousarray(phase, dtype=np.float32).reshape(-1, 1)
         outputs = self.session.run(self.output_names, feeds)
         return dict(zip(self.output_names, outputs, strict=True))
+
+
+def infer(model: MotionModel, buffers: BoundBuffers, idle: bool) -> dict[str, np.ndarray]:
+    """The inference stage: the model run on its bound buffers, or, when the network is `idle`
+    (every dog plays a transition frame), last step's outputs, read by no one this step."""
+    return buffers.outputs if idle else model.run_bound(buffers)

@@ -21,9 +21,12 @@ fitted to the terrain by the full-body IK and held by the foot lock.
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
 from canis.runtime import _kinematics
-from canis.runtime.features import LocalPose, Prediction
+from canis.runtime.features import ACTIONS, LocalPose, Prediction, decode_output, joint_fields
 from canis.runtime.kinematics import (
     BELOW_GROUND_M,
     CONTACT_HEIGHT_M,
@@ -271,3 +274,107 @@ def _shown_pose_native(
         return positions, rotations, contacts
     args = (contacts, lockable, ik, foot_lock, terrain, root_yaw_rad, dt_s)
     return _locked_and_shown(skeleton, paws, local, hips, *args)
+
+
+def non_finite_rows(outputs: dict[str, np.ndarray]) -> np.ndarray | None:
+    """(N,) the dogs with a non-finite value in any output, or None when there is none: a
+    sum is finite only when every term is, so the usual frame costs one reduction per
+    output (an overflowing sum of finite values only sends it to the row check)."""
+    # add.reduce and math.isfinite: the same test as v.sum() and np.isfinite, without their
+    # wrappers' cost (a few microseconds a frame, after inference's weights left the caches).
+    if all(math.isfinite(np.add.reduce(v, axis=None)) for v in outputs.values()):
+        return None
+    bad = ~np.all([np.isfinite(v).all(axis=1) for v in outputs.values()], axis=0)
+    return bad if bad.any() else None
+
+
+class OutputReader:
+    """decode_output of y in float64, its views over buffers reused every frame (building
+    nine views per frame cost more than the decode's math); advance_root copies what it keeps.
+    The joints' fields are copied out of y's interleaved rows into contiguous arrays
+    (features.joint_fields): the pose update's arithmetic on them is then several times
+    cheaper for many dogs; so are the future's three fields, which the native root update
+    would otherwise copy out of y every frame. The values are y's, exactly (float32 to
+    float64 is exact)."""
+
+    def __init__(self):
+        self.y64 = self.prediction = None
+        self.y_read = self.y_joints = None  # y's joint fields, a view built once
+
+    def read(self, y: np.ndarray) -> Prediction:
+        if self.y_read is not y:  # the bound buffer: the same array every frame
+            self.y_read, self.y_joints = y, joint_fields(y)
+            p = decode_output(y)
+            self.y_future = (p.future_positions_m, p.future_directions, p.future_velocities_mps)
+        if self.y64 is None or self.y64.shape != y.shape:
+            self.y64 = np.empty(y.shape)
+            self.joints64 = np.empty(self.y_joints.shape)
+            self.future64 = np.empty((3, *self.y_future[0].shape))
+            positions, forwards, ups, velocities = self.joints64
+            future_positions, future_directions, future_velocities = self.future64
+            self.prediction = dataclasses.replace(
+                decode_output(self.y64),
+                future_positions_m=future_positions,
+                future_directions=future_directions,
+                future_velocities_mps=future_velocities,
+                joint_positions_m=positions,
+                joint_forwards=forwards,
+                joint_ups=ups,
+                joint_velocities_mps=velocities,
+            )
+        np.copyto(self.y64, y)
+        np.copyto(self.joints64, self.y_joints)
+        for buffer, field in zip(self.future64, self.y_future, strict=True):
+            np.copyto(buffer, field)
+        return self.prediction
+
+
+def decode(s: DogState, outputs: dict, reader: OutputReader, apply) -> tuple:
+    """The decode stage: the network's `outputs` applied to the dogs `s` by `apply(prediction)`
+    (the root moved, the next pose, the history pushed), with MANN's expert weights and PFNN's
+    phase. A dog whose output is not finite keeps its last good state. Returns (the dogs
+    handed back last frame, their rows as shown then (for the display offsets) or None, the
+    dogs whose output was not finite or None)."""
+    handed_back = s.handback_pending.copy()
+    shown = s.rows(handed_back) if handed_back.any() else None
+    bad = non_finite_rows(outputs)
+    kept = s.rows(bad) if bad is not None else None
+    apply(reader.read(outputs["y"]))
+    if "expert_weights" in outputs:
+        s.expert_weights = outputs["expert_weights"].copy()  # readers may keep it
+    if "phase_delta" in outputs:
+        s.phase_rad = (s.phase_rad + outputs["phase_delta"][:, 0]) % (2 * np.pi)
+    if kept is not None:
+        s.put_rows(bad, kept)
+    return handed_back, shown, bad
+
+
+POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
+# Built once (np.isin each frame costs more than the lookup it makes).
+IS_POSTURE_ACTION = np.isin(np.arange(len(ACTIONS)), POSTURE_ACTION_INDICES)
+
+
+def show(
+    s: DogState,
+    skeleton: Skeleton,
+    paws: np.ndarray,
+    ik: FullBodyIk,
+    foot_lock: FootLock,
+    terrain: Heightmap | None,
+    in_transition: np.ndarray,
+    offsets_active: bool,
+    dt_s: float,
+    shown_with=shown_pose,
+) -> tuple:
+    """The display stage: the pose shown (shown_with: shown_pose), the hand-back offsets
+    decayed by `dt_s`. Returns (positions, rotations, contacts, whether any offset is left)."""
+    with_offsets = dt_s > 0 and offsets_active
+    if with_offsets:
+        offsets_active = decay_offsets(s.display_offset, dt_s)
+    # Transitions and the postures they lead to place the paws themselves (a sitting
+    # dog's hind paws slide under it): a lock held through them pulls the leg and pops
+    # when it lets go (10 cm in one frame standing -> sit, measured).
+    posture = IS_POSTURE_ACTION[s.action_weights.argmax(axis=1)]
+    lockable = ~(in_transition | posture)
+    shown = shown_with(skeleton, paws, s, with_offsets, lockable, ik, foot_lock, terrain, dt_s)
+    return (*shown, offsets_active)

@@ -140,3 +140,10 @@ def interpolated(previous: tuple, current: tuple, alpha: float) -> tuple[np.ndar
     alpha = min(max(alpha, 0.0), 1.0)
     (p0, q0), (p1, q1) = previous, current
     return p0 + (p1 - p0) * alpha, quat_slerp(q0, q1, alpha)
+
+
+def record_frame(s, contacts: np.ndarray, window_speed_mps: np.ndarray) -> None:
+    """The step's readouts kept in the dogs' state `s`: this frame's paw contacts (N, 4) in
+    the gait window, and the canter latch on the speed over the tracking window (N,)."""
+    push_contacts(s.contact_history, contacts)
+    s.canter_speed = canter_latch(s.canter_speed, window_speed_mps)

@@ -313,3 +313,37 @@ _HISTORY_FIELDS = tuple(field.name for field in dataclasses.fields(GroundTraject
 
 def _history(state: DogState) -> tuple:
     return tuple(getattr(state.history, name) for name in _HISTORY_FIELDS)
+
+
+def desired_future(
+    s: DogState, path_future_xz_m: np.ndarray | None, extrapolate_with=extrapolate
+) -> GroundTrajectory:
+    """The desired future: extrapolated toward the command by `extrapolate_with` (the native
+    extrapolate; tests/reference_frame.py passes its numpy definition), moved onto the path
+    being followed, if any."""
+    desired = extrapolate_with(
+        s.root_xz_m,
+        s.root_velocity_xz_mps,
+        s.root_yaw_rad,
+        s.action_weights,
+        s.commanded_velocity_mps,
+        s.commanded_yaw_rad,
+        s.commanded_actions,
+    )
+    if path_future_xz_m is not None:
+        desired = along_path(desired, s.root_xz_m, path_future_xz_m)
+    return desired
+
+
+def write_trajectory(
+    s: DogState,
+    path_future_xz_m: np.ndarray | None,
+    predicted: GroundTrajectory | None,
+    tau: float,
+    x: np.ndarray,
+) -> GroundTrajectory:
+    """The trajectory stage: the desired future (returned), and x's trajectory rows from the
+    history, now, and the desired future blended with `predicted` by tau."""
+    desired = desired_future(s, path_future_xz_m)
+    write_trajectory_rows(s, desired, predicted, tau, x)
+    return desired

@@ -28,6 +28,7 @@ from canis.runtime.trajectory import (
     PAST_SAMPLES,
     PAST_SLICE,
     GroundTrajectory,
+    desired_future,
 )
 
 _SAMPLE_WEIGHTS_3D = _SAMPLE_WEIGHTS[..., None]
@@ -86,7 +87,8 @@ def trajectory(controller: Controller) -> LocalTrajectory:
     """The 12 samples x sees, in the root frame: the past from history, now, and the blended
     future (the desired one kept as controller.desired_future, as the runtime does)."""
     s = controller.state
-    desired = controller._desired_future(extrapolate)
+    desired = desired_future(s, controller.path_future_xz_m, extrapolate)
+    controller.desired_future = desired
     future = blend(desired, controller.predicted_future, controller.tau)
     h, yaw = s.history, s.root_yaw_rad
 
