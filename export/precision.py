@@ -175,7 +175,8 @@ def motion_parity(source: Path, variant: Path, rows: int = PARITY_ROWS, seed: in
 def transition_parity(source_step: Path, variant_step: Path, rows=8, frames=30, seed=0) -> dict:
     """Variant vs fp32 over whole generated transitions from random windows around the
     frame statistics: max and mean |difference| of the frames in units of their deviation."""
-    from canis.runtime.transition import CONTEXT_FRAMES, TransitionModel
+    from canis.runtime.transition import TransitionModel
+    from canis.runtime.transition_frames import CONTEXT_FRAMES
 
     reference, candidate = TransitionModel(source_step), TransitionModel(variant_step)
     rng = np.random.default_rng(seed)

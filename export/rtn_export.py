@@ -20,14 +20,16 @@ from canis.runtime.features import FPS
 from canis.runtime.inference import PRECISION_KEY
 from canis.runtime.skeleton import DOG_JOINT_NAMES
 from canis.runtime.transition import (
-    CONTEXT_FRAMES,
-    FRAME_SIZE,
     INIT_INPUTS,
     INIT_OUTPUTS,
     NOISE_INPUT,
     STEP_INPUTS,
     STEP_OUTPUTS,
     TransitionModel,
+)
+from canis.runtime.transition_frames import (
+    CONTEXT_FRAMES,
+    FRAME_SIZE,
     contract_description,
     transition_layout_hash,
 )

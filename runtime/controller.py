@@ -62,18 +62,15 @@ from canis.runtime.trajectory import (
     GroundTrajectory,
     write_trajectory,
 )
-from canis.runtime.transition import (
-    CONTEXT_FRAMES,
-    TransitionModel,
-    check_transition_request,
-    frame_vector,
-)
-from canis.runtime.transition_player import (
-    LEAD_FRAMES,
-    TransitionPlayer,
+from canis.runtime.transition import TransitionModel, check_transition_request
+from canis.runtime.transition_frames import CONTEXT_FRAMES, frame_vector
+from canis.runtime.transition_player import LEAD_FRAMES, TransitionPlayer
+from canis.runtime.transition_requests import (
     TransitionStart,
+    target_frame,
+    target_keyframe,
+    target_placement,
 )
-from canis.runtime.transition_requests import target_frame, target_keyframe, target_placement
 
 log = logging.getLogger("canis.runtime")
 DT_S = 1.0 / FPS

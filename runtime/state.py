@@ -46,7 +46,7 @@ from canis.runtime.readouts import GAIT_WINDOW_FRAMES, PAW_ORDER
 from canis.runtime.root import from_root_xz, yaw_direction_xz
 from canis.runtime.skeleton import Skeleton
 from canis.runtime.trajectory import HISTORY_FRAMES, PAST_SAMPLES, PAST_SLICE, GroundTrajectory  # noqa: F401
-from canis.runtime.transition import CONTEXT_FRAMES, frame_vector
+from canis.runtime.transition_frames import CONTEXT_FRAMES, frame_vector
 
 
 @dataclass

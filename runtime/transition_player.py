@@ -49,25 +49,23 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 from canis.runtime.features import ACTION_ONE_HOT, ACTIONS, FPS
 from canis.runtime.root import (
     from_root_xz,
     to_root_xz,
-    wrap_angle_rad,
     yaw_direction_xz,
     yaw_from_direction,
 )
 from canis.runtime.state import DogState
-from canis.runtime.transition import (
+from canis.runtime.transition import StepCall, TransitionModel, run_step_call
+from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     FRAME_SIZE,
     JOINT_COUNT,
     MAX_TRANSITION_FRAMES,
     PLACEMENT_SIZE,
-    TransitionModel,
     blend_frames,
     blend_weights,
     placement,
@@ -96,62 +94,6 @@ def blend_window(transition_frames: int) -> int:
     steps = CONTEXT_FRAMES - 1 + count
     first = max(1, math.ceil(steps / STEPS_PER_FRAME) - LEAD_FRAMES)
     return count - first + 1
-
-
-@dataclass
-class StepCall:
-    """One call of the RTN for the rows that step together: copies of their inputs, so
-    running it (run_step_call) reads nothing of the player's."""
-
-    rows: np.ndarray  # (n,) the dogs
-    fresh: np.ndarray  # (n,) bool: the hidden state is initialised from first_frames first
-    first_frames: np.ndarray  # (fresh rows, D)
-    frames: np.ndarray  # (n, D) what each step reads
-    placements: np.ndarray  # (n, 4)
-    targets: np.ndarray  # (n, D)
-    target_noise: np.ndarray | None  # (n, W) each dog's transition's, None: a model without
-    to_arrival: np.ndarray  # (n,) frames
-    h: np.ndarray  # (n, H)
-    c: np.ndarray
-    k: np.ndarray  # (n,) the step makes frame k + 1 of the transition (k < 0: context step)
-    then: np.ndarray | None = None  # indices into rows that step again on the frame made
-
-
-def run_step_call(model: TransitionModel, call: StepCall) -> list[tuple]:
-    """(rows, k, frame, placement, h, c) for the call's step and its `then` steps."""
-    h, c = call.h, call.c
-    if call.fresh.any():
-        h, c = h.copy(), c.copy()
-        h[call.fresh], c[call.fresh] = model.init(call.first_frames)
-    noise = call.target_noise
-    frame, place, h, c = model.step(
-        call.frames, call.placements, call.targets, call.to_arrival, h, c, noise
-    )
-    results = [(call.rows, call.k, frame, place, h, c)]
-    if call.then is not None and call.then.size:
-        t = call.then
-        frame, place, h, c = model.step(
-            frame[t],
-            place[t],
-            call.targets[t],
-            call.to_arrival[t] - 1,
-            h[t],
-            c[t],
-            None if noise is None else noise[t],
-        )
-        results.append((call.rows[t], call.k[t] + 1, frame, place, h, c))
-    return results
-
-
-@dataclass
-class TransitionStart:
-    """What Controller.transition_to started: where each asked dog will stand when the
-    transition hands it back (ask for that facing afterwards, so the dog stays put)."""
-
-    characters: np.ndarray  # (n,) the dogs it drives
-    final_xz_m: np.ndarray  # (n, 2) world
-    final_yaw_rad: np.ndarray  # (n,)
-    frames: int  # steps from the request until the dogs are handed back
 
 
 class TransitionPlayer:
@@ -483,20 +425,3 @@ class TransitionPlayer:
         finished = rows[k == count]
         self.active[finished] = False
         state.handback_pending[finished] = True
-
-
-def stopping_point(state: DogState, rows, moving_s: float, slowing_s: float):
-    """Where a character moving as now comes to rest if it goes on for `moving_s`, then slows
-    evenly to a stop over `slowing_s`: half the distance and half the turn it would make at
-    its current rates over that time."""
-    directions = state.history.directions_xz[rows]
-    turn_rate = (
-        wrap_angle_rad(
-            yaw_from_direction(directions[:, -1]) - yaw_from_direction(directions[:, -2])
-        )
-        * FPS
-    )
-    seconds = moving_s + 0.5 * slowing_s
-    yaw = wrap_angle_rad(state.root_yaw_rad[rows] + turn_rate * seconds)
-    xz = state.root_xz_m[rows] + state.root_velocity_xz_mps[rows] * seconds
-    return xz, yaw

@@ -34,12 +34,44 @@ from canis.runtime.actions import Action, action_index, action_indices
 from canis.runtime.arguments import per_dog, random_generator
 from canis.runtime.features import ACTIONS, FPS
 from canis.runtime.poses import KEYFRAME_ACTIONS, Keyframe, keyframe_pose
-from canis.runtime.root import yaw_direction_xz
+from canis.runtime.root import wrap_angle_rad, yaw_direction_xz, yaw_from_direction
 from canis.runtime.skeleton import Skeleton
 from canis.runtime.state import DogState, dog_rows
 from canis.runtime.trajectory import ControlState
-from canis.runtime.transition import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES, frame_vector
-from canis.runtime.transition_player import LEAD_FRAMES, TransitionStart, stopping_point
+from canis.runtime.transition_frames import (
+    MAX_TRANSITION_FRAMES,
+    MIN_TRANSITION_FRAMES,
+    frame_vector,
+)
+from canis.runtime.transition_player import LEAD_FRAMES
+
+
+@dataclass
+class TransitionStart:
+    """What Controller.transition_to started: where each asked dog will stand when the
+    transition hands it back (ask for that facing afterwards, so the dog stays put)."""
+
+    characters: np.ndarray  # (n,) the dogs it drives
+    final_xz_m: np.ndarray  # (n, 2) world
+    final_yaw_rad: np.ndarray  # (n,)
+    frames: int  # steps from the request until the dogs are handed back
+
+
+def stopping_point(state: DogState, rows, moving_s: float, slowing_s: float):
+    """Where a character moving as now comes to rest if it goes on for `moving_s`, then slows
+    evenly to a stop over `slowing_s`: half the distance and half the turn it would make at
+    its current rates over that time."""
+    directions = state.history.directions_xz[rows]
+    turn_rate = (
+        wrap_angle_rad(
+            yaw_from_direction(directions[:, -1]) - yaw_from_direction(directions[:, -2])
+        )
+        * FPS
+    )
+    seconds = moving_s + 0.5 * slowing_s
+    yaw = wrap_angle_rad(state.root_yaw_rad[rows] + turn_rate * seconds)
+    xz = state.root_xz_m[rows] + state.root_velocity_xz_mps[rows] * seconds
+    return xz, yaw
 
 
 def target_keyframe(

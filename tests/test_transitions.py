@@ -14,11 +14,11 @@ from canis.runtime.kinematics import forward_kinematics
 from canis.runtime.poses import Keyframe
 from canis.runtime.root import from_root_xz
 from canis.runtime.trajectory import ControlState
-from canis.runtime.transition import (
+from canis.runtime.transition import TransitionModel
+from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     FRAME_SIZE,
     TTA_CLAMP_FRAMES,
-    TransitionModel,
     placement,
     placement_to_world,
     root_motion,
@@ -271,7 +271,7 @@ def test_a_streamed_transition_is_the_one_generated_at_once(tiny_rtn):
     and asking for one runs nothing of the RTN."""
     from canis.runtime.poses import keyframe_pose
     from canis.runtime.root import yaw_from_direction
-    from canis.runtime.transition import frame_vector, split_frame
+    from canis.runtime.transition_frames import frame_vector, split_frame
 
     c = controller(tiny_rtn, count=2)
     calls = []
@@ -496,7 +496,7 @@ def test_a_scripts_transition_samples_with_its_variation_and_replays_with_its_se
 def test_torch_forward_kinematics_matches_the_data(tiny_transitions, dog):
     """The FK term trains on what the runtime shows: the torch FK of a frame's joint axes
     lands every joint where the data (made by the native FK) has it."""
-    from canis.runtime.transition import POSITIONS
+    from canis.runtime.transition_frames import POSITIONS
     from canis.training.rtn import fk_positions
     from canis.training.transition_data import load
 

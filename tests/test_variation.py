@@ -10,7 +10,8 @@ from canis.runtime.controller import Controller
 from canis.runtime.features import ACTIONS
 from canis.runtime.inference import MotionModel
 from canis.runtime.trajectory import ControlState
-from canis.runtime.transition import FRAME_SIZE, TransitionModel
+from canis.runtime.transition import TransitionModel
+from canis.runtime.transition_frames import FRAME_SIZE
 from canis.training.rtn import empty_rtn, rollout, target_noise_scale
 from conftest import FIXTURES, tiny_rtn_config
 

@@ -14,7 +14,8 @@ import time
 import numpy as np
 import onnxruntime as ort
 from canis.runtime.assets import shipped_model_path
-from canis.runtime.transition import FRAME_SIZE, PLACEMENT_SIZE, TransitionModel
+from canis.runtime.transition import TransitionModel
+from canis.runtime.transition_frames import FRAME_SIZE, PLACEMENT_SIZE
 
 WARMUP = 20
 

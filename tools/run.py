@@ -48,7 +48,8 @@ from canis.runtime.profiler import Profiler, check_output_path
 from canis.runtime.root import rotate_xz, wrap_angle_rad, yaw_from_direction
 from canis.runtime.terrain import load_terrain
 from canis.runtime.trajectory import ControlState
-from canis.runtime.transition import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES, TransitionModel
+from canis.runtime.transition import TransitionModel
+from canis.runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
 from canis.tools.motion_metrics import foot_skating_cm
 
 EVENT_FIELDS = {

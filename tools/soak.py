@@ -25,12 +25,8 @@ from canis.runtime.profiler import Histogram, Profiler
 from canis.runtime.root import yaw_direction_xz
 from canis.runtime.terrain import PROCEDURAL, procedural
 from canis.runtime.trajectory import ControlState
-from canis.runtime.transition import (
-    MAX_TRANSITION_FRAMES,
-    MIN_TRANSITION_FRAMES,
-    TransitionModel,
-    shipped_transition_model_path,
-)
+from canis.runtime.transition import TransitionModel, shipped_transition_model_path
+from canis.runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
 
 COMMAND_SECONDS = (1.0, 4.0)  # each new command lasts this long (uniform)
 TERRAIN_SECONDS = 30.0  # the terrain changes this often

@@ -13,13 +13,8 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime.profiler import percentiles_ms
-from canis.runtime.transition import (
-    CONTEXT_FRAMES,
-    FRAME_SIZE,
-    INIT_OUTPUTS,
-    STEP_OUTPUTS,
-    TransitionModel,
-)
+from canis.runtime.transition import INIT_OUTPUTS, STEP_OUTPUTS, TransitionModel
+from canis.runtime.transition_frames import CONTEXT_FRAMES, FRAME_SIZE
 from canis.tools.benchmark import time_calls
 
 STEP_BATCHES = (1, 8, 64)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from canis.runtime.transition import CONTEXT_FRAMES, TransitionModel, target_blend
+from canis.runtime.transition import TransitionModel
+from canis.runtime.transition_frames import CONTEXT_FRAMES, target_blend
 from canis.tools.doc_sections import replace_section
 from canis.training.train_rtn import windows
 from canis.training.transition_data import TransitionData

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from canis.runtime.transition import TransitionModel, target_blend
+from canis.runtime.transition import TransitionModel
+from canis.runtime.transition_frames import target_blend
 from canis.tools.doc_sections import replace_section
 from canis.training.evaluate_transitions import BATCH, LENGTHS, position_std
 from canis.training.train_rtn import windows

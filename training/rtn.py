@@ -35,7 +35,7 @@ import math
 import torch
 from canis.runtime.features import FPS
 from canis.runtime.skeleton import DOG_JOINT_NAMES
-from canis.runtime.transition import (
+from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     FORWARDS,
     FRAME_SIZE,

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from canis.runtime.transition import (
+from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     MAX_TRANSITION_FRAMES,
     MIN_TRANSITION_FRAMES,

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from canis.runtime.features import pose_to_root_frame
 from canis.runtime.root import yaw_from_direction
-from canis.runtime.transition import (
+from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     MIN_TRANSITION_FRAMES,
     frame_vector,

@@ -14,7 +14,7 @@ from canis.runtime.kinematics import forward_kinematics, rotations_from_directio
 from canis.runtime.root import from_root_xz, wrap_angle_rad, yaw_quaternion
 from canis.runtime.rotations import quat_multiply, quat_slerp
 from canis.runtime.skeleton import Skeleton
-from canis.runtime.transition import ROTATED_JOINTS, split_frame
+from canis.runtime.transition_frames import ROTATED_JOINTS, split_frame
 
 
 def global_pose(skeleton: Skeleton, frames: np.ndarray, placements: np.ndarray):

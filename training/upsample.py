@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 from canis.runtime.kinematics import rotations_from_directions
 from canis.runtime.root import from_root_xz, yaw_from_direction
-from canis.runtime.transition import (
+from canis.runtime.transition import TransitionModel
+from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     MAX_TRANSITION_FRAMES,
     MIN_TRANSITION_FRAMES,
-    TransitionModel,
     placement,
     placement_to_world,
     split_frame,
