@@ -45,8 +45,7 @@ from canis.runtime.profiler import Profiler
 from canis.runtime.readouts import record_frame
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.runtime.state import (
-    FOOT_LOCK_ROWS,
-    IK_ROWS,
+    DISPLAY_ROWS,
     DogState,
     append_rows,
     concat_states,
@@ -77,6 +76,13 @@ DT_S = 1.0 / FPS
 POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
 # Built once (np.isin each frame costs more than the lookup it makes).
 IS_POSTURE_ACTION = np.isin(np.arange(len(ACTIONS)), POSTURE_ACTION_INDICES)
+
+
+def _in_state(name: str) -> property:
+    """A controller attribute that is the dogs' state's field `name`."""
+    return property(
+        lambda self: getattr(self.state, name), lambda self, v: setattr(self.state, name, v)
+    )
 
 
 class Controller:
@@ -167,6 +173,9 @@ class Controller:
         if characters is not None:
             rows = dog_rows(characters, self.count, "reset")
             fresh = self._fresh_state(len(rows), root_xz_m, yaw_rad, start_pose, "reset")
+            kept = self.state.rows(rows)  # the IK's easing and the foot locks go on as they were
+            for name in ("ik", "foot_lock", *DISPLAY_ROWS):  # (the shown pose is redrawn)
+                setattr(fresh, name, getattr(kept, name))
             self.state.put_rows(rows, fresh)
             if self.transitions is not None:
                 self.transitions.settle()
@@ -174,7 +183,10 @@ class Controller:
             self._update_display_pose(0.0)
             self._settle_display()
             return
-        self.state = self._fresh_state(self.count, root_xz_m, yaw_rad, start_pose, "reset")
+        fresh = self._fresh_state(self.count, root_xz_m, yaw_rad, start_pose, "reset")
+        if hasattr(self, "state"):  # the IK's easing goes on; the locks are let go below
+            fresh.ik, fresh.foot_lock = self.state.ik, self.state.foot_lock
+        self._set_state_object(fresh)
         self._has_prediction = False
         self.path_future_xz_m = None
         self.desired_future: GroundTrajectory | None = None
@@ -235,7 +247,7 @@ class Controller:
             )
         fresh = self._fresh_state(count, root_xz_m, yaw_rad, start_pose, "add")
         old = self.count
-        self.state = concat_states(self.state, fresh)
+        self._set_state_object(concat_states(self.state, fresh))
         self._resize(old + count, lambda owner, names, new: append_rows(owner, names, new, count))
         self._update_display_pose(0.0)
         self._settle_display()
@@ -248,11 +260,14 @@ class Controller:
         if len(rows) >= self.count:
             raise ValueError(f"remove: {rows.tolist()} would leave no dog; at least one stays")
         keep = np.setdiff1d(np.arange(self.count), rows)
-        self.state = self.state.rows(keep)
+        self._set_state_object(self.state.rows(keep))
         self._resize(len(keep), lambda owner, names, new: take_rows(owner, names, keep))
-        for name in ("display_positions", "display_rotations", "contacts"):
-            setattr(self, name, getattr(self, name)[keep])
         self._settle_display()
+
+    def _set_state_object(self, state: DogState) -> None:
+        """`state` as the dogs' state, the IK and the foot lock bound to its rows."""
+        self.state = state
+        self.ik.rows, self.foot_lock.rows = state.ik, state.foot_lock
 
     def _settle_display(self) -> None:
         """No step to interpolate from yet: display_pose(alpha) shows the current pose."""
@@ -264,8 +279,6 @@ class Controller:
         with `fresh` the same kind of owner for the added dogs), and rebinds the network's
         buffers to the new batch (their storage grows by doubling: not per frame)."""
         added = count - self.count
-        change(self.ik, IK_ROWS, FullBodyIk(self.skeleton, max(added, 0)))
-        change(self.foot_lock, FOOT_LOCK_ROWS, FootLock(self.skeleton, max(added, 0)))
         if self.transitions is not None:
             self.transitions.settle()
             fresh = TransitionPlayer(self.transition_model, max(added, 0), self.skeleton.parents)
@@ -304,6 +317,13 @@ class Controller:
         self.transition_worker = False
         if self.transitions is not None:
             self.transitions.close()
+
+    # The shown pose, in the state (runtime/pose.py show writes it).
+    display_positions = _in_state("display_positions")
+    display_rotations = _in_state("display_rotations")
+    previous_display_positions = _in_state("previous_display_positions")
+    previous_display_rotations = _in_state("previous_display_rotations")
+    contacts = _in_state("contacts")
 
     # The readouts an embedder uses (docs/EMBEDDING.md); the state itself is self.state.
     @property

@@ -48,6 +48,8 @@ evaluate controllers) run without it and report it apart.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from canis.runtime import _kinematics
 from canis.runtime.root import damp
@@ -171,7 +173,45 @@ def paws_below_ground(paw_heights_m: np.ndarray) -> bool:
     return bool((paw_heights_m < -BELOW_GROUND_M).any())
 
 
+@dataclass
+class IkRows:
+    """The IK's per-dog arrays, held in the dogs' state (runtime/state.py DogState.ik)."""
+
+    weight: np.ndarray  # (N,) the IK's blend weight, easing toward on (or off)
+
+
+@dataclass
+class FootLockRows:
+    """The foot lock's per-dog arrays, held in the dogs' state (DogState.foot_lock)."""
+
+    locked_xz_m: np.ndarray  # (N, 4, 2) where each paw is held, world
+    holding: np.ndarray  # (N, 4) bool: pinned now
+    released: np.ndarray  # (N, 4) bool: let go during this contact
+    weight: np.ndarray  # (N, 4) each lock's blend weight
+
+    @classmethod
+    def zeros(cls, count: int, legs: int = 4) -> FootLockRows:
+        return cls(
+            np.zeros((count, legs, 2)),
+            np.zeros((count, legs), dtype=bool),
+            np.zeros((count, legs), dtype=bool),
+            np.zeros((count, legs)),
+        )
+
+
+def _rows_property(name: str) -> property:
+    """An attribute of the solver that is its per-dog rows' array (self.rows.<name>)."""
+    return property(
+        lambda self: getattr(self.rows, name), lambda self, v: setattr(self.rows, name, v)
+    )
+
+
 class FullBodyIk:
+    """The full-body terrain IK. Its per-dog blend weight lives in `rows` (IkRows), which
+    the controller binds to its DogState's."""
+
+    weight = _rows_property("weight")
+
     def __init__(self, skeleton: Skeleton, count: int):
         self.skeleton = skeleton
         chains = [skeleton.group(leg) for leg in DOG_LEG_GROUPS]
@@ -185,7 +225,7 @@ class FullBodyIk:
             [skeleton.bone_lengths_m()[c[1:]].sum() for c in chains], dtype=np.float32
         )
         self.enabled = True
-        self.weight = np.ones(count)
+        self.rows = IkRows(np.ones(count))
 
     def next_weight(self, dt_s: float) -> np.ndarray:
         """The blend weight after dt_s more of easing toward on (or off)."""
@@ -251,7 +291,18 @@ CCD_ITERATIONS = 8
 CCD_TOLERANCE_M = 0.001
 
 
+FOOT_LOCK_ROWS = ("locked_xz_m", "holding", "released", "weight")
+
+
 class FootLock:
+    """Its per-dog arrays live in `rows` (FootLockRows), which the controller binds to its
+    DogState's."""
+
+    locked_xz_m = _rows_property("locked_xz_m")
+    holding = _rows_property("holding")
+    released = _rows_property("released")
+    weight = _rows_property("weight")
+
     def __init__(self, skeleton: Skeleton, count: int, enabled: bool = True):
         self.skeleton = skeleton
         self.legs = [skeleton.group(leg) for leg in DOG_LEG_GROUPS]
@@ -264,10 +315,12 @@ class FootLock:
 
     def reset(self, count: int) -> None:
         legs = len(self.legs)
-        self.locked_xz_m = np.zeros((count, legs, 2))
-        self.holding = np.zeros((count, legs), dtype=bool)  # pinned now
-        self.released = np.zeros((count, legs), dtype=bool)  # let go during this contact
-        self.weight = np.zeros((count, legs))
+        fresh = FootLockRows.zeros(count, legs)
+        if getattr(self, "rows", None) is None:
+            self.rows = fresh
+        else:  # in the rows bound (the dogs' state's), as new arrays
+            for name in FOOT_LOCK_ROWS:
+                setattr(self.rows, name, getattr(fresh, name))
 
     @property
     def idle(self) -> bool:

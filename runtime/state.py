@@ -1,6 +1,10 @@
 """The dogs' state: one object of numpy arrays with a leading axis N, one row per dog.
 
-Everything a step carries to the next lives here. Other parts (the NaN rollback, the
+Everything a step carries to the next lives here, the IK's blend weight, the foot locks and
+the pose shown included (the IK and the foot lock are solvers bound to their rows here:
+Controller._set_state_object). The transition player's per-dog arrays are the exception
+still held by their owner (runtime/transition_player.py; add, remove and the snapshot
+resize and carry them). Other parts (the NaN rollback, the
 hand-back, resets) never write the controller's fields one by one: they take rows
 (`rows(idx)`, a copy), change that copy, and put it back (`put_rows(idx, rows)`), so adding a
 field to the state is adding it here, and a row that does not fit is an error, not a skip.
@@ -41,12 +45,22 @@ from canis.runtime.features import (
     FUTURE_OFFSETS_FRAMES,
     LocalPose,
 )
+from canis.runtime.kinematics import FOOT_LOCK_ROWS, FootLockRows, IkRows
 from canis.runtime.poses import Keyframe, keyframe_pose
 from canis.runtime.readouts import GAIT_WINDOW_FRAMES, PAW_ORDER
 from canis.runtime.root import from_root_xz, yaw_direction_xz
 from canis.runtime.skeleton import Skeleton
 from canis.runtime.trajectory import HISTORY_FRAMES, PAST_SAMPLES, PAST_SLICE, GroundTrajectory  # noqa: F401
 from canis.runtime.transition_frames import CONTEXT_FRAMES, frame_vector
+
+# DogState's fields of the pose shown, which the controller reads and writes by these names.
+DISPLAY_ROWS = (
+    "display_positions",
+    "display_rotations",
+    "previous_display_positions",
+    "previous_display_rotations",
+    "contacts",
+)
 
 
 @dataclass
@@ -87,6 +101,15 @@ class DogState:
     paw_xz_m: np.ndarray  # (N, 4, 2) world
     paw_speed_mps: np.ndarray  # (N, 4)
     canter_speed: np.ndarray  # (N,) bool: fast enough to canter (readouts.canter_latch)
+    ik: IkRows  # the terrain IK's blend weight (runtime/kinematics.py FullBodyIk.rows)
+    foot_lock: FootLockRows  # the foot locks (runtime/kinematics.py FootLock.rows)
+    # The pose shown (runtime/pose.py show): world joints (N, J, 3) and (N, J, 4), the last
+    # step's (display_pose(alpha) interpolates from them), and the paw contacts (N, 4) bool.
+    display_positions: np.ndarray
+    display_rotations: np.ndarray
+    previous_display_positions: np.ndarray
+    previous_display_rotations: np.ndarray
+    contacts: np.ndarray
 
     def rows(self, idx) -> DogState:
         """A copy of the rows `idx` (indices or a boolean mask) of every array."""
@@ -188,10 +211,10 @@ def concat_states(a, b):
     return np.concatenate([a, b])
 
 
-# The per-dog arrays held outside DogState, by owner (what add/remove resize and a snapshot
-# carries).
+# A snapshot (format 3) names the IK's, the foot lock's and the shown pose's rows by their
+# owners, as before they were in DogState: ik.<name>, foot_lock.<name>, <name>.
 IK_ROWS = ("weight",)
-FOOT_LOCK_ROWS = ("locked_xz_m", "holding", "released", "weight")
+SNAPSHOT_OWNED = ("ik", "foot_lock") + DISPLAY_ROWS
 
 
 def transition_rows(player) -> tuple[str, ...]:
@@ -268,6 +291,14 @@ def still_state(
         paw_xz_m=from_root_xz(pose.positions_m[:, skeleton.group("paws"), ::2], root_xz_m, yaw),
         paw_speed_mps=np.zeros((n, len(PAW_ORDER))),
         canter_speed=np.zeros(n, dtype=bool),
+        ik=IkRows(np.ones(n)),
+        foot_lock=FootLockRows.zeros(n, len(PAW_ORDER)),
+        # Drawn by the controller before anything reads them.
+        display_positions=np.zeros((n, skeleton.joint_count, 3), np.float32),
+        display_rotations=np.zeros((n, skeleton.joint_count, 4), np.float32),
+        previous_display_positions=np.zeros((n, skeleton.joint_count, 3), np.float32),
+        previous_display_rotations=np.zeros((n, skeleton.joint_count, 4), np.float32),
+        contacts=np.zeros((n, len(PAW_ORDER)), dtype=bool),
     )
 
 
@@ -276,21 +307,15 @@ def still_state(
 FORMAT = 3
 # Scalars of the controller a step reads (everything else per dog is in arrays).
 SCALARS = ("frame", "_has_prediction", "offsets_active", "non_finite_events")
-DISPLAY = (
-    "display_positions",
-    "display_rotations",
-    "previous_display_positions",
-    "previous_display_rotations",
-    "contacts",
-    "path_future_xz_m",
-)
+DISPLAY = (*DISPLAY_ROWS, "path_future_xz_m")
 
 
 def _leaves(value, name: str):
     """(dotted name, array or None) for every array of a (nested) dataclass."""
     if is_dataclass(value):
         for f in fields(value):
-            yield from _leaves(getattr(value, f.name), f"{name}.{f.name}")
+            if name != "state" or f.name not in SNAPSHOT_OWNED:  # named by their owners
+                yield from _leaves(getattr(value, f.name), f"{name}.{f.name}")
     else:
         yield name, value
 

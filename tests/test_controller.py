@@ -134,8 +134,10 @@ def test_a_character_with_non_finite_output_keeps_its_last_good_state(model, cap
     controller.step(control)
     assert controller.non_finite_events == 1 and "characters [1]" in caplog.text
     # Every array of the state but the command smoothing, which runs before the network, and
-    # the shown paws' speed, which the display measures after: the held dog's paws stood still.
+    # what the display makes after it: the shown paws' speed (the held dog's paws stood
+    # still), and the shown pose, last step's included (display_pose(alpha) reads it).
     command = ("commanded", "speed_gain", "measured_speed", "asked_speed", "paw_speed")
+    command += ("display_positions", "display_rotations")
     for name, now, then in leaves(controller.state, whole):
         if not any(part in name for part in command):
             assert np.array_equal(now[1], then[1]), name
