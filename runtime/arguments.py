@@ -67,6 +67,13 @@ def finite_number(value, where: str, low: float = -np.inf, high: float = np.inf)
     return number
 
 
+def whole_number(value, low: int, message: str) -> None:
+    """Refuses `value` with ValueError(message) unless it is a whole number >= `low` (a bool
+    is not one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(message)
+
+
 def random_generator(seed, where: str) -> np.random.Generator:
     """A numpy Generator from `seed`: None (fresh entropy), a whole number >= 0, or a
     Generator (used as it is); else a one-line ValueError starting with `where`."""

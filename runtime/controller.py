@@ -17,15 +17,12 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-from canis.runtime import readouts
 from canis.runtime import state as snapshot
-from canis.runtime.actions import Action
-from canis.runtime.arguments import checked, finite_number, random_generator
+from canis.runtime.arguments import finite_number, random_generator, whole_number
 from canis.runtime.control import SpeedCalibration, command, measured_speed_mps
 from canis.runtime.features import (
     ACTIONS,
     FPS,
-    LocalPose,
     input_views,
     write_features,
 )
@@ -42,7 +39,7 @@ from canis.runtime.pose import (
 )
 from canis.runtime.poses import Keyframe, load_keyframes
 from canis.runtime.profiler import Profiler
-from canis.runtime.readouts import record_frame
+from canis.runtime.readouts import Readouts, record_frame
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.runtime.state import (
     DISPLAY_ROWS,
@@ -61,14 +58,12 @@ from canis.runtime.trajectory import (
     GroundTrajectory,
     write_trajectory,
 )
-from canis.runtime.transition import TransitionModel, check_transition_request
-from canis.runtime.transition_frames import CONTEXT_FRAMES, frame_vector
-from canis.runtime.transition_player import LEAD_FRAMES, TransitionPlayer
+from canis.runtime.transition import TransitionModel
+from canis.runtime.transition_frames import frame_vector
+from canis.runtime.transition_player import TransitionPlayer
 from canis.runtime.transition_requests import (
     TransitionStart,
-    target_frame,
-    target_keyframe,
-    target_placement,
+    start_transition,
 )
 
 log = logging.getLogger("canis.runtime")
@@ -78,14 +73,7 @@ POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
 IS_POSTURE_ACTION = np.isin(np.arange(len(ACTIONS)), POSTURE_ACTION_INDICES)
 
 
-def _in_state(name: str) -> property:
-    """A controller attribute that is the dogs' state's field `name`."""
-    return property(
-        lambda self: getattr(self.state, name), lambda self, v: setattr(self.state, name, v)
-    )
-
-
-class Controller:
+class Controller(Readouts):
     _shown_pose = staticmethod(shown_pose)  # the pose shown: runtime/pose.py, natively
 
     def __init__(
@@ -119,18 +107,15 @@ class Controller:
         the native core (runtime/pose.py, one call a stage; tests/reference_frame.py
         holds the numpy definition it is checked against); `native_frame` is kept for old
         callers and takes True only."""
-        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
-            raise ValueError(
-                f"Controller: count must be a whole number of dogs >= 1, got {count!r}"
-            )
-        if max_dogs is not None and (
-            isinstance(max_dogs, bool)
-            or not isinstance(max_dogs, (int, np.integer))
-            or max_dogs < count
-        ):
-            raise ValueError(
+        whole_number(
+            count, 1, f"Controller: count must be a whole number of dogs >= 1, got {count!r}"
+        )
+        if max_dogs is not None:
+            whole_number(
+                max_dogs,
+                count,
                 f"Controller: max_dogs must be None or a whole number >= count ({count}), "
-                f"got {max_dogs!r}"
+                f"got {max_dogs!r}",
             )
         if native_frame is not True:
             raise ValueError(
@@ -180,8 +165,7 @@ class Controller:
             if self.transitions is not None:
                 self.transitions.settle()
                 self.transitions.active[rows] = False
-            self._update_display_pose(0.0)
-            self._settle_display()
+            self._redraw()
             return
         fresh = self._fresh_state(self.count, root_xz_m, yaw_rad, start_pose, "reset")
         if hasattr(self, "state"):  # the IK's easing goes on; the locks are let go below
@@ -192,21 +176,16 @@ class Controller:
         self.desired_future: GroundTrajectory | None = None
         if self.transitions is not None:
             self.transitions.close()
+        rtn, worker = self.transition_model, self.transition_worker
         self.transitions = (
-            TransitionPlayer(
-                self.transition_model,
-                self.count,
-                self.skeleton.parents,
-                worker=self.transition_worker,
-            )
-            if self.transition_model is not None
-            else None
+            None
+            if rtn is None
+            else TransitionPlayer(rtn, self.count, self.skeleton.parents, worker=worker)
         )
         self.offsets_active = False  # any hand-back offset left to decay
         self.non_finite_events = 0
         self.frame = 0
-        self._update_display_pose(0.0)
-        self._settle_display()
+        self._redraw()
         # After the still pose is shown: the first step lands the locks, whether the lock was
         # on from construction or switched on before that step (as a replayed script does).
         self.foot_lock.reset(self.count)
@@ -221,8 +200,7 @@ class Controller:
         self.state.put_rows(np.arange(self.count), state)
         self._has_prediction = True
         self.path_future_xz_m = None
-        self._update_display_pose(0.0)
-        self._settle_display()
+        self._redraw()
         self.foot_lock.reset(self.count)
 
     def _fresh_state(self, n: int, root_xz_m, yaw_rad, start_pose: str, caller: str) -> DogState:
@@ -238,8 +216,7 @@ class Controller:
         """Adds `count` dogs standing still at `root_xz_m` (count, 2) facing `yaw_rad`
         (count,); returns their indices (the last ones). Nothing changes on a bad argument
         or past Controller.max_dogs."""
-        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
-            raise ValueError(f"add: count must be a whole number of dogs >= 1, got {count!r}")
+        whole_number(count, 1, f"add: count must be a whole number of dogs >= 1, got {count!r}")
         if self.max_dogs is not None and self.count + count > self.max_dogs:
             raise ValueError(
                 f"add: {count} more dog(s) would make {self.count + count}, past max_dogs "
@@ -249,8 +226,7 @@ class Controller:
         old = self.count
         self._set_state_object(concat_states(self.state, fresh))
         self._resize(old + count, lambda owner, names, new: append_rows(owner, names, new, count))
-        self._update_display_pose(0.0)
-        self._settle_display()
+        self._redraw()
         return np.arange(old, old + count)
 
     def remove(self, indices) -> None:
@@ -268,6 +244,12 @@ class Controller:
         """`state` as the dogs' state, the IK and the foot lock bound to its rows."""
         self.state = state
         self.ik.rows, self.foot_lock.rows = state.ik, state.foot_lock
+
+    def _redraw(self) -> None:
+        """The current pose shown, with no step to interpolate from (after a reset, a
+        placement, an added dog)."""
+        self._update_display_pose(0.0)
+        self._settle_display()
 
     def _settle_display(self) -> None:
         """No step to interpolate from yet: display_pose(alpha) shows the current pose."""
@@ -317,49 +299,6 @@ class Controller:
         self.transition_worker = False
         if self.transitions is not None:
             self.transitions.close()
-
-    # The shown pose, in the state (runtime/pose.py show writes it).
-    display_positions = _in_state("display_positions")
-    display_rotations = _in_state("display_rotations")
-    previous_display_positions = _in_state("previous_display_positions")
-    previous_display_rotations = _in_state("previous_display_rotations")
-    contacts = _in_state("contacts")
-
-    # The readouts an embedder uses (docs/EMBEDDING.md); the state itself is self.state.
-    @property
-    def root_xz_m(self) -> np.ndarray:
-        return self.state.root_xz_m
-
-    @property
-    def root_yaw_rad(self) -> np.ndarray:
-        return self.state.root_yaw_rad
-
-    @property
-    def root_velocity_xz_mps(self) -> np.ndarray:
-        return self.state.root_velocity_xz_mps
-
-    @property
-    def action_weights(self) -> np.ndarray:
-        return self.state.action_weights
-
-    @property
-    def pose(self) -> LocalPose:
-        return self.state.pose
-
-    @property
-    def expert_weights(self) -> np.ndarray | None:
-        return self.state.expert_weights
-
-    @property
-    def predicted_future(self) -> GroundTrajectory | None:
-        """The network's last predicted future (None before the first step)."""
-        return self.state.predicted_future if self._has_prediction else None
-
-    @property
-    def root_position_m(self) -> np.ndarray:
-        """(N, 3) world root positions on the network's flat ground (y = 0)."""
-        xz = self.state.root_xz_m
-        return np.stack([xz[:, 0], np.zeros(self.count), xz[:, 1]], 1)
 
     def _motion_network_idle(self) -> bool:
         """Whether every dog plays a transition frame this step: the transition then sets
@@ -487,48 +426,8 @@ class Controller:
         a model trained with it), drawn from the controller's generator or, with `seed`, from
         one seeded for this request; 0 (the default) is the deterministic transition.
         Returns where each of them will stand when handed back, and when."""
-        if self.transition_model is None:
-            raise RuntimeError("transition_to needs Controller(transition_model=...)")
-        rng = self.rng if seed is None else random_generator(seed, "transition_to: seed")
-        if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)):
-            raise ValueError(f"transition_to: frames must be a whole number, got {frames!r}")
-        keyframe, action_label = target_keyframe(self.keyframes, target, action)
-        rows = (
-            np.arange(self.count)
-            if characters is None
-            else dog_rows(characters, self.count, "transition_to")
-        )
-        n = len(rows)
-        s = self.state
-        with self.profiler.stage("transition"):
-            target_xz, target_yaw = target_placement(s, rows, frames, at_xz_m, yaw_rad)
-            target = target_frame(self.skeleton, keyframe, n)
-            # The context the RTN would read now: its length, shapes and values are checked
-            # before anything changes (the one it reads ends LEAD_FRAMES later).
-            check_transition_request(
-                s.frame_history[rows], np.zeros((n, CONTEXT_FRAMES, 4)), target, frames
-            )
-            noise = self.transition_model.target_noise(
-                n, variation, rng, "transition_to: variation"
-            )
-            # A dog taken from a transition that is playing goes to the motion network for the
-            # new one's lead: the display eases over the difference, as at a hand-back.
-            s.handback_pending[rows] |= self.transitions.playing[rows]
-            self.transitions.start(
-                rows, s, target, target_xz, target_yaw, frames, action_label, noise
-            )
-        self.profiler.instant(
-            "transition start", to=keyframe.name, frames=frames, dogs=rows.tolist()
-        )
-        return TransitionStart(rows, target_xz, target_yaw, LEAD_FRAMES + frames + 1)
-
-    def in_transition(self) -> np.ndarray:
-        """(N,) whether each character is in a transition: in its lead, when the motion
-        network still moves it as commanded when it was asked for, or driven by the
-        transition network."""
-        if self.transitions is None:
-            return np.zeros(self.count, dtype=bool)
-        return self.transitions.active.copy()
+        args = (target, frames, characters, at_xz_m, yaw_rad, action, variation, seed)
+        return start_transition(self, *args)
 
     def _update_display_pose(self, dt_s: float) -> None:
         """The pose shown (runtime/pose.py), the hand-back offsets decayed by `dt_s`."""
@@ -546,51 +445,3 @@ class Controller:
         )
         self.display_positions, self.display_rotations, self.contacts = shown[:3]
         self.offsets_active = shown[3]
-
-    def display_pose(self, alpha: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """World joint positions (N, J, 3) and rotations (N, J, 4) to draw. With `alpha` in
-        [0, 1], the pose that far from the previous step's to this one's (for a display
-        faster than the 60 Hz step: alpha is the fixed-step accumulator's remainder / DT_S;
-        examples/fast_display.py)."""
-        if alpha is None:
-            return self.display_positions, self.display_rotations
-        previous = self.previous_display_positions, self.previous_display_rotations
-        return readouts.interpolated(
-            previous, (self.display_positions, self.display_rotations), alpha
-        )
-
-    # Readouts for games (runtime/readouts.py; docs/EMBEDDING.md).
-    def gaits(self) -> tuple[str, ...]:
-        """Each dog's gait ("walk", "pace", "trot", "canter", "none" when not moving), from
-        the runtime's footfall classifier: readouts.GAIT_LATENCY_S (0.5 s) late."""
-        moving = self.state.action_weights.argmax(axis=1) == int(Action.MOVE)
-        return readouts.gaits(self.state.contact_history, self.state.canter_speed, moving)
-
-    def actions(self) -> np.ndarray:
-        """(N, len(Action)) each dog's action blend, columns in Action order."""
-        return self.state.action_weights.copy()
-
-    def footfalls(self) -> tuple[np.ndarray, np.ndarray]:
-        """(touch-downs, lift-offs) in the last step: (N, 4) bool, paws in PAW_ORDER."""
-        return readouts.footfalls(self.state.contact_history)
-
-    def ground_height_m(self) -> np.ndarray:
-        """(N,) the terrain's height under each dog's root (0 on flat ground)."""
-        if self.terrain is None:
-            return np.zeros(self.count)
-        return self.terrain.sample(self.state.root_xz_m)[0].astype(np.float64)
-
-    def root_world_m(self) -> np.ndarray:
-        """(N, 3) the root on the terrain in the world: (x, ground height, z)."""
-        root = self.root_position_m.copy()
-        root[:, 1] = self.ground_height_m()
-        return root
-
-    def bounds_m(self, margin_m=readouts.BOUNDS_MARGIN_M) -> np.ndarray:
-        """(N, 2, 3) each dog's world axis-aligned box (min, max) around its body: the shown
-        joints' box padded by `margin_m` (below, above, sideways), by default the body mesh's
-        measured reach past them (readouts.BOUNDS_MARGIN_M); (0, 0, 0) for the joints' box."""
-        margin_m = checked(
-            margin_m, (3,), "margin_m", "bounds_m", expected=" (below, above, sideways)"
-        )
-        return readouts.bounds_m(self.display_positions, margin_m)

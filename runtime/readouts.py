@@ -11,10 +11,17 @@ Paws are always in PAW_ORDER (the skeleton's "paws" group, as Controller.contact
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from canis.runtime.arguments import finite_number
+from canis.runtime.actions import Action
+from canis.runtime.arguments import checked, finite_number
 from canis.runtime.rotations import quat_slerp
 from numpy.lib.stride_tricks import sliding_window_view
+
+if TYPE_CHECKING:
+    from canis.runtime.features import LocalPose
+    from canis.runtime.trajectory import GroundTrajectory
 
 GAITS = ("walk", "pace", "trot", "canter")
 NO_GAIT = -1
@@ -147,3 +154,112 @@ def record_frame(s, contacts: np.ndarray, window_speed_mps: np.ndarray) -> None:
     the gait window, and the canter latch on the speed over the tracking window (N,)."""
     push_contacts(s.contact_history, contacts)
     s.canter_speed = canter_latch(s.canter_speed, window_speed_mps)
+
+
+def _in_state(name: str) -> property:
+    """A controller attribute that is the dogs' state's field `name`."""
+    return property(
+        lambda self: getattr(self.state, name), lambda self, v: setattr(self.state, name, v)
+    )
+
+
+class Readouts:
+    """What a game reads of a Controller's dogs (docs/EMBEDDING.md), from its `state` (a
+    DogState), `terrain` and `count`: Controller inherits them."""
+
+    # The shown pose, in the state (runtime/pose.py show writes it).
+    display_positions = _in_state("display_positions")
+    display_rotations = _in_state("display_rotations")
+    previous_display_positions = _in_state("previous_display_positions")
+    previous_display_rotations = _in_state("previous_display_rotations")
+    contacts = _in_state("contacts")
+
+    # The readouts an embedder uses (docs/EMBEDDING.md); the state itself is self.state.
+    @property
+    def root_xz_m(self) -> np.ndarray:
+        return self.state.root_xz_m
+
+    @property
+    def root_yaw_rad(self) -> np.ndarray:
+        return self.state.root_yaw_rad
+
+    @property
+    def root_velocity_xz_mps(self) -> np.ndarray:
+        return self.state.root_velocity_xz_mps
+
+    @property
+    def action_weights(self) -> np.ndarray:
+        return self.state.action_weights
+
+    @property
+    def pose(self) -> LocalPose:
+        return self.state.pose
+
+    @property
+    def expert_weights(self) -> np.ndarray | None:
+        return self.state.expert_weights
+
+    @property
+    def predicted_future(self) -> GroundTrajectory | None:
+        """The network's last predicted future (None before the first step)."""
+        return self.state.predicted_future if self._has_prediction else None
+
+    @property
+    def root_position_m(self) -> np.ndarray:
+        """(N, 3) world root positions on the network's flat ground (y = 0)."""
+        xz = self.state.root_xz_m
+        return np.stack([xz[:, 0], np.zeros(self.count), xz[:, 1]], 1)
+
+    def in_transition(self) -> np.ndarray:
+        """(N,) whether each character is in a transition: in its lead, when the motion
+        network still moves it as commanded when it was asked for, or driven by the
+        transition network."""
+        if self.transitions is None:
+            return np.zeros(self.count, dtype=bool)
+        return self.transitions.active.copy()
+
+    def display_pose(self, alpha: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """World joint positions (N, J, 3) and rotations (N, J, 4) to draw. With `alpha` in
+        [0, 1], the pose that far from the previous step's to this one's (for a display
+        faster than the 60 Hz step: alpha is the fixed-step accumulator's remainder / DT_S;
+        examples/fast_display.py)."""
+        if alpha is None:
+            return self.display_positions, self.display_rotations
+        previous = self.previous_display_positions, self.previous_display_rotations
+        return interpolated(previous, (self.display_positions, self.display_rotations), alpha)
+
+    # Readouts for games (runtime/py; docs/EMBEDDING.md).
+    def gaits(self) -> tuple[str, ...]:
+        """Each dog's gait ("walk", "pace", "trot", "canter", "none" when not moving), from
+        the runtime's footfall classifier: GAIT_LATENCY_S (0.5 s) late."""
+        moving = self.state.action_weights.argmax(axis=1) == int(Action.MOVE)
+        return gaits(self.state.contact_history, self.state.canter_speed, moving)
+
+    def actions(self) -> np.ndarray:
+        """(N, len(Action)) each dog's action blend, columns in Action order."""
+        return self.state.action_weights.copy()
+
+    def footfalls(self) -> tuple[np.ndarray, np.ndarray]:
+        """(touch-downs, lift-offs) in the last step: (N, 4) bool, paws in PAW_ORDER."""
+        return footfalls(self.state.contact_history)
+
+    def ground_height_m(self) -> np.ndarray:
+        """(N,) the terrain's height under each dog's root (0 on flat ground)."""
+        if self.terrain is None:
+            return np.zeros(self.count)
+        return self.terrain.sample(self.state.root_xz_m)[0].astype(np.float64)
+
+    def root_world_m(self) -> np.ndarray:
+        """(N, 3) the root on the terrain in the world: (x, ground height, z)."""
+        root = self.root_position_m.copy()
+        root[:, 1] = self.ground_height_m()
+        return root
+
+    def bounds_m(self, margin_m=BOUNDS_MARGIN_M) -> np.ndarray:
+        """(N, 2, 3) each dog's world axis-aligned box (min, max) around its body: the shown
+        joints' box padded by `margin_m` (below, above, sideways), by default the body mesh's
+        measured reach past them (BOUNDS_MARGIN_M); (0, 0, 0) for the joints' box."""
+        margin_m = checked(
+            margin_m, (3,), "margin_m", "bounds_m", expected=" (below, above, sideways)"
+        )
+        return bounds_m(self.display_positions, margin_m)

@@ -38,7 +38,9 @@ from canis.runtime.root import wrap_angle_rad, yaw_direction_xz, yaw_from_direct
 from canis.runtime.skeleton import Skeleton
 from canis.runtime.state import DogState, dog_rows
 from canis.runtime.trajectory import ControlState
+from canis.runtime.transition import check_transition_request
 from canis.runtime.transition_frames import (
+    CONTEXT_FRAMES,
     MAX_TRANSITION_FRAMES,
     MIN_TRANSITION_FRAMES,
     frame_vector,
@@ -276,3 +278,52 @@ class PostureRequests:
         if self.controller.count != self._count:
             self.requests.clear()
             self._count = self.controller.count
+
+
+def start_transition(
+    controller,
+    target: str | Keyframe,
+    frames: int,
+    characters,
+    at_xz_m,
+    yaw_rad,
+    action: str | None,
+    variation: float,
+    seed: int | None,
+) -> TransitionStart:
+    """Controller.transition_to: the request checked, then handed to the controller's
+    transition player (in the profiler's transition stage)."""
+    if controller.transition_model is None:
+        raise RuntimeError("transition_to needs Controller(transition_model=...)")
+    rng = controller.rng if seed is None else random_generator(seed, "transition_to: seed")
+    if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)):
+        raise ValueError(f"transition_to: frames must be a whole number, got {frames!r}")
+    keyframe, action_label = target_keyframe(controller.keyframes, target, action)
+    rows = (
+        np.arange(controller.count)
+        if characters is None
+        else dog_rows(characters, controller.count, "transition_to")
+    )
+    n = len(rows)
+    s = controller.state
+    with controller.profiler.stage("transition"):
+        target_xz, target_yaw = target_placement(s, rows, frames, at_xz_m, yaw_rad)
+        target = target_frame(controller.skeleton, keyframe, n)
+        # The context the RTN would read now: its length, shapes and values are checked
+        # before anything changes (the one it reads ends LEAD_FRAMES later).
+        check_transition_request(
+            s.frame_history[rows], np.zeros((n, CONTEXT_FRAMES, 4)), target, frames
+        )
+        noise = controller.transition_model.target_noise(
+            n, variation, rng, "transition_to: variation"
+        )
+        # A dog taken from a transition that is playing goes to the motion network for the
+        # new one's lead: the display eases over the difference, as at a hand-back.
+        s.handback_pending[rows] |= controller.transitions.playing[rows]
+        controller.transitions.start(
+            rows, s, target, target_xz, target_yaw, frames, action_label, noise
+        )
+    controller.profiler.instant(
+        "transition start", to=keyframe.name, frames=frames, dogs=rows.tolist()
+    )
+    return TransitionStart(rows, target_xz, target_yaw, LEAD_FRAMES + frames + 1)
