@@ -31,7 +31,7 @@ Foot locking: a paw the network puts down stays where it landed until it lifts.
 
 A motion network's stance paws drift a little while they should be planted (the foot skating
 the MANN paper measures). Games hide it by pinning each planted paw at its landing point and
-bending the leg to it. Here: when a paw's contact starts (runtime.ik.estimate_contacts), its
+bending the leg to it. Here: when a paw's contact starts (runtime/pose.py's contacts), its
 world position on the ground plane, where it is shown, is kept; while the contact lasts, the
 paw is held there; when it lifts, or when the network has carried it further than
 MAX_SLIDE_M from the lock (a turn on the spot, a slip the leg cannot absorb), the weight eases

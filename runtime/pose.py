@@ -75,7 +75,7 @@ def _make_history_contiguous(state: DogState) -> None:
 
 
 def advance_root(state: DogState, p: Prediction, speed_now_mps: np.ndarray, dt_s: float) -> None:
-    """Controller._apply's root update, next pose (next_local_pose), predicted
+    """The decode stage's root update, next pose (next_local_pose), predicted
     future and history push, natively. The root, pose and predicted future are new arrays,
     as in the numpy code (a reader holding last frame's keeps it); the history is shifted in
     place, as there."""

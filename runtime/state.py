@@ -9,7 +9,7 @@ hand-back, resets) never write the controller's fields one by one: they take row
 (`rows(idx)`, a copy), change that copy, and put it back (`put_rows(idx, rows)`), so adding a
 field to the state is adding it here, and a row that does not fit is an error, not a skip.
 The transition player's every frame of playback is the exception: it writes the fields a
-transition frame sets in place, as Controller._apply does (copying every row cost a fifth
+transition frame sets in place, as pose.advance_root does (copying every row cost a fifth
 of its time).
 
 Which dogs an argument names, and resizing the per-dog arrays when dogs come and go.
@@ -97,7 +97,7 @@ class DogState:
     contact_history: np.ndarray  # (N, GAIT_WINDOW_FRAMES, 4) bool paw contacts, newest last
     # The shown paws (the network's flat-ground pose, before the IK) on the ground plane at
     # the last frame shown, and their speed there: what the contacts are told from
-    # (runtime.ik.paw_speeds_mps). Paws in PAW_ORDER.
+    # (tests/reference_frame.py paw_speeds_mps). Paws in PAW_ORDER.
     paw_xz_m: np.ndarray  # (N, 4, 2) world
     paw_speed_mps: np.ndarray  # (N, 4)
     canter_speed: np.ndarray  # (N,) bool: fast enough to canter (readouts.canter_latch)

@@ -278,8 +278,8 @@ def write_trajectory_rows(
     tau: float,
     x: np.ndarray,
 ) -> None:
-    """The trajectory rows of x (N, 480), as Controller.trajectory and features.write_input
-    make them: the past from the history, now, and `desired` blended with `predicted` by tau,
+    """The trajectory rows of x (N, 480), as tests/reference_frame.py's trajectory and
+    features.write_input make them: the past from the history, now, and `desired` blended with `predicted` by tau,
     in the root frame."""
     if predicted is None or tau >= 1.0:  # trajectory.blend's "desired alone"
         predicted, tau = desired, 1.0

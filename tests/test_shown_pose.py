@@ -1,5 +1,5 @@
 """training/shown_pose.py is the runtime's own shown pose in torch: the hips by
-runtime/pose_update.next_local_pose, the joints by the runtime's forward kinematics of the
+runtime/pose.next_local_pose, the joints by the runtime's forward kinematics of the
 predicted axes; and the skating term's `shown` paws are those."""
 
 import numpy as np

@@ -87,7 +87,7 @@ def soft_contacts(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
 
 def pair_correlations(contacts: torch.Tensor) -> torch.Tensor:
     """(N, 2) the lateral and diagonal pairs' mean Pearson correlation over each window of
-    contacts (N, T, 4), as runtime/gaits.classify_gaits pairs them (a numpy twin: the runtime
+    contacts (N, T, 4), as runtime/readouts.classify_gaits pairs them (a numpy twin: the runtime
     has no torch, and the term needs the gradient); near 0 where a paw's contact is constant."""
     centred = contacts - contacts.mean(1, keepdim=True)
     spread = centred.square().sum(1)  # (N, 4)

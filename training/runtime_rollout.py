@@ -3,7 +3,7 @@
 training/closed_loop_training.py feeds the network's own pose back, but keeps the mocap's
 trajectory block: in training the network always sees the path the dog really took and the
 future it really went on to. In the game the past is the dog's own and the future a blend of
-what the player asks with what the network predicted last frame (Controller.trajectory), and
+what the player asks with what the network predicted last frame (trajectory.write_trajectory), and
 on the mocap's own commands MANN-8 skates 2.8x the mocap in the walk (docs/EVALUATION.md,
 replay_quality). Here the rollout is the game's: a batch of dogs in one Controller (ONNX
 Runtime running the network exported from the current weights), each placed in the mocap's
@@ -17,7 +17,7 @@ every input.
 
 The mocap's state at a frame is read from the dataset's rows alone: the root's world path is
 the clip's root updates (y) integrated as the runtime integrates the network's
-(Controller._apply), and the history's samples are each frame's own current sample.
+(pose.advance_root), and the history's samples are each frame's own current sample.
 tests/test_runtime_rollout.py checks that a placed dog's first x is the mocap's.
 """
 

@@ -2,7 +2,7 @@
 
 The networks predict each joint's position and its rotation (forward and up axes) separately,
 and the dog is drawn from the rotations alone: forward kinematics from the hips
-(runtime/pose.py), the hips where runtime/pose_update.next_local_pose keeps them (the
+(runtime/pose.py), the hips where runtime/pose.next_local_pose keeps them (the
 predicted position averaged with the previous one advanced by the predicted velocity). So the
 evaluation's skating (training/controller_metrics.py on tools/closed_loop.record's shown
 positions) is a function of the predicted axes, not of the predicted paw positions the
