@@ -279,9 +279,9 @@ def write_trajectory_rows(
     x: np.ndarray,
 ) -> None:
     """The trajectory rows of x (N, 480), as tests/reference_frame.py's trajectory and
-    features.write_input make them: the past from the history, now, and `desired` blended with `predicted` by tau,
-    in the root frame."""
-    if predicted is None or tau >= 1.0:  # trajectory.blend's "desired alone"
+    features.write_input make them: the past from the history, now, and `desired` blended
+    with `predicted` by tau, in the root frame."""
+    if predicted is None or tau >= 1.0:  # the reference blend's "desired alone"
         predicted, tau = desired, 1.0
     _kinematics.trajectory_input(
         PAST_SAMPLES.size,
