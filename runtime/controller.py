@@ -44,12 +44,9 @@ from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.runtime.state import (
     DISPLAY_ROWS,
     DogState,
-    append_rows,
     concat_states,
     dog_rows,
     still_state,
-    take_rows,
-    transition_rows,
 )
 from canis.runtime.terrain import Heightmap
 from canis.runtime.trajectory import (
@@ -58,7 +55,7 @@ from canis.runtime.trajectory import (
     GroundTrajectory,
     write_trajectory,
 )
-from canis.runtime.transition import TransitionModel
+from canis.runtime.transition import TransitionModel, TransitionRows
 from canis.runtime.transition_frames import frame_vector
 from canis.runtime.transition_player import TransitionPlayer
 from canis.runtime.transition_requests import (
@@ -158,22 +155,19 @@ class Controller(Readouts):
         if characters is not None:
             rows = dog_rows(characters, self.count, "reset")
             fresh = self._fresh_state(len(rows), root_xz_m, yaw_rad, start_pose, "reset")
-            kept = self.state.rows(rows)  # the IK's easing and the foot locks go on as they were
-            for name in ("ik", "foot_lock", *DISPLAY_ROWS):  # (the shown pose is redrawn)
+            self._settle_transitions()
+            # The IK's easing, foot locks and transition rows go on; the shown pose is redrawn.
+            kept = self.state.rows(rows)
+            for name in ("ik", "foot_lock", "transitions", *DISPLAY_ROWS):
                 setattr(fresh, name, getattr(kept, name))
             self.state.put_rows(rows, fresh)
             if self.transitions is not None:
-                self.transitions.settle()
                 self.transitions.active[rows] = False
             self._redraw()
             return
         fresh = self._fresh_state(self.count, root_xz_m, yaw_rad, start_pose, "reset")
         if hasattr(self, "state"):  # the IK's easing goes on; the locks are let go below
             fresh.ik, fresh.foot_lock = self.state.ik, self.state.foot_lock
-        self._set_state_object(fresh)
-        self._has_prediction = False
-        self.path_future_xz_m = None
-        self.desired_future: GroundTrajectory | None = None
         if self.transitions is not None:
             self.transitions.close()
         rtn, worker = self.transition_model, self.transition_worker
@@ -182,6 +176,10 @@ class Controller(Readouts):
             if rtn is None
             else TransitionPlayer(rtn, self.count, self.skeleton.parents, worker=worker)
         )
+        self._set_state_object(fresh)
+        self._has_prediction = False
+        self.path_future_xz_m = None
+        self.desired_future: GroundTrajectory | None = None
         self.offsets_active = False  # any hand-back offset left to decay
         self.non_finite_events = 0
         self.frame = 0
@@ -206,9 +204,12 @@ class Controller(Readouts):
     def _fresh_state(self, n: int, root_xz_m, yaw_rad, start_pose: str, caller: str) -> DogState:
         """The state of `n` dogs standing still (what reset and add start dogs from)."""
         experts = getattr(self.model, "experts", None)
-        return still_state(
+        fresh = still_state(
             self.skeleton, self.keyframes, experts, n, root_xz_m, yaw_rad, start_pose, caller
         )
+        if self.transition_model is not None:
+            fresh.transitions = TransitionRows.zeros(n, self.transition_model.noise_width)
+        return fresh
 
     def add(
         self, count: int = 1, root_xz_m=None, yaw_rad=None, start_pose: str = "stand"
@@ -224,8 +225,9 @@ class Controller(Readouts):
             )
         fresh = self._fresh_state(count, root_xz_m, yaw_rad, start_pose, "add")
         old = self.count
+        self._settle_transitions()
         self._set_state_object(concat_states(self.state, fresh))
-        self._resize(old + count, lambda owner, names, new: append_rows(owner, names, new, count))
+        self._resize(old + count)
         self._redraw()
         return np.arange(old, old + count)
 
@@ -236,18 +238,25 @@ class Controller(Readouts):
         if len(rows) >= self.count:
             raise ValueError(f"remove: {rows.tolist()} would leave no dog; at least one stays")
         keep = np.setdiff1d(np.arange(self.count), rows)
+        self._settle_transitions()
         self._set_state_object(self.state.rows(keep))
-        self._resize(len(keep), lambda owner, names, new: take_rows(owner, names, keep))
+        self._resize(len(keep))
         self._settle_display()
 
     def _set_state_object(self, state: DogState) -> None:
-        """`state` as the dogs' state, the IK and the foot lock bound to its rows."""
+        """`state` as the dogs' state, the IK, foot lock and transitions bound to its rows."""
         self.state = state
         self.ik.rows, self.foot_lock.rows = state.ik, state.foot_lock
+        if self.transitions is not None:
+            self.transitions.rows = state.transitions
+
+    def _settle_transitions(self) -> None:
+        """The transition worker's steps under way stored, before the rows change."""
+        if self.transitions is not None:
+            self.transitions.settle()
 
     def _redraw(self) -> None:
-        """The current pose shown, with no step to interpolate from (after a reset, a
-        placement, an added dog)."""
+        """The current pose shown, with no step to interpolate from."""
         self._update_display_pose(0.0)
         self._settle_display()
 
@@ -256,15 +265,9 @@ class Controller(Readouts):
         self.previous_display_positions = self.display_positions
         self.previous_display_rotations = self.display_rotations
 
-    def _resize(self, count: int, change) -> None:
-        """Resizes everything else that holds a row per dog (`change(owner, names, fresh)`
-        with `fresh` the same kind of owner for the added dogs), and rebinds the network's
-        buffers to the new batch (their storage grows by doubling: not per frame)."""
-        added = count - self.count
-        if self.transitions is not None:
-            self.transitions.settle()
-            fresh = TransitionPlayer(self.transition_model, max(added, 0), self.skeleton.parents)
-            change(self.transitions, transition_rows(self.transitions), fresh)
+    def _resize(self, count: int) -> None:
+        """`count` dogs now (the state holds their rows): the network's buffers rebound to
+        the new batch (their storage grows by doubling: not per frame)."""
         for name in ("path_future_xz_m", "desired_future"):
             setattr(self, name, None)  # rebuilt by the next step
         self.count = count

@@ -1,12 +1,10 @@
 """The dogs' state: one object of numpy arrays with a leading axis N, one row per dog.
 
-Everything a step carries to the next lives here, the IK's blend weight, the foot locks and
-the pose shown included (the IK and the foot lock are solvers bound to their rows here:
-Controller._set_state_object). The transition player's per-dog arrays are the exception
-still held by their owner (runtime/transition_player.py; add, remove and the snapshot
-resize and carry them). Other parts (the NaN rollback, the
-hand-back, resets) never write the controller's fields one by one: they take rows
-(`rows(idx)`, a copy), change that copy, and put it back (`put_rows(idx, rows)`), so adding a
+Everything a step carries to the next lives here, the IK's blend weight, the foot locks, the
+pose shown and every dog's transition included (the IK, the foot lock and the transition
+player work on their rows here, bound by Controller._set_state_object). Other parts (the NaN
+rollback, the hand-back, resets) never write the controller's fields one by one: they take
+rows (`rows(idx)`, a copy), change that copy, and put it back (`put_rows(idx, rows)`), so adding a
 field to the state is adding it here, and a row that does not fit is an error, not a skip.
 The transition player's every frame of playback is the exception: it writes the fields a
 transition frame sets in place, as pose.advance_root does (copying every row cost a fifth
@@ -51,6 +49,7 @@ from canis.runtime.readouts import GAIT_WINDOW_FRAMES, PAW_ORDER
 from canis.runtime.root import from_root_xz, yaw_direction_xz
 from canis.runtime.skeleton import Skeleton
 from canis.runtime.trajectory import HISTORY_FRAMES, PAST_SAMPLES, PAST_SLICE, GroundTrajectory  # noqa: F401
+from canis.runtime.transition import TransitionRows
 from canis.runtime.transition_frames import CONTEXT_FRAMES, frame_vector
 
 # DogState's fields of the pose shown, which the controller reads and writes by these names.
@@ -110,6 +109,8 @@ class DogState:
     previous_display_positions: np.ndarray
     previous_display_rotations: np.ndarray
     contacts: np.ndarray
+    # Every dog's transition (runtime/transition_player.py; None without a transition model).
+    transitions: TransitionRows | None = None
 
     def rows(self, idx) -> DogState:
         """A copy of the rows `idx` (indices or a boolean mask) of every array."""
@@ -181,47 +182,35 @@ def dog_rows(characters, count: int, caller: str, name: str = "characters") -> n
     return array.astype(np.int64)
 
 
-def take_rows(owner, names: tuple[str, ...], keep: np.ndarray) -> None:
-    """Keeps rows `keep` of each named per-dog array attribute of `owner`."""
-    for name in names:
-        value = getattr(owner, name)
-        if value is not None:
-            setattr(owner, name, value[keep].copy())
-
-
-def append_rows(owner, names: tuple[str, ...], fresh, added: int) -> None:
-    """Appends the rows of `fresh` (the same kind of object, for the `added` new dogs) to
-    each named per-dog array attribute of `owner`."""
-    for name in names:
-        value, more = getattr(owner, name), getattr(fresh, name)
-        if value is not None and more is None:  # sized lazily (the RTN's state): zeros
-            more = np.zeros((added,) + value.shape[1:], value.dtype)
-        if value is not None:
-            setattr(owner, name, np.concatenate([value, more]))
-
-
-def concat_states(a, b):
-    """Two DogStates (or their parts) as one, `a`'s dogs first."""
+def concat_states(a, b, added: int | None = None):
+    """Two DogStates (or their parts) as one, `a`'s dogs first. An array sized lazily (the
+    RTN's h and c, None until its first initialisation) that `b`'s `added` dogs lack yet is
+    zeros for them."""
+    if added is None and hasattr(b, "root_yaw_rad"):
+        added = len(b.root_yaw_rad)
     if a is None:
         return None
     if is_dataclass(a):
-        return type(a)(
-            **{f.name: concat_states(getattr(a, f.name), getattr(b, f.name)) for f in fields(a)}
-        )
+        parts = {
+            f.name: concat_states(getattr(a, f.name), getattr(b, f.name), added) for f in fields(a)
+        }
+        return type(a)(**parts)
+    if b is None:
+        b = np.zeros((added, *a.shape[1:]), a.dtype)
     return np.concatenate([a, b])
 
 
-# A snapshot (format 3) names the IK's, the foot lock's and the shown pose's rows by their
-# owners, as before they were in DogState: ik.<name>, foot_lock.<name>, <name>.
+# A snapshot (format 3) names the IK's, the foot lock's, the transitions' and the shown pose's
+# rows by their owners, as before they were in DogState: ik.<name>, foot_lock.<name>,
+# transitions.<name>, <name>.
 IK_ROWS = ("weight",)
-SNAPSHOT_OWNED = ("ik", "foot_lock") + DISPLAY_ROWS
+SNAPSHOT_OWNED = ("ik", "foot_lock", "transitions") + DISPLAY_ROWS
 
 
 def transition_rows(player) -> tuple[str, ...]:
-    """The transition player's per-dog arrays: every array it holds but the skeleton's
-    parents, and the RTN's recurrent state (None until its first initialisation)."""
-    names = [k for k, v in vars(player).items() if isinstance(v, np.ndarray) and k != "parents"]
-    return tuple(n for n in names if n not in ("h", "c")) + ("h", "c")
+    """The transition player's per-dog arrays (TransitionRows), the RTN's recurrent state
+    (None until its first initialisation) last."""
+    return tuple(f.name for f in fields(TransitionRows))
 
 
 def still_state(

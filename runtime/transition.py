@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from canis.runtime.arguments import finite_number
 from canis.runtime.assets import SHIPPED_TRANSITION_MODEL, asset_path
+from canis.runtime.features import ACTIONS
 from canis.runtime.inference import (
     ModelError,
     check_model_file,
@@ -29,6 +30,7 @@ from canis.runtime.inference import (
 from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     FRAME_SIZE,
+    JOINT_COUNT,
     MAX_TRANSITION_FRAMES,
     MIN_TRANSITION_FRAMES,
     PLACEMENT_SIZE,
@@ -263,3 +265,62 @@ def run_step_call(model: TransitionModel, call: StepCall) -> list[tuple]:
         )
         results.append((call.rows[t], call.k[t] + 1, frame, place, h, c))
     return results
+
+
+@dataclass
+class TransitionRows:
+    """Every dog's transition (runtime/transition_player.py) as arrays with a leading N, held
+    in the dogs' state (DogState.transitions) and read and written by the player."""
+
+    active: np.ndarray  # (N,) bool: asked for and not yet handed back
+    lead_left: np.ndarray  # (N,) lead steps still to come
+    length: np.ndarray  # (N,) P: the transition's frames
+    window: np.ndarray  # (N,) target blend window (frames)
+    # (N,) RTN steps run (context, then frames), -1 before the hidden state's initialisation
+    steps_done: np.ndarray
+    shown: np.ndarray  # (N,) frames shown so far
+    target_frame: np.ndarray  # (N, FRAME_SIZE) float32
+    target_xz_m: np.ndarray  # (N, 2)
+    target_yaw_rad: np.ndarray  # (N,)
+    target_action: np.ndarray  # (N,)
+    # (N, W) each dog's transition's target noise (TransitionModel), zeros without variation
+    target_noise: np.ndarray
+    start_actions: np.ndarray  # (N, A)
+    context_frames: np.ndarray  # (N, CONTEXT_FRAMES, FRAME_SIZE) float32
+    context_placements: np.ndarray  # (N, CONTEXT_FRAMES, PLACEMENT_SIZE) float32
+    context_known: np.ndarray  # (N,)
+    # Generated, not yet blended: frame k + 1 of the transition at k, the target at P.
+    raw_frames: np.ndarray  # (N, MAX_TRANSITION_FRAMES + 1, FRAME_SIZE) float32
+    raw_placements: np.ndarray  # (N, MAX_TRANSITION_FRAMES + 1, PLACEMENT_SIZE) float32
+    # The frame shown last, which the next one's velocities are measured from.
+    previous_xz_m: np.ndarray  # (N, 2)
+    previous_yaw_rad: np.ndarray  # (N,)
+    previous_positions_m: np.ndarray  # (N, J, 3)
+    h: np.ndarray | None = None  # (N, H) the RTN's state, sized by the first initialisation
+    c: np.ndarray | None = None
+
+    @classmethod
+    def zeros(cls, n: int, noise_width: int) -> TransitionRows:
+        c, most = CONTEXT_FRAMES, MAX_TRANSITION_FRAMES + 1
+        return cls(
+            active=np.zeros(n, dtype=bool),
+            lead_left=np.zeros(n, dtype=int),
+            length=np.zeros(n, dtype=int),
+            window=np.ones(n, dtype=int),
+            steps_done=np.zeros(n, dtype=int),
+            shown=np.zeros(n, dtype=int),
+            target_frame=np.zeros((n, FRAME_SIZE), dtype=np.float32),
+            target_xz_m=np.zeros((n, 2)),
+            target_yaw_rad=np.zeros(n),
+            target_action=np.zeros(n, dtype=int),
+            target_noise=np.zeros((n, noise_width), dtype=np.float32),
+            start_actions=np.zeros((n, len(ACTIONS))),
+            context_frames=np.zeros((n, c, FRAME_SIZE), dtype=np.float32),
+            context_placements=np.zeros((n, c, PLACEMENT_SIZE), dtype=np.float32),
+            context_known=np.zeros(n, dtype=int),
+            raw_frames=np.zeros((n, most, FRAME_SIZE), dtype=np.float32),
+            raw_placements=np.zeros((n, most, PLACEMENT_SIZE), dtype=np.float32),
+            previous_xz_m=np.zeros((n, 2)),
+            previous_yaw_rad=np.zeros(n),
+            previous_positions_m=np.zeros((n, JOINT_COUNT, 3)),
+        )

@@ -49,23 +49,20 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import fields
+from typing import TYPE_CHECKING
 
 import numpy as np
-from canis.runtime.features import ACTION_ONE_HOT, ACTIONS, FPS
+from canis.runtime.features import ACTION_ONE_HOT, FPS
 from canis.runtime.root import (
     from_root_xz,
     to_root_xz,
     yaw_direction_xz,
     yaw_from_direction,
 )
-from canis.runtime.state import DogState
-from canis.runtime.transition import StepCall, TransitionModel, run_step_call
+from canis.runtime.transition import StepCall, TransitionModel, TransitionRows, run_step_call
 from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
-    FRAME_SIZE,
-    JOINT_COUNT,
-    MAX_TRANSITION_FRAMES,
-    PLACEMENT_SIZE,
     blend_frames,
     blend_weights,
     placement,
@@ -73,6 +70,9 @@ from canis.runtime.transition_frames import (
     root_motion,
     split_frame,
 )
+
+if TYPE_CHECKING:
+    from canis.runtime.state import DogState
 
 # 167 ms: with one RTN step a frame, the context's CONTEXT_FRAMES - 1 steps and the first
 # frame's, and one more so that the predicted target is made a frame before it is shown (a
@@ -146,33 +146,9 @@ class TransitionPlayer:
             self._executor = None
 
     def reset(self, count: int) -> None:
+        """No dog in a transition: fresh rows (the controller binds them to its state's)."""
         self.settle()
-        n, c, most = count, CONTEXT_FRAMES, MAX_TRANSITION_FRAMES + 1
-        self.active = np.zeros(n, dtype=bool)  # asked for and not yet handed back
-        self.lead_left = np.zeros(n, dtype=int)  # lead steps still to come
-        self.length = np.zeros(n, dtype=int)  # P: the transition's frames
-        self.window = np.ones(n, dtype=int)  # target blend window (frames)
-        self.steps_done = np.zeros(n, dtype=int)  # RTN steps run (context, then frames), -1
-        # before the hidden state's initialisation
-        self.shown = np.zeros(n, dtype=int)  # frames shown so far
-        self.target_frame = np.zeros((n, FRAME_SIZE), dtype=np.float32)
-        self.target_xz_m = np.zeros((n, 2))
-        self.target_yaw_rad = np.zeros(n)
-        self.target_action = np.zeros(n, dtype=int)
-        # Each dog's transition's target noise (runtime/transition.py), zeros without variation.
-        self.target_noise = np.zeros((n, self.model.noise_width), dtype=np.float32)
-        self.start_actions = np.zeros((n, len(ACTIONS)))
-        self.context_frames = np.zeros((n, c, FRAME_SIZE), dtype=np.float32)
-        self.context_placements = np.zeros((n, c, PLACEMENT_SIZE), dtype=np.float32)
-        self.context_known = np.zeros(n, dtype=int)
-        # Generated, not yet blended: frame k + 1 of the transition at k, the target at P.
-        self.raw_frames = np.zeros((n, most, FRAME_SIZE), dtype=np.float32)
-        self.raw_placements = np.zeros((n, most, PLACEMENT_SIZE), dtype=np.float32)
-        self.h = self.c = None  # (N, H) the RTN's state, sized by the first initialisation
-        # The frame shown last, which the next one's velocities are measured from.
-        self.previous_xz_m = np.zeros((n, 2))
-        self.previous_yaw_rad = np.zeros(n)
-        self.previous_positions_m = np.zeros((n, JOINT_COUNT, 3))
+        self.rows = TransitionRows.zeros(count, self.model.noise_width)
 
     @property
     def leading(self) -> np.ndarray:
@@ -425,3 +401,16 @@ class TransitionPlayer:
         finished = rows[k == count]
         self.active[finished] = False
         state.handback_pending[finished] = True
+
+
+# The player's per-dog arrays are its rows' (TransitionRows, in DogState.transitions): each
+# is an attribute of the player that reads and writes self.rows.<name>.
+for _name in (f.name for f in fields(TransitionRows)):
+    setattr(
+        TransitionPlayer,
+        _name,
+        property(
+            lambda self, n=_name: getattr(self.rows, n),
+            lambda self, v, n=_name: setattr(self.rows, n, v),
+        ),
+    )
