@@ -258,7 +258,6 @@ class Controller(Readouts):
     def _redraw(self) -> None:
         """The current pose shown, with no step to interpolate from."""
         self._update_display_pose(0.0)
-        self._settle_display()
 
     def _settle_display(self) -> None:
         """No step to interpolate from yet: display_pose(alpha) shows the current pose."""
@@ -350,13 +349,11 @@ class Controller(Readouts):
         if shown is not None:
             start_handback_offsets(s, t.playing, handed_back, shown)
             self.offsets_active = True
-        previous = self.display_positions, self.display_rotations  # FK makes new arrays
         with stage("ik"):
             self._update_display_pose(DT_S)
-        self.previous_display_positions, self.previous_display_rotations = previous
-        record_frame(s, self.contacts, measured_speed_mps(s))
+        record_frame(s, s.contacts, measured_speed_mps(s))
         self.frame += 1
-        self.profiler.end_step(self.count, self.root_velocity_xz_mps, self.expert_weights)
+        self.profiler.end_step(self.count, s.root_velocity_xz_mps, s.expert_weights)
         if t is not None and t.worker:
             t.submit()  # last: the worker then runs between steps
         return x
@@ -434,7 +431,7 @@ class Controller(Readouts):
 
     def _update_display_pose(self, dt_s: float) -> None:
         """The pose shown (runtime/pose.py), the hand-back offsets decayed by `dt_s`."""
-        shown = show(
+        self.offsets_active = show(
             self.state,
             self.skeleton,
             self.paws,
@@ -446,5 +443,3 @@ class Controller(Readouts):
             dt_s,
             self._shown_pose,
         )
-        self.display_positions, self.display_rotations, self.contacts = shown[:3]
-        self.offsets_active = shown[3]

@@ -365,9 +365,10 @@ def show(
     offsets_active: bool,
     dt_s: float,
     shown_with=shown_pose,
-) -> tuple:
-    """The display stage: the pose shown (shown_with: shown_pose), the hand-back offsets
-    decayed by `dt_s`. Returns (positions, rotations, contacts, whether any offset is left)."""
+) -> bool:
+    """The display stage: the pose shown (shown_with: shown_pose) written into `s` (the
+    last one kept as the one display_pose(alpha) interpolates from; with `dt_s` 0, no step,
+    the same), the hand-back offsets decayed by `dt_s`. Returns whether any offset is left."""
     with_offsets = dt_s > 0 and offsets_active
     if with_offsets:
         offsets_active = decay_offsets(s.display_offset, dt_s)
@@ -377,4 +378,10 @@ def show(
     posture = IS_POSTURE_ACTION[s.action_weights.argmax(axis=1)]
     lockable = ~(in_transition | posture)
     shown = shown_with(skeleton, paws, s, with_offsets, lockable, ik, foot_lock, terrain, dt_s)
-    return (*shown, offsets_active)
+    if dt_s > 0:
+        s.previous_display_positions = s.display_positions
+        s.previous_display_rotations = s.display_rotations
+    else:
+        s.previous_display_positions, s.previous_display_rotations = shown[:2]
+    s.display_positions, s.display_rotations, s.contacts = shown
+    return offsets_active
