@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 from canis.runtime import controller as controller_module
-from canis.runtime import pose as native_frame
+from canis.runtime import pose
 from canis.runtime.assets import shipped_model_path
 from canis.runtime.inference import MotionModel
 from canis.tools.benchmark import trotting_control, weight_bytes_per_frame
@@ -69,14 +69,16 @@ def probe(model_path=None, frames: int = 2000) -> dict:
             controller.model = type("StandIn", (), {"run_bound": staticmethod(stand_in)})()
         samples = {"inference_ns": inference_ns, "non_finite_rows": [], "advance_root": []}
         inference = _timed(controller.model, "run_bound", inference_ns)
-        checks = _timed(controller_module, "non_finite_rows", samples["non_finite_rows"])
-        update = _timed(native_frame, "advance_root", samples["advance_root"])
+        # Where the step looks them up: pose.decode calls pose's non_finite_rows, the
+        # controller its own advance_root.
+        checks = _timed(pose, "non_finite_rows", samples["non_finite_rows"])
+        update = _timed(controller_module, "advance_root", samples["advance_root"])
         try:
             for _ in range(frames):
                 controller.step(control)
                 controller.profiler.end_frame()
         finally:  # the functions back as they were
-            controller_module.non_finite_rows, native_frame.advance_root = checks, update
+            pose.non_finite_rows, controller_module.advance_root = checks, update
             controller.model.run_bound = inference
         results[kind] = samples
     return results
