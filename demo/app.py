@@ -6,7 +6,7 @@ draws is demo/view.py's.
 1-4 (and the gamepad's posture buttons) go through the transition network when it is loaded,
 as X does, so the dog sits, lies and stands up through motion rather than switching pose;
 without it the motion network's own action takes it there. Asked while the dog moves, the
-motion network first brings it to a stop (runtime/posture_requests.py), and a held move key
+motion network first brings it to a stop (runtime/transition_requests.py), and a held move key
 does not move it again until it is let go. Screenshots and recordings go to
 one output folder (--out), named on screen when written.
 """
@@ -28,16 +28,16 @@ from canis.demo.recording import InputRecorder
 from canis.demo.status import SHOWN_SPEED_WINDOW_FRAMES, StatusLog, shown_speed_mps
 from canis.demo.view import DemoView
 from canis.runtime.actions import ACTION_NAMES
+from canis.runtime.control import load_speed_calibration
 from canis.runtime.controller import Controller
 from canis.runtime.features import FPS
 from canis.runtime.inference import MotionModel
 from canis.runtime.loop import FixedTimestep
 from canis.runtime.poses import load_keyframes
-from canis.runtime.posture_requests import PostureRequests
 from canis.runtime.profiler import Profiler
-from canis.runtime.speed_calibration import load_speed_calibration
 from canis.runtime.terrain import PROCEDURAL, load_terrain
 from canis.runtime.transition import TransitionModel, shipped_transition_model_path
+from canis.runtime.transition_requests import PostureRequests
 
 PLOT_PANEL_RGBA = (236, 240, 244, 200)  # light, mostly opaque: the plots' lines read on it
 # The action each keyframe is held with: the inverse of POSTURE_KEYFRAMES (API names).
@@ -196,7 +196,7 @@ class DemoApp(KeyBindings, DemoView, Captures):
     def transition_to(self, name: str) -> None:
         """The dog goes to keyframe `name` through the transition network and then holds it
         (the player's action becomes the keyframe's, until the dog is moved). A moving dog
-        stops first (runtime/posture_requests.py); the transition starts when it has."""
+        stops first (runtime/transition_requests.py); the transition starts when it has."""
         self.player.hold(KEYFRAME_HELD_ACTIONS[name])
         self.asked_keyframe = name
         if self.vary_transitions:

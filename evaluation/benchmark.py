@@ -9,8 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-from canis.evaluation.native_frame_benchmark import benchmark_native_frame
-from canis.evaluation.native_frame_benchmark import markdown as native_frame_markdown
 from canis.runtime.inference import MotionModel
 from canis.runtime.machine import (
     benchmark_machine,
@@ -298,7 +296,7 @@ def markdown(report: dict) -> str:
     if report.get("frames_foot_lock"):
         lines += [
             "",
-            "With the foot lock on (`Controller(foot_lock=True)`, runtime/foot_lock.py: one "
+            "With the foot lock on (`Controller(foot_lock=True)`, runtime/kinematics.py: one "
             "native CCD per leg after the terrain IK, timed in the ik stage), same run:",
             "",
             "| dogs | frame p50 ms | frame p99 ms | inference p50 ms | ik p50 ms | "
@@ -327,8 +325,6 @@ def markdown(report: dict) -> str:
             "back-to-back one at the median here, nearer what a game's frame pays.",
         ]
     text = "\n".join(lines) + "\n"
-    if report.get("native_frame"):
-        text += native_frame_markdown(report["native_frame"])
     return text
 
 
@@ -384,7 +380,6 @@ def run_benchmarks(
     frames = benchmark_frames(default)
     locked = benchmark_frames(default, counts=(1, 64), foot_lock=True)
     paced = benchmark_frames(default, counts=(1,), frames=240, paced=True)
-    native = benchmark_native_frame(default)
     one = frames[0]["stages"]
     return {
         "machine": benchmark_machine(),
@@ -394,7 +389,6 @@ def run_benchmarks(
         "frames": frames,
         "frames_foot_lock": locked,
         "frames_paced": paced,
-        "native_frame": native,
         "sizes_mb": {Path(p).name: model_size_mb(p) for p in models},
         "memory_mb": {Path(p).name: session_memory_mb(p) for p in models},
         "frame_model": Path(default).name,

@@ -5,7 +5,7 @@ ground-truth clips and for the controllers' recordings alike.
 - Paws down: the share of paw-steps ending under the skating measure's 2.5 cm, where skating
   is counted at all; a dog that carries its paws higher skates nothing by the paper's measure.
 - Paws planted: the share of paw-steps down and moving under the runtime's contact speed
-  (runtime.ik.CONTACT_SPEED_MPS) in the world, front and hind paws apart: a paw that shuffles
+  (kinematics.CONTACT_SPEED_MPS) in the world, front and hind paws apart: a paw that shuffles
   just under 2.5 cm is down and skates little by the measure, and is not planted.
 - Leg stiffness (degrees/frame): the mean angle each leg joint's local (parent-relative)
   rotation turns by from one frame to the next. Local, so that the whole body turning is not
@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 from canis.runtime.features import FPS
-from canis.runtime.ik import CONTACT_SPEED_MPS
-from canis.runtime.kinematics import local_rotations
+from canis.runtime.kinematics import CONTACT_SPEED_MPS, local_rotations
 from canis.runtime.motion_metrics import SKATING_HEIGHT_CM, foot_skating_cm
 from canis.runtime.rotations import quat_conjugate, quat_multiply
 from canis.runtime.skeleton import DOG_GROUPS, DOG_LEG_GROUPS, Skeleton

@@ -30,11 +30,11 @@ from canis.evaluation.controller_metrics import BACK_PAWS, motion_quality, summa
 from canis.evaluation.model_registry import model_paths
 from canis.export.closed_loop import PAPER_SPEEDS_MPS, Recording, Steering, record
 from canis.runtime.assets import assets_dir, display_path
+from canis.runtime.control import load_path
 from canis.runtime.controller import DT_S, Controller
-from canis.runtime.gaits import GAITS, NO_GAIT, classify_gaits
 from canis.runtime.inference import MotionModel
 from canis.runtime.motion_metrics import SKATING_HEIGHT_CM
-from canis.runtime.path_following import load_path
+from canis.runtime.readouts import GAITS, NO_GAIT, classify_gaits
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.tools.run import run as headless_run
 from canis.training.labels import speeds_mps, stride_contacts

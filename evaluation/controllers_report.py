@@ -20,7 +20,7 @@ from canis.evaluation.controllers import (
     SKATING_WORSE,
 )
 from canis.evaluation.model_registry import TRAIN_COMMANDS
-from canis.runtime.ik import CONTACT_SPEED_MPS
+from canis.runtime.kinematics import CONTACT_SPEED_MPS
 
 
 def _schedule(entry: dict) -> str:
@@ -95,7 +95,7 @@ def _foot_lock_table(results, models) -> list[str]:
     if not with_lock:
         return []
     lines = [
-        "With the runtime's foot lock (`Controller(foot_lock=True)`, runtime/foot_lock.py: a "
+        "With the runtime's foot lock (`Controller(foot_lock=True)`, runtime/kinematics.py: a "
         "planted paw is pinned where it landed until it lifts; a post-process like the terrain "
         "IK, so the table above is the networks alone), all legs, cm/frame:",
         "",
@@ -339,7 +339,7 @@ def _plain(value):
 def jumps_and_stops_lines(results: dict, models: list[str]) -> list[str]:
     """The section of evaluation/jumps_and_stops.py's measures, for the models that have them."""
     from canis.evaluation import jumps_and_stops as js
-    from canis.runtime.posture_requests import SLOW_DOWN_S
+    from canis.runtime.transition_requests import SLOW_DOWN_S
 
     measured = [n for n in models if "jumps_and_stops" in results[n]]
     if not measured:

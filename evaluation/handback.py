@@ -133,15 +133,15 @@ def _phase_names(lead: int, frames: int, window: int, handed_back: int) -> list[
 def postures_report(model: TransitionModel, motion_model_path: Path) -> dict:
     """Sit, lie, beg and stand asked from standing and from each gait, on flat ground and the
     demo's hills, in the demo's setup, two ways: at once (Controller.transition_to) and stopping
-    first (runtime/posture_requests.py, what the demo and a game use). For each: the gait's own
+    first (runtime/transition_requests.py, what the demo and a game use). For each: the gait's own
     largest per-frame joint displacement (its last second), the largest while stopping, and the
     largest from the transition's request to AFTER_SECONDS after the hand-back, with the part
     where it happened. Stopping first is asked at each of REQUEST_PHASES_FRAMES into the gait
     (standing: once) and the worst of them is kept: where in the stride the key comes moves the
     transition's fastest frame by a quarter or more."""
+    from canis.runtime.control import load_speed_calibration
     from canis.runtime.inference import MotionModel
     from canis.runtime.poses import KEYFRAME_ACTIONS
-    from canis.runtime.speed_calibration import load_speed_calibration
     from canis.runtime.terrain import load_terrain
 
     motion = MotionModel(motion_model_path, device="cpu")
@@ -170,8 +170,8 @@ def _posture_run(setup, speed: float, target: str, way: str, phase_frames: int) 
     """One posture asked `way` after GAIT_SECONDS and `phase_frames` frames of the gait at
     `speed`: postures_report's figures for it."""
     from canis.runtime.features import FPS
-    from canis.runtime.posture_requests import PostureRequests
     from canis.runtime.transition_player import LEAD_FRAMES, blend_window
+    from canis.runtime.transition_requests import PostureRequests
 
     c = posture_controller(*setup)
     positions, row = [], {}
@@ -225,9 +225,9 @@ def getting_up_report(model: TransitionModel, motion_model_path: Path) -> dict:
     ground and its hills: the largest per-frame joint displacement of the shown pose from the
     stand's request to AFTER_SECONDS after its hand-back, the part where it happened, its
     frame after the hand-back and the joint."""
+    from canis.runtime.control import load_speed_calibration
     from canis.runtime.features import FPS
     from canis.runtime.inference import MotionModel
-    from canis.runtime.speed_calibration import load_speed_calibration
     from canis.runtime.terrain import load_terrain
     from canis.runtime.transition_player import LEAD_FRAMES, blend_window
 
@@ -329,7 +329,7 @@ def handback_markdown(results: dict, command: str) -> str:
             f"The demo's way (demo/app.py: {p['transition_frames']}-frame transitions, foot lock, "
             "the model's speed curve, the terrain IK on hills): 3 s of the gait asked straight "
             "ahead, then the posture, asked at once (`Controller.transition_to`) or stopping "
-            "first (`runtime/posture_requests.py`: the motion network is asked for speed 0 "
+            "first (`runtime/transition_requests.py`: the motion network is asked for speed 0 "
             "until the root is slower than 0.15 m/s, what the demo does since this table). "
             "Figures: the largest per-frame joint displacement of the shown pose, in cm: the "
             "gait's own over its last second, while stopping, and from the transition's "

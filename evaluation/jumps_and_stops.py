@@ -32,9 +32,9 @@ from canis.evaluation.controllers import (
 from canis.export.closed_loop import record
 from canis.runtime.actions import action_index
 from canis.runtime.controller import DT_S, Controller
-from canis.runtime.posture_requests import slow_down_left
 from canis.runtime.root import yaw_direction_xz
 from canis.runtime.trajectory import ControlState
+from canis.runtime.transition_requests import slow_down_left
 from canis.training.labels import ACTIONS, true_runs
 
 JUMP_FROM_MPS = (0.0, 1.1, 1.9, 3.3)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from canis.evaluation.controller_metrics import motion_quality, summarise
 from canis.runtime.features import ACTIONS, FUTURE_OFFSETS_FRAMES
-from canis.runtime.gaits import GAITS, NO_GAIT
+from canis.runtime.readouts import GAITS, NO_GAIT
 from canis.runtime.root import body_facing, yaw_from_direction
 from canis.runtime.trajectory import ControlState
 from canis.training.clips import clip_commands

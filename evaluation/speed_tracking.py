@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime.actions import Action
+from canis.runtime.control import load_speed_calibration
 from canis.runtime.controller import Controller
 from canis.runtime.features import FPS
 from canis.runtime.inference import MotionModel
-from canis.runtime.speed_calibration import load_speed_calibration
 from canis.runtime.terrain import procedural
 from canis.runtime.trajectory import ControlState
 

@@ -15,8 +15,8 @@ import numpy as np
 from canis.evaluation.doc_sections import replace_section
 from canis.evaluation.handback import handback_and_postures, handback_markdown
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from canis.runtime.transition import TransitionModel, target_blend
-from canis.runtime.transition_frames import CONTEXT_FRAMES
+from canis.runtime.transition import TransitionModel
+from canis.runtime.transition_frames import CONTEXT_FRAMES, target_blend
 from canis.training.train_rtn import windows
 from canis.training.transition_data import TransitionData
 from canis.training.transition_data import load as load_transitions

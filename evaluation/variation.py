@@ -24,7 +24,8 @@ import numpy as np
 from canis.evaluation.doc_sections import replace_section
 from canis.evaluation.transitions import BATCH, LENGTHS, position_std
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from canis.runtime.transition import TransitionModel, target_blend
+from canis.runtime.transition import TransitionModel
+from canis.runtime.transition_frames import target_blend
 from canis.training.train_rtn import windows
 from canis.training.transition_data import load as load_transitions
 from canis.training.transition_metrics import global_pose, l2p

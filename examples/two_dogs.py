@@ -13,8 +13,8 @@ import time
 import numpy as np
 from canis.runtime import Controller, ControlState, FixedTimestep, MotionModel, procedural
 from canis.runtime.assets import shipped_model_path
+from canis.runtime.control import follow_path
 from canis.runtime.features import ACTIONS
-from canis.runtime.path_following import follow_path
 
 SECONDS = 10.0
 CIRCLE = np.array([[3 * math.sin(a), 3 * math.cos(a) - 3] for a in np.linspace(0, 2 * np.pi, 33)])

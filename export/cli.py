@@ -7,7 +7,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from canis.runtime.precision import PRECISIONS
+from canis.runtime.inference import PRECISIONS
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:

@@ -26,7 +26,7 @@ from canis.runtime.features import (
     contract_description,
     layout_hash,
 )
-from canis.runtime.precision import PRECISION_KEY
+from canis.runtime.inference import PRECISION_KEY
 from canis.runtime.skeleton import DOG_JOINT_NAMES
 from canis.training.checkpoint import load_checkpoint
 from canis.training.models import restored_model

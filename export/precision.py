@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from canis.runtime.precision import (
+from canis.runtime.inference import (
     DEFAULT_PRECISION,
     PRECISION_KEY,
     PRECISIONS,

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from canis.export.onnx_export import LICENCE, write_graph
 from canis.runtime.features import FPS
-from canis.runtime.precision import PRECISION_KEY
+from canis.runtime.inference import PRECISION_KEY
 from canis.runtime.skeleton import DOG_JOINT_NAMES
 from canis.runtime.transition import (
     INIT_INPUTS,

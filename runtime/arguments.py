@@ -3,7 +3,7 @@ value is a one-line ValueError naming the call, the argument and (for per-dog ar
 number of dogs, rather than a numpy broadcast or reshape error (or a NaN dog) later.
 
 `checked` is the one shape/finite check; `per_dog` is it for arrays with a row per dog.
-Which dogs an index or mask argument names is runtime/dog_rows.py.
+Which dogs an index or mask argument names is runtime/state.py.
 """
 
 from __future__ import annotations
@@ -65,6 +65,13 @@ def finite_number(value, where: str, low: float = -np.inf, high: float = np.inf)
         bounds = "" if (low, high) == (-np.inf, np.inf) else f" within [{low:g}, {high:g}]"
         raise ValueError(f"{where} must be a finite number{bounds}, got {value!r}")
     return number
+
+
+def whole_number(value, low: int, message: str) -> None:
+    """Refuses `value` with ValueError(message) unless it is a whole number >= `low` (a bool
+    is not one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(message)
 
 
 def random_generator(seed, where: str) -> np.random.Generator:

@@ -14,70 +14,54 @@ never drift) and is then fitted to the terrain by the full-body IK.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import math
 
 import numpy as np
-from canis.runtime import native_frame, readouts, snapshot
-from canis.runtime.actions import Action
-from canis.runtime.arguments import checked, finite_number, random_generator
-from canis.runtime.command import measured_speed_mps, smooth_command, track_speed
-from canis.runtime.display import decay_offsets, shown_pose, start_handback_offsets
-from canis.runtime.dog_rows import (
-    FOOT_LOCK_ROWS,
-    IK_ROWS,
-    append_rows,
-    concat_states,
-    dog_rows,
-    take_rows,
-    transition_rows,
-)
-from canis.runtime.dog_start import PAST_SAMPLES, PAST_SLICE, still_state
-from canis.runtime.dog_state import DogState
+from canis.runtime import state as snapshot
+from canis.runtime.arguments import finite_number, random_generator, whole_number
+from canis.runtime.control import SpeedCalibration, command, measured_speed_mps
 from canis.runtime.features import (
     ACTIONS,
     FPS,
-    LocalPose,
-    LocalTrajectory,
-    decode_output,
     input_views,
-    joint_fields,
-    write_input,
-    write_input_joints,
+    write_features,
 )
-from canis.runtime.foot_lock import FootLock
-from canis.runtime.ik import FullBodyIk
-from canis.runtime.inference import MotionModel
+from canis.runtime.inference import MotionModel, infer
+from canis.runtime.kinematics import FootLock, FullBodyIk
 from canis.runtime.machine import model_used
-from canis.runtime.pose_update import next_local_pose
+from canis.runtime.pose import (
+    OutputReader,
+    advance_root,
+    decode,
+    show,
+    shown_pose,
+    start_handback_offsets,
+)
 from canis.runtime.poses import Keyframe, load_keyframes
 from canis.runtime.profiler import Profiler
-from canis.runtime.readouts import push_contacts
-from canis.runtime.root import (
-    rotate_xz,
-    wrap_angle_rad,
-    yaw_direction_xz,
-)
+from canis.runtime.readouts import Readouts, record_frame
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from canis.runtime.speed_calibration import SpeedCalibration
+from canis.runtime.state import (
+    DISPLAY_ROWS,
+    DogState,
+    concat_states,
+    dog_rows,
+    still_state,
+)
 from canis.runtime.terrain import Heightmap
 from canis.runtime.trajectory import (
     DEFAULT_TAU,
     ControlState,
     GroundTrajectory,
-    along_path,
-    blend,
-    extrapolate,
+    write_trajectory,
 )
-from canis.runtime.transition import TransitionModel, check_transition_request
-from canis.runtime.transition_frames import CONTEXT_FRAMES, frame_vector
-from canis.runtime.transition_player import (
-    LEAD_FRAMES,
-    TransitionPlayer,
+from canis.runtime.transition import TransitionModel, TransitionRows
+from canis.runtime.transition_frames import frame_vector
+from canis.runtime.transition_player import TransitionPlayer
+from canis.runtime.transition_requests import (
     TransitionStart,
+    start_transition,
 )
-from canis.runtime.transition_request import target_frame, target_keyframe, target_placement
 
 log = logging.getLogger("canis.runtime")
 DT_S = 1.0 / FPS
@@ -86,19 +70,9 @@ POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
 IS_POSTURE_ACTION = np.isin(np.arange(len(ACTIONS)), POSTURE_ACTION_INDICES)
 
 
-def non_finite_rows(outputs: dict[str, np.ndarray]) -> np.ndarray | None:
-    """(N,) the dogs with a non-finite value in any output, or None when there is none: a
-    sum is finite only when every term is, so the usual frame costs one reduction per
-    output (an overflowing sum of finite values only sends it to the row check)."""
-    # add.reduce and math.isfinite: the same test as v.sum() and np.isfinite, without their
-    # wrappers' cost (a few microseconds a frame, after inference's weights left the caches).
-    if all(math.isfinite(np.add.reduce(v, axis=None)) for v in outputs.values()):
-        return None
-    bad = ~np.all([np.isfinite(v).all(axis=1) for v in outputs.values()], axis=0)
-    return bad if bad.any() else None
+class Controller(Readouts):
+    _shown_pose = staticmethod(shown_pose)  # the pose shown: runtime/pose.py, natively
 
-
-class Controller:
     def __init__(
         self,
         model: MotionModel,
@@ -119,29 +93,31 @@ class Controller:
         """`terrain` None is flat ground at y = 0 (no IK needed); the profiler times each
         stage of every step (its owner closes frames with profiler.end_frame());
         `transition_model` enables transition_to; `foot_lock` pins planted paws where they
-        landed (runtime/foot_lock.py); `speed_calibration` (the model's own speed curve,
-        runtime/speed_calibration.py) makes the speed tracking reach the asked speed within
+        landed (runtime/kinematics.py); `speed_calibration` (the model's own speed curve,
+        runtime/control.py) makes the speed tracking reach the asked speed within
         seconds of a change rather than settling over a minute. `transition_worker` runs the
         transition network's steps on a thread of their own between steps (on a spare core
         a frame of a transition then costs about what a frame without one does; the motion
         is the same: runtime/transition_player.py); `close()` stops it. `seed` seeds the
         generator that transition_to(variation=...) draws from (None: fresh entropy), so a
-        game can reproduce a take. `native_frame` runs the trajectory, root and display math
-        of each step in the native core (runtime/native_frame.py, one call a stage); False
-        runs the numpy code that defines it (the same motion to float64 rounding, several
-        times the CPU of those stages)."""
-        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
-            raise ValueError(
-                f"Controller: count must be a whole number of dogs >= 1, got {count!r}"
-            )
-        if max_dogs is not None and (
-            isinstance(max_dogs, bool)
-            or not isinstance(max_dogs, (int, np.integer))
-            or max_dogs < count
-        ):
-            raise ValueError(
+        game can reproduce a take. The trajectory, root and display math of each step run in
+        the native core (runtime/pose.py, one call a stage; tests/reference_frame.py
+        holds the numpy definition it is checked against); `native_frame` is kept for old
+        callers and takes True only."""
+        whole_number(
+            count, 1, f"Controller: count must be a whole number of dogs >= 1, got {count!r}"
+        )
+        if max_dogs is not None:
+            whole_number(
+                max_dogs,
+                count,
                 f"Controller: max_dogs must be None or a whole number >= count ({count}), "
-                f"got {max_dogs!r}"
+                f"got {max_dogs!r}",
+            )
+        if native_frame is not True:
+            raise ValueError(
+                "Controller: native_frame must be True: the runtime runs the per-frame math in "
+                "the native core only (its numpy definition is tests/reference_frame.py)"
             )
         tau = finite_number(tau, "Controller: tau", low=0.0, high=1.0)
         self.rng = random_generator(seed, "Controller: seed")
@@ -158,7 +134,6 @@ class Controller:
         self.terrain = terrain
         self.speed_tracking = speed_tracking
         self.speed_calibration = speed_calibration
-        self.native_frame = bool(native_frame)
         self.profiler = profiler or Profiler()
         self.profiler.use_model(model_used(model), dogs=count)
         self.skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
@@ -168,9 +143,7 @@ class Controller:
         self.foot_lock = FootLock(self.skeleton, count, enabled=foot_lock)
         # Bound once: x is written into the session's own input buffer every frame.
         self._bind(count)
-        # y in float64, and the Prediction's views into it, built once (see _decoded).
-        self._y64, self._prediction = None, None
-        self._y_read = self._y_joints = None  # y's joint fields, a view built once
+        self._reader = OutputReader()  # y in float64, its views built once
         self.reset(start_pose=start_pose)
 
     def reset(
@@ -182,34 +155,35 @@ class Controller:
         if characters is not None:
             rows = dog_rows(characters, self.count, "reset")
             fresh = self._fresh_state(len(rows), root_xz_m, yaw_rad, start_pose, "reset")
+            self._settle_transitions()
+            # The IK's easing, foot locks and transition rows go on; the shown pose is redrawn.
+            kept = self.state.rows(rows)
+            for name in ("ik", "foot_lock", "transitions", *DISPLAY_ROWS):
+                setattr(fresh, name, getattr(kept, name))
             self.state.put_rows(rows, fresh)
             if self.transitions is not None:
-                self.transitions.settle()
                 self.transitions.active[rows] = False
-            self._update_display_pose(0.0)
-            self._settle_display()
+            self._redraw()
             return
-        self.state = self._fresh_state(self.count, root_xz_m, yaw_rad, start_pose, "reset")
+        fresh = self._fresh_state(self.count, root_xz_m, yaw_rad, start_pose, "reset")
+        if hasattr(self, "state"):  # the IK's easing goes on; the locks are let go below
+            fresh.ik, fresh.foot_lock = self.state.ik, self.state.foot_lock
+        if self.transitions is not None:
+            self.transitions.close()
+        rtn, worker = self.transition_model, self.transition_worker
+        self.transitions = (
+            None
+            if rtn is None
+            else TransitionPlayer(rtn, self.count, self.skeleton.parents, worker=worker)
+        )
+        self._set_state_object(fresh)
         self._has_prediction = False
         self.path_future_xz_m = None
         self.desired_future: GroundTrajectory | None = None
-        if self.transitions is not None:
-            self.transitions.close()
-        self.transitions = (
-            TransitionPlayer(
-                self.transition_model,
-                self.count,
-                self.skeleton.parents,
-                worker=self.transition_worker,
-            )
-            if self.transition_model is not None
-            else None
-        )
         self.offsets_active = False  # any hand-back offset left to decay
         self.non_finite_events = 0
         self.frame = 0
-        self._update_display_pose(0.0)
-        self._settle_display()
+        self._redraw()
         # After the still pose is shown: the first step lands the locks, whether the lock was
         # on from construction or switched on before that step (as a replayed script does).
         self.foot_lock.reset(self.count)
@@ -224,16 +198,18 @@ class Controller:
         self.state.put_rows(np.arange(self.count), state)
         self._has_prediction = True
         self.path_future_xz_m = None
-        self._update_display_pose(0.0)
-        self._settle_display()
+        self._redraw()
         self.foot_lock.reset(self.count)
 
     def _fresh_state(self, n: int, root_xz_m, yaw_rad, start_pose: str, caller: str) -> DogState:
         """The state of `n` dogs standing still (what reset and add start dogs from)."""
         experts = getattr(self.model, "experts", None)
-        return still_state(
+        fresh = still_state(
             self.skeleton, self.keyframes, experts, n, root_xz_m, yaw_rad, start_pose, caller
         )
+        if self.transition_model is not None:
+            fresh.transitions = TransitionRows.zeros(n, self.transition_model.noise_width)
+        return fresh
 
     def add(
         self, count: int = 1, root_xz_m=None, yaw_rad=None, start_pose: str = "stand"
@@ -241,8 +217,7 @@ class Controller:
         """Adds `count` dogs standing still at `root_xz_m` (count, 2) facing `yaw_rad`
         (count,); returns their indices (the last ones). Nothing changes on a bad argument
         or past Controller.max_dogs."""
-        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
-            raise ValueError(f"add: count must be a whole number of dogs >= 1, got {count!r}")
+        whole_number(count, 1, f"add: count must be a whole number of dogs >= 1, got {count!r}")
         if self.max_dogs is not None and self.count + count > self.max_dogs:
             raise ValueError(
                 f"add: {count} more dog(s) would make {self.count + count}, past max_dogs "
@@ -250,10 +225,10 @@ class Controller:
             )
         fresh = self._fresh_state(count, root_xz_m, yaw_rad, start_pose, "add")
         old = self.count
-        self.state = concat_states(self.state, fresh)
-        self._resize(old + count, lambda owner, names, new: append_rows(owner, names, new, count))
-        self._update_display_pose(0.0)
-        self._settle_display()
+        self._settle_transitions()
+        self._set_state_object(concat_states(self.state, fresh))
+        self._resize(old + count)
+        self._redraw()
         return np.arange(old, old + count)
 
     def remove(self, indices) -> None:
@@ -263,28 +238,35 @@ class Controller:
         if len(rows) >= self.count:
             raise ValueError(f"remove: {rows.tolist()} would leave no dog; at least one stays")
         keep = np.setdiff1d(np.arange(self.count), rows)
-        self.state = self.state.rows(keep)
-        self._resize(len(keep), lambda owner, names, new: take_rows(owner, names, keep))
-        for name in ("display_positions", "display_rotations", "contacts"):
-            setattr(self, name, getattr(self, name)[keep])
+        self._settle_transitions()
+        self._set_state_object(self.state.rows(keep))
+        self._resize(len(keep))
         self._settle_display()
+
+    def _set_state_object(self, state: DogState) -> None:
+        """`state` as the dogs' state, the IK, foot lock and transitions bound to its rows."""
+        self.state = state
+        self.ik.rows, self.foot_lock.rows = state.ik, state.foot_lock
+        if self.transitions is not None:
+            self.transitions.rows = state.transitions
+
+    def _settle_transitions(self) -> None:
+        """The transition worker's steps under way stored, before the rows change."""
+        if self.transitions is not None:
+            self.transitions.settle()
+
+    def _redraw(self) -> None:
+        """The current pose shown, with no step to interpolate from."""
+        self._update_display_pose(0.0)
 
     def _settle_display(self) -> None:
         """No step to interpolate from yet: display_pose(alpha) shows the current pose."""
         self.previous_display_positions = self.display_positions
         self.previous_display_rotations = self.display_rotations
 
-    def _resize(self, count: int, change) -> None:
-        """Resizes everything else that holds a row per dog (`change(owner, names, fresh)`
-        with `fresh` the same kind of owner for the added dogs), and rebinds the network's
-        buffers to the new batch (their storage grows by doubling: not per frame)."""
-        added = count - self.count
-        change(self.ik, IK_ROWS, FullBodyIk(self.skeleton, max(added, 0)))
-        change(self.foot_lock, FOOT_LOCK_ROWS, FootLock(self.skeleton, max(added, 0)))
-        if self.transitions is not None:
-            self.transitions.settle()
-            fresh = TransitionPlayer(self.transition_model, max(added, 0), self.skeleton.parents)
-            change(self.transitions, transition_rows(self.transitions), fresh)
+    def _resize(self, count: int) -> None:
+        """`count` dogs now (the state holds their rows): the network's buffers rebound to
+        the new batch (their storage grows by doubling: not per frame)."""
         for name in ("path_future_xz_m", "desired_future"):
             setattr(self, name, None)  # rebuilt by the next step
         self.count = count
@@ -301,7 +283,7 @@ class Controller:
         self._x_views = input_views(self._buffers.inputs["x"])
 
     def get_state(self) -> dict:
-        """A plain, picklable snapshot of every dog (runtime/snapshot.py)."""
+        """A plain, picklable snapshot of every dog (runtime/state.py)."""
         if self.transitions is not None:
             self.transitions.settle()
         return snapshot.capture(self)
@@ -320,176 +302,6 @@ class Controller:
         if self.transitions is not None:
             self.transitions.close()
 
-    # The readouts an embedder uses (docs/EMBEDDING.md); the state itself is self.state.
-    @property
-    def root_xz_m(self) -> np.ndarray:
-        return self.state.root_xz_m
-
-    @property
-    def root_yaw_rad(self) -> np.ndarray:
-        return self.state.root_yaw_rad
-
-    @property
-    def root_velocity_xz_mps(self) -> np.ndarray:
-        return self.state.root_velocity_xz_mps
-
-    @property
-    def action_weights(self) -> np.ndarray:
-        return self.state.action_weights
-
-    @property
-    def pose(self) -> LocalPose:
-        return self.state.pose
-
-    @property
-    def expert_weights(self) -> np.ndarray | None:
-        return self.state.expert_weights
-
-    @property
-    def predicted_future(self) -> GroundTrajectory | None:
-        """The network's last predicted future (None before the first step)."""
-        return self.state.predicted_future if self._has_prediction else None
-
-    @property
-    def root_position_m(self) -> np.ndarray:
-        """(N, 3) world root positions on the network's flat ground (y = 0)."""
-        xz = self.state.root_xz_m
-        return np.stack([xz[:, 0], np.zeros(self.count), xz[:, 1]], 1)
-
-    def _smooth_command(self, control: ControlState) -> None:
-        held = self.transitions.leading if self.transitions is not None else None
-        self.path_future_xz_m = smooth_command(self.state, control, held)
-
-    def trajectory(self) -> LocalTrajectory:
-        """The 12 samples x sees, in the root frame: the past from history, now, and the
-        blended future."""
-        s = self.state
-        desired = self._desired_future(extrapolate)
-        future = blend(desired, self.predicted_future, self.tau)
-        h, yaw = s.history, s.root_yaw_rad
-
-        def samples(past, now, ahead):  # the past from history, now, the future
-            return [past[:, PAST_SLICE], now[:, None], ahead]
-
-        # The three (x, z) fields' samples side by side in one array, and one rotation into
-        # the root frame for all of them: to_root_xz's math, fused (fewest calls per frame).
-        stacked = np.concatenate(
-            samples(h.positions_xz_m, s.root_xz_m, future.positions_xz_m)
-            + samples(h.directions_xz, yaw_direction_xz(yaw), future.directions_xz)
-            + samples(h.velocities_xz_mps, s.root_velocity_xz_mps, future.velocities_xz_mps),
-            axis=1,
-        )
-        k = stacked.shape[1] // 3
-        stacked[:, :k] -= s.root_xz_m[:, None, :]
-        speeds = np.concatenate(
-            samples(h.speeds_mps, desired.speeds_mps[:, 0], future.speeds_mps), 1
-        )
-        actions = np.concatenate(samples(h.actions, s.action_weights, future.actions), axis=1)
-        local = rotate_xz(stacked, -yaw)
-        return LocalTrajectory(
-            local[:, :k],
-            local[:, k : 2 * k],
-            local[:, 2 * k :],
-            speeds,
-            actions,
-        )
-
-    def _native_trajectory(self, x: np.ndarray) -> np.ndarray:
-        """trajectory()'s samples written into x's trajectory rows by the native core
-        (runtime/native_frame.py); returns the current sample's desired speed (N,)."""
-        desired = self._desired_future(native_frame.extrapolate)
-        native_frame.write_trajectory_rows(self.state, desired, self.predicted_future, self.tau, x)
-        return desired.speeds_mps[:, 0]
-
-    def _desired_future(self, extrapolate_with) -> GroundTrajectory:
-        """The desired future (kept as desired_future): extrapolated toward the command by
-        `extrapolate_with` (trajectory.extrapolate or its native twin), moved onto the path
-        being followed, if any."""
-        s = self.state
-        desired = extrapolate_with(
-            s.root_xz_m,
-            s.root_velocity_xz_mps,
-            s.root_yaw_rad,
-            s.action_weights,
-            s.commanded_velocity_mps,
-            s.commanded_yaw_rad,
-            s.commanded_actions,
-        )
-        if self.path_future_xz_m is not None:
-            desired = along_path(desired, s.root_xz_m, self.path_future_xz_m)
-        self.desired_future = desired
-        return desired
-
-    def step(self, control: ControlState) -> np.ndarray:
-        """Advances every character one frame; returns the network input x it used (a view
-        of the bound input buffer: copy it to keep it)."""
-        s = self.state
-        stage = self.profiler.stage
-        with stage("input"):
-            control = control.validated(self.count)
-            if self.speed_tracking:
-                control = track_speed(self.state, control, self.speed_calibration)
-            self._smooth_command(control)
-        x = self._buffers.inputs["x"]
-        with stage("trajectory"):
-            if self.native_frame:  # x's trajectory rows are written here
-                speed_now = self._native_trajectory(x)
-            else:
-                trajectory = self.trajectory()
-                speed_now = trajectory.speeds_mps[:, PAST_SAMPLES.size]
-        with stage("features"):
-            if self.native_frame:
-                write_input_joints(s.pose, self._x_views)
-            else:
-                write_input(trajectory, s.pose, x, self._x_views)
-            if "phase" in self._buffers.inputs:
-                self._buffers.inputs["phase"][:, 0] = s.phase_rad
-        with stage("inference"):
-            if self._motion_network_idle():
-                outputs = self._buffers.outputs  # last step's, read by no one this step
-            else:
-                outputs = self.model.run_bound(self._buffers)
-        with stage("decode"):
-            # The dogs handed back last frame, as they were shown (for the display offsets).
-            handed_back = s.handback_pending.copy()
-            shown = s.rows(handed_back) if handed_back.any() else None
-            bad = non_finite_rows(outputs)
-            kept = s.rows(bad) if bad is not None else None
-            self._apply(self._decoded(outputs["y"]), speed_now)
-            if "expert_weights" in outputs:
-                s.expert_weights = outputs["expert_weights"].copy()  # readers may keep it
-            if "phase_delta" in outputs:
-                s.phase_rad = (s.phase_rad + outputs["phase_delta"][:, 0]) % (2 * np.pi)
-            if kept is not None:
-                self._keep_last_good_state(bad, kept)
-        if self.transitions is not None and (
-            self.transitions.active.any() or self.transitions.pending
-        ):
-            with stage("transition"):
-                self.transitions.step(s, self.desired_future)
-                finished = s.handback_pending & ~handed_back  # handed back in this step
-                if finished.any():
-                    self.profiler.instant("hand-back", dogs=np.flatnonzero(finished).tolist())
-            if self.transitions.worker:  # its CPU is in no stage of this thread's
-                self.profiler.counter("transition worker", cpu_ms=self.transitions.worker_cpu_ms)
-        if self.transitions is not None:
-            self.transition_worker_cpu_ms = self.transitions.worker_cpu_ms
-            self.transitions.worker_cpu_ms = 0.0
-        if shown is not None:
-            start_handback_offsets(s, self.transitions.playing, handed_back, shown)
-            self.offsets_active = True
-        previous = self.display_positions, self.display_rotations  # FK makes new arrays
-        with stage("ik"):
-            self._update_display_pose(DT_S)
-        self.previous_display_positions, self.previous_display_rotations = previous
-        push_contacts(s.contact_history, self.contacts)
-        s.canter_speed = readouts.canter_latch(s.canter_speed, measured_speed_mps(s))
-        self.frame += 1
-        self.profiler.end_step(self.count, self.root_velocity_xz_mps, self.expert_weights)
-        if self.transitions is not None and self.transitions.worker:
-            self.transitions.submit()  # last: the worker then runs between steps
-        return x
-
     def _motion_network_idle(self) -> bool:
         """Whether every dog plays a transition frame this step: the transition then sets
         each one's root, pose, history and action (TransitionPlayer._show_next), so nothing
@@ -501,44 +313,69 @@ class Controller:
         t = self.transitions
         return t is not None and bool(t.playing.all())
 
-    def _decoded(self, y: np.ndarray):
-        """decode_output of y in float64, its views over buffers reused every frame (building
-        nine views per frame cost more than the decode's math); _apply copies what it keeps.
-        The joints' fields are copied out of y's interleaved rows into contiguous arrays
-        (features.joint_fields): the pose update's arithmetic on them is then several times
-        cheaper for many dogs; so are the future's three fields, which the native root update
-        would otherwise copy out of y every frame. The values are y's, exactly (float32 to
-        float64 is exact)."""
-        if self._y_read is not y:  # the bound buffer: the same array every frame
-            self._y_read, self._y_joints = y, joint_fields(y)
-            p = decode_output(y)
-            self._y_future = (p.future_positions_m, p.future_directions, p.future_velocities_mps)
-        if self._y64 is None or self._y64.shape != y.shape:
-            self._y64 = np.empty(y.shape)
-            self._joints64 = np.empty(self._y_joints.shape)
-            self._future64 = np.empty((3, *self._y_future[0].shape))
-            positions, forwards, ups, velocities = self._joints64
-            future_positions, future_directions, future_velocities = self._future64
-            self._prediction = dataclasses.replace(
-                decode_output(self._y64),
-                future_positions_m=future_positions,
-                future_directions=future_directions,
-                future_velocities_mps=future_velocities,
-                joint_positions_m=positions,
-                joint_forwards=forwards,
-                joint_ups=ups,
-                joint_velocities_mps=velocities,
-            )
-        np.copyto(self._y64, y)
-        np.copyto(self._joints64, self._y_joints)
-        for buffer, field in zip(self._future64, self._y_future, strict=True):
-            np.copyto(buffer, field)
-        return self._prediction
+    def _write_trajectory(self, x: np.ndarray) -> np.ndarray:
+        """The desired future (kept as desired_future) and x's trajectory rows, in the native
+        core (runtime/trajectory.py); returns the current sample's desired speed (N,)."""
+        s = self.state
+        self.desired_future = write_trajectory(
+            s, self.path_future_xz_m, self.predicted_future, self.tau, x
+        )
+        return self.desired_future.speeds_mps[:, 0]
 
-    def _keep_last_good_state(self, rows: np.ndarray, kept: DogState) -> None:
-        """A character whose network output was not finite keeps its last good state (the
-        others move on); the event is counted and logged."""
-        self.state.put_rows(rows, kept)
+    def step(self, control: ControlState) -> np.ndarray:
+        """Advances every character one frame; returns the network input x it used (a view
+        of the bound input buffer: copy it to keep it). One call a stage, in the frame's
+        order (the profiler's stages)."""
+        s, stage, t = self.state, self.profiler.stage, self.transitions
+        x = self._buffers.inputs["x"]
+        with stage("input"):
+            held = t.leading if t is not None else None
+            self.path_future_xz_m = command(
+                s, control, self.count, held, self.speed_tracking, self.speed_calibration
+            )
+        with stage("trajectory"):
+            speed_now = self._write_trajectory(x)
+        with stage("features"):
+            write_features(s.pose, s.phase_rad, self._x_views, self._buffers.inputs)
+        with stage("inference"):
+            outputs = infer(self.model, self._buffers, self._motion_network_idle())
+        with stage("decode"):
+            apply = lambda p: self._apply(p, speed_now)  # noqa: E731
+            handed_back, shown, bad = decode(s, outputs, self._reader, apply)
+        if bad is not None:
+            self._count_non_finite(bad)
+        if t is not None:
+            self._play_transitions(handed_back)
+        if shown is not None:
+            start_handback_offsets(s, t.playing, handed_back, shown)
+            self.offsets_active = True
+        with stage("ik"):
+            self._update_display_pose(DT_S)
+        record_frame(s, s.contacts, measured_speed_mps(s))
+        self.frame += 1
+        self.profiler.end_step(self.count, s.root_velocity_xz_mps, s.expert_weights)
+        if t is not None and t.worker:
+            t.submit()  # last: the worker then runs between steps
+        return x
+
+    def _play_transitions(self, handed_back: np.ndarray) -> None:
+        """The transition stage (runtime/transition_player.py), when a transition is asked
+        for or playing; the worker's CPU, which is in no stage of this thread's, read."""
+        t = self.transitions
+        if t.active.any() or t.pending:
+            with self.profiler.stage("transition"):
+                t.step(self.state, self.desired_future)
+                finished = self.state.handback_pending & ~handed_back  # handed back now
+                if finished.any():
+                    self.profiler.instant("hand-back", dogs=np.flatnonzero(finished).tolist())
+            if t.worker:
+                self.profiler.counter("transition worker", cpu_ms=t.worker_cpu_ms)
+        self.transition_worker_cpu_ms = t.worker_cpu_ms
+        t.worker_cpu_ms = 0.0
+
+    def _count_non_finite(self, rows: np.ndarray) -> None:
+        """The dogs `rows` whose network output was not finite kept their last good state (the
+        others moved on, runtime/pose.py decode); the event is counted and logged."""
         self.non_finite_events += int(rows.sum())
         log.warning(
             "non-finite network output for characters %s at frame %d: they keep their "
@@ -552,10 +389,7 @@ class Controller:
         the world, the history pushed (with `speed_now_mps` (N,), the current sample's desired
         speed)."""
         s = self.state
-        if self.native_frame:
-            native_frame.advance_root(s, p, speed_now_mps, DT_S)
-        else:
-            self._apply_numpy(p, speed_now_mps)
+        self._advance_root(p, speed_now_mps)
         self._has_prediction = True
         if self.transition_model is not None:  # only transitions read it
             s.frame_history[:, :-1] = s.frame_history[:, 1:]
@@ -563,45 +397,10 @@ class Controller:
                 p.root_velocity_mps, p.root_yaw_velocity_radps, s.pose
             )
 
-    def _apply_numpy(self, p, speed_now_mps) -> None:
-        """_apply's numpy definition (native_frame.advance_root does the same natively)."""
-        s = self.state
-        step_local = p.root_velocity_mps * DT_S  # (N, 2) in the previous root's frame
-        turn = p.root_yaw_velocity_radps * DT_S
-        step_world = rotate_xz(step_local[:, None], s.root_yaw_rad)[:, 0]
-        s.root_xz_m = s.root_xz_m + step_world
-        s.root_yaw_rad = wrap_angle_rad(s.root_yaw_rad + turn)
-        s.root_velocity_xz_mps = step_world / DT_S
-
-        s.pose = next_local_pose(s.pose, p, DT_S)  # shared with closed-loop training
-
-        n, ahead = self.count, p.future_positions_m.shape[1]
-        # One rotation for the three future fields (the same yaw): from_root_xz's math, fused.
-        future = p.future_positions_m, p.future_directions, p.future_velocities_mps
-        world = rotate_xz(np.concatenate(future, axis=1), s.root_yaw_rad)
-        world[:, :ahead] += s.root_xz_m[:, None, :]
-        s.predicted_future = GroundTrajectory(
-            world[:, :ahead],
-            world[:, ahead : 2 * ahead],
-            world[:, 2 * ahead :],
-            np.zeros((n, ahead)),
-            np.zeros((n, ahead, len(ACTIONS))),
-        )
-        s.action_weights = s.commanded_actions.copy()
-        self._push_history(speed_now_mps)
-
-    def _push_history(self, speed_now) -> None:
-        s = self.state
-        h = s.history
-        for array, value in (
-            (h.positions_xz_m, s.root_xz_m),
-            (h.directions_xz, yaw_direction_xz(s.root_yaw_rad)),
-            (h.velocities_xz_mps, s.root_velocity_xz_mps),
-            (h.speeds_mps, speed_now),
-            (h.actions, s.action_weights),
-        ):
-            array[:, :-1] = array[:, 1:]
-            array[:, -1] = value
+    def _advance_root(self, p, speed_now_mps) -> None:
+        """The root update, next pose, predicted future and history push, in the native core
+        (runtime/pose.py)."""
+        advance_root(self.state, p, speed_now_mps, DT_S)
 
     def transition_to(
         self,
@@ -627,117 +426,20 @@ class Controller:
         a model trained with it), drawn from the controller's generator or, with `seed`, from
         one seeded for this request; 0 (the default) is the deterministic transition.
         Returns where each of them will stand when handed back, and when."""
-        if self.transition_model is None:
-            raise RuntimeError("transition_to needs Controller(transition_model=...)")
-        rng = self.rng if seed is None else random_generator(seed, "transition_to: seed")
-        if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)):
-            raise ValueError(f"transition_to: frames must be a whole number, got {frames!r}")
-        keyframe, action_label = target_keyframe(self.keyframes, target, action)
-        rows = (
-            np.arange(self.count)
-            if characters is None
-            else dog_rows(characters, self.count, "transition_to")
-        )
-        n = len(rows)
-        s = self.state
-        with self.profiler.stage("transition"):
-            target_xz, target_yaw = target_placement(s, rows, frames, at_xz_m, yaw_rad)
-            target = target_frame(self.skeleton, keyframe, n)
-            # The context the RTN would read now: its length, shapes and values are checked
-            # before anything changes (the one it reads ends LEAD_FRAMES later).
-            check_transition_request(
-                s.frame_history[rows], np.zeros((n, CONTEXT_FRAMES, 4)), target, frames
-            )
-            noise = self.transition_model.target_noise(
-                n, variation, rng, "transition_to: variation"
-            )
-            # A dog taken from a transition that is playing goes to the motion network for the
-            # new one's lead: the display eases over the difference, as at a hand-back.
-            s.handback_pending[rows] |= self.transitions.playing[rows]
-            self.transitions.start(
-                rows, s, target, target_xz, target_yaw, frames, action_label, noise
-            )
-        self.profiler.instant(
-            "transition start", to=keyframe.name, frames=frames, dogs=rows.tolist()
-        )
-        return TransitionStart(rows, target_xz, target_yaw, LEAD_FRAMES + frames + 1)
-
-    def in_transition(self) -> np.ndarray:
-        """(N,) whether each character is in a transition: in its lead, when the motion
-        network still moves it as commanded when it was asked for, or driven by the
-        transition network."""
-        if self.transitions is None:
-            return np.zeros(self.count, dtype=bool)
-        return self.transitions.active.copy()
+        args = (target, frames, characters, at_xz_m, yaw_rad, action, variation, seed)
+        return start_transition(self, *args)
 
     def _update_display_pose(self, dt_s: float) -> None:
-        """The pose shown (runtime/display.py), the hand-back offsets decayed by `dt_s`."""
-        s = self.state
-        with_offsets = dt_s > 0 and self.offsets_active
-        if with_offsets:
-            self.offsets_active = decay_offsets(s.display_offset, dt_s)
-        # Transitions and the postures they lead to place the paws themselves (a sitting
-        # dog's hind paws slide under it): a lock held through them pulls the leg and pops
-        # when it lets go (10 cm in one frame standing -> sit, measured).
-        posture = IS_POSTURE_ACTION[s.action_weights.argmax(axis=1)]
-        lockable = ~(self.in_transition() | posture)
-        self.display_positions, self.display_rotations, self.contacts = shown_pose(
+        """The pose shown (runtime/pose.py), the hand-back offsets decayed by `dt_s`."""
+        self.offsets_active = show(
+            self.state,
             self.skeleton,
             self.paws,
-            s,
-            with_offsets,
-            lockable,
             self.ik,
             self.foot_lock,
             self.terrain,
+            self.in_transition(),
+            self.offsets_active,
             dt_s,
-            native=self.native_frame,
+            self._shown_pose,
         )
-
-    def display_pose(self, alpha: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """World joint positions (N, J, 3) and rotations (N, J, 4) to draw. With `alpha` in
-        [0, 1], the pose that far from the previous step's to this one's (for a display
-        faster than the 60 Hz step: alpha is the fixed-step accumulator's remainder / DT_S;
-        examples/fast_display.py)."""
-        if alpha is None:
-            return self.display_positions, self.display_rotations
-        previous = self.previous_display_positions, self.previous_display_rotations
-        return readouts.interpolated(
-            previous, (self.display_positions, self.display_rotations), alpha
-        )
-
-    # Readouts for games (runtime/readouts.py; docs/EMBEDDING.md).
-    def gaits(self) -> tuple[str, ...]:
-        """Each dog's gait ("walk", "pace", "trot", "canter", "none" when not moving), from
-        the runtime's footfall classifier: readouts.GAIT_LATENCY_S (0.5 s) late."""
-        moving = self.state.action_weights.argmax(axis=1) == int(Action.MOVE)
-        return readouts.gaits(self.state.contact_history, self.state.canter_speed, moving)
-
-    def actions(self) -> np.ndarray:
-        """(N, len(Action)) each dog's action blend, columns in Action order."""
-        return self.state.action_weights.copy()
-
-    def footfalls(self) -> tuple[np.ndarray, np.ndarray]:
-        """(touch-downs, lift-offs) in the last step: (N, 4) bool, paws in PAW_ORDER."""
-        return readouts.footfalls(self.state.contact_history)
-
-    def ground_height_m(self) -> np.ndarray:
-        """(N,) the terrain's height under each dog's root (0 on flat ground)."""
-        if self.terrain is None:
-            return np.zeros(self.count)
-        return self.terrain.sample(self.state.root_xz_m)[0].astype(np.float64)
-
-    def root_world_m(self) -> np.ndarray:
-        """(N, 3) the root on the terrain in the world: (x, ground height, z)."""
-        root = self.root_position_m.copy()
-        root[:, 1] = self.ground_height_m()
-        return root
-
-    def bounds_m(self, margin_m=readouts.BOUNDS_MARGIN_M) -> np.ndarray:
-        """(N, 2, 3) each dog's world axis-aligned box (min, max) around its body: the shown
-        joints' box padded by `margin_m` (below, above, sideways), by default the body mesh's
-        measured reach past them (readouts.BOUNDS_MARGIN_M); (0, 0, 0) for the joints' box."""
-        margin_m = checked(
-            margin_m, (3,), "margin_m", "bounds_m", expected=" (below, above, sideways)"
-        )
-        return readouts.bounds_m(self.display_positions, margin_m)

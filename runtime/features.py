@@ -286,7 +286,7 @@ def write_input(
 
 def write_input_joints(pose: LocalPose, views: tuple[LocalTrajectory, LocalPose]) -> None:
     """x's joint rows alone, through input_views(x) (the trajectory rows written by the
-    native core: runtime/native_frame.py)."""
+    native core: runtime/pose.py)."""
     _write_pose(views[1], pose)
 
 
@@ -387,3 +387,13 @@ def build_output(
     yaw_change_rad = wrap_angle_rad(2.0 * np.arctan2(turned[:, 2], turned[:, 0]))
     p.root_yaw_velocity_radps[:] = yaw_change_rad / dt_s
     return y
+
+
+def write_features(
+    pose: LocalPose, phase_rad: np.ndarray, views: tuple, inputs: dict[str, np.ndarray]
+) -> None:
+    """The features stage: x's joint rows through input_views(x) (its trajectory rows are
+    written in the trajectory stage), and PFNN's phase input where the model has one."""
+    write_input_joints(pose, views)
+    if "phase" in inputs:
+        inputs["phase"][:, 0] = phase_rad

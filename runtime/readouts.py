@@ -1,4 +1,9 @@
-"""What a game reads from the dogs besides the pose: gait, footfalls, ground and bounds, and
+"""Gait from the footfall pattern: walk, pace, trot or canter (the MANN paper's Fig. 2).
+
+Used for labelling and evaluating the mocap (training/labels.py) and for the demo's HUD;
+never a network input: in MANN the gaits emerge from the commanded speed.
+
+What a game reads from the dogs besides the pose: gait, footfalls, ground and bounds, and
 the pose interpolated between steps for displays faster than the 60 Hz step.
 
 Paws are always in PAW_ORDER (the skeleton's "paws" group, as Controller.contacts has them).
@@ -6,16 +11,64 @@ Paws are always in PAW_ORDER (the skeleton's "paws" group, as Controller.contact
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from canis.runtime.arguments import finite_number
-from canis.runtime.gaits import (
-    CANTER_MIN_SPEED_MPS,
-    GAIT_WINDOW_FRAMES,
-    GAITS,
-    NO_GAIT,
-    classify_gaits,
-)
+from canis.runtime.actions import Action
+from canis.runtime.arguments import checked, finite_number
 from canis.runtime.rotations import quat_slerp
+from numpy.lib.stride_tricks import sliding_window_view
+
+if TYPE_CHECKING:
+    from canis.runtime.features import LocalPose
+    from canis.runtime.trajectory import GroundTrajectory
+
+GAITS = ("walk", "pace", "trot", "canter")
+NO_GAIT = -1
+# Contact patterns are compared over this window (frames) around each frame.
+GAIT_WINDOW_FRAMES = 61
+GAIT_PAIR_CORRELATION = 0.5
+WALK_MIN_DUTY_FACTOR = 0.5
+# Below this speed, unsynchronised stepping with little ground contact is a slow walk whose
+# contacts the detector partly misses (turning on the spot, shuffling), not a canter: the
+# paper, too, split gaits by speed first.
+CANTER_MIN_SPEED_MPS = 1.5
+
+
+def _correlation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson correlation along the last axis; 0 where either signal is constant."""
+    a = a - a.mean(axis=-1, keepdims=True)
+    b = b - b.mean(axis=-1, keepdims=True)
+    denominator = np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
+    return np.where(denominator > 0, (a * b).sum(-1) / np.where(denominator > 0, denominator, 1), 0)
+
+
+def classify_gaits(
+    contacts: np.ndarray, root_speed_mps: np.ndarray, locomotion: np.ndarray
+) -> np.ndarray:
+    """Gait per frame (F,) from the footfall pattern around it, NO_GAIT off locomotion.
+
+    contacts (F, 4) in the paw order left front, right front, left hind, right hind. Trot
+    moves diagonal pairs together and pace lateral pairs; of the rest, a walk keeps each paw
+    down more than half the time and a canter less.
+    """
+    half = GAIT_WINDOW_FRAMES // 2
+    padded = np.pad(contacts.astype(np.float64), [(half, half), (0, 0)], mode="edge")
+    signals = sliding_window_view(padded, GAIT_WINDOW_FRAMES, axis=0)  # (F, 4, window)
+    lf, rf, lh, rh = (signals[:, p] for p in range(4))
+    diagonal = 0.5 * (_correlation(lf, rh) + _correlation(rf, lh))
+    lateral = 0.5 * (_correlation(lf, lh) + _correlation(rf, rh))
+    duty = signals.mean(axis=(1, 2))
+    cantering = (duty < WALK_MIN_DUTY_FACTOR) & (root_speed_mps >= CANTER_MIN_SPEED_MPS)
+    gaits = np.where(cantering, GAITS.index("canter"), GAITS.index("walk"))
+    gaits = np.where(
+        (lateral > GAIT_PAIR_CORRELATION) & (lateral > diagonal), GAITS.index("pace"), gaits
+    )
+    gaits = np.where(
+        (diagonal > GAIT_PAIR_CORRELATION) & (diagonal >= lateral), GAITS.index("trot"), gaits
+    )
+    return np.where(locomotion, gaits, NO_GAIT)
+
 
 PAW_ORDER = ("LF", "RF", "LH", "RH")  # left front, right front, left hind, right hind
 NO_GAIT_NAME = "none"
@@ -23,7 +76,7 @@ NO_GAIT_NAME = "none"
 # gait read now is the gait of half a window ago: GAIT_LATENCY_S (0.5 s at 60 Hz).
 GAIT_LATENCY_FRAMES = GAIT_WINDOW_FRAMES // 2
 GAIT_LATENCY_S = GAIT_LATENCY_FRAMES / 60.0
-# The classifier tells a canter from a walk partly by speed (gaits.CANTER_MIN_SPEED_MPS).
+# The classifier tells a canter from a walk partly by speed (CANTER_MIN_SPEED_MPS).
 # The readout compares the speed over the last SPEED_TRACKING_WINDOW_FRAMES (a stride or
 # more, not this frame's, which rises and falls within a stride) with a hysteresis band, so
 # a dog running near 1.5 m/s does not flicker between the two (canter_latch).
@@ -56,7 +109,7 @@ def canter_latch(latched: np.ndarray, window_speed_mps: np.ndarray) -> np.ndarra
 def gaits(contact_history: np.ndarray, fast: np.ndarray, moving: np.ndarray) -> tuple:
     """The gait name per dog ("walk", "pace", "trot", "canter", or "none" when not moving)
     from the last GAIT_WINDOW_FRAMES frames of contacts: the same classifier that labels the
-    mocap (runtime/gaits.py), GAIT_LATENCY_S late; `fast` (N,) is canter_latch's answer."""
+    mocap (runtime/py), GAIT_LATENCY_S late; `fast` (N,) is canter_latch's answer."""
     names = []
     for history, quick, on in zip(contact_history, fast, moving, strict=True):
         frames = len(history)
@@ -94,3 +147,119 @@ def interpolated(previous: tuple, current: tuple, alpha: float) -> tuple[np.ndar
     alpha = min(max(alpha, 0.0), 1.0)
     (p0, q0), (p1, q1) = previous, current
     return p0 + (p1 - p0) * alpha, quat_slerp(q0, q1, alpha)
+
+
+def record_frame(s, contacts: np.ndarray, window_speed_mps: np.ndarray) -> None:
+    """The step's readouts kept in the dogs' state `s`: this frame's paw contacts (N, 4) in
+    the gait window, and the canter latch on the speed over the tracking window (N,)."""
+    push_contacts(s.contact_history, contacts)
+    s.canter_speed = canter_latch(s.canter_speed, window_speed_mps)
+
+
+def _in_state(name: str) -> property:
+    """A controller attribute that is the dogs' state's field `name`."""
+    return property(
+        lambda self: getattr(self.state, name), lambda self, v: setattr(self.state, name, v)
+    )
+
+
+class Readouts:
+    """What a game reads of a Controller's dogs (docs/EMBEDDING.md), from its `state` (a
+    DogState), `terrain` and `count`: Controller inherits them."""
+
+    # The shown pose, in the state (runtime/pose.py show writes it).
+    display_positions = _in_state("display_positions")
+    display_rotations = _in_state("display_rotations")
+    previous_display_positions = _in_state("previous_display_positions")
+    previous_display_rotations = _in_state("previous_display_rotations")
+    contacts = _in_state("contacts")
+
+    # The readouts an embedder uses (docs/EMBEDDING.md); the state itself is self.state.
+    @property
+    def root_xz_m(self) -> np.ndarray:
+        return self.state.root_xz_m
+
+    @property
+    def root_yaw_rad(self) -> np.ndarray:
+        return self.state.root_yaw_rad
+
+    @property
+    def root_velocity_xz_mps(self) -> np.ndarray:
+        return self.state.root_velocity_xz_mps
+
+    @property
+    def action_weights(self) -> np.ndarray:
+        return self.state.action_weights
+
+    @property
+    def pose(self) -> LocalPose:
+        return self.state.pose
+
+    @property
+    def expert_weights(self) -> np.ndarray | None:
+        return self.state.expert_weights
+
+    @property
+    def predicted_future(self) -> GroundTrajectory | None:
+        """The network's last predicted future (None before the first step)."""
+        return self.state.predicted_future if self._has_prediction else None
+
+    @property
+    def root_position_m(self) -> np.ndarray:
+        """(N, 3) world root positions on the network's flat ground (y = 0)."""
+        xz = self.state.root_xz_m
+        return np.stack([xz[:, 0], np.zeros(self.count), xz[:, 1]], 1)
+
+    def in_transition(self) -> np.ndarray:
+        """(N,) whether each character is in a transition: in its lead, when the motion
+        network still moves it as commanded when it was asked for, or driven by the
+        transition network."""
+        if self.transitions is None:
+            return np.zeros(self.count, dtype=bool)
+        return self.transitions.active.copy()
+
+    def display_pose(self, alpha: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """World joint positions (N, J, 3) and rotations (N, J, 4) to draw. With `alpha` in
+        [0, 1], the pose that far from the previous step's to this one's (for a display
+        faster than the 60 Hz step: alpha is the fixed-step accumulator's remainder / DT_S;
+        examples/fast_display.py)."""
+        if alpha is None:
+            return self.display_positions, self.display_rotations
+        previous = self.previous_display_positions, self.previous_display_rotations
+        return interpolated(previous, (self.display_positions, self.display_rotations), alpha)
+
+    # Readouts for games (runtime/py; docs/EMBEDDING.md).
+    def gaits(self) -> tuple[str, ...]:
+        """Each dog's gait ("walk", "pace", "trot", "canter", "none" when not moving), from
+        the runtime's footfall classifier: GAIT_LATENCY_S (0.5 s) late."""
+        moving = self.state.action_weights.argmax(axis=1) == int(Action.MOVE)
+        return gaits(self.state.contact_history, self.state.canter_speed, moving)
+
+    def actions(self) -> np.ndarray:
+        """(N, len(Action)) each dog's action blend, columns in Action order."""
+        return self.state.action_weights.copy()
+
+    def footfalls(self) -> tuple[np.ndarray, np.ndarray]:
+        """(touch-downs, lift-offs) in the last step: (N, 4) bool, paws in PAW_ORDER."""
+        return footfalls(self.state.contact_history)
+
+    def ground_height_m(self) -> np.ndarray:
+        """(N,) the terrain's height under each dog's root (0 on flat ground)."""
+        if self.terrain is None:
+            return np.zeros(self.count)
+        return self.terrain.sample(self.state.root_xz_m)[0].astype(np.float64)
+
+    def root_world_m(self) -> np.ndarray:
+        """(N, 3) the root on the terrain in the world: (x, ground height, z)."""
+        root = self.root_position_m.copy()
+        root[:, 1] = self.ground_height_m()
+        return root
+
+    def bounds_m(self, margin_m=BOUNDS_MARGIN_M) -> np.ndarray:
+        """(N, 2, 3) each dog's world axis-aligned box (min, max) around its body: the shown
+        joints' box padded by `margin_m` (below, above, sideways), by default the body mesh's
+        measured reach past them (BOUNDS_MARGIN_M); (0, 0, 0) for the joints' box."""
+        margin_m = checked(
+            margin_m, (3,), "margin_m", "bounds_m", expected=" (below, above, sideways)"
+        )
+        return bounds_m(self.display_positions, margin_m)

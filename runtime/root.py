@@ -3,6 +3,11 @@ faces. Every feature is expressed relative to it.
 
 The root frame is a pure yaw about +y whose local +z is the facing direction (the forward
 axis of runtime.rotations' forward/up encoding); its local +x is then the character's left.
+
+Exponential smoothing (a damper): a value moves toward its target so that half of the gap
+is left after each half-life, whatever the time step. The command smoothing, the speed
+tracking, the IK's and the foot lock's blend weights and the hand-back's display offsets all
+use it, each with its own half-life.
 """
 
 from __future__ import annotations
@@ -102,3 +107,19 @@ def to_root_xz(points_xz, root_xz, yaw_rad) -> np.ndarray:
 
 def from_root_xz(points_xz, root_xz, yaw_rad) -> np.ndarray:
     return rotate_xz(points_xz, yaw_rad) + root_xz[:, None, :]
+
+
+def smoothing_factor(dt_s: float, half_life_s) -> float | np.ndarray:
+    """How much of the gap to the target remains after dt_s (half_life_s may be an array)."""
+    return 0.5 ** (dt_s / half_life_s)
+
+
+def damp(value, target, dt_s: float, half_life_s):
+    """`value` moved toward `target` for dt_s (arrays broadcast; nothing is modified)."""
+    return target + (value - target) * smoothing_factor(dt_s, half_life_s)
+
+
+def damp_angle_rad(value_rad, target_rad, dt_s: float, half_life_s):
+    """damp for angles: the gap is taken the short way round, the result wrapped."""
+    gap = wrap_angle_rad(value_rad - target_rad)
+    return wrap_angle_rad(target_rad + gap * smoothing_factor(dt_s, half_life_s))

@@ -1,7 +1,7 @@
 """From what the player asks for to the trajectory the network sees.
 
 The command (target velocity, facing and action) is smoothed exponentially (the controller
-damps it with runtime/smoothing.py), then the future
+damps it with runtime/root.py), then the future
 samples are extrapolated from the character's current motion toward the smoothed command with
 an exponentially-weighted bias (near samples stay close to what the dog does now, far ones
 reach what is asked), and finally blended with the trajectory the network itself predicted
@@ -11,14 +11,26 @@ Everything here is world space on the ground plane: (x, z) pairs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+from canis.runtime import _kinematics
 from canis.runtime.actions import action_index, action_indices
 from canis.runtime.arguments import per_dog
-from canis.runtime.features import ACTIONS, FPS, FUTURE_OFFSETS_FRAMES
-from canis.runtime.root import norm_xz, wrap_angle_rad, yaw_direction_xz
+from canis.runtime.features import (
+    ACTIONS,
+    FPS,
+    FUTURE_OFFSETS_FRAMES,
+    INPUT,
+    TRAJECTORY_OFFSETS_FRAMES,
+)
+from canis.runtime.root import norm_xz, wrap_angle_rad
+
+if TYPE_CHECKING:  # the state holds GroundTrajectory
+    from canis.runtime.state import DogState
 
 FUTURE_TIMES_S = np.array(FUTURE_OFFSETS_FRAMES) / FPS
 HORIZON_S = FUTURE_TIMES_S[-1]
@@ -33,6 +45,16 @@ MAX_SPEED_MPS = 6.0  # a little above the fastest gallop in the data (5.5 m/s)
 # Components no larger than this keep a speed (at most sqrt(2) times the larger component,
 # 5.66 m/s) well under MAX_SPEED_MPS, whatever the rounding.
 _SURELY_SLOW_MPS = 4.0
+
+
+HISTORY_FRAMES = -TRAJECTORY_OFFSETS_FRAMES[0] + 1  # the past samples and the current frame
+# Where the trajectory's past samples sit in the history.
+PAST_SAMPLES = np.array([o for o in TRAJECTORY_OFFSETS_FRAMES if o < 0]) + HISTORY_FRAMES - 1
+# The same samples as a slice (they are evenly spaced): a view, where indexing with
+# PAST_SAMPLES builds a copy every frame.
+_PAST_STEP = int(PAST_SAMPLES[1] - PAST_SAMPLES[0])
+PAST_SLICE = slice(int(PAST_SAMPLES[0]), int(PAST_SAMPLES[-1]) + 1, _PAST_STEP)
+assert np.array_equal(np.arange(HISTORY_FRAMES)[PAST_SLICE], PAST_SAMPLES)
 
 
 @dataclass
@@ -157,37 +179,6 @@ _TANGENT_FULL_M = (
 )
 _MIDDLE_WEIGHTS = bias_weights(FUTURE_TIMES_S - 0.5 * _STEP_S)[None, :, None]
 _SAMPLE_WEIGHTS = bias_weights(FUTURE_TIMES_S)[None, :]
-_SAMPLE_WEIGHTS_3D = _SAMPLE_WEIGHTS[..., None]  # built once: indexing per frame costs more
-
-
-def extrapolate(
-    root_xz_m,
-    root_velocity_xz_mps,
-    root_yaw_rad,
-    action_weights,
-    commanded_velocity_xz_mps,
-    commanded_yaw_rad,
-    commanded_actions,
-):
-    """Desired future samples (N, 6) from the current motion toward the smoothed command."""
-    now_v, cmd_v = root_velocity_xz_mps[:, None, :], commanded_velocity_xz_mps[:, None, :]
-    # Velocity at the middle of each 10-frame step, integrated into positions.
-    change_v = cmd_v - now_v
-    step_velocity = now_v + change_v * _MIDDLE_WEIGHTS
-    step_velocity *= _STEP_S
-    positions = np.add.accumulate(step_velocity, axis=1)  # np.cumsum's own loop, called direct
-    positions += root_xz_m[:, None, :]
-    weights = _SAMPLE_WEIGHTS
-    velocities = now_v + change_v * _SAMPLE_WEIGHTS_3D
-    turn = wrap_angle_rad(commanded_yaw_rad - root_yaw_rad)[:, None]
-    directions = yaw_direction_xz(root_yaw_rad[:, None] + weights * turn)
-    actions = (commanded_actions - action_weights)[:, None] * _SAMPLE_WEIGHTS_3D
-    actions += action_weights[:, None]
-    # The desired speed is the player's target speed: measuring it on this path, which starts
-    # from the dog's current motion, would feed the dog's own speed back into its input.
-    speeds = np.empty((len(root_xz_m), len(FUTURE_TIMES_S)))
-    speeds[:] = norm_xz(commanded_velocity_xz_mps)[:, None]
-    return GroundTrajectory(positions, directions, velocities, speeds, actions)
 
 
 def along_path(
@@ -221,20 +212,138 @@ def along_path(
     )
 
 
-def blend(
-    desired: GroundTrajectory, predicted: GroundTrajectory | None, tau: float
+# The per-frame trajectory math in the native core (native/src/root_motion.cpp): extrapolate,
+# and the trajectory rows of x, each one native call; tests/reference_frame.py holds their
+# numpy definition, tests/test_native_frame.py the two together.
+_TRAJECTORY = INPUT.block("trajectory")
+# Where each field sits in a trajectory row of x, in the native call's order.
+_FIELD_OFFSETS = np.array(
+    [
+        _TRAJECTORY.field_slice(name).start
+        for name in ("position", "direction", "velocity", "speed", "action")
+    ],
+    dtype=np.int32,
+)
+assert INPUT.block_slice("trajectory").start == 0, "the native call writes x's first rows"
+assert _TRAJECTORY.rows == PAST_SAMPLES.size + 1 + len(FUTURE_TIMES_S)
+_MIDDLE = np.ascontiguousarray(_MIDDLE_WEIGHTS.ravel())
+_SAMPLE = np.ascontiguousarray(_SAMPLE_WEIGHTS.ravel())
+# The native calls take any array as an input (the binding makes a contiguous float64 copy
+# when it must, which numpy's views of y need) and refuse an output that it would have to
+# copy, so that nothing is written into a temporary and lost.
+
+
+def extrapolate(
+    root_xz_m,
+    root_velocity_xz_mps,
+    root_yaw_rad,
+    action_weights,
+    commanded_velocity_xz_mps,
+    commanded_yaw_rad,
+    commanded_actions,
 ) -> GroundTrajectory:
-    """tau * desired + (1 - tau) * predicted; directions renormalised; speeds and actions are
-    the player's (the network does not predict them)."""
-    if predicted is None or tau >= 1.0:
-        return desired
-    mix = lambda a, b: tau * a + (1.0 - tau) * b  # noqa: E731
-    directions = mix(desired.directions_xz, predicted.directions_xz)
-    directions /= np.maximum(norm_xz(directions)[..., None], 1e-9)
-    return GroundTrajectory(
-        mix(desired.positions_xz_m, predicted.positions_xz_m),
-        directions,
-        mix(desired.velocities_xz_mps, predicted.velocities_xz_mps),
+    """trajectory.extrapolate, natively: the desired future samples (N, 6)."""
+    n, samples, actions = len(root_yaw_rad), len(_SAMPLE), action_weights.shape[1]
+    out = GroundTrajectory(
+        np.empty((n, samples, 2)),
+        np.empty((n, samples, 2)),
+        np.empty((n, samples, 2)),
+        np.empty((n, samples)),
+        np.empty((n, samples, actions)),
+    )
+    _kinematics.extrapolate_trajectory(
+        root_xz_m,
+        root_velocity_xz_mps,
+        root_yaw_rad,
+        action_weights,
+        commanded_velocity_xz_mps,
+        commanded_yaw_rad,
+        commanded_actions,
+        _MIDDLE,
+        _SAMPLE,
+        _STEP_S,
+        out.positions_xz_m,
+        out.directions_xz,
+        out.velocities_xz_mps,
+        out.speeds_mps,
+        out.actions,
+    )
+    return out
+
+
+def write_trajectory_rows(
+    state: DogState,
+    desired: GroundTrajectory,
+    predicted: GroundTrajectory | None,
+    tau: float,
+    x: np.ndarray,
+) -> None:
+    """The trajectory rows of x (N, 480), as tests/reference_frame.py's trajectory and
+    features.write_input make them: the past from the history, now, and `desired` blended
+    with `predicted` by tau, in the root frame."""
+    if predicted is None or tau >= 1.0:  # the reference blend's "desired alone"
+        predicted, tau = desired, 1.0
+    _kinematics.trajectory_input(
+        PAST_SAMPLES.size,
+        PAST_SLICE.start,
+        PAST_SLICE.step,
+        *_history(state),
+        state.root_xz_m,
+        state.root_yaw_rad,
+        state.root_velocity_xz_mps,
+        state.action_weights,
+        desired.positions_xz_m,
+        desired.directions_xz,
+        desired.velocities_xz_mps,
         desired.speeds_mps,
         desired.actions,
+        predicted.positions_xz_m,
+        predicted.directions_xz,
+        predicted.velocities_xz_mps,
+        float(tau),
+        x,
+        _FIELD_OFFSETS,
+        _TRAJECTORY.width,
     )
+
+
+# The history's fields in GroundTrajectory's order, which is the native calls' order.
+_HISTORY_FIELDS = tuple(field.name for field in dataclasses.fields(GroundTrajectory))
+
+
+def _history(state: DogState) -> tuple:
+    return tuple(getattr(state.history, name) for name in _HISTORY_FIELDS)
+
+
+def desired_future(
+    s: DogState, path_future_xz_m: np.ndarray | None, extrapolate_with=extrapolate
+) -> GroundTrajectory:
+    """The desired future: extrapolated toward the command by `extrapolate_with` (the native
+    extrapolate; tests/reference_frame.py passes its numpy definition), moved onto the path
+    being followed, if any."""
+    desired = extrapolate_with(
+        s.root_xz_m,
+        s.root_velocity_xz_mps,
+        s.root_yaw_rad,
+        s.action_weights,
+        s.commanded_velocity_mps,
+        s.commanded_yaw_rad,
+        s.commanded_actions,
+    )
+    if path_future_xz_m is not None:
+        desired = along_path(desired, s.root_xz_m, path_future_xz_m)
+    return desired
+
+
+def write_trajectory(
+    s: DogState,
+    path_future_xz_m: np.ndarray | None,
+    predicted: GroundTrajectory | None,
+    tau: float,
+    x: np.ndarray,
+) -> GroundTrajectory:
+    """The trajectory stage: the desired future (returned), and x's trajectory rows from the
+    history, now, and the desired future blended with `predicted` by tau."""
+    desired = desired_future(s, path_future_xz_m)
+    write_trajectory_rows(s, desired, predicted, tau, x)
+    return desired

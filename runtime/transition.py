@@ -13,16 +13,24 @@ Models without that input (the RTNs before it) still load, and refuse a variatio
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from canis.runtime.arguments import finite_number
 from canis.runtime.assets import SHIPPED_TRANSITION_MODEL, asset_path
-from canis.runtime.inference import ModelError, check_model_file, common_problems, open_session
-from canis.runtime.precision import declared_precision
+from canis.runtime.features import ACTIONS
+from canis.runtime.inference import (
+    ModelError,
+    check_model_file,
+    common_problems,
+    declared_precision,
+    open_session,
+)
 from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     FRAME_SIZE,
+    JOINT_COUNT,
     MAX_TRANSITION_FRAMES,
     MIN_TRANSITION_FRAMES,
     PLACEMENT_SIZE,
@@ -34,7 +42,6 @@ NOISE_INPUT = "target_noise"  # the step's last input, in models trained with ta
 STEP_OUTPUTS = ["next_frame", "next_placement", "next_h", "next_c"]
 INIT_INPUTS = ["first_frame"]
 INIT_OUTPUTS = ["h", "c"]
-ARRIVED = np.array([0.0, 0.0, 0.0, 1.0])  # the target's own placement
 
 
 def shipped_transition_model_path() -> Path:
@@ -215,31 +222,105 @@ def check_transition_request(context_frames, context_placements, target_frame, f
             raise ValueError(f"{name} hold non-finite values")
 
 
-def blend_weights(indices, count: int, window) -> np.ndarray:
-    """The RTN paper's target-blend weight (its eq. 16) of transition frames `indices`
-    (1..count, the last being the target): 1 - (count - t) / window, from 0 before the
-    blend window's `window` frames to 1 at the target."""
-    return np.clip(1.0 - (count - np.asarray(indices)) / np.asarray(window), 0.0, 1.0)
+@dataclass
+class StepCall:
+    """One call of the RTN for the rows that step together: copies of their inputs, so
+    running it (run_step_call) reads nothing of the player's."""
+
+    rows: np.ndarray  # (n,) the dogs
+    fresh: np.ndarray  # (n,) bool: the hidden state is initialised from first_frames first
+    first_frames: np.ndarray  # (fresh rows, D)
+    frames: np.ndarray  # (n, D) what each step reads
+    placements: np.ndarray  # (n, 4)
+    targets: np.ndarray  # (n, D)
+    target_noise: np.ndarray | None  # (n, W) each dog's transition's, None: a model without
+    to_arrival: np.ndarray  # (n,) frames
+    h: np.ndarray  # (n, H)
+    c: np.ndarray
+    k: np.ndarray  # (n,) the step makes frame k + 1 of the transition (k < 0: context step)
+    then: np.ndarray | None = None  # indices into rows that step again on the frame made
 
 
-def blend_frames(frames, placements, weights, predicted_target, predicted_placement, target):
-    """frames (N, K, D) / placements (N, K, 4) with weights (N, K) of the error between the
-    true target (N, D) and the predicted one (N, D), placement (N, 4), added: the blend of
-    any frames of a transition once its last frame is known."""
-    w = np.asarray(weights)[..., None]
-    frame_error = np.asarray(target)[:, None, :] - np.asarray(predicted_target)[:, None, :]
-    placement_error = ARRIVED[None, None, :] - np.asarray(predicted_placement)[:, None, :]
-    blended = placements + w * placement_error
-    yaw = np.arctan2(blended[..., 2], blended[..., 3])  # sine/cosine back on the unit circle
-    blended[..., 2], blended[..., 3] = np.sin(yaw), np.cos(yaw)
-    return frames + w * frame_error, blended
+def run_step_call(model: TransitionModel, call: StepCall) -> list[tuple]:
+    """(rows, k, frame, placement, h, c) for the call's step and its `then` steps."""
+    h, c = call.h, call.c
+    if call.fresh.any():
+        h, c = h.copy(), c.copy()
+        h[call.fresh], c[call.fresh] = model.init(call.first_frames)
+    noise = call.target_noise
+    frame, place, h, c = model.step(
+        call.frames, call.placements, call.targets, call.to_arrival, h, c, noise
+    )
+    results = [(call.rows, call.k, frame, place, h, c)]
+    if call.then is not None and call.then.size:
+        t = call.then
+        frame, place, h, c = model.step(
+            frame[t],
+            place[t],
+            call.targets[t],
+            call.to_arrival[t] - 1,
+            h[t],
+            c[t],
+            None if noise is None else noise[t],
+        )
+        results.append((call.rows[t], call.k[t] + 1, frame, place, h, c))
+    return results
 
 
-def target_blend(frames, placements, target_frame, window=None) -> tuple[np.ndarray, np.ndarray]:
-    """The RTN's target blend: the error between the true target and the predicted one is
-    added to the last `window` generated frames (default: all of them) with a weight rising
-    linearly to 1 at the target, so the last frame is the target and the correction is
-    spread over the window."""
-    count = frames.shape[1]
-    weights = blend_weights(np.arange(1, count + 1), count, window or count)[None, :]
-    return blend_frames(frames, placements, weights, frames[:, -1], placements[:, -1], target_frame)
+@dataclass
+class TransitionRows:
+    """Every dog's transition (runtime/transition_player.py) as arrays with a leading N, held
+    in the dogs' state (DogState.transitions) and read and written by the player."""
+
+    active: np.ndarray  # (N,) bool: asked for and not yet handed back
+    lead_left: np.ndarray  # (N,) lead steps still to come
+    length: np.ndarray  # (N,) P: the transition's frames
+    window: np.ndarray  # (N,) target blend window (frames)
+    # (N,) RTN steps run (context, then frames), -1 before the hidden state's initialisation
+    steps_done: np.ndarray
+    shown: np.ndarray  # (N,) frames shown so far
+    target_frame: np.ndarray  # (N, FRAME_SIZE) float32
+    target_xz_m: np.ndarray  # (N, 2)
+    target_yaw_rad: np.ndarray  # (N,)
+    target_action: np.ndarray  # (N,)
+    # (N, W) each dog's transition's target noise (TransitionModel), zeros without variation
+    target_noise: np.ndarray
+    start_actions: np.ndarray  # (N, A)
+    context_frames: np.ndarray  # (N, CONTEXT_FRAMES, FRAME_SIZE) float32
+    context_placements: np.ndarray  # (N, CONTEXT_FRAMES, PLACEMENT_SIZE) float32
+    context_known: np.ndarray  # (N,)
+    # Generated, not yet blended: frame k + 1 of the transition at k, the target at P.
+    raw_frames: np.ndarray  # (N, MAX_TRANSITION_FRAMES + 1, FRAME_SIZE) float32
+    raw_placements: np.ndarray  # (N, MAX_TRANSITION_FRAMES + 1, PLACEMENT_SIZE) float32
+    # The frame shown last, which the next one's velocities are measured from.
+    previous_xz_m: np.ndarray  # (N, 2)
+    previous_yaw_rad: np.ndarray  # (N,)
+    previous_positions_m: np.ndarray  # (N, J, 3)
+    h: np.ndarray | None = None  # (N, H) the RTN's state, sized by the first initialisation
+    c: np.ndarray | None = None
+
+    @classmethod
+    def zeros(cls, n: int, noise_width: int) -> TransitionRows:
+        c, most = CONTEXT_FRAMES, MAX_TRANSITION_FRAMES + 1
+        return cls(
+            active=np.zeros(n, dtype=bool),
+            lead_left=np.zeros(n, dtype=int),
+            length=np.zeros(n, dtype=int),
+            window=np.ones(n, dtype=int),
+            steps_done=np.zeros(n, dtype=int),
+            shown=np.zeros(n, dtype=int),
+            target_frame=np.zeros((n, FRAME_SIZE), dtype=np.float32),
+            target_xz_m=np.zeros((n, 2)),
+            target_yaw_rad=np.zeros(n),
+            target_action=np.zeros(n, dtype=int),
+            target_noise=np.zeros((n, noise_width), dtype=np.float32),
+            start_actions=np.zeros((n, len(ACTIONS))),
+            context_frames=np.zeros((n, c, FRAME_SIZE), dtype=np.float32),
+            context_placements=np.zeros((n, c, PLACEMENT_SIZE), dtype=np.float32),
+            context_known=np.zeros(n, dtype=int),
+            raw_frames=np.zeros((n, most, FRAME_SIZE), dtype=np.float32),
+            raw_placements=np.zeros((n, most, PLACEMENT_SIZE), dtype=np.float32),
+            previous_xz_m=np.zeros((n, 2)),
+            previous_yaw_rad=np.zeros(n),
+            previous_positions_m=np.zeros((n, JOINT_COUNT, 3)),
+        )

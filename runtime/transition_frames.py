@@ -16,6 +16,9 @@ runtime share that code) and measures its offsets to the target from it.
 
 The training windows (training/transition_data.py) and the runtime's character history
 (runtime/controller.py) both build frames with `frame_vector`.
+
+The target blend (target_blend, blend_frames) is the RTN paper's post-process that makes
+a transition's last frame its target exactly.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ FORWARDS = slice(POSITIONS.stop, POSITIONS.stop + 3 * ROTATED_COUNT)
 UPS = slice(FORWARDS.stop, FORWARDS.stop + 3 * ROTATED_COUNT)
 FRAME_SIZE = UPS.stop
 PLACEMENT_SIZE = 4
+ARRIVED = np.array([0.0, 0.0, 0.0, 1.0])  # the target's own placement
 
 
 def contract_description() -> dict:
@@ -162,3 +166,33 @@ def placement_to_world(placements, target_xz_m, target_yaw_rad):
     xz = rotate_xz(placements[:, None, :2], target_yaw_rad)[:, 0] + target_xz_m
     yaw = wrap_angle_rad(target_yaw_rad + np.arctan2(placements[:, 2], placements[:, 3]))
     return xz, yaw
+
+
+def blend_weights(indices, count: int, window) -> np.ndarray:
+    """The RTN paper's target-blend weight (its eq. 16) of transition frames `indices`
+    (1..count, the last being the target): 1 - (count - t) / window, from 0 before the
+    blend window's `window` frames to 1 at the target."""
+    return np.clip(1.0 - (count - np.asarray(indices)) / np.asarray(window), 0.0, 1.0)
+
+
+def blend_frames(frames, placements, weights, predicted_target, predicted_placement, target):
+    """frames (N, K, D) / placements (N, K, 4) with weights (N, K) of the error between the
+    true target (N, D) and the predicted one (N, D), placement (N, 4), added: the blend of
+    any frames of a transition once its last frame is known."""
+    w = np.asarray(weights)[..., None]
+    frame_error = np.asarray(target)[:, None, :] - np.asarray(predicted_target)[:, None, :]
+    placement_error = ARRIVED[None, None, :] - np.asarray(predicted_placement)[:, None, :]
+    blended = placements + w * placement_error
+    yaw = np.arctan2(blended[..., 2], blended[..., 3])  # sine/cosine back on the unit circle
+    blended[..., 2], blended[..., 3] = np.sin(yaw), np.cos(yaw)
+    return frames + w * frame_error, blended
+
+
+def target_blend(frames, placements, target_frame, window=None) -> tuple[np.ndarray, np.ndarray]:
+    """The RTN's target blend: the error between the true target and the predicted one is
+    added to the last `window` generated frames (default: all of them) with a weight rising
+    linearly to 1 at the target, so the last frame is the target and the correction is
+    spread over the window."""
+    count = frames.shape[1]
+    weights = blend_weights(np.arange(1, count + 1), count, window or count)[None, :]
+    return blend_frames(frames, placements, weights, frames[:, -1], placements[:, -1], target_frame)

@@ -49,30 +49,30 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import fields
+from typing import TYPE_CHECKING
 
 import numpy as np
-from canis.runtime.dog_state import DogState
-from canis.runtime.features import ACTION_ONE_HOT, ACTIONS, FPS
+from canis.runtime.features import ACTION_ONE_HOT, FPS
 from canis.runtime.root import (
     from_root_xz,
     to_root_xz,
-    wrap_angle_rad,
     yaw_direction_xz,
     yaw_from_direction,
 )
-from canis.runtime.transition import TransitionModel, blend_frames, blend_weights
+from canis.runtime.transition import StepCall, TransitionModel, TransitionRows, run_step_call
 from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
-    FRAME_SIZE,
-    JOINT_COUNT,
-    MAX_TRANSITION_FRAMES,
-    PLACEMENT_SIZE,
+    blend_frames,
+    blend_weights,
     placement,
     placement_to_world,
     root_motion,
     split_frame,
 )
+
+if TYPE_CHECKING:
+    from canis.runtime.state import DogState
 
 # 167 ms: with one RTN step a frame, the context's CONTEXT_FRAMES - 1 steps and the first
 # frame's, and one more so that the predicted target is made a frame before it is shown (a
@@ -94,62 +94,6 @@ def blend_window(transition_frames: int) -> int:
     steps = CONTEXT_FRAMES - 1 + count
     first = max(1, math.ceil(steps / STEPS_PER_FRAME) - LEAD_FRAMES)
     return count - first + 1
-
-
-@dataclass
-class StepCall:
-    """One call of the RTN for the rows that step together: copies of their inputs, so
-    running it (run_step_call) reads nothing of the player's."""
-
-    rows: np.ndarray  # (n,) the dogs
-    fresh: np.ndarray  # (n,) bool: the hidden state is initialised from first_frames first
-    first_frames: np.ndarray  # (fresh rows, D)
-    frames: np.ndarray  # (n, D) what each step reads
-    placements: np.ndarray  # (n, 4)
-    targets: np.ndarray  # (n, D)
-    target_noise: np.ndarray | None  # (n, W) each dog's transition's, None: a model without
-    to_arrival: np.ndarray  # (n,) frames
-    h: np.ndarray  # (n, H)
-    c: np.ndarray
-    k: np.ndarray  # (n,) the step makes frame k + 1 of the transition (k < 0: context step)
-    then: np.ndarray | None = None  # indices into rows that step again on the frame made
-
-
-def run_step_call(model: TransitionModel, call: StepCall) -> list[tuple]:
-    """(rows, k, frame, placement, h, c) for the call's step and its `then` steps."""
-    h, c = call.h, call.c
-    if call.fresh.any():
-        h, c = h.copy(), c.copy()
-        h[call.fresh], c[call.fresh] = model.init(call.first_frames)
-    noise = call.target_noise
-    frame, place, h, c = model.step(
-        call.frames, call.placements, call.targets, call.to_arrival, h, c, noise
-    )
-    results = [(call.rows, call.k, frame, place, h, c)]
-    if call.then is not None and call.then.size:
-        t = call.then
-        frame, place, h, c = model.step(
-            frame[t],
-            place[t],
-            call.targets[t],
-            call.to_arrival[t] - 1,
-            h[t],
-            c[t],
-            None if noise is None else noise[t],
-        )
-        results.append((call.rows[t], call.k[t] + 1, frame, place, h, c))
-    return results
-
-
-@dataclass
-class TransitionStart:
-    """What Controller.transition_to started: where each asked dog will stand when the
-    transition hands it back (ask for that facing afterwards, so the dog stays put)."""
-
-    characters: np.ndarray  # (n,) the dogs it drives
-    final_xz_m: np.ndarray  # (n, 2) world
-    final_yaw_rad: np.ndarray  # (n,)
-    frames: int  # steps from the request until the dogs are handed back
 
 
 class TransitionPlayer:
@@ -202,33 +146,9 @@ class TransitionPlayer:
             self._executor = None
 
     def reset(self, count: int) -> None:
+        """No dog in a transition: fresh rows (the controller binds them to its state's)."""
         self.settle()
-        n, c, most = count, CONTEXT_FRAMES, MAX_TRANSITION_FRAMES + 1
-        self.active = np.zeros(n, dtype=bool)  # asked for and not yet handed back
-        self.lead_left = np.zeros(n, dtype=int)  # lead steps still to come
-        self.length = np.zeros(n, dtype=int)  # P: the transition's frames
-        self.window = np.ones(n, dtype=int)  # target blend window (frames)
-        self.steps_done = np.zeros(n, dtype=int)  # RTN steps run (context, then frames), -1
-        # before the hidden state's initialisation
-        self.shown = np.zeros(n, dtype=int)  # frames shown so far
-        self.target_frame = np.zeros((n, FRAME_SIZE), dtype=np.float32)
-        self.target_xz_m = np.zeros((n, 2))
-        self.target_yaw_rad = np.zeros(n)
-        self.target_action = np.zeros(n, dtype=int)
-        # Each dog's transition's target noise (runtime/transition.py), zeros without variation.
-        self.target_noise = np.zeros((n, self.model.noise_width), dtype=np.float32)
-        self.start_actions = np.zeros((n, len(ACTIONS)))
-        self.context_frames = np.zeros((n, c, FRAME_SIZE), dtype=np.float32)
-        self.context_placements = np.zeros((n, c, PLACEMENT_SIZE), dtype=np.float32)
-        self.context_known = np.zeros(n, dtype=int)
-        # Generated, not yet blended: frame k + 1 of the transition at k, the target at P.
-        self.raw_frames = np.zeros((n, most, FRAME_SIZE), dtype=np.float32)
-        self.raw_placements = np.zeros((n, most, PLACEMENT_SIZE), dtype=np.float32)
-        self.h = self.c = None  # (N, H) the RTN's state, sized by the first initialisation
-        # The frame shown last, which the next one's velocities are measured from.
-        self.previous_xz_m = np.zeros((n, 2))
-        self.previous_yaw_rad = np.zeros(n)
-        self.previous_positions_m = np.zeros((n, JOINT_COUNT, 3))
+        self.rows = TransitionRows.zeros(count, self.model.noise_width)
 
     @property
     def leading(self) -> np.ndarray:
@@ -483,18 +403,14 @@ class TransitionPlayer:
         state.handback_pending[finished] = True
 
 
-def stopping_point(state: DogState, rows, moving_s: float, slowing_s: float):
-    """Where a character moving as now comes to rest if it goes on for `moving_s`, then slows
-    evenly to a stop over `slowing_s`: half the distance and half the turn it would make at
-    its current rates over that time."""
-    directions = state.history.directions_xz[rows]
-    turn_rate = (
-        wrap_angle_rad(
-            yaw_from_direction(directions[:, -1]) - yaw_from_direction(directions[:, -2])
-        )
-        * FPS
+# The player's per-dog arrays are its rows' (TransitionRows, in DogState.transitions): each
+# is an attribute of the player that reads and writes self.rows.<name>.
+for _name in (f.name for f in fields(TransitionRows)):
+    setattr(
+        TransitionPlayer,
+        _name,
+        property(
+            lambda self, n=_name: getattr(self.rows, n),
+            lambda self, v, n=_name: setattr(self.rows, n, v),
+        ),
     )
-    seconds = moving_s + 0.5 * slowing_s
-    yaw = wrap_angle_rad(state.root_yaw_rad[rows] + turn_rate * seconds)
-    xz = state.root_xz_m[rows] + state.root_velocity_xz_mps[rows] * seconds
-    return xz, yaw

@@ -423,7 +423,7 @@ BAD_CALLS = {
 @pytest.mark.parametrize("case", list(BAD_CALLS))
 def test_bad_arguments_are_one_line_errors_naming_them_and_change_nothing(model, tiny_rtn, case):
     """Issue 23 item 6: every public call's array argument is checked (runtime/arguments.py,
-    runtime/dog_rows.py); the message names the call, the argument and the number of dogs,
+    runtime/state.py); the message names the call, the argument and the number of dogs,
     and the controller is exactly as it was."""
     call, message = BAD_CALLS[case]
     controller = Controller(model, count=3, transition_model=TransitionModel(tiny_rtn))
@@ -481,7 +481,7 @@ def test_bad_controller_arguments_are_one_line_errors(model, kwargs, message):
     ],
 )
 def test_follow_path_names_a_bad_argument(args, message):
-    from canis.runtime.path_following import follow_path
+    from canis.runtime.control import follow_path
 
     with pytest.raises(ValueError, match=message):
         follow_path(*args)
@@ -491,7 +491,7 @@ def test_follow_path_names_a_bad_argument(args, message):
 def test_a_boolean_mask_works_wherever_indices_do(model, tiny_rtn):
     """reset, remove, transition_to and PostureRequests.request/cancel with a mask do what
     they do with the same dogs' indices."""
-    from canis.runtime.posture_requests import PostureRequests
+    from canis.runtime.transition_requests import PostureRequests
 
     def run(characters):
         controller = Controller(model, count=3, transition_model=TransitionModel(tiny_rtn))
@@ -542,9 +542,8 @@ def test_the_gait_readout_does_not_flicker_near_the_canter_speed():
     each stride: this frame's speed against the classifier's 1.5 m/s flips the readout
     between walk and canter every half stride; the window's mean speed with the hysteresis
     band (readouts.canter_latch) holds it."""
-    from canis.runtime.command import SPEED_TRACKING_WINDOW_FRAMES
-    from canis.runtime.gaits import CANTER_MIN_SPEED_MPS, GAIT_WINDOW_FRAMES
-    from canis.runtime.readouts import canter_latch, gaits
+    from canis.runtime.control import SPEED_TRACKING_WINDOW_FRAMES
+    from canis.runtime.readouts import CANTER_MIN_SPEED_MPS, GAIT_WINDOW_FRAMES, canter_latch, gaits
 
     stride = 20
     frame = np.arange(GAIT_WINDOW_FRAMES)

@@ -10,13 +10,7 @@ from canis.runtime.rotations import (
     quat_slerp,
     quat_to_forward_up,
 )
-from canis.runtime.transition_frames import (
-    CONTEXT_FRAMES,
-    FORWARDS,
-    FRAME_SIZE,
-    ROTATED_COUNT,
-    UPS,
-)
+from canis.runtime.transition_frames import CONTEXT_FRAMES, FORWARDS, FRAME_SIZE, ROTATED_COUNT, UPS
 from canis.training.axis_interpolation import (
     ARC_FROM_DEG,
     ARC_FULL_DEG,

@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 from canis.export.closed_loop import drive
-from canis.runtime.command import track_speed
+from canis.runtime.control import track_speed
 from canis.runtime.controller import Controller
 from canis.runtime.inference import MotionModel
 from canis.runtime.trajectory import ControlState
@@ -70,17 +70,18 @@ def test_closed_loop_drive_reports(model):
 def test_true_outputs_reproduce_the_clip(model, monkeypatch, native_frame):
     """Feeding the controller a clip's true y moves its state exactly onto the clip's next
     frame, and the x it writes from that state is the dataset's x."""
-    import canis.runtime.pose_update as pose_update_module
+    import canis.runtime.pose as pose_update_module
     from canis.runtime.features import INPUT, decode_output, pose_to_root_frame, write_input
     from canis.runtime.root import yaw_from_direction
     from canis.training.clips import clip_pairs, process_clip
+    from reference_frame import ReferenceController, trajectory
     from synthetic_dog import gait, to_motion
 
     monkeypatch.setattr(pose_update_module, "JOINT_POSITION_BLEND", 0.0)
     roots, rotations, _ = gait("walk", 0.6, 4.0)
     clip = process_clip(to_motion(roots, rotations, "walk"))
     x, y, frames = clip_pairs(clip)
-    controller = Controller(model, native_frame=native_frame)
+    controller = (Controller if native_frame else ReferenceController)(model)
     row = 40
     f = frames[row]
     controller.state.root_xz_m = clip.root_positions_m[[f]][:, [0, 2]].copy()
@@ -101,7 +102,7 @@ def test_true_outputs_reproduce_the_clip(model, monkeypatch, native_frame):
     future = clip.root_positions_m[f + 1 + np.array([10, 20, 30, 40, 50, 60])][:, [0, 2]]
     assert np.allclose(controller.predicted_future.positions_xz_m[0], future, atol=1e-4)
     # The joint block the controller writes next is the dataset's input for frame f + 1.
-    x_next = write_input(controller.trajectory(), controller.pose)
+    x_next = write_input(trajectory(controller), controller.pose)
     joints = INPUT.block_slice("joints")
     assert np.abs(x_next[0, joints] - x[row + 1, joints]).max() < 1e-4
 
@@ -133,8 +134,10 @@ def test_a_character_with_non_finite_output_keeps_its_last_good_state(model, cap
     controller.step(control)
     assert controller.non_finite_events == 1 and "characters [1]" in caplog.text
     # Every array of the state but the command smoothing, which runs before the network, and
-    # the shown paws' speed, which the display measures after: the held dog's paws stood still.
+    # what the display makes after it: the shown paws' speed (the held dog's paws stood
+    # still), and the shown pose, last step's included (display_pose(alpha) reads it).
     command = ("commanded", "speed_gain", "measured_speed", "asked_speed", "paw_speed")
+    command += ("display_positions", "display_rotations")
     for name, now, then in leaves(controller.state, whole):
         if not any(part in name for part in command):
             assert np.array_equal(now[1], then[1]), name

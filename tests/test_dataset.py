@@ -16,7 +16,7 @@ from canis.runtime.features import (
     build_input,
     gating_indices,
 )
-from canis.runtime.gaits import GAITS
+from canis.runtime.readouts import GAITS
 from canis.runtime.rotations import quat_angle_rad
 from canis.training import dataset
 from canis.training import report as dataset_report

@@ -3,7 +3,7 @@ network carries them too far; bone lengths stay exact."""
 
 import numpy as np
 import pytest
-from canis.runtime import foot_lock as fl
+from canis.runtime import kinematics as fl
 from canis.runtime.kinematics import forward_kinematics
 from canis.runtime.poses import load_keyframes
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path

@@ -1,7 +1,6 @@
 import numpy as np
 import pytest
-from canis.runtime.ik import FullBodyIk
-from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.kinematics import FullBodyIk, forward_kinematics
 from canis.runtime.poses import load_keyframes
 from canis.runtime.root import yaw_quaternion
 from canis.runtime.rotations import quat_multiply
@@ -48,7 +47,7 @@ def test_ik_eases_out_when_switched_off(dog):
 
 
 def test_contact_estimate():
-    from canis.runtime.ik import estimate_contacts
+    from reference_frame import estimate_contacts
 
     heights = np.array([[0.01, 0.2, 0.01, 0.01, 0.01]])
     shown = np.array([[0.0, 0.0, 1.0, 0.3, 1.0]])  # a low paw that slides fast is not planted
@@ -62,7 +61,7 @@ def test_contact_estimate():
 
 
 def test_paw_speeds_are_the_shown_paws_motion_and_kept_when_no_time_passes():
-    from canis.runtime.ik import paw_speeds_mps
+    from reference_frame import paw_speeds_mps
 
     before = np.zeros((1, 4, 2))
     now = before.copy()
@@ -78,7 +77,7 @@ def test_a_paw_the_pose_sinks_below_the_ground_is_lifted_onto_it(dog, terrain, p
     """The network's own lie sinks a front paw up to 24 cm below flat ground, and its lies,
     sits, stands and strides sink a hind paw up to 13 cm (issue 20's penetration tail): a
     dog 10 cm too low keeps all four paws on or above the ground."""
-    from canis.runtime.ik import FLAT_GROUND
+    from canis.runtime.kinematics import FLAT_GROUND
 
     keyframe = load_keyframes()[pose]
     local = keyframe.local_rotations[None].astype(np.float32).copy()
@@ -130,7 +129,7 @@ def test_a_chest_the_pose_sinks_is_pitched_back_onto_the_ground(dog, terrain, di
     the ground, and a front paw stayed 5.9 cm under (5.8 cm once pitched back by up to 60
     degrees). A lie pitched 45 or 90 degrees nose-down ends with its shoulders and every paw
     on or above the ground."""
-    from canis.runtime.ik import FLAT_GROUND
+    from canis.runtime.kinematics import FLAT_GROUND
 
     lie = load_keyframes()["lie"]
     local = lie.local_rotations[None].astype(np.float32).copy()
@@ -165,7 +164,7 @@ def test_a_hind_leg_is_lifted_in_closed_form_without_a_pop(dog, pose):
     leg the other way between frames: a 7.9 cm pop, sit to stand). Lowered 1 mm a step,
     the paw stays on the ground and no joint of the leg moves more than 6 mm a step; a leg
     whose paw is on or above the ground is left as it was."""
-    from canis.runtime.ik import FLAT_GROUND
+    from canis.runtime.kinematics import FLAT_GROUND
 
     keyframe = load_keyframes()[pose]
     local = keyframe.local_rotations[None].astype(np.float32).copy()

@@ -10,7 +10,7 @@ from canis.evaluation import jumps_and_stops as js
 from canis.runtime.actions import action_index
 from canis.runtime.assets import shipped_models_dir
 from canis.runtime.inference import MotionModel
-from canis.runtime.posture_requests import SLOW_DOWN_S
+from canis.runtime.transition_requests import SLOW_DOWN_S
 from canis.training.labels import ACTIONS
 from synthetic_dog import SKELETON
 

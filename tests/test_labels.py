@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from canis.runtime.features import ACTIONS, FPS
-from canis.runtime.gaits import GAITS, NO_GAIT
+from canis.runtime.readouts import GAITS, NO_GAIT
 from canis.runtime.root import wrap_angle_rad
 from canis.training.clips import process_clip
 from canis.training.labels import (

@@ -1,5 +1,5 @@
 """The moving-gait term (training/moving_gait.py): soft footfalls counted as the gait table's
-detector counts them, the lateral and diagonal pairs' correlation as runtime/gaits.py pairs them,
+detector counts them, the lateral and diagonal pairs' correlation as runtime/readouts.py pairs them,
 the mocap's windows by speed as the reference, each dog paying its own miss beyond the
 allowance; the fine-tuning logs it and the card names it."""
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from canis.runtime.features import PAW_ROWS
-from canis.runtime.gaits import GAITS, _correlation, classify_gaits
+from canis.runtime.readouts import GAITS, _correlation, classify_gaits
 from canis.training import moving_gait
 from canis.training.closed_loop_training import successors
 from canis.training.moving_gait import (

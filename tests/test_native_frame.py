@@ -1,5 +1,6 @@
-"""The native per-frame root motion (runtime/native_frame.py, native/src/root_motion.cpp)
-against its numpy definition (runtime/trajectory.py, Controller.trajectory, Controller._apply):
+"""The native per-frame math, the runtime's one path (runtime/pose.py,
+native/src/root_motion.cpp, native/src/display_pose.cpp), pinned to its numpy definition
+(tests/reference_frame.py: extrapolate, trajectory, advance_root, shown_pose):
 each call on random states, and the closed loop of tests/fixtures/record_step_trace.py
 (walking, trotting past the speed limit, turning, a path, transitions, hills with the foot
 lock). They may differ only by rounding: a sine, a cosine or numpy's matmul rounds
@@ -14,12 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from canis.runtime import _kinematics, native_frame
+from canis.runtime import _kinematics, pose
 from canis.runtime.controller import DT_S, Controller
 from canis.runtime.features import INPUT, OUTPUT, decode_output, write_input
 from canis.runtime.inference import MotionModel
 from canis.runtime.root import yaw_direction_xz
-from canis.runtime.trajectory import ControlState, extrapolate
+from canis.runtime.trajectory import ControlState, write_trajectory_rows
+from canis.runtime.trajectory import extrapolate as native_extrapolate
+from reference_frame import ReferenceController, advance_root, extrapolate, trajectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 import record_step_trace  # noqa: E402
@@ -33,9 +36,9 @@ def model(tiny_model):
 
 
 def moving_controller(model, count=3, frames=40) -> Controller:
-    """Dogs walking and turning for `frames` steps (the numpy path), so every field of the
-    state (history, predicted future, commanded actions) holds something."""
-    controller = Controller(model, count=count, native_frame=False)
+    """Dogs walking and turning for `frames` steps (the numpy reference), so every field of
+    the state (history, predicted future, commanded actions) holds something."""
+    controller = ReferenceController(model, count=count)
     for frame in range(frames):
         facing = 0.9 * np.sin(frame / 9.0) + np.arange(count)
         speed = np.linspace(0.5, 3.0, count)[:, None]
@@ -60,7 +63,7 @@ def test_extrapolate_matches_numpy(rng):
         rng.uniform(-np.pi, np.pi, n),  # commanded yaw: turns across +-pi included
         rng.dirichlet(np.ones(6), n),
     )
-    expected, got = extrapolate(*args), native_frame.extrapolate(*args)
+    expected, got = extrapolate(*args), native_extrapolate(*args)
     for name in ("positions_xz_m", "directions_xz", "velocities_xz_mps", "speeds_mps", "actions"):
         assert_close(getattr(got, name), getattr(expected, name), name)
 
@@ -71,9 +74,9 @@ def test_trajectory_rows_are_write_inputs(model, blended):
     if not blended:
         controller.tau = 1.0  # the desired trajectory alone, as before a first prediction
     s = controller.state
-    expected = write_input(controller.trajectory(), s.pose)
+    expected = write_input(trajectory(controller), s.pose)
     got = np.zeros_like(expected)
-    native_frame.write_trajectory_rows(
+    write_trajectory_rows(
         s, controller.desired_future, controller.predicted_future, controller.tau, got
     )
     rows = INPUT.block_slice("trajectory")
@@ -88,10 +91,10 @@ def test_advance_root_is_apply(model, rng):
     y = rng.normal(size=(controller.count, OUTPUT.size))
     speed_now = rng.uniform(0, 3, controller.count)
     before = copy.deepcopy(controller.state)
-    controller._apply_numpy(decode_output(y), speed_now)
+    advance_root(controller.state, decode_output(y), speed_now, DT_S)
     expected, controller.state = controller.state, before
     history_arrays = [before.history.positions_xz_m, before.history.speeds_mps]
-    native_frame.advance_root(before, decode_output(y), speed_now, DT_S)
+    pose.advance_root(before, decode_output(y), speed_now, DT_S)
     # the history is pushed in place (its arrays kept), the rest is new
     assert before.history.positions_xz_m is history_arrays[0]
     assert before.history.speeds_mps is history_arrays[1]
@@ -111,9 +114,8 @@ def test_advance_root_takes_a_history_that_is_not_contiguous(model, rng):
     s.history.positions_xz_m = np.asfortranarray(s.history.positions_xz_m)
     expected = copy.deepcopy(s)
     y = rng.normal(size=(2, OUTPUT.size))
-    controller.state = expected
-    controller._apply_numpy(decode_output(y), np.ones(2))
-    native_frame.advance_root(s, decode_output(y), np.ones(2), DT_S)
+    advance_root(expected, decode_output(y), np.ones(2), DT_S)
+    pose.advance_root(s, decode_output(y), np.ones(2), DT_S)
     assert_close(s.history.positions_xz_m, expected.history.positions_xz_m, "history")
 
 
@@ -160,7 +162,8 @@ def test_a_wrong_shape_is_named():
 @pytest.mark.parametrize("locked", [False, True], ids=["no lock", "foot lock"])
 @pytest.mark.parametrize("ground", ["hills", "flat", "flat, a paw below it"])
 def test_the_shown_pose_in_one_call_is_shown_pose(model, ground, locked, offsets, rng):
-    from canis.runtime.display import shown_pose
+    import reference_frame
+    from canis.runtime.pose import shown_pose
     from canis.runtime.terrain import procedural
 
     controller = moving_controller(model)
@@ -183,7 +186,8 @@ def test_the_shown_pose_in_one_call_is_shown_pose(model, ground, locked, offsets
         lock = copy.deepcopy(controller.foot_lock)  # each path from the same lock state
         states[native] = s.copy()  # each path updates the paws' tracked motion
         args = (controller.paws, states[native], offsets, lockable, controller.ik, lock)
-        shown = shown_pose(controller.skeleton, *args, terrain, DT_S, native=native)
+        shown_with = shown_pose if native else reference_frame.shown_pose
+        shown = shown_with(controller.skeleton, *args, terrain, DT_S)
         results[native] = shown + (controller.ik.weight.copy(),)
         if locked:
             assert lock.holding.any(), "some paw planted: the lock is at work"

@@ -1,4 +1,4 @@
-"""Reduced-precision models (export/precision.py, runtime/precision.py) and the quality gate's
+"""Reduced-precision models (export/precision.py, runtime/inference.py) and the quality gate's
 rules (evaluation/precision_gate.py)."""
 
 import numpy as np

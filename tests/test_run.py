@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from canis.runtime.assets import shipped_models_dir
+from canis.runtime.control import closest_on_path, follow_path, load_path
 from canis.runtime.motion_metrics import foot_skating_cm
-from canis.runtime.path_following import closest_on_path, follow_path, load_path
 from canis.tools.run import load_script, run
 
 SHIPPED_MODELS = shipped_models_dir()

@@ -1,12 +1,12 @@
 """training/shown_pose.py is the runtime's own shown pose in torch: the hips by
-runtime/pose_update.next_local_pose, the joints by the runtime's forward kinematics of the
+runtime/pose.next_local_pose, the joints by the runtime's forward kinematics of the
 predicted axes; and the skating term's `shown` paws are those."""
 
 import numpy as np
 import torch
 from canis.runtime.features import FPS, INPUT, OUTPUT, PAW_ROWS, decode_output
 from canis.runtime.kinematics import forward_kinematics, rotations_from_directions
-from canis.runtime.pose_update import next_local_pose
+from canis.runtime.pose import next_local_pose
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.training.closed_loop_training import local_pose_of
 from canis.training.contact_loss import skating_cm
@@ -33,7 +33,7 @@ def test_the_shown_pose_is_the_runtimes():
     pose = next_local_pose(local_pose_of(x_raw), decode_output(y_raw.astype(np.float64)), 1 / FPS)
     hips = shown_hips_m(torch.as_tensor(x_raw), torch.as_tensor(y_raw))
     np.testing.assert_allclose(hips.numpy(), pose.positions_m[:, 0], atol=1e-5)
-    # The runtime's drawing of that pose (runtime/display.py, root at the origin, yaw 0).
+    # The runtime's drawing of that pose (runtime/pose.py, root at the origin, yaw 0).
     local, _ = rotations_from_directions(skeleton, pose.forwards, pose.ups, np.zeros(6))
     drawn, _ = forward_kinematics(skeleton, local, pose.positions_m[:, 0])
     shown = shown_positions_m(OUTPUT, torch.as_tensor(y_raw), hips)

@@ -6,9 +6,9 @@ import pytest
 from canis.demo.input import InputFrame, PlayerControl
 from canis.demo.status import SHOWN_SPEED_WINDOW_FRAMES, shown_speed_mps
 from canis.runtime.assets import shipped_model_path
+from canis.runtime.control import SpeedCalibration, load_speed_calibration
 from canis.runtime.controller import Controller
 from canis.runtime.inference import MotionModel
-from canis.runtime.speed_calibration import SpeedCalibration, load_speed_calibration
 
 MANN8 = shipped_model_path()  # the default the demo drives (int8)
 

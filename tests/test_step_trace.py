@@ -6,8 +6,8 @@ record_step_trace.py says how). On the CPU and library versions the trace was re
 they are bit-identical; elsewhere numpy's and ONNX Runtime's kernels round differently in the
 last bits, so there they are compared to 1e-4 (a 1e-7 relative perturbation of y every frame
 moves them by under 1e-5; a wrong field or formula by far more). The trace holds the numpy
-definition of the per-frame math (Controller(native_frame=False)); tests/test_native_frame.py
-holds the native core, the default, to it."""
+definition of the per-frame math (tests/reference_frame.py); tests/test_native_frame.py holds
+the native core, the runtime's one path, to it."""
 
 from __future__ import annotations
 

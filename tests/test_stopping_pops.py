@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 from canis.runtime.features import JOINT_COUNT
-from canis.runtime.pose_update import JOINT_POSITION_BLEND
-from canis.runtime.posture_requests import SLOW_DOWN_S, slow_down_left
+from canis.runtime.pose import JOINT_POSITION_BLEND
+from canis.runtime.transition_requests import SLOW_DOWN_S, slow_down_left
 from canis.training.stopping_pops import ALLOWED_OVER_MOCAP, joint_steps_cm, stopping_pops_loss
 from test_placed_speed import _reproduce_line
 from test_shown_pose import _still_and_moved_rows

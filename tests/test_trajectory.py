@@ -1,15 +1,14 @@
 import numpy as np
 import pytest
 from canis.runtime.features import ACTIONS
-from canis.runtime.smoothing import damp, damp_angle_rad, smoothing_factor
+from canis.runtime.root import damp, damp_angle_rad, smoothing_factor
 from canis.runtime.trajectory import (
     FUTURE_TIMES_S,
     ControlState,
     along_path,
     bias_weights,
-    blend,
-    extrapolate,
 )
+from reference_frame import blend, extrapolate
 
 
 def test_smoothing_halves_the_gap_every_half_life():

@@ -14,7 +14,7 @@ from canis.runtime.kinematics import forward_kinematics
 from canis.runtime.poses import Keyframe
 from canis.runtime.root import from_root_xz
 from canis.runtime.trajectory import ControlState
-from canis.runtime.transition import TransitionModel, target_blend
+from canis.runtime.transition import TransitionModel
 from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     FRAME_SIZE,
@@ -22,6 +22,7 @@ from canis.runtime.transition_frames import (
     placement,
     placement_to_world,
     root_motion,
+    target_blend,
 )
 from canis.runtime.transition_player import LEAD_FRAMES, STEPS_PER_FRAME, blend_window
 from canis.training.rtn import LSTM_UNITS, Rtn, empty_rtn, parameter_bytes, rollout, tta_embedding
@@ -546,10 +547,10 @@ def test_transition_to_takes_a_mask_and_names_bad_shapes():
 
 
 def test_postures_asked_while_moving_stop_first_then_start(tiny_rtn):
-    """runtime/posture_requests.py: a still dog starts at once; a moving one is slowed to
+    """runtime/transition_requests.py: a still dog starts at once; a moving one is slowed to
     speed 0 over SLOW_DOWN_S (whatever the game asks meanwhile) and starts when it is slow
     enough or has waited MAX_STOP_S; bad requests fail at the call and leave nothing waiting."""
-    from canis.runtime.posture_requests import MAX_STOP_S, SLOW_DOWN_S, PostureRequests
+    from canis.runtime.transition_requests import MAX_STOP_S, SLOW_DOWN_S, PostureRequests
 
     c = controller(tiny_rtn, count=2)
     postures = PostureRequests(c)
@@ -596,7 +597,7 @@ def test_a_posture_asked_with_a_variation_starts_sampled_and_replays_with_its_se
     """PostureRequests.request(variation=, seed=) passes both to transition_to when the dog
     has stopped; a bad variation, or one the transition model cannot sample, fails at the call
     and leaves nothing waiting."""
-    from canis.runtime.posture_requests import PostureRequests
+    from canis.runtime.transition_requests import PostureRequests
 
     noisy_rtn = Path(__file__).resolve().parent / "fixtures" / "tiny_rtn_noise_step.onnx"
     models = MotionModel(MANN), TransitionModel(noisy_rtn)

@@ -58,7 +58,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--foot-lock",
         action="store_true",
-        help="pin planted paws where they land (runtime/foot_lock.py)",
+        help="pin planted paws where they land (runtime/kinematics.py)",
     )
     run.add_argument(
         "--transition-worker",

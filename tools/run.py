@@ -13,15 +13,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+from canis.runtime.control import load_path, load_speed_calibration
 from canis.runtime.controller import DT_S, Controller
 from canis.runtime.inference import MotionModel
 from canis.runtime.loop import wait_for_next_tick
 from canis.runtime.machine import describe_machine, model_used
 from canis.runtime.motion_metrics import foot_skating_cm
-from canis.runtime.path_following import load_path
 from canis.runtime.profiler import Profiler, check_output_path
 from canis.runtime.root import yaw_from_direction
-from canis.runtime.speed_calibration import load_speed_calibration
 from canis.runtime.terrain import load_terrain
 from canis.runtime.transition import TransitionModel
 from canis.tools.script import PATH_TAU, PathDriver, ScriptDriver, load_script, needs_transitions
@@ -119,7 +118,7 @@ def run(
     for the displayed motion (tools/motion_export.py), checked before the run, written after.
     `start_xz_m`/`start_yaw_rad`: where a script's dog starts (default the origin, facing
     +z); `speed_calibration`: the speed tracking uses the model's own speed curve
-    (runtime/speed_calibration.py), as the demo does. `transition_worker`: the transition
+    (runtime/control.py), as the demo does. `transition_worker`: the transition
     network's steps run on a thread of their own (Controller(transition_worker=True)).
     `pace`: each frame starts 1/60 s after the one before, as a game's (the time left after a
     step is slept, as a game draws or waits for vsync), instead of back to back; what a

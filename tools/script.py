@@ -32,9 +32,9 @@ import numpy as np
 from canis.runtime.actions import ACTION_NAMES, action_index, api_name
 from canis.runtime.arguments import finite_number as _number
 from canis.runtime.arguments import random_generator
+from canis.runtime.control import follow_path
 from canis.runtime.controller import DT_S, Controller
 from canis.runtime.features import ACTIONS
-from canis.runtime.path_following import follow_path
 from canis.runtime.poses import KEYFRAME_ACTIONS, load_keyframes
 from canis.runtime.root import rotate_xz, wrap_angle_rad
 from canis.runtime.trajectory import ControlState

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime.actions import action_index
+from canis.runtime.control import load_speed_calibration
 from canis.runtime.controller import DT_S, Controller
 from canis.runtime.features import ACTIONS
 from canis.runtime.inference import MotionModel
@@ -22,7 +23,6 @@ from canis.runtime.machine import describe_machine, model_used
 from canis.runtime.poses import KEYFRAME_ACTIONS
 from canis.runtime.profiler import Histogram, Profiler
 from canis.runtime.root import yaw_direction_xz
-from canis.runtime.speed_calibration import load_speed_calibration
 from canis.runtime.terrain import PROCEDURAL, procedural
 from canis.runtime.trajectory import ControlState
 from canis.runtime.transition import TransitionModel, shipped_transition_model_path

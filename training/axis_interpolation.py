@@ -1,7 +1,7 @@
 """Joint axes moved toward a target's along the rotation they stand for, in torch, for the
 RTN's step (training/rtn.py, residual "rotations"), so inside its exported graph.
 
-A joint's forward and up axes (runtime/transition_frames.py) interpolated channel by channel
+A joint's forward and up axes (runtime/transition.py) interpolated channel by channel
 pass through zero when the two rotations are far apart: a forearm whose roll must turn by
 half a circle has its up axis shrink, cross the forward and come back reversed, and the
 rotation shown from such axes (Gram-Schmidt, forward first) flips in one frame (a 25 cm jump

@@ -3,7 +3,7 @@ its joint rotations.
 
 The networks predict each joint's position and its rotation (forward and up axes) as separate
 outputs, and nothing ties them together: the shown dog is drawn from the rotations (forward
-kinematics from the hips, runtime/display.py), while the transition network (RTN) reads the
+kinematics from the hips, runtime/pose.py), while the transition network (RTN) reads the
 positions and the axes both, as the mocap's frames always had them agree. The leg-motion
 fine-tunes let them drift apart (docs/EVALUATION.md, the eleventh session: the shown joints sit
 2.3 cm on average from the predicted positions in a trot, the shipped network's 1.4), and an

@@ -7,7 +7,7 @@ network's own predictions, and the loss is summed over every frame. A curriculum
 own-output stretch from 1 frame to its maximum over the first epochs (acRNN's schedule).
 
 The next input is rebuilt exactly as the runtime rebuilds it: the pose block from the
-prediction through runtime/pose_update.next_local_pose and features.write_joints (the one
+prediction through runtime/pose.next_local_pose and features.write_joints (the one
 definition of both), then clamped to the training range as the exported graph clamps it. It
 is built in numpy, without gradient through the feedback (acRNN's own scheme feeds back
 values, not gradients). The trajectory block stays the mocap's: in the game it is built from
@@ -33,8 +33,8 @@ from canis.runtime.features import (
     decode_output,
     write_joints,
 )
-from canis.runtime.gaits import GAITS, NO_GAIT
-from canis.runtime.pose_update import next_local_pose
+from canis.runtime.pose import next_local_pose
+from canis.runtime.readouts import GAITS, NO_GAIT
 from canis.training.bone_loss import bone_loss
 from canis.training.contact_loss import contact_loss, skating_excess_loss
 from canis.training.getting_up_pops import GettingUpDogs

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime.features import ACTIONS, FPS, contract_description, layout_hash
-from canis.runtime.gaits import GAITS, NO_GAIT
+from canis.runtime.readouts import GAITS, NO_GAIT
 from canis.runtime.root import wrap_angle_rad
 from canis.runtime.skeleton import not_dog_reason
 from canis.training.bvh import BvhError, read_bvh, resample, same_rate

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from canis.runtime.features import ACTIONS, FPS
-from canis.runtime.gaits import classify_gaits
+from canis.runtime.readouts import classify_gaits
 from canis.runtime.root import yaw_from_direction
 from canis.runtime.skeleton import Skeleton
 from numpy.lib.stride_tricks import sliding_window_view

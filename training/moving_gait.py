@@ -2,7 +2,7 @@
 their paws in the footfall pattern of the mocap's dogs at that speed.
 
 The gait table (`canis evaluate controllers`) classifies a dog's gait by the correlation of its
-paws' contacts over a 61-frame window (runtime/gaits.py): the lateral pairs' (left front with
+paws' contacts over a 61-frame window (runtime/readouts.py): the lateral pairs' (left front with
 left hind, right front with right hind) above 0.5 is a pace, the diagonal pairs' a trot. No
 term has held that pattern: the moving dogs' terms hold their speed, legs, paws and course, and
 every recipe's gaits came out as its run's draws left them (the shipped (C7) paces at 0.5 m/s
@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from canis.runtime.features import PAW_ROWS
-from canis.runtime.gaits import GAIT_WINDOW_FRAMES, GAITS
+from canis.runtime.readouts import GAIT_WINDOW_FRAMES, GAITS
 from canis.training.contact_loss import world_velocity_mps
 from canis.training.labels import (
     CONTACT_OFF_HEIGHT_M,
@@ -55,7 +55,7 @@ GAIT_ALLOWANCE = 0.1  # of a correlation: a dog this near the mocap's pattern co
 # --moving-gait-reference: the mean of all the mocap's windows at a speed, or of those of the
 # gait it uses most there (gait_by_speed)
 GAIT_REFERENCES = ("all", "most-used")
-# Paw order of PAW_ROWS (as runtime/gaits.py's contacts): left front, right front, left hind,
+# Paw order of PAW_ROWS (as runtime/readouts.py's contacts): left front, right front, left hind,
 # right hind.
 LATERAL_PAIRS = ((0, 2), (1, 3))
 DIAGONAL_PAIRS = ((0, 3), (1, 2))
@@ -87,7 +87,7 @@ def soft_contacts(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
 
 def pair_correlations(contacts: torch.Tensor) -> torch.Tensor:
     """(N, 2) the lateral and diagonal pairs' mean Pearson correlation over each window of
-    contacts (N, T, 4), as runtime/gaits.classify_gaits pairs them (a numpy twin: the runtime
+    contacts (N, T, 4), as runtime/readouts.classify_gaits pairs them (a numpy twin: the runtime
     has no torch, and the term needs the gradient); near 0 where a paw's contact is constant."""
     centred = contacts - contacts.mean(1, keepdim=True)
     spread = centred.square().sum(1)  # (N, 4)
@@ -126,7 +126,7 @@ def gait_by_speed(
     """The mocap's reference: (speed bin centres m/s (S,), the mean lateral and diagonal
     correlation (S, 2), and with `duty` the paws' mean footfall share too (S, 3), of the
     windows centred on frames asked to move, by the centre frame's speed). With `gait` (the
-    labels' gait per row, runtime/gaits.py's indices), only the windows whose centre has the
+    labels' gait per row, runtime/readouts.py's indices), only the windows whose centre has the
     gait the mocap uses most at that speed.
 
     The mean over all of a speed's windows (no `gait`, as (GS10) was trained) mixes gaits:
@@ -192,7 +192,7 @@ def main(argv=None) -> None:
     term's soft contacts over each dog's kept steps) against the mocap's most used gait's
     (the term as --moving-gait-reference most-used --moving-gait-duty holds them), and their
     gait table verdicts, by asked speed."""
-    from canis.runtime.gaits import classify_gaits
+    from canis.runtime.readouts import classify_gaits
     from canis.training.closed_loop_training import successors
     from canis.training.moving_legs import (
         driven_dogs,

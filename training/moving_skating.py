@@ -58,7 +58,7 @@ about twice the mocap's at every seed (the twentieth session). With `swing_below
 shuffling it is there for is the walk's.
 
 None of the above sees where a planted paw sits: the runtime calls a paw planted when the
-network holds it under 5 cm and slow (runtime.ik.estimate_contacts), and over the demo's
+network holds it under 5 cm and slow (the runtime's contacts), and over the demo's
 walk the shipped networks' planted paws hang 1.9-2.1 cm above the ground (`canis run
 --terrain hills`, "floating in contact"; tests/test_shipped_models.py allows 2.0) where the
 mocap's sit 1.2-1.5 cm by this term's count. With `paws_planted` (--moving-paws-planted) each
@@ -72,7 +72,7 @@ couple of cm of the ground and slide, planted (down and under the runtime's cont
 the world) in a fifth to a quarter of the steps where the mocap's are in three fifths: they
 shuffle, under the measure's 2.5 cm where it weighs their sliding little (docs/EVALUATION.md,
 the twenty-fifth session). With `paws_still` (--moving-paws-still) each paw's share of steps
-planted (down, as soft_down counts it, and moving under runtime.ik.CONTACT_SPEED_MPS in the
+planted (down, as soft_down counts it, and moving under runtime.kinematics.CONTACT_SPEED_MPS in the
 world, counted softly) short of the mocap's by more than DOWN_SHARE_ALLOWANCE costs
 DOWN_SHARE_COST_CM a share (times its weight). Meant to make a paw stand still and so step, it
 was met at its mocap share by paws that never lift (the twenty-fifth session's (SPP10)).
@@ -82,7 +82,7 @@ by the network's predicted velocity alone, and in the closed loop the networks p
 hind paws moving 1.4-1.9 times as fast as the mocap's at the dog's speed, hardly ever under the
 contact speed (one step from the mocap's inputs they predict the mocap's), so the foot lock
 hardly ever held a hind paw (it now takes a paw still by either its predicted velocity or its
-shown motion: runtime.ik.estimate_contacts). With `still_predicted`
+shown motion: tests/reference_frame.py estimate_contacts). With `still_predicted`
 (--moving-paws-still-predicted) a paw counts as planted only when its predicted velocity is
 still too (softly, as the shown motion), against the mocap's share so counted (its velocities
 are its motion): the predicted velocity held to the shown motion.
@@ -99,7 +99,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from canis.runtime.features import OUTPUT, PAW_ROWS
-from canis.runtime.ik import CONTACT_SPEED_MPS
+from canis.runtime.kinematics import CONTACT_SPEED_MPS
 from canis.runtime.motion_metrics import SKATING_HEIGHT_CM
 from canis.training.contact_loss import _field, step_skating_cm, world_velocity_mps
 from canis.training.moving_legs import by_speed

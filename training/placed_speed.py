@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from canis.runtime.features import ACTIONS, FPS, INPUT, OUTPUT
-from canis.runtime.posture_requests import slow_down_left
 from canis.runtime.root import yaw_direction_xz
 from canis.runtime.trajectory import ControlState
+from canis.runtime.transition_requests import slow_down_left
 from canis.training.contact_loss import _field, yaw_step_rad
 
 SPEED_RANGE_MPS = (0.4, 3.6)  # the mocap's walks to its fast canters (the card asks 0.5-3.3)

@@ -18,7 +18,7 @@ JOINT_ALLOWANCE_DEG a frame, squared and averaged over the joints, plus the root
 ROOT_ALLOWANCE_MM a frame, squared. Mocap dogs at rest shift their weight, so a little motion
 is free; the demo's standing test allows no joint more than 1 cm a frame. The root counts on
 its own since a slow slide is what undoes a standing dog in the demo: the foot lock holds its
-paws until the network has carried them 12 cm (runtime/foot_lock.py), then lets them go, and
+paws until the network has carried them 12 cm (runtime/kinematics.py), then lets them go, and
 the dog seems to shuffle. Measured on 64 placed dogs (Intel Xeon family 6 model 207): the
 shipped MANN-8's keyframe dog slides 0.44 mm/frame (5 cm in 2 s), the tenth session's (ST5),
 whose demo dog shuffled, 0.71, and (M0.5), whose head stirred, 1.46 with joints turning up to
@@ -63,7 +63,7 @@ def placed_stillness_loss(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Ten
 def standing_starts(after: np.ndarray, action_index: np.ndarray, gait: np.ndarray) -> np.ndarray:
     """Rows a mocap dog stands idle in (action idle, off locomotion) with the history behind
     them that runtime_rollout.mocap_state reads."""
-    from canis.runtime.gaits import NO_GAIT
+    from canis.runtime.readouts import NO_GAIT
     from canis.training.runtime_rollout import rollout_starts
 
     starts = rollout_starts(after, 0)

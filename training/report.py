@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime.features import ACTIONS, FPS
-from canis.runtime.gaits import GAITS, NO_GAIT
+from canis.runtime.readouts import GAITS, NO_GAIT
 from canis.training.labels import PAW_NAMES
 
 ACTION_COLOURS = ("#9e9e9e", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b")

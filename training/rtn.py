@@ -12,7 +12,7 @@ along the rotation they stand for (training/axis_interpolation.py) instead of ch
 channel, which passes through zero when the rotations are far apart. Each is measured in
 docs/EVALUATION.md.
 
-One `step` reads a frame (raw units, runtime/transition_frames.py), where the root stands
+One `step` reads a frame (raw units, runtime/transition.py), where the root stands
 relative to the target, the target frame, the frames left to the target, and the LSTM state;
 it returns the next frame, the next placement and the new state. Standardisation, the offsets
 to the target, the time-to-arrival embedding and the root integration are all inside `step`,

@@ -3,7 +3,7 @@
 training/closed_loop_training.py feeds the network's own pose back, but keeps the mocap's
 trajectory block: in training the network always sees the path the dog really took and the
 future it really went on to. In the game the past is the dog's own and the future a blend of
-what the player asks with what the network predicted last frame (Controller.trajectory), and
+what the player asks with what the network predicted last frame (trajectory.write_trajectory), and
 on the mocap's own commands MANN-8 skates 2.8x the mocap in the walk (docs/EVALUATION.md,
 replay_quality). Here the rollout is the game's: a batch of dogs in one Controller (ONNX
 Runtime running the network exported from the current weights), each placed in the mocap's
@@ -17,7 +17,7 @@ every input.
 
 The mocap's state at a frame is read from the dataset's rows alone: the root's world path is
 the clip's root updates (y) integrated as the runtime integrates the network's
-(Controller._apply), and the history's samples are each frame's own current sample.
+(pose.advance_root), and the history's samples are each frame's own current sample.
 tests/test_runtime_rollout.py checks that a placed dog's first x is the mocap's.
 """
 
@@ -27,7 +27,6 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
-from canis.runtime.dog_start import HISTORY_FRAMES
 from canis.runtime.features import (
     CURRENT_SAMPLE,
     FPS,
@@ -37,7 +36,7 @@ from canis.runtime.features import (
     LocalPose,
 )
 from canis.runtime.root import from_root_xz, rotate_xz, wrap_angle_rad
-from canis.runtime.trajectory import GroundTrajectory
+from canis.runtime.trajectory import HISTORY_FRAMES, GroundTrajectory
 from canis.training.clips import clip_commands
 
 DT_S = 1.0 / FPS
@@ -102,7 +101,7 @@ class MocapRun:
         yaw_velocity = OUTPUT.field(y_raw, "root_update", "yaw_velocity")[:, 0, 0]
         n, t = rows.shape
         root, yaw = np.zeros((n, t, 2)), np.zeros((n, t))
-        for k in range(t - 1):  # Controller._apply_numpy's root update, on the mocap's y
+        for k in range(t - 1):  # the root update (tests/reference_frame.py), on the mocap's y
             step = rotate_xz(velocity[rows[:, k]][:, None] * DT_S, yaw[:, k])[:, 0]
             root[:, k + 1] = root[:, k] + step
             yaw[:, k + 1] = wrap_angle_rad(yaw[:, k] + yaw_velocity[rows[:, k]] * DT_S)

@@ -2,7 +2,7 @@
 
 The networks predict each joint's position and its rotation (forward and up axes) separately,
 and the dog is drawn from the rotations alone: forward kinematics from the hips
-(runtime/display.py), the hips where runtime/pose_update.next_local_pose keeps them (the
+(runtime/pose.py), the hips where runtime/pose.next_local_pose keeps them (the
 predicted position averaged with the previous one advanced by the predicted velocity). So the
 evaluation's skating (evaluation/controller_metrics.py on tools/closed_loop.record's shown
 positions) is a function of the predicted axes, not of the predicted paw positions the
@@ -23,7 +23,7 @@ import functools
 import numpy as np
 import torch
 from canis.runtime.features import FPS, INPUT, JOINT_COUNT, OUTPUT
-from canis.runtime.pose_update import JOINT_POSITION_BLEND
+from canis.runtime.pose import JOINT_POSITION_BLEND
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.training.bone_loss import joint_axes
 from canis.training.contact_loss import _field, rotate_xz, yaw_step_rad

@@ -1,7 +1,7 @@
 """`canis dataset transitions`: dog BVH -> the RTN's frames, one row per mocap frame.
 
 Every clip is used as captured and mirrored; its frames are built through the runtime's
-transition contract (runtime/transition_frames.py) from the same root and root-frame pose the
+transition contract (runtime/transition.py) from the same root and root-frame pose the
 MANN dataset uses (training/clips.py). Windows (context + transition + target) are cut at
 training time, so one file serves every transition length. Validation clips follow the MANN
 dataset's seeded rule, so both models hold out the same clips.

@@ -15,7 +15,7 @@ import numpy as np
 from canis.runtime.kinematics import rotations_from_directions
 from canis.runtime.root import from_root_xz, yaw_from_direction
 from canis.runtime.skeleton import not_dog_reason
-from canis.runtime.transition import TransitionModel, target_blend
+from canis.runtime.transition import TransitionModel
 from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
     MAX_TRANSITION_FRAMES,
@@ -23,6 +23,7 @@ from canis.runtime.transition_frames import (
     placement,
     placement_to_world,
     split_frame,
+    target_blend,
 )
 from canis.training.bvh import BvhMotion, read_bvh, write_bvh
 from canis.training.clips import process_clip

@@ -1,4 +1,8 @@
-"""Postures asked for while a dog moves: the motion network brings it to a stop first, the way
+"""What Controller.transition_to checks and works out before a transition starts: the target
+keyframe as the transition network reads it, the action the dogs are handed back with, and
+where each of them will stand.
+
+Postures asked for while a dog moves: the motion network brings it to a stop first, the way
 a dog slows, and the transition network takes it to the posture once it is nearly still.
 
 A transition started from a walk, trot or canter asks the RTN to turn a fast gait into a sit
@@ -26,16 +30,106 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from canis.runtime.actions import Action, action_indices
-from canis.runtime.arguments import random_generator
-from canis.runtime.dog_rows import dog_rows
-from canis.runtime.features import FPS
-from canis.runtime.poses import Keyframe
-from canis.runtime.root import yaw_direction_xz
+from canis.runtime.actions import Action, action_index, action_indices
+from canis.runtime.arguments import per_dog, random_generator
+from canis.runtime.features import ACTIONS, FPS
+from canis.runtime.poses import KEYFRAME_ACTIONS, Keyframe, keyframe_pose
+from canis.runtime.root import wrap_angle_rad, yaw_direction_xz, yaw_from_direction
+from canis.runtime.skeleton import Skeleton
+from canis.runtime.state import DogState, dog_rows
 from canis.runtime.trajectory import ControlState
-from canis.runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
-from canis.runtime.transition_player import TransitionStart
-from canis.runtime.transition_request import target_keyframe
+from canis.runtime.transition import check_transition_request
+from canis.runtime.transition_frames import (
+    CONTEXT_FRAMES,
+    MAX_TRANSITION_FRAMES,
+    MIN_TRANSITION_FRAMES,
+    frame_vector,
+)
+from canis.runtime.transition_player import LEAD_FRAMES
+
+
+@dataclass
+class TransitionStart:
+    """What Controller.transition_to started: where each asked dog will stand when the
+    transition hands it back (ask for that facing afterwards, so the dog stays put)."""
+
+    characters: np.ndarray  # (n,) the dogs it drives
+    final_xz_m: np.ndarray  # (n, 2) world
+    final_yaw_rad: np.ndarray  # (n,)
+    frames: int  # steps from the request until the dogs are handed back
+
+
+def stopping_point(state: DogState, rows, moving_s: float, slowing_s: float):
+    """Where a character moving as now comes to rest if it goes on for `moving_s`, then slows
+    evenly to a stop over `slowing_s`: half the distance and half the turn it would make at
+    its current rates over that time."""
+    directions = state.history.directions_xz[rows]
+    turn_rate = (
+        wrap_angle_rad(
+            yaw_from_direction(directions[:, -1]) - yaw_from_direction(directions[:, -2])
+        )
+        * FPS
+    )
+    seconds = moving_s + 0.5 * slowing_s
+    yaw = wrap_angle_rad(state.root_yaw_rad[rows] + turn_rate * seconds)
+    xz = state.root_xz_m[rows] + state.root_velocity_xz_mps[rows] * seconds
+    return xz, yaw
+
+
+def target_keyframe(
+    keyframes: dict[str, Keyframe], target: str | Keyframe, action
+) -> tuple[Keyframe, int]:
+    """The keyframe `target` names (or is), checked, and the action index the dogs are handed
+    back with: `action` (a name, an Action or an index; runtime/actions.py), by default the
+    keyframe's own network label."""
+    keyframe = keyframes.get(target) if isinstance(target, str) else target
+    if keyframe is None:
+        raise ValueError(
+            f"transition_to: no keyframe {target!r}; the library has {', '.join(keyframes)}"
+        )
+    keyframe = keyframe.checked()
+    if action is None:
+        return keyframe, ACTIONS.index(KEYFRAME_ACTIONS.get(keyframe.name, "idle"))
+    return keyframe, action_index(action)
+
+
+# Target frames already made, by the keyframe's content (the library's are asked for again and
+# again): its FK was a third of what asking for a transition cost. An entry holds its
+# skeleton, so the skeleton's id is not reused while it is here.
+_TARGET_FRAMES: dict[tuple, tuple[Skeleton, np.ndarray]] = {}
+_TARGET_FRAMES_KEPT = 32
+
+
+def target_frame(skeleton: Skeleton, keyframe: Keyframe, n: int) -> np.ndarray:
+    """(n, FRAME_SIZE) the keyframe as the transition network's target frame, at rest."""
+    rotations = np.asarray(keyframe.local_rotations)
+    key = (id(skeleton), float(keyframe.hips_height_m), rotations.dtype.str, rotations.tobytes())
+    made = _TARGET_FRAMES.get(key)
+    if made is None or made[0] is not skeleton:
+        pose = keyframe_pose(skeleton, keyframe)
+        made = (skeleton, frame_vector(np.zeros((1, 2)), np.zeros(1), pose))
+        if len(_TARGET_FRAMES) >= _TARGET_FRAMES_KEPT:
+            _TARGET_FRAMES.clear()
+        _TARGET_FRAMES[key] = made
+    return np.repeat(made[1], n, axis=0)
+
+
+def target_placement(
+    s: DogState, rows: np.ndarray, frames: int, at_xz_m=None, yaw_rad=None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Where the dogs `rows` stand when handed back, (n, 2) and (n,): `at_xz_m` / `yaw_rad`
+    where given, by default where each would stop if it went on through the lead, then
+    slowed evenly over the transition's `frames`."""
+    n = len(rows)
+    xz, yaw = stopping_point(s, rows, LEAD_FRAMES / FPS, (frames + 1) / FPS)
+    if at_xz_m is not None:
+        xz = per_dog(at_xz_m, (n, 2), "at_xz_m", "transition_to", broadcast=True)
+    if yaw_rad is not None:
+        yaw = per_dog(yaw_rad, (n,), "yaw_rad", "transition_to", broadcast=True)
+    if not (np.all(np.isfinite(xz)) and np.all(np.isfinite(yaw))):
+        raise ValueError("transition_to: the transition's target position or yaw is not finite")
+    return xz, yaw
+
 
 # Slow enough to start a transition: between the 0.1 and 0.2 m/s tried (stopping at once, on
 # the hills), which made little difference to the transition (walk -> lie: 7.8 and 7.5 cm in
@@ -184,3 +278,52 @@ class PostureRequests:
         if self.controller.count != self._count:
             self.requests.clear()
             self._count = self.controller.count
+
+
+def start_transition(
+    controller,
+    target: str | Keyframe,
+    frames: int,
+    characters,
+    at_xz_m,
+    yaw_rad,
+    action: str | None,
+    variation: float,
+    seed: int | None,
+) -> TransitionStart:
+    """Controller.transition_to: the request checked, then handed to the controller's
+    transition player (in the profiler's transition stage)."""
+    if controller.transition_model is None:
+        raise RuntimeError("transition_to needs Controller(transition_model=...)")
+    rng = controller.rng if seed is None else random_generator(seed, "transition_to: seed")
+    if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)):
+        raise ValueError(f"transition_to: frames must be a whole number, got {frames!r}")
+    keyframe, action_label = target_keyframe(controller.keyframes, target, action)
+    rows = (
+        np.arange(controller.count)
+        if characters is None
+        else dog_rows(characters, controller.count, "transition_to")
+    )
+    n = len(rows)
+    s = controller.state
+    with controller.profiler.stage("transition"):
+        target_xz, target_yaw = target_placement(s, rows, frames, at_xz_m, yaw_rad)
+        target = target_frame(controller.skeleton, keyframe, n)
+        # The context the RTN would read now: its length, shapes and values are checked
+        # before anything changes (the one it reads ends LEAD_FRAMES later).
+        check_transition_request(
+            s.frame_history[rows], np.zeros((n, CONTEXT_FRAMES, 4)), target, frames
+        )
+        noise = controller.transition_model.target_noise(
+            n, variation, rng, "transition_to: variation"
+        )
+        # A dog taken from a transition that is playing goes to the motion network for the
+        # new one's lead: the display eases over the difference, as at a hand-back.
+        s.handback_pending[rows] |= controller.transitions.playing[rows]
+        controller.transitions.start(
+            rows, s, target, target_xz, target_yaw, frames, action_label, noise
+        )
+    controller.profiler.instant(
+        "transition start", to=keyframe.name, frames=frames, dogs=rows.tolist()
+    )
+    return TransitionStart(rows, target_xz, target_yaw, LEAD_FRAMES + frames + 1)
