@@ -20,8 +20,8 @@ from canis.training.moving_gait import (
 )
 from canis.training.moving_legs import MOVE
 from canis.training.shown_pose import shown_step_m
+from paw_steps import Y_HIPS, _steps
 from test_moving_skating import Y_ROOT_VELOCITY
-from test_replay_skating import Y_HIPS, _steps
 
 FPS = 60
 
@@ -133,12 +133,6 @@ def test_the_reference_is_the_mocaps_most_used_gaits_windows_by_speed(monkeypatc
     centres, pairs = gait_by_speed(x, y, action, after)
     mixed = pair_correlations(torch.as_tensor(footfalls[windows[:19]], dtype=torch.float32))
     np.testing.assert_allclose(pairs[np.argmin(abs(centres - 1.1))], mixed.mean(0), atol=1e-6)
-    # With the duty: the paws' share down over the windows too (60% of each stride here).
-    centres, stats = gait_by_speed(x, y, action, after, gait, duty=True)
-    assert stats.shape == (len(centres), 3)
-    np.testing.assert_allclose(stats[:, :2], gait_by_speed(x, y, action, after, gait)[1])
-    share = footfalls[windows[:12]].mean()
-    np.testing.assert_allclose(stats[np.argmin(abs(centres - 1.1)), 2], share, atol=1e-6)
     # With the walk the more used, it is the walk's.
     gait[clip == 0] = GAITS.index("walk")
     gait[clip == 1] = GAITS.index("pace")
@@ -174,15 +168,6 @@ def test_each_dog_pays_its_own_miss_beyond_the_allowance():
     # A step down the gradient takes the first dog's lateral pairs apart.
     stepped = (pacing - 0.05 * pacing.grad).detach()
     assert pair_correlations(stepped)[0, 0] < own[0, 0]
-    # With the duty (a third column): a dog with its paws down as the reference's pays
-    # nothing for it; one whose paws are down 0.3 more than the reference's pays 0.2 squared.
-    share = pacing.detach().mean((1, 2))[:, None]
-    with_duty = torch.cat([own, share], 1)
-    assert moving_gait_loss(pacing.detach(), with_duty).item() == 0.0
-    with_duty[1, 2] -= 0.3
-    np.testing.assert_allclose(
-        moving_gait_loss(pacing.detach(), with_duty).item(), 0.2**2 / 6, rtol=1e-4
-    )
 
 
 def test_the_moving_gait_weight_is_checked_and_named():
@@ -196,22 +181,13 @@ def test_the_moving_gait_weight_is_checked_and_named():
     assert loop.moves_dogs() and loop.identity()["moving_gait_weight"] == 2.0
     assert "--moving-gait-weight 2" in _reproduce_line(loop)
     assert "--moving-gait-weight" not in _reproduce_line(ClosedLoopConfig())
-    turning = ClosedLoopConfig(moving_gait_weight=2.0, moving_gait_turning=True)
-    assert "--moving-gait-weight 2 --moving-gait-turning" in _reproduce_line(turning)
-    assert "--moving-gait-turning" not in _reproduce_line(loop)
-    with pytest.raises(ValueError, match="--moving-gait-turning: needs --moving-gait-weight"):
-        ClosedLoopConfig(moving_gait_turning=True)
-    with pytest.raises(ValueError, match="--moving-gait-duty: needs --moving-gait-weight"):
-        ClosedLoopConfig(moving_gait_duty=True)
     with pytest.raises(ValueError, match="--moving-gait-reference most-used: needs --moving-ga"):
         ClosedLoopConfig(moving_gait_reference="most-used")
     with pytest.raises(ValueError, match="--moving-gait-reference mode: one of all, most-used"):
         ClosedLoopConfig(moving_gait_weight=2.0, moving_gait_reference="mode")
-    held = ClosedLoopConfig(
-        moving_gait_weight=2.0, moving_gait_reference="most-used", moving_gait_duty=True
-    )
+    held = ClosedLoopConfig(moving_gait_weight=2.0, moving_gait_reference="most-used")
     line = _reproduce_line(held)
-    assert "--moving-gait-weight 2 --moving-gait-reference most-used --moving-gait-duty" in line
+    assert "--moving-gait-weight 2 --moving-gait-reference most-used" in line
     assert "--moving-gait-reference" not in _reproduce_line(loop)
 
 
@@ -247,7 +223,7 @@ def test_finetune_logs_the_moving_gait_term_and_the_card_names_it(
     assert "moving-gait weight 3.0 on 4 moving dogs, straight ones" in card
 
 
-def test_the_term_draws_only_the_dogs_asked_straight_ahead_unless_told(monkeypatch):
+def test_the_term_draws_only_the_dogs_asked_straight_ahead(monkeypatch):
     from canis.training.placed_speed import KEPT_FRAMES, MovingDogs
 
     class Model(torch.nn.Module):
@@ -255,7 +231,6 @@ def test_the_term_draws_only_the_dogs_asked_straight_ahead_unless_told(monkeypat
 
     dogs = MovingDogs.__new__(MovingDogs)
     dogs.model, dogs.gait = Model(), (np.array([0.5, 1.5]), np.zeros((2, 2)))
-    dogs.gait_turning = False
     dogs.xs, dogs.asked_mps = np.zeros((4, KEPT_FRAMES, 480)), np.full(4, 1.0)
     dogs.headings = np.zeros((4, KEPT_FRAMES, 2))
     dogs.headings[[1, 3], :, 1] = 0.5  # turning
@@ -275,11 +250,6 @@ def test_the_term_draws_only_the_dogs_asked_straight_ahead_unless_told(monkeypat
     )
     assert dogs.gait_loss(None, 16).item() > 0  # pacing where the reference has no pattern
     assert set(drawn) == {0, 2}
-    # --moving-gait-turning: the turning dogs too.
-    dogs.gait_turning = True
-    drawn.clear()
-    assert dogs.gait_loss(None, 16).item() > 0 and set(drawn) == {0, 1, 2, 3}
-    dogs.gait_turning = False
     dogs.headings[[0, 2], :, 1] = -0.5
     assert dogs.gait_loss(None, 16).item() == 0.0
 

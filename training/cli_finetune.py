@@ -4,7 +4,6 @@ outputs (training/closed_loop_training.py). The parser sits beside its handler."
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from canis.training.cli_train import add_speed_options, apply_speed_options
@@ -48,54 +47,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="weight of the planted-paw world-motion term (0: off; training/contact_loss.py)",
     )
     finetune.add_argument(
-        "--contact-paws",
-        choices=("predicted", "drawn"),
-        default="predicted",
-        help="--contact-weight: the paws whose motion it measures: the predicted paw "
-        "positions (default), or the paws the runtime draws from the predicted axes, which "
-        "the evaluation measures (training/shown_pose.py)",
-    )
-    finetune.add_argument(
-        "--skating-weight",
-        type=float,
-        default=0.0,
-        help="weight of the skating term: the predicted step's foot skating (the evaluation's "
-        "measure, any paw under 2.5 cm) above the mocap's (0: off; training/contact_loss.py)",
-    )
-    finetune.add_argument(
         "--leg-motion-weight",
         type=float,
         default=0.0,
         help="weight of the leg-motion term: each leg joint's mean turn per predicted step "
-        "over the rows of --leg-motion-groups, the network run without dropout on its own "
+        "over each frame's batch, the network run without dropout on its own "
         "frames, against the mocap's in the same frames, squared deg/frame (0: off; "
-        "training/leg_motion_loss.py)",
-    )
-    finetune.add_argument(
-        "--leg-motion-groups",
-        choices=("batch", "locomotion", "action-gait", "gait"),
-        default="batch",
-        help="the leg-motion term's means: over each frame's batch, over each frame's rows on "
-        "locomotion (standing, sitting and lying rows left out), over each action and gait "
-        "in the batch on its own (a standing dog's legs then held to the mocap's standing "
-        "dogs', not free to stir for walking legs that swing too little), or over each gait "
-        "with the rows off locomotion left out",
-    )
-    finetune.add_argument(
-        "--leg-motion-on",
-        choices=("stretches", "rollouts"),
-        default="stretches",
-        help="where the leg-motion term is measured: on the stretches (the pose fed back, the "
-        "trajectory the mocap's) or one step from each frame of the runtime's rollouts (the "
-        "trajectory the dog's own, as in the game; --feedback runtime or both)",
-    )
-    finetune.add_argument(
-        "--stillness-weight",
-        type=float,
-        default=0.0,
-        help="weight of the stillness term: on the stretches' own frames off locomotion "
-        "(standing, sitting, lying), each joint's turn per predicted step beyond the mocap's "
-        "in the same frame, squared deg/frame, the network run without dropout (0: off; "
         "training/leg_motion_loss.py)",
     )
     finetune.add_argument(
@@ -112,10 +69,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--placed-dogs",
         type=int,
         default=64,
-        help="--placed-stillness-weight, --placed-speed-weight (and --moving-legs-weight, "
-        "--moving-skating-weight) and --replay-skating-weight: "
-        "the dogs placed each epoch for each term (for the first, a quarter in the standing "
-        "keyframe)",
+        help="the dogs placed or driven each epoch for each term on the runtime's dogs (for "
+        "--placed-stillness-weight, a quarter in the standing keyframe)",
     )
     finetune.add_argument(
         "--placed-refresh-steps",
@@ -185,21 +140,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "share of steps short",
     )
     finetune.add_argument(
-        "--moving-paws-down-fast",
-        type=float,
-        default=0.0,
-        metavar="WEIGHT",
-        help="the paws-down hold weighed this much more on the moving dogs asked above "
-        "--moving-paws-down-fast-mps (the canter's: the mean over all the dogs hardly sees "
-        "its hind paws hover; 0: off)",
-    )
-    finetune.add_argument(
-        "--moving-paws-down-fast-mps",
-        type=float,
-        metavar="MPS",
-        help="--moving-paws-down-fast's speed (m/s; default: 2)",
-    )
-    finetune.add_argument(
         "--moving-skating-relative",
         action="store_true",
         help="the moving-skating term counts the skating beyond the mocap's in the mocap's at "
@@ -215,59 +155,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "(default: 1, the mocap's own; under 1 asks for less sliding than the mocap's)",
     )
     finetune.add_argument(
-        "--moving-paws-lift",
-        type=float,
-        nargs="?",
-        const=1.0,
-        default=0.0,
-        metavar="WEIGHT",
-        help="the moving-skating term holds each paw's mean height above the measure's 2.5 cm "
-        "up to the mocap's at the dog's asked speed: a paw that shuffles just above the ground "
-        "pays for the steps it does not take, WEIGHT (default 1) per cm short",
-    )
-    finetune.add_argument(
-        "--moving-paws-planted",
-        type=float,
-        nargs="?",
-        const=1.0,
-        default=0.0,
-        metavar="WEIGHT",
-        help="the moving-skating term holds each paw's mean height while it is down (its "
-        "planted height) to the mocap's at the dog's asked speed: a planted paw that hangs "
-        "over the ground pays WEIGHT (default 1) per cm above",
-    )
-    finetune.add_argument(
-        "--moving-paws-still",
-        type=float,
-        nargs="?",
-        const=1.0,
-        default=0.0,
-        metavar="WEIGHT",
-        help="the moving-skating term holds each paw planted (down and still in the world, "
-        "under the runtime's contact speed) as often as the mocap's at the dog's asked speed: "
-        "a paw that slides along the ground pays for the steps it does not stand, WEIGHT "
-        "(default 1) times --moving-paws-down's cost",
-    )
-    finetune.add_argument(
-        "--moving-paws-still-predicted",
-        action="store_true",
-        help="--moving-paws-still counts a paw as planted only when its predicted velocity "
-        "is under the contact speed too (the velocity held to the shown motion)",
-    )
-    finetune.add_argument(
         "--moving-max-turn-degps",
         type=float,
         default=60.0,  # placed_speed.MAX_TURN_DEGPS, written out: the parser stays torch-free
         help="the placed-speed term's dogs (and so the moving-legs and moving-skating "
         "terms'): half of them turn, uniformly up to this many deg/s either way (the "
         "controllers evaluation's turn asks 76.8)",
-    )
-    finetune.add_argument(
-        "--moving-turns-as-mocap",
-        action="store_true",
-        help="the turning moving dogs turn uniformly up to the mocap's turn rate at their "
-        "asked speed (the 90th percentile of its frames asked to move there) instead of "
-        "--moving-max-turn-degps: sharp turns at a walk, gentle ones at a canter",
     )
     finetune.add_argument(
         "--moving-paws-swing",
@@ -312,24 +205,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "diagonal paws' footfalls held to the mocap's at its speed (training/moving_gait.py)",
     )
     finetune.add_argument(
-        "--moving-gait-turning",
-        action="store_true",
-        help="the moving-gait term holds the turning dogs' footfalls too, not only those of "
-        "the dogs asked straight ahead",
-    )
-    finetune.add_argument(
         "--moving-gait-reference",
         default="all",
         metavar="all|most-used",
         help="the moving-gait term's reference at a speed: the mean of all the mocap's "
         "windows there (all: a mix of gaits where it uses two) or of the windows of the gait "
         "it uses most there (most-used)",
-    )
-    finetune.add_argument(
-        "--moving-gait-duty",
-        action="store_true",
-        help="the moving-gait term holds the share of the window each paw is down to the "
-        "mocap's too (its duty factor)",
     )
     finetune.add_argument(
         "--getting-up-pops-weight",
@@ -404,69 +285,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "prediction leaves, fed back with its gradient (1: one step from each recorded input)",
     )
     finetune.add_argument(
-        "--replay-skating-weight",
-        type=float,
-        default=0.0,
-        help="weight of the replay-skating term: each epoch --placed-dogs dogs placed in the "
-        "mocap's state at training frames and driven by the runtime with their clips' own "
-        "commands for 2 s; each dog's mean foot skating over a few of its steps beyond the "
-        "mocap's on the same frames, cm/frame, the network run without dropout (0: off; "
-        "training/replay_skating.py)",
-    )
-    finetune.add_argument(
-        "--bone-weight",
-        type=float,
-        default=0.0,
-        help="weight of the bone term: on every frame, each predicted bone vector against its "
-        "parent's predicted rotation applied to the skeleton's offset, squared cm (0: off; "
-        "training/bone_loss.py)",
-    )
-    finetune.add_argument(
-        "--bone-positions-only",
-        action="store_true",
-        help="--bone-weight: the term moves the predicted positions alone, the rotations (the "
-        "dog is drawn from) held fixed",
-    )
-    finetune.add_argument(
-        "--feedback",
-        choices=("pose", "runtime", "both"),
-        default="pose",
-        help="what the own frames feed back: pose (the pose block rebuilt from the prediction, "
-        "the trajectory the mocap's), runtime (every input built by the runtime: the "
-        "trajectory the dog's own past and the blend of the clip's command with the predicted "
-        "future; rollouts of --own-frames from the mocap's state, refreshed each epoch: "
-        "training/runtime_rollout.py) or both (the two losses summed)",
-    )
-    finetune.add_argument(
-        "--rollout-dogs",
-        type=int,
-        default=2048,
-        help="--feedback runtime or both: rollouts made each epoch (each step trains on "
-        "--batch-size of them, every frame)",
-    )
-    finetune.add_argument(
-        "--rollout-path-share",
-        type=float,
-        default=0.5,
-        help="--feedback runtime or both: the share of rollouts given the clip's path ahead "
-        "(the runtime then faces the future along the path); the others steer as from a stick",
-    )
-    finetune.add_argument(
-        "--rollout-match-frames",
-        type=int,
-        default=0,
-        help="--feedback runtime or both: each rollout step's target is the frame of its clip "
-        "within this many frames whose pose is nearest the dog's (0: the frame at the same "
-        "time)",
-    )
-    finetune.add_argument(
-        "--clip-grad-norm",
-        type=float,
-        default=0.0,
-        help="scale each step's gradient down to this norm where it is longer (0: off); the "
-        "log gives each epoch's median and largest norm before clipping",
-    )
-    finetune.add_argument(
         "--dropout",
         type=float,
         help="probability of dropping each layer's input (default: the start's own; 0.3 for an "
@@ -480,32 +298,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--resume", action="store_true", help="continue the run in --out from its checkpoint"
     )
-    finetune.add_argument(
-        "--keep-epochs",
-        action="store_true",
-        help="keep each epoch's checkpoint as eN.safetensors beside last.safetensors (for "
-        "`canis average`)",
-    )
-    finetune.add_argument(
-        "--restandardise",
-        action="store_true",
-        help="an ONNX --start standardised otherwise than --dataset (a rebuild of its data) "
-        "has its first and last layers rescaled to the dataset's statistics: the same "
-        "function of the raw features",
-    )
-    finetune.add_argument(
-        "--measure",
-        action="store_true",
-        help="train nothing: print --start's validation and closed-loop validation losses "
-        "(over --ground-truth-frames + --own-frames stretches) as JSON",
-    )
     add_speed_options(finetune)
     finetune.set_defaults(handler=run_finetune)
 
     average = commands.add_parser(
         "average",
-        help="the mean of two or more checkpoints' weights (a model soup; e.g. a fine-tune's "
-        "epochs kept by --keep-epochs)",
+        help="the mean of two or more checkpoints' weights (a model soup; e.g. two fine-tunes' "
+        "last.safetensors)",
         description="Writes a checkpoint whose weights are the mean of the given ones' "
         "(training/checkpoint_average.py): the same network and standardisation only; the "
         "optimiser state is dropped, the sources are named in the config and the model card.",
@@ -532,37 +331,12 @@ def run_finetune(args) -> int:
             f"{args.dataset} does not exist; build it with `canis dataset build`"
         )
     # Checked before anything is written (an ONNX start is converted into --out below).
-    for option, weight in (
-        ("--contact-weight", args.contact_weight),
-        ("--skating-weight", args.skating_weight),
-        ("--leg-motion-weight", args.leg_motion_weight),
-        ("--stillness-weight", args.stillness_weight),
-        ("--placed-stillness-weight", args.placed_stillness_weight),
-        ("--placed-speed-weight", args.placed_speed_weight),
-        ("--moving-legs-weight", args.moving_legs_weight),
-        ("--moving-skating-weight", args.moving_skating_weight),
-        ("--moving-course-weight", args.moving_course_weight),
-        ("--moving-gait-weight", args.moving_gait_weight),
-        ("--replay-skating-weight", args.replay_skating_weight),
-        ("--bone-weight", args.bone_weight),
-        ("--clip-grad-norm", args.clip_grad_norm),
-    ):
-        if not (math.isfinite(weight) and weight >= 0):
-            raise ValueError(f"{option} {weight}: must be finite and >= 0")
-    fast_mps = args.moving_paws_down_fast_mps
-    if fast_mps is not None and not args.moving_paws_down_fast:
-        raise ValueError("--moving-paws-down-fast-mps: needs --moving-paws-down-fast")
     loop = ClosedLoopConfig(
         ground_truth_frames=args.ground_truth_frames,
         own_frames=args.own_frames,
         curriculum_epochs=args.curriculum_epochs,
         contact_weight=args.contact_weight,
-        contact_paws=args.contact_paws,
-        skating_weight=args.skating_weight,
         leg_motion_weight=args.leg_motion_weight,
-        leg_motion_groups=args.leg_motion_groups,
-        leg_motion_on=args.leg_motion_on,
-        stillness_weight=args.stillness_weight,
         placed_stillness_weight=args.placed_stillness_weight,
         placed_dogs=args.placed_dogs,
         placed_refresh_steps=args.placed_refresh_steps,
@@ -574,39 +348,22 @@ def run_finetune(args) -> int:
         moving_skating_weight=args.moving_skating_weight,
         moving_course_weight=args.moving_course_weight,
         moving_gait_weight=args.moving_gait_weight,
-        moving_gait_turning=args.moving_gait_turning,
         moving_gait_reference=args.moving_gait_reference,
-        moving_gait_duty=args.moving_gait_duty,
         moving_max_turn_degps=args.moving_max_turn_degps,
-        moving_turns_as_mocap=args.moving_turns_as_mocap,
         moving_paws_both_ways=args.moving_paws_both_ways,
         moving_turn_switch_s=args.moving_turn_switch_s,
         moving_dogs_per_step=args.moving_dogs_per_step,
         moving_paws_swing=args.moving_paws_swing,
         moving_paws_swing_below_mps=args.moving_paws_swing_below_mps,
         moving_paws_down=args.moving_paws_down,
-        moving_paws_down_fast=args.moving_paws_down_fast,
-        **({} if fast_mps is None else {"moving_paws_down_fast_mps": fast_mps}),
         moving_skating_relative=args.moving_skating_relative,
         moving_skating_scale=args.moving_skating_scale,
-        moving_paws_lift=args.moving_paws_lift,
-        moving_paws_planted=args.moving_paws_planted,
-        moving_paws_still=args.moving_paws_still,
-        moving_paws_still_predicted=args.moving_paws_still_predicted,
-        replay_skating_weight=args.replay_skating_weight,
-        bone_weight=args.bone_weight,
-        bone_positions_only=args.bone_positions_only,
-        clip_grad_norm=args.clip_grad_norm,
         jump_share=args.jump_share,
         jump_weight=args.jump_weight,
         stopping_pops_weight=args.stopping_pops_weight,
         getting_up_pops_weight=args.getting_up_pops_weight,
         getting_up_settling=args.getting_up_settling,
         posture_stillness_weight=args.posture_stillness_weight,
-        feedback=args.feedback,
-        rollout_dogs=args.rollout_dogs,
-        rollout_path_share=args.rollout_path_share,
-        rollout_match_frames=args.rollout_match_frames,
     )
     start = args.start
     if start.suffix == ".onnx":  # converted once, into the run folder (a resume reuses it)
@@ -614,11 +371,9 @@ def run_finetune(args) -> int:
         if not args.resume:
             from canis.training.checkpoint_from_onnx import checkpoint_from_onnx
 
-            checkpoint_from_onnx(start, args.dataset, converted, args.restandardise)
+            checkpoint_from_onnx(start, args.dataset, converted)
             print(f"{start}: weights taken into {converted}")
         start = converted
-    if args.measure:
-        return _measure(start, args)
     precision = apply_speed_options(args)
     settings = FineTuneSettings(
         start=str(start),
@@ -631,19 +386,7 @@ def run_finetune(args) -> int:
         precision=precision,
         dropout=args.dropout,
         weight_decay=args.weight_decay,
-        keep_epochs=args.keep_epochs,
     )
     fine_tune(settings, loop, args.out, resume=args.resume)
     print(f"done: {args.out} (last.safetensors, log.csv)")
-    return 0
-
-
-def _measure(checkpoint: Path, args) -> int:
-    import json
-
-    from canis.training.closed_loop_training import ClosedLoopConfig, measure
-
-    loop = ClosedLoopConfig(args.ground_truth_frames, args.own_frames, args.curriculum_epochs, 0.0)
-    figures = measure(checkpoint, str(args.dataset), loop)
-    print(json.dumps({"checkpoint": str(checkpoint)} | figures))
     return 0

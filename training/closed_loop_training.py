@@ -17,7 +17,6 @@ tests/test_closed_loop_training.py checks next_input against Controller.step's o
 
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from types import SimpleNamespace
@@ -33,12 +32,10 @@ from canis.runtime.features import (
     decode_output,
     write_joints,
 )
-from canis.runtime.gaits import GAITS, NO_GAIT
 from canis.runtime.pose_update import next_local_pose
-from canis.training.bone_loss import bone_loss
-from canis.training.contact_loss import contact_loss, skating_excess_loss
+from canis.training.contact_loss import contact_loss
 from canis.training.getting_up_pops import GettingUpDogs
-from canis.training.leg_motion_loss import leg_motion_loss, stillness_loss
+from canis.training.leg_motion_loss import leg_motion_loss
 from canis.training.moving_gait import GAIT_REFERENCES, gait_by_speed
 from canis.training.moving_legs import leg_turn_by_speed
 from canis.training.moving_skating import skating_by_speed
@@ -47,24 +44,16 @@ from canis.training.placed_speed import (
     FRAMES_PER_DOG,
     MAX_TURN_DEGPS,
     MovingDogs,
-    mocap_turns_by_speed,
 )
 from canis.training.placed_stillness import PlacedDogs
 from canis.training.posture_stillness import PostureDogs
-from canis.training.replay_skating import DOGS_PER_STEP as REPLAY_DOGS_PER_STEP
-from canis.training.replay_skating import ReplayDogs
 from canis.training.schedules import DROPOUT, WEIGHT_DECAY
 from canis.training.stopping_pops import DOGS_PER_STEP as STOPPING_DOGS_PER_STEP
 from canis.training.stopping_pops import StoppingDogs, joint_steps_by_speed
 from torch import nn
 
 JOINT_FIELDS = ("position", "forward", "up", "velocity")
-FEEDBACK = ("pose", "runtime", "both")
-CONTACT_PAWS = ("predicted", "drawn")
-MAX_MATCH_FRAMES = 50
 MAX_UNROLL_FRAMES = FRAMES_PER_DOG  # a moving dog's steps in a batch
-LEG_MOTION_GROUPS = ("batch", "locomotion", "action-gait", "gait")
-LEG_MOTION_ON = ("stretches", "rollouts")
 
 
 @dataclass
@@ -73,24 +62,9 @@ class ClosedLoopConfig:
     own_frames: int = 8  # frames fed the network's own output, at the curriculum's end
     curriculum_epochs: int = 4  # own frames grow linearly from 1 over these epochs
     contact_weight: float = 0.0  # 0: no contact term (training/contact_loss.py)
-    # Whose motion the contact term measures: the "predicted" paw positions, or the paws the
-    # runtime "drawn" from the predicted axes (training/shown_pose.py), which the evaluation
-    # measures.
-    contact_paws: str = "predicted"
-    skating_weight: float = 0.0  # 0: no skating term (contact_loss.skating_excess_loss)
-    leg_motion_weight: float = 0.0  # 0: no leg-motion term (training/leg_motion_loss.py)
-    # Over what the leg-motion term takes its means: "batch" (each frame's rows), "locomotion"
-    # (each frame's rows on locomotion: the standing, sitting and lying rows left out),
-    # "action-gait" (each action and gait of the batch's rows on its own) or "gait" (each
-    # gait's, the rows off locomotion left out).
-    leg_motion_groups: str = "batch"
-    # Where the leg-motion term is measured: "stretches" (the pose fed back, the trajectory the
-    # mocap's) or "rollouts" (one step from each frame of the runtime's rollouts, whose
-    # trajectory is the dog's own as in the game; needs --feedback runtime or both).
-    leg_motion_on: str = "stretches"
-    # 0: no stillness term (leg_motion_loss.stillness_loss): on the stretches' own frames off
-    # locomotion, each joint's turn beyond the mocap's in the same row.
-    stillness_weight: float = 0.0
+    # 0: no leg-motion term (training/leg_motion_loss.py): on the stretches' own frames, each
+    # leg joint's mean turn over each frame's batch against the mocap's.
+    leg_motion_weight: float = 0.0
     # 0: no placed-stillness term (training/placed_stillness.py): the runtime's own dogs placed
     # standing and asked nothing, refreshed each epoch, `placed_dogs` of them, kept still.
     placed_stillness_weight: float = 0.0
@@ -118,23 +92,15 @@ class ClosedLoopConfig:
     # 0: no moving-course term (training/moving_course.py): on the same dogs, the root turned
     # toward the facing asked (a dog asked straight ahead goes straight ahead).
     moving_course_weight: float = 0.0
-    # 0: no moving-gait term (training/moving_gait.py): on the same dogs, unrolled over a gait
-    # window, the paws' footfall pattern (lateral and diagonal pairs) held to the mocap's.
+    # 0: no moving-gait term (training/moving_gait.py): on the same dogs asked straight ahead,
+    # unrolled over a gait window, the paws' footfall pattern held to the mocap's.
     moving_gait_weight: float = 0.0
-    # The moving-gait term holds the turning dogs' footfalls too (straight dogs' only unless).
-    moving_gait_turning: bool = False
     # The moving-gait term's reference at a speed: the mean of all the mocap's windows there
     # ("all", as (GS10) was trained) or of those of the gait it uses most there ("most-used").
     moving_gait_reference: str = "all"
-    # The moving-gait term holds the paws' footfall share (duty factor) to the mocap's too.
-    moving_gait_duty: bool = False
     # The moving dogs' fastest turn either way, deg/s (half of them turn; placed_speed.py). The
     # controllers evaluation's turn asks 76.8 deg/s, beyond the default's.
     moving_max_turn_degps: float = MAX_TURN_DEGPS
-    # The turning dogs' fastest turn at their asked speed is the mocap's there
-    # (placed_speed.mocap_turns_by_speed) instead of moving_max_turn_degps: its dogs turn
-    # sharply at a walk (beyond 100 deg/s) and hardly at a canter (under 50).
-    moving_turns_as_mocap: bool = False
     # The moving-skating term counts paws carried lower than the mocap's too.
     moving_paws_both_ways: bool = False
     # The moving-skating term holds each paw down (under 2.5 cm) as often as the mocap's too,
@@ -146,55 +112,16 @@ class ClosedLoopConfig:
     # The moving-skating term's bar: the mocap's skating at the dog's speed times this (1: the
     # mocap's own; under 1 asks for less sliding than the mocap's, whose planted paws slide).
     moving_skating_scale: float = 1.0
-    # The moving-skating term holds each paw's mean height above 2.5 cm up to the mocap's too,
-    # this much per cm short (0: not held).
-    moving_paws_lift: float = 0.0
-    # The moving-skating term holds each paw's mean height while down to the mocap's too,
-    # this much per cm above (0: not held).
-    moving_paws_planted: float = 0.0
-    # The moving-skating term holds each paw planted and still as often as the mocap's too,
-    # this much times the down share's cost (0: not held).
-    moving_paws_still: float = 0.0
-    # ... a paw planted only with its predicted velocity still too (held to the shown motion).
-    moving_paws_still_predicted: bool = False
     # The moving-skating term holds each paw's root mean square height above 2.5 cm up to the
     # mocap's too (how high it swings, which the means above cannot tell).
     moving_paws_swing: bool = False
     # ... only for the dogs asked under this speed (m/s; 0: at every speed).
     moving_paws_swing_below_mps: float = 0.0
-    # The paws-down hold weighed this much more on the dogs asked above moving_paws_down_fast_mps
-    # (the canter's, whose hind paws hover where the mean over all dogs hardly sees them).
-    moving_paws_down_fast: float = 0.0
-    moving_paws_down_fast_mps: float = 2.0
     # 0: each turning moving dog turns one way throughout; else it swaps sides this often (s),
     # as the controllers evaluation's turn does every 5 s.
     moving_turn_switch_s: float = 0.0
     # The moving dogs' terms are each step's mean over this many dogs (8: the runs before it).
     moving_dogs_per_step: int = DOGS_PER_STEP
-    # 0: no replay-skating term (training/replay_skating.py): the runtime's own dogs driven by
-    # their clips' commands, refreshed each epoch, `placed_dogs` of them, skating no more than
-    # the mocap on the same frames.
-    replay_skating_weight: float = 0.0
-    # 0: no bone term (training/bone_loss.py): each frame's predicted positions held to its
-    # predicted rotations.
-    bone_weight: float = 0.0
-    bone_positions_only: bool = False  # the bone term moves the positions alone
-    # "pose": the pose block rebuilt from the prediction, the trajectory the mocap's (here);
-    # "runtime": every input built by the runtime itself (training/runtime_rollout.py), the
-    # rollouts own_frames long from the mocap's state, refreshed every epoch; "both": the two
-    # losses summed, each over batch_size stretches or rollouts.
-    feedback: str = "pose"
-    rollout_dogs: int = 2048  # "runtime": rollouts per epoch
-    # The share of rollouts given the clip's path ahead; the others steer as from a stick
-    # (along a path the runtime faces the future along it, where the mocap's dog need not).
-    rollout_path_share: float = 0.5
-    # > 0: a rollout step's target is the frame of its clip within this many frames whose pose
-    # is nearest the dog's (runtime_rollout.nearest_frames); 0: the frame at the same time.
-    rollout_match_frames: int = 0
-    # > 0: each step's gradient scaled down to this norm where it is longer (the unrolled moving
-    # terms' gradients run through 8 fed-back steps); 0: as it is. The log gives each epoch's
-    # median and largest norm before any clipping either way.
-    clip_grad_norm: float = 0.0
     # > 0: this share of each batch's stretches is drawn from those passing a frame labelled
     # jump (0: every stretch alike). Jumps are about 1% of the rows and no placed or moving dog
     # is asked one, so the terms on those dogs can wear the jump away unseen.
@@ -218,46 +145,26 @@ class ClosedLoopConfig:
     jump_weight: float = 1.0
 
     def __post_init__(self):
-        if self.contact_paws not in CONTACT_PAWS:
-            raise ValueError(
-                f"--contact-paws {self.contact_paws!r}: one of {', '.join(CONTACT_PAWS)}"
-            )
-        if self.feedback not in FEEDBACK:
-            raise ValueError(f"--feedback {self.feedback!r}: one of {', '.join(FEEDBACK)}")
-        if self.leg_motion_groups not in LEG_MOTION_GROUPS:
-            raise ValueError(
-                f"--leg-motion-groups {self.leg_motion_groups!r}: one of "
-                f"{', '.join(LEG_MOTION_GROUPS)}"
-            )
-        if not 0 <= self.rollout_match_frames <= MAX_MATCH_FRAMES:
-            raise ValueError(
-                f"--rollout-match-frames {self.rollout_match_frames}: must be between 0 and "
-                f"{MAX_MATCH_FRAMES} (the history a placed dog has before its start)"
-            )
-        if not 0 <= self.rollout_path_share <= 1:
-            raise ValueError(
-                f"--rollout-path-share {self.rollout_path_share}: must be between 0 and 1"
-            )
-        if self.leg_motion_on not in LEG_MOTION_ON:
-            raise ValueError(
-                f"--leg-motion-on {self.leg_motion_on!r}: one of {', '.join(LEG_MOTION_ON)}"
-            )
-        if self.leg_motion_weight > 0:
-            if self.leg_motion_on == "stretches" and self.feedback == "runtime":
-                raise ValueError(
-                    "--leg-motion-weight: is measured on the stretches the pose is fed back "
-                    "in; use --feedback pose or both, or --leg-motion-on rollouts"
-                )
-            if self.leg_motion_on == "rollouts" and self.feedback == "pose":
-                raise ValueError(
-                    "--leg-motion-on rollouts: needs the runtime's rollouts; use --feedback "
-                    "runtime or both"
-                )
-        if self.stillness_weight > 0 and self.feedback == "runtime":
-            raise ValueError(
-                "--stillness-weight: is measured on the stretches the pose is fed back in; "
-                "use --feedback pose or both"
-            )
+        for option, weight in (
+            ("--contact-weight", self.contact_weight),
+            ("--leg-motion-weight", self.leg_motion_weight),
+            ("--placed-stillness-weight", self.placed_stillness_weight),
+            ("--placed-speed-weight", self.placed_speed_weight),
+            ("--moving-legs-weight", self.moving_legs_weight),
+            ("--moving-skating-weight", self.moving_skating_weight),
+            ("--moving-course-weight", self.moving_course_weight),
+        ):
+            if not (np.isfinite(weight) and weight >= 0):
+                raise ValueError(f"{option} {weight}: must be finite and >= 0")
+        for option, weight in (
+            ("--moving-gait-weight", self.moving_gait_weight),
+            ("--stopping-pops-weight", self.stopping_pops_weight),
+            ("--getting-up-pops-weight", self.getting_up_pops_weight),
+            ("--posture-stillness-weight", self.posture_stillness_weight),
+            ("--moving-paws-down", self.moving_paws_down),
+        ):
+            if not (np.isfinite(weight) and weight >= 0):
+                raise ValueError(f"{option} {weight}: must be a finite weight >= 0")
         if self.placed_stillness_weight > 0 and self.placed_dogs < 2:
             raise ValueError(
                 f"--placed-dogs {self.placed_dogs}: needs 2 or more (the keyframe's dogs and "
@@ -272,15 +179,6 @@ class ClosedLoopConfig:
             raise ValueError(
                 f"--moving-max-turn-degps {self.moving_max_turn_degps}: must be between 0 and 180"
             )
-        if self.moving_turns_as_mocap and self.moving_max_turn_degps != MAX_TURN_DEGPS:
-            raise ValueError(
-                "--moving-turns-as-mocap: replaces --moving-max-turn-degps; give one of them"
-            )
-        if self.moving_turns_as_mocap and not self.moves_dogs():
-            raise ValueError(
-                "--moving-turns-as-mocap: needs a moving dogs' term (--placed-speed-weight, "
-                "--moving-legs-weight or --moving-skating-weight)"
-            )
         if not (np.isfinite(self.moving_turn_switch_s) and self.moving_turn_switch_s >= 0):
             raise ValueError(
                 f"--moving-turn-switch-s {self.moving_turn_switch_s}: must be 0 (never) or a "
@@ -290,52 +188,25 @@ class ClosedLoopConfig:
             raise ValueError(
                 f"--moving-dogs-per-step {self.moving_dogs_per_step}: must be at least 1"
             )
-        if self.moving_dogs_per_step != DOGS_PER_STEP and not self.moves_dogs():
-            raise ValueError(
-                "--moving-dogs-per-step: needs a moving dogs' term (--placed-speed-weight, "
-                "--moving-legs-weight or --moving-skating-weight)"
-            )
-        if self.moving_turn_switch_s and not self.moves_dogs():
-            raise ValueError(
-                "--moving-turn-switch-s: needs a moving dogs' term (--placed-speed-weight, "
-                "--moving-legs-weight or --moving-skating-weight)"
-            )
-        if not (np.isfinite(self.moving_paws_lift) and self.moving_paws_lift >= 0):
-            raise ValueError(
-                f"--moving-paws-lift {self.moving_paws_lift}: must be a finite weight >= 0"
-            )
-        if not (np.isfinite(self.moving_paws_planted) and self.moving_paws_planted >= 0):
-            raise ValueError(
-                f"--moving-paws-planted {self.moving_paws_planted}: must be a finite weight >= 0"
-            )
-        if self.moving_paws_planted and self.moving_skating_weight == 0:
-            raise ValueError("--moving-paws-planted: needs --moving-skating-weight")
-        if not (np.isfinite(self.moving_paws_still) and self.moving_paws_still >= 0):
-            raise ValueError(
-                f"--moving-paws-still {self.moving_paws_still}: must be a finite weight >= 0"
-            )
-        if self.moving_paws_still and self.moving_skating_weight == 0:
-            raise ValueError("--moving-paws-still: needs --moving-skating-weight")
-        if self.moving_paws_still_predicted and not self.moving_paws_still:
-            raise ValueError("--moving-paws-still-predicted: needs --moving-paws-still")
+        moving_options = (
+            ("--moving-dogs-per-step", self.moving_dogs_per_step != DOGS_PER_STEP),
+            ("--moving-turn-switch-s", self.moving_turn_switch_s),
+        )
+        for option, given in moving_options:
+            if given and not self.moves_dogs():
+                raise ValueError(
+                    f"{option}: needs a moving dogs' term (--placed-speed-weight, "
+                    "--moving-legs-weight or --moving-skating-weight)"
+                )
         if self.moving_gait_reference not in GAIT_REFERENCES:
             raise ValueError(
                 f"--moving-gait-reference {self.moving_gait_reference}: one of "
                 f"{', '.join(GAIT_REFERENCES)}"
             )
-        gait_options = (
-            ("--moving-gait-turning", self.moving_gait_turning),
-            (
-                f"--moving-gait-reference {self.moving_gait_reference}",
-                self.moving_gait_reference != "all",
-            ),
-            ("--moving-gait-duty", self.moving_gait_duty),
-        )
-        for option, given in gait_options:
-            if given and self.moving_gait_weight == 0:
-                raise ValueError(f"{option}: needs --moving-gait-weight")
-        if self.moving_paws_swing and self.moving_skating_weight == 0:
-            raise ValueError("--moving-paws-swing: needs --moving-skating-weight")
+        if self.moving_gait_reference != "all" and self.moving_gait_weight == 0:
+            raise ValueError(
+                f"--moving-gait-reference {self.moving_gait_reference}: needs --moving-gait-weight"
+            )
         below = self.moving_paws_swing_below_mps
         if not (np.isfinite(below) and below >= 0):
             raise ValueError(
@@ -343,32 +214,19 @@ class ClosedLoopConfig:
             )
         if below and not self.moving_paws_swing:
             raise ValueError("--moving-paws-swing-below-mps: needs --moving-paws-swing")
-        if self.moving_paws_lift and self.moving_skating_weight == 0:
-            raise ValueError("--moving-paws-lift: needs --moving-skating-weight")
-        if self.moving_skating_relative and self.moving_skating_weight == 0:
-            raise ValueError("--moving-skating-relative: needs --moving-skating-weight")
         scale = self.moving_skating_scale
         if not (np.isfinite(scale) and scale > 0):
             raise ValueError(f"--moving-skating-scale {scale}: must be a finite number > 0")
-        if scale != 1.0 and self.moving_skating_weight == 0:
-            raise ValueError("--moving-skating-scale: needs --moving-skating-weight")
-        if self.moving_paws_down and self.moving_skating_weight == 0:
-            raise ValueError("--moving-paws-down: needs --moving-skating-weight")
-        fast, fast_mps = self.moving_paws_down_fast, self.moving_paws_down_fast_mps
-        if not (np.isfinite(fast) and fast >= 0):
-            raise ValueError(f"--moving-paws-down-fast {fast}: must be a finite weight >= 0")
-        if not (np.isfinite(fast_mps) and fast_mps >= 0):
-            raise ValueError(
-                f"--moving-paws-down-fast-mps {fast_mps}: must be a finite speed >= 0 (m/s)"
-            )
-        if fast and self.moving_skating_weight == 0:
-            raise ValueError("--moving-paws-down-fast: needs --moving-skating-weight")
-        if not (np.isfinite(self.moving_paws_down) and self.moving_paws_down >= 0):
-            raise ValueError(
-                f"--moving-paws-down {self.moving_paws_down}: must be a finite weight >= 0"
-            )
-        if self.moving_paws_both_ways and self.moving_skating_weight == 0:
-            raise ValueError("--moving-paws-both-ways: needs --moving-skating-weight")
+        skating_options = (
+            ("--moving-paws-swing", self.moving_paws_swing),
+            ("--moving-skating-relative", self.moving_skating_relative),
+            ("--moving-skating-scale", scale != 1.0),
+            ("--moving-paws-down", self.moving_paws_down),
+            ("--moving-paws-both-ways", self.moving_paws_both_ways),
+        )
+        for option, given in skating_options:
+            if given and self.moving_skating_weight == 0:
+                raise ValueError(f"{option}: needs --moving-skating-weight")
         if self.moving_legs_both_ways and self.moving_legs_weight == 0:
             raise ValueError("--moving-legs-both-ways: needs --moving-legs-weight")
         legs_below = self.moving_legs_below_mps
@@ -383,11 +241,8 @@ class ClosedLoopConfig:
                 f"--placed-refresh-steps {self.placed_refresh_steps}: must be 0 (each epoch) "
                 "or more"
             )
-        if self.bone_positions_only and self.bone_weight == 0:
-            raise ValueError("--bone-positions-only: needs --bone-weight")
         dogs_driven = (
             self.moves_dogs()
-            or self.replay_skating_weight
             or self.stopping_pops_weight
             or self.getting_up_pops_weight
             or self.posture_stillness_weight
@@ -401,22 +256,6 @@ class ClosedLoopConfig:
             )
         if not (np.isfinite(self.jump_weight) and self.jump_weight >= 1):
             raise ValueError(f"--jump-weight {self.jump_weight}: must be a finite weight >= 1")
-        if self.jump_weight != 1 and self.feedback == "runtime":
-            raise ValueError(
-                "--jump-weight: weighs the mocap's stretches; use --feedback pose or both"
-            )
-        if self.jump_share and self.feedback == "runtime":
-            raise ValueError(
-                "--jump-share: draws the mocap's stretches; use --feedback pose or both"
-            )
-        for option, weight in (
-            ("--stopping-pops-weight", self.stopping_pops_weight),
-            ("--getting-up-pops-weight", self.getting_up_pops_weight),
-            ("--posture-stillness-weight", self.posture_stillness_weight),
-            ("--moving-gait-weight", self.moving_gait_weight),
-        ):
-            if not (np.isfinite(weight) and weight >= 0):
-                raise ValueError(f"{option} {weight}: must be a finite weight >= 0")
         if not (np.isfinite(self.getting_up_settling) and 0 <= self.getting_up_settling <= 1):
             raise ValueError(
                 f"--getting-up-settling {self.getting_up_settling}: must be a share of the "
@@ -424,11 +263,6 @@ class ClosedLoopConfig:
             )
         if self.getting_up_settling and not self.getting_up_pops_weight:
             raise ValueError("--getting-up-settling: needs --getting-up-pops-weight")
-        if self.feedback != "pose" and (self.own_frames < 1 or self.rollout_dogs < 1):
-            raise ValueError(
-                f"--feedback {self.feedback}: needs --own-frames (the rollout's length) and "
-                "--rollout-dogs of 1 or more"
-            )
 
     def moves_dogs(self) -> bool:
         """Whether a term runs on the moving dogs (placed_speed.MovingDogs)."""
@@ -551,9 +385,8 @@ class Standardiser:
 
 # The loss's terms beside the MSE, as logged.
 TERMS = (
-    "contact", "skating", "leg_motion", "stillness", "placed_stillness", "placed_speed",
-    "moving_legs", "moving_skating", "replay_skating", "bone", "stopping_pops",
-    "getting_up_pops", "moving_course", "moving_gait", "posture_stillness",
+    "contact", "leg_motion", "placed_stillness", "placed_speed", "moving_legs", "moving_skating",
+    "stopping_pops", "getting_up_pops", "moving_course", "moving_gait", "posture_stillness",
 )  # fmt: skip
 
 
@@ -568,7 +401,7 @@ def frame_loss(
     """One frame's loss: the MSE of the prediction from x (standardised) against the mocap's
     y of `rows`, plus the per-frame terms `weights` weighs (None: the MSE alone); returns
     (loss, each term's value for logging). The leg-motion term is not a per-frame one:
-    leg_motion_stretch and RuntimeRollouts.loss."""
+    leg_motion_stretch."""
     if weights is not None and weights.jump_weight != 1:
         jumping = torch.as_tensor(split.action[rows] == ACTIONS.index("jump"))
         scale = torch.where(jumping, weights.jump_weight, 1.0).to(prediction.dtype)
@@ -578,20 +411,10 @@ def frame_loss(
     terms = dict.fromkeys(TERMS, 0.0)
     if weights is None:
         return loss, terms
-    x_raw, y_raw = standard.x_raw(x), standard.y_raw(prediction)
-    values = {}
     if weights.contact_weight > 0:
-        values["contact"] = (
-            weights.contact_weight,
-            contact_loss(x_raw, y_raw, split.planted[rows], weights.contact_paws == "drawn"),
-        )
-    if weights.skating_weight > 0:
-        mocap = (standard.x_raw(split.x[rows]), standard.y_raw(split.y[rows]))
-        values["skating"] = (weights.skating_weight, skating_excess_loss(x_raw, y_raw, *mocap))
-    if weights.bone_weight > 0:
-        values["bone"] = (weights.bone_weight, bone_loss(y_raw, weights.bone_positions_only))
-    for name, (weight, term) in values.items():
-        loss, terms[name] = loss + weight * term, term.item()
+        x_raw, y_raw = standard.x_raw(x), standard.y_raw(prediction)
+        term = contact_loss(x_raw, y_raw, split.planted[rows])
+        loss, terms["contact"] = loss + weights.contact_weight * term, term.item()
     return loss, terms
 
 
@@ -651,57 +474,20 @@ def stretch_loss(
     return total / length, {name: value / length for name, value in term_totals.items()}
 
 
-def grouped_leg_motion(
-    x_raw: torch.Tensor,
-    y_raw: torch.Tensor,
-    rows: np.ndarray,
-    frames: np.ndarray,
-    split,
-    standard: Standardiser,
-    loop: ClosedLoopConfig,
-) -> torch.Tensor:
-    """leg_motion_loss of the steps x_raw -> y_raw against the mocap's `rows`, the means over
-    loop.leg_motion_groups: each frame's rows (`frames`: each step's frame in its stretch or
-    rollout), the same with the rows off locomotion left out, each action and gait's, or each
-    gait's with the rows off locomotion left out."""
-    counted = np.ones(len(rows), bool)
-    if loop.leg_motion_groups == "batch":
-        groups = frames
-    elif loop.leg_motion_groups == "locomotion":
-        groups = frames
-        counted = split.gait[rows] != NO_GAIT
-    elif loop.leg_motion_groups == "action-gait":
-        groups = split.action_gait[rows]
-    else:
-        groups = split.gait[rows]
-        counted = groups != NO_GAIT
-    if not counted.any():
-        return x_raw.new_zeros(())
-    rows, groups = rows[counted], groups[counted]
-    return leg_motion_loss(
-        x_raw[counted],
-        y_raw[counted],
-        standard.x_raw(split.x[rows]),
-        standard.y_raw(split.y[rows]),
-        torch.as_tensor(groups),
-    )
-
-
 def leg_motion_stretch(
     model, predict, split, starts, standard: Standardiser, loop: ClosedLoopConfig, own: int
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """The weighted leg-motion and stillness terms over the stretches from `starts`, on their
-    own frames only (from the mocap's x the turn would mostly measure how far the prediction
-    lands from the mocap's pose, not how the legs move), the network run without dropout and
-    fed its own outputs, as in the game. Under dropout every predicted step jitters and the
-    term would ask the legs to move less: on training stretches the shipped MANN-8's leg joints turn
-    1.0-2.3 deg/frame over 16 own frames without dropout (the mocap's 1.1-3.4), 4.9-7.4 with
-    dropout 0.3, and the term is 0.2-0.9 (deg/frame)^2 a frame without, 15-22 with.
+    """The weighted leg-motion term over the stretches from `starts`, on their own frames only
+    (from the mocap's x the turn would mostly measure how far the prediction lands from the
+    mocap's pose, not how the legs move), the network run without dropout and fed its own
+    outputs, as in the game. Under dropout every predicted step jitters and the term would ask
+    the legs to move less: on training stretches the shipped MANN-8's leg joints turn 1.0-2.3
+    deg/frame over 16 own frames without dropout (the mocap's 1.1-3.4), 4.9-7.4 with dropout
+    0.3, and the term is 0.2-0.9 (deg/frame)^2 a frame without, 15-22 with.
 
-    The means are taken as grouped_leg_motion says, over all the own frames; the stillness
-    term over the own frames' rows off locomotion. Each counts over the stretch as the
-    per-frame terms do (the ground-truth frames adding nothing). Returns (weighted terms,
-    TERMS' values)."""
+    The means are taken over each frame's rows (leg_motion_loss's groups), over all the own
+    frames. It counts over the stretch as the per-frame terms do (the ground-truth frames
+    adding nothing). Returns (weighted term, TERMS' values)."""
     x_raws, y_raws, all_rows, frames = [], [], [], []
     model.eval()
     try:
@@ -721,75 +507,10 @@ def leg_motion_stretch(
     rows, frames = np.concatenate(all_rows), np.concatenate(frames)
     x_raw, y_raw = torch.cat(x_raws), torch.cat(y_raws)
     share = own / (loop.ground_truth_frames + own)
-    total = torch.zeros(())
-    if loop.leg_motion_weight > 0 and loop.leg_motion_on == "stretches":
-        term = grouped_leg_motion(x_raw, y_raw, rows, frames, split, standard, loop) * share
-        terms["leg_motion"] = term.item()
-        total = total + loop.leg_motion_weight * term
-    if loop.stillness_weight > 0:
-        idle = split.gait[rows] == NO_GAIT
-        term = share * stillness_loss(
-            x_raw[idle],
-            y_raw[idle],
-            standard.x_raw(split.x[rows[idle]]),
-            standard.y_raw(split.y[rows[idle]]),
-        )
-        terms["stillness"] = term.item()
-        total = total + loop.stillness_weight * term
-    return total, terms
-
-
-class RuntimeRollouts:
-    """feedback "runtime": each epoch's rollouts through the runtime (training/
-    runtime_rollout.py), by the network exported from the weights the epoch starts from, and
-    the loss over batches of them."""
-
-    def __init__(self, model, saved: dict, data, split, standard: Standardiser, run_dir):
-        from pathlib import Path
-
-        self.model, self.saved, self.data, self.split = model, saved, data, split
-        self.standard = standard
-        self.path = Path(run_dir) / "rollout.onnx"
-        self.x_raw = standard.x_raw(split.x).numpy()
-        self.y_raw = standard.y_raw(split.y).numpy()
-        self.pfnn = saved["kind"] == "pfnn"
-
-    def refresh(self, loop: ClosedLoopConfig, frames: int, generator) -> float:
-        """New rollouts; returns the seconds they took (the export included)."""
-        from canis.export.onnx_export import ExportedModel, write_wrapped
-        from canis.training.runtime_rollout import rollout_pairs
-
-        started = time.perf_counter()
-        write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)
-        phase = self.split.phase.numpy() if self.pfnn else None
-        self.xs, self.rows, self.phases = rollout_pairs(
-            self.path, self.x_raw, self.y_raw, self.split.after, self.split.action, phase,
-            loop.rollout_dogs, frames, loop.rollout_path_share, generator,
-            loop.rollout_match_frames, self.standard.x_std.numpy(),
-        )  # fmt: skip
-        return time.perf_counter() - started
-
-    def loss(self, predict, batch_size: int, generator, loop: ClosedLoopConfig):
-        """The mean frame_loss over every step of `batch_size` rollouts."""
-        picked = generator.choice(len(self.xs), batch_size)
-        x = self.standard.x_standard(self.xs[picked].reshape(-1, INPUT.size))
-        rows = self.rows[picked].reshape(-1)
-        phase = torch.as_tensor(self.phases[picked].reshape(-1))
-        loss, terms = frame_loss(predict(x, phase), x, rows, self.split, self.standard, loop)
-        if loop.leg_motion_weight > 0 and loop.leg_motion_on == "rollouts":
-            # Without dropout, as leg_motion_stretch (its docstring says why).
-            self.model.eval()
-            try:
-                prediction = predict(x, phase)
-            finally:
-                self.model.train()
-            frames = np.tile(np.arange(self.rows.shape[1]), batch_size)
-            legs = grouped_leg_motion(
-                self.standard.x_raw(x), self.standard.y_raw(prediction), rows, frames,
-                self.split, self.standard, loop,
-            )  # fmt: skip
-            loss, terms["leg_motion"] = loss + loop.leg_motion_weight * legs, legs.item()
-        return loss, terms
+    mocap = standard.x_raw(split.x[rows]), standard.y_raw(split.y[rows])
+    term = leg_motion_loss(x_raw, y_raw, *mocap, torch.as_tensor(frames)) * share
+    terms["leg_motion"] = term.item()
+    return loop.leg_motion_weight * term, terms
 
 
 class StretchData:
@@ -807,9 +528,7 @@ class StretchData:
         contact = arrays.arrays.get("contact_next")
         self.planted = None if contact is None else torch.as_tensor(contact[rows])
         self.action = arrays["action"][rows].astype(np.int64)
-        # One label per (action, gait) pair; NO_GAIT off locomotion is a gait of its own here.
         self.gait = arrays["gait"][rows].astype(np.int64)
-        self.action_gait = self.action * (len(GAITS) + 1) + self.gait - NO_GAIT
 
 
 def check_finite_step(model, loss, terms: dict, epoch: int, step: int, checkpoint) -> None:
@@ -826,6 +545,35 @@ def check_finite_step(model, loss, terms: dict, epoch: int, step: int, checkpoin
     )
 
 
+# The loss configuration's fields that experiments added and no shipped model used, with the
+# value they had when off (issue 61: deleted with their code paths). A run that stored one of
+# them at that value resumes; one that turned it on does not.
+DELETED_FIELDS = {
+    "skating_weight": 0.0,
+    "contact_paws": "predicted",
+    "feedback": "pose",
+    "rollout_dogs": 2048,
+    "rollout_path_share": 0.5,
+    "rollout_match_frames": 0,
+    "leg_motion_groups": "batch",
+    "leg_motion_on": "stretches",
+    "stillness_weight": 0.0,
+    "moving_gait_turning": False,
+    "moving_gait_duty": False,
+    "moving_turns_as_mocap": False,
+    "moving_paws_lift": 0.0,  # runs before it was a weight stored False/True: 0/1 alike
+    "moving_paws_planted": 0.0,
+    "moving_paws_still": 0.0,
+    "moving_paws_still_predicted": False,
+    "moving_paws_down_fast": 0.0,
+    "moving_paws_down_fast_mps": 2.0,
+    "replay_skating_weight": 0.0,
+    "bone_weight": 0.0,
+    "bone_positions_only": False,
+    "clip_grad_norm": 0.0,
+}
+
+
 def check_resumable(path, saved: dict, identity: dict) -> None:
     """A resumed fine-tuning must use the loss configuration it started with: name what
     differs (issue 17's bad input)."""
@@ -836,22 +584,12 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
             "give it as --start of a new run instead of resuming it"
         )
     # As runs written before these were settings: fp32, and the training's default dropout and
-    # weight decay (they were fixed then).
-    # The skating term came later still: runs before it had none.
+    # weight decay (they were fixed then); the terms that came later were off before them.
     unset = {
         "precision": "fp32",
         "dropout": DROPOUT,
         "weight_decay": WEIGHT_DECAY,
-        "skating_weight": 0.0,
-        "contact_paws": "predicted",
-        "feedback": "pose",
-        "rollout_dogs": 2048,
-        "rollout_path_share": 0.5,
-        "rollout_match_frames": 0,
         "leg_motion_weight": 0.0,
-        "leg_motion_groups": "batch",
-        "leg_motion_on": "stretches",
-        "stillness_weight": 0.0,
         "placed_stillness_weight": 0.0,
         "placed_dogs": 64,
         "placed_refresh_steps": 0,
@@ -863,29 +601,16 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "moving_skating_weight": 0.0,
         "moving_course_weight": 0.0,
         "moving_gait_weight": 0.0,
-        "moving_gait_turning": False,
         "moving_gait_reference": "all",
-        "moving_gait_duty": False,
         "moving_max_turn_degps": MAX_TURN_DEGPS,
-        "moving_turns_as_mocap": False,
         "moving_paws_both_ways": False,
         "moving_turn_switch_s": 0.0,
         "moving_dogs_per_step": DOGS_PER_STEP,
         "moving_paws_down": 0.0,  # runs before it was a weight stored False/True: 0/1 alike
         "moving_skating_relative": False,
         "moving_skating_scale": 1.0,
-        "moving_paws_lift": 0.0,  # runs before it was a weight stored False/True: 0/1 alike
-        "moving_paws_planted": 0.0,
-        "moving_paws_still": 0.0,
-        "moving_paws_still_predicted": False,
         "moving_paws_swing": False,
         "moving_paws_swing_below_mps": 0.0,
-        "moving_paws_down_fast": 0.0,
-        "moving_paws_down_fast_mps": 2.0,
-        "replay_skating_weight": 0.0,
-        "bone_weight": 0.0,
-        "bone_positions_only": False,
-        "clip_grad_norm": 0.0,
         "jump_share": 0.0,
         "stopping_pops_weight": 0.0,
         "jump_weight": 1.0,
@@ -893,6 +618,19 @@ def check_resumable(path, saved: dict, identity: dict) -> None:
         "getting_up_settling": 0.0,
         "posture_stillness_weight": 0.0,
     }
+    deleted = [
+        f"{key} {previous[key]!r}"
+        for key, off in DELETED_FIELDS.items()
+        if key in previous and previous[key] != off
+    ]
+    if deleted:
+        raise ValueError(
+            f"{path}: was fine-tuned with settings this version no longer has: "
+            f"{', '.join(deleted)}; its fine-tuning cannot be resumed"
+        )
+    # keep_epochs (deleted too) chose the checkpoints kept, not the weights.
+    gone = {*DELETED_FIELDS, "keep_epochs"}
+    previous = {key: value for key, value in previous.items() if key not in gone}
     previous, identity = unset | previous, unset | identity
     differ = [
         f"{key} {previous.get(key)!r} (now {value!r})"
@@ -926,42 +664,6 @@ def closed_loop_validation(
     return closed.item()
 
 
-def measure(checkpoint_path, dataset: str, loop: ClosedLoopConfig, stretches: int = 256) -> dict:
-    """A checkpoint's one-step validation loss and closed-loop validation loss (under `loop`'s
-    stretch), as `fine_tune` logs them, without training: the ablation's common yardstick,
-    since a one-step run's own log measures its closed-loop column with no own frames."""
-    from canis.training.checkpoint import load_checkpoint
-    from canis.training.models import restored_model
-    from canis.training.train import (
-        TrainingData,
-        _check_same_dataset,
-        _predict,
-        split_settings,
-        validation_loss,
-    )
-
-    checkpoint = load_checkpoint(checkpoint_path)
-    kind = checkpoint.config["kind"]
-    # Validation rows are the held-out clips whatever the split; the input range is the run's.
-    data = TrainingData(dataset, kind, torch.device("cpu"), **split_settings(checkpoint))
-    _check_same_dataset(checkpoint, data, SimpleNamespace(dataset=dataset), checkpoint_path)
-    model = restored_model(checkpoint, checkpoint_path)
-    standard = Standardiser(data.normalisation, OUTPUT.size)
-    val_split = StretchData(dataset, data, validation=True)
-
-    def predict(x, phase):
-        return _predict(model, kind, x, phase)
-
-    closed = closed_loop_validation(model, predict, val_split, standard, loop, stretches)
-    return {
-        "validation_loss": validation_loss(model, kind, data),
-        "validation_closed_loop_loss": closed,
-        "ground_truth_frames": loop.ground_truth_frames,
-        "own_frames": loop.own_frames,
-        "stretches": stretches,
-    }
-
-
 @dataclass
 class FineTuneSettings:
     start: str  # a `canis train` checkpoint (.safetensors) to start from
@@ -977,9 +679,6 @@ class FineTuneSettings:
     # fine-tuned with it.
     dropout: float | None = None
     weight_decay: float | None = None
-    # Each epoch's checkpoint kept beside last.safetensors as eN.safetensors (`canis average`
-    # takes a run's epochs); not part of the loss configuration.
-    keep_epochs: bool = False
 
     def __post_init__(self):
         if self.dropout is not None and not 0 <= self.dropout < 1:
@@ -1091,22 +790,18 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         with autocast(settings.precision, cpu):
             return _predict(model, kind, x, phase).float()
 
-    rollouts = placed = moving = replaying = stopping = getting_up = posture = None
-    if loop.feedback != "pose":
-        rollouts = RuntimeRollouts(model, saved, data, train_split, standard, run_dir)
+    placed = moving = stopping = getting_up = posture = None
     if loop.placed_stillness_weight > 0:
         placed = PlacedDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
     if loop.moves_dogs():
         mocap = standard.x_raw(train_split.x), standard.y_raw(train_split.y), train_split.action
         legs = leg_turn_by_speed(*mocap) if loop.moving_legs_weight > 0 else None
         paws = skating_by_speed(*mocap) if loop.moving_skating_weight > 0 else None
-        turns = mocap_turns_by_speed(*mocap[1:]) if loop.moving_turns_as_mocap else None
         gaits = (
             gait_by_speed(
                 *mocap,
                 train_split.after,
                 train_split.gait if loop.moving_gait_reference == "most-used" else None,
-                loop.moving_gait_duty,
             )
             if loop.moving_gait_weight > 0
             else None
@@ -1114,22 +809,16 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         moving = MovingDogs(
             model, saved, data, standard, run_dir, loop.placed_dogs, legs,
             loop.moving_unroll_frames, loop.moving_legs_both_ways, paws,
-            loop.moving_max_turn_degps, turns, loop.moving_turn_switch_s,
+            loop.moving_max_turn_degps, loop.moving_turn_switch_s,
             {
                 "heights_both_ways": loop.moving_paws_both_ways,
                 "paws_down": loop.moving_paws_down,
                 "skating_relative": loop.moving_skating_relative,
                 "skating_scale": loop.moving_skating_scale,
-                "paws_lift": loop.moving_paws_lift,
-                "paws_planted": loop.moving_paws_planted,
-                "paws_still": loop.moving_paws_still,
-                "still_predicted": loop.moving_paws_still_predicted,
                 "paws_swing": loop.moving_paws_swing,
                 "swing_below_mps": loop.moving_paws_swing_below_mps,
-                "paws_down_fast": loop.moving_paws_down_fast,
-                "fast_mps": loop.moving_paws_down_fast_mps,
             },
-            loop.moving_course_weight > 0, gaits, loop.moving_gait_turning,
+            loop.moving_course_weight > 0, gaits,
             legs_below_mps=loop.moving_legs_below_mps,
         )  # fmt: skip
     if loop.stopping_pops_weight > 0 or loop.getting_up_pops_weight > 0:
@@ -1149,37 +838,30 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         posture = PostureDogs(
             model, saved, data, standard, run_dir, loop.placed_dogs, loop.moving_unroll_frames
         )
-    if loop.replay_skating_weight > 0:
-        replaying = ReplayDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
     for epoch in range(first_epoch, settings.epochs):
         own = loop.own_frames_at(epoch)
-        length = own if loop.feedback == "runtime" else loop.ground_truth_frames + own
+        length = loop.ground_truth_frames + own
         generator = np.random.default_rng(settings.seed * 1_000_003 + epoch)
         torch.manual_seed(settings.seed * 7919 + epoch)
         rollout_seconds = 0.0
-        if rollouts is not None:  # this epoch's rollouts, by the weights it starts from
-            rollout_seconds = rollouts.refresh(loop, own, generator)
         placed_terms = [
-            dogs
-            for dogs in (placed, moving, replaying, stopping, getting_up, posture)
-            if dogs is not None
+            dogs for dogs in (placed, moving, stopping, getting_up, posture) if dogs is not None
         ]
-        for dogs in placed_terms:  # this epoch's placed dogs, likewise
+        for dogs in placed_terms:  # this epoch's placed dogs, by the weights it starts from
             rollout_seconds += dogs.refresh(generator)
         jumps = None
-        if loop.feedback != "runtime":
-            starts = stretch_starts(train_split.after, loop.ground_truth_frames + own)
-            if loop.jump_share:
-                jumps = stretches_through(
-                    starts,
-                    train_split.after,
-                    loop.ground_truth_frames + own,
-                    train_split.action == ACTIONS.index("jump"),
+        starts = stretch_starts(train_split.after, loop.ground_truth_frames + own)
+        if loop.jump_share:
+            jumps = stretches_through(
+                starts,
+                train_split.after,
+                loop.ground_truth_frames + own,
+                train_split.action == ACTIONS.index("jump"),
+            )
+            if len(jumps) == 0:
+                raise ValueError(
+                    f"--jump-share: {settings.dataset} has no training stretch through a jump"
                 )
-                if len(jumps) == 0:
-                    raise ValueError(
-                        f"--jump-share: {settings.dataset} has no training stretch through a jump"
-                    )
         model.train()
         started, loss_sum, term_sums = time.perf_counter(), 0.0, dict.fromkeys(TERMS, 0.0)
         gradient_norms = []  # each step's, before clipping
@@ -1187,33 +869,16 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             if step > 0 and loop.placed_refresh_steps and step % loop.placed_refresh_steps == 0:
                 for dogs in placed_terms:  # driven again by the weights as they are now
                     rollout_seconds += dogs.refresh(generator)
-            loss, terms = 0.0, dict.fromkeys(TERMS, 0.0)
-            if rollouts is not None:
-                loss, terms = rollouts.loss(predict_training, settings.batch_size, generator, loop)
-            if loop.feedback != "runtime":
-                batch = draw_stretches(
-                    generator, starts, settings.batch_size, loop.jump_share, jumps
-                )
-                stretch, stretch_terms = stretch_loss(
-                    predict_training,
-                    train_split,
-                    batch,
-                    standard,
-                    loop.ground_truth_frames,
-                    own,
-                    loop,
-                )
-                loss = loss + stretch
-                terms = {name: terms[name] + stretch_terms[name] for name in TERMS}
-            if (
-                loop.leg_motion_weight > 0 and loop.leg_motion_on == "stretches"
-            ) or loop.stillness_weight > 0:
+            batch = draw_stretches(generator, starts, settings.batch_size, loop.jump_share, jumps)
+            loss, terms = stretch_loss(
+                predict_training, train_split, batch, standard, loop.ground_truth_frames, own, loop
+            )
+            if loop.leg_motion_weight > 0:
                 motion, motion_terms = leg_motion_stretch(
                     model, predict_training, train_split, batch, standard, loop, own
                 )
                 loss = loss + motion
                 terms["leg_motion"] += motion_terms["leg_motion"]
-                terms["stillness"] += motion_terms["stillness"]
             if placed is not None:  # as many steps as a batch of stretches has own frames
                 still = placed.loss(predict_training, settings.batch_size * max(own, 1), generator)
                 loss = loss + loop.placed_stillness_weight * still
@@ -1248,18 +913,12 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
                 still = posture.loss(predict_training, STOPPING_DOGS_PER_STEP, generator)
                 loss = loss + loop.posture_stillness_weight * still
                 terms["posture_stillness"] = still.item()
-            if replaying is not None:
-                skating = replaying.loss(predict_training, REPLAY_DOGS_PER_STEP, generator)
-                loss = loss + loop.replay_skating_weight * skating
-                terms["replay_skating"] = skating.item()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             check_finite_step(model, loss, terms, epoch, step, run_dir / LAST)
             norm = nn.utils.get_total_norm(
                 [p.grad for p in model.parameters() if p.grad is not None]
             )
-            if loop.clip_grad_norm > 0:
-                nn.utils.clip_grads_with_norm_(model.parameters(), loop.clip_grad_norm, norm)
             gradient_norms.append(norm.item())
             optimizer.step()
             loss_sum += loss.item()
@@ -1295,8 +954,6 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
             "last": row,
         }
         save_checkpoint(run_dir / LAST, model, optimizer, data.normalisation, state)
-        if settings.keep_epochs:
-            shutil.copyfile(run_dir / LAST, run_dir / f"e{epoch + 1}.safetensors")
         print(
             f"epoch {epoch + 1}/{settings.epochs} (own frames {own}): "
             f"train {row['train_loss']:.4f} validation {row['validation_loss']:.4f} closed-loop "

@@ -3,11 +3,9 @@ not move in the world. Its motion is measured through the predicted root update:
 predicted position (in the new root's frame) is carried back into the previous root's frame by
 the predicted turn and step, and compared with where it was in x.
 
-The skating term: the evaluation's own foot-skating measure (runtime/motion_metrics.py: any paw
-moving while under 2.5 cm, planted or swinging low) of the predicted frame, where it exceeds the
-mocap's for the same frame. The contact term reaches only planted paws; most of MANN-8's excess
-in the walk is swinging paws carried low (docs/EVALUATION.md, "Where the walk's and the turn's
-excess is"), which this one reaches too."""
+Beside it, the pieces the other terms measure paws with: world_velocity_mps (points carried
+back into the previous root's frame) and step_skating_cm (the evaluation's own foot-skating
+measure, runtime/motion_metrics.py: any paw moving while under 2.5 cm)."""
 
 from __future__ import annotations
 
@@ -58,35 +56,13 @@ def world_velocity_mps(
     return torch.cat([moved_xz[..., :1], moved_y[..., None], moved_xz[..., 1:]], -1) / dt_s
 
 
-def contact_loss(
-    x_raw: torch.Tensor, y_raw: torch.Tensor, planted: torch.Tensor, drawn: bool = False
-) -> torch.Tensor:
-    """Mean squared world speed (m/s)^2 of the paws planted in y's frame (planted: (B, 4)): the
-    predicted paw positions, or with `drawn` the paws the runtime draws from the predicted
-    axes (training/shown_pose.py)."""
-    if drawn:
-        from canis.training.shown_pose import shown_step_m
-
-        velocity = world_velocity_mps(*shown_step_m(x_raw, y_raw, PAW_ROWS), y_raw)
-    else:
-        velocity = paw_world_velocity_mps(x_raw, y_raw)
+def contact_loss(x_raw: torch.Tensor, y_raw: torch.Tensor, planted: torch.Tensor) -> torch.Tensor:
+    """Mean squared world speed (m/s)^2 of the predicted paw positions planted in y's frame
+    (planted: (B, 4))."""
+    velocity = paw_world_velocity_mps(x_raw, y_raw)
     speed_sq = velocity.square().sum(-1)
     weight = planted.to(speed_sq.dtype)
     return (speed_sq * weight).sum() / weight.sum().clamp(min=1.0)
-
-
-def skating_cm(x_raw: torch.Tensor, y_raw: torch.Tensor, drawn: bool = False) -> torch.Tensor:
-    """(B, 4) runtime/motion_metrics.foot_skating_cm of each paw over the step from x's frame to
-    y's, in torch (tests/test_closed_loop_training.py checks the two agree). The paws are the
-    predicted positions, or with `drawn` those the runtime draws from the predicted axes
-    (training/shown_pose.py), which the evaluation measures."""
-    if drawn:
-        from canis.training.shown_pose import shown_step_m
-
-        before, after = shown_step_m(x_raw, y_raw, PAW_ROWS)
-        return step_skating_cm(world_velocity_mps(before, after, y_raw), after)
-    after = _field(OUTPUT, y_raw, "joints", "position", PAW_ROWS)
-    return step_skating_cm(paw_world_velocity_mps(x_raw, y_raw), after)
 
 
 def step_skating_cm(velocity_mps: torch.Tensor, after_m: torch.Tensor) -> torch.Tensor:
@@ -97,12 +73,3 @@ def step_skating_cm(velocity_mps: torch.Tensor, after_m: torch.Tensor) -> torch.
     height_cm = after_m[..., 1] * 100.0
     weight = 2.0 - torch.pow(2.0, (height_cm / SKATING_HEIGHT_CM).clamp(0.0, 1.0))
     return torch.where(height_cm < SKATING_HEIGHT_CM, speed_cm * weight, 0.0)
-
-
-def skating_excess_loss(
-    x_raw: torch.Tensor, y_raw: torch.Tensor, x_mocap_raw: torch.Tensor, y_mocap_raw: torch.Tensor
-) -> torch.Tensor:
-    """Mean over paws of the predicted step's skating (cm/frame) above the mocap's own for the
-    same frame: a swinging paw is pushed up or a low one slowed, never below the mocap."""
-    excess = skating_cm(x_raw, y_raw) - skating_cm(x_mocap_raw, y_mocap_raw).detach()
-    return excess.clamp(min=0.0).mean()

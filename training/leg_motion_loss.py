@@ -1,8 +1,6 @@
 """The leg-motion term (issue 17, leg stiffness): how far the leg joints turn per predicted step,
-on average over a group of rows (each frame's batch or its rows on locomotion, each gait, each
-action and gait), against how far the mocap's turned in the same frames; and the stillness
-term, each joint's turn beyond the mocap's in the same row, for rows off locomotion (which did
-what: docs/EVALUATION.md, the eighth to tenth sessions of the fine-tuning).
+on average over each frame's batch, against how far the mocap's turned in the same frames
+(docs/EVALUATION.md, the eighth to tenth sessions of the fine-tuning).
 
 Every shipped network moves its legs less than the mocap (walk 1.52 against 2.95 deg/frame),
 and the walk's excess skating is the same deficit: swings of too little amplitude carried low
@@ -117,22 +115,3 @@ def leg_motion_loss(
     truth = group_means(leg_turn_deg(x_mocap_raw, y_mocap_raw).detach())
     shortfall = (group_means(leg_turn_deg(x_raw, y_raw)) - truth).square().mean(1)
     return (shortfall * rows).sum() / rows.sum()
-
-
-def stillness_loss(
-    x_raw: torch.Tensor,
-    y_raw: torch.Tensor,
-    x_mocap_raw: torch.Tensor,
-    y_mocap_raw: torch.Tensor,
-) -> torch.Tensor:
-    """Mean over the rows and the rotating joints of the squared excess (deg/frame)^2 of each
-    joint's predicted turn over the mocap's in the same row: zero where the dog moves no more
-    than the mocap's did, so a mocap dog's weight shift is allowed and a stirring one is not.
-    Meant for rows off locomotion, beside the leg-motion term, whose means let a standing dog
-    stir; measured there, it did not keep the runtime's placed dog still (docs/EVALUATION.md,
-    the tenth session).
-    """
-    if len(x_raw) == 0:
-        return x_raw.new_zeros(())
-    truth = leg_turn_deg(x_mocap_raw, y_mocap_raw, ROTATING_ROWS).detach()
-    return (leg_turn_deg(x_raw, y_raw, ROTATING_ROWS) - truth).clamp(min=0).square().mean()

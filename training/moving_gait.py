@@ -28,9 +28,6 @@ the mocap's; docs/EVALUATION.md, the twenty-third session). A shuffle whose paws
 no correlation, and the slow walk's reference has almost none. Without them the same happened
 at 100 steps ((GS10b)) and not at 50; at half the weight for the last 50 steps not ((GS10w)),
 for the last 40 it did ((GS10w40)): the term is one to give few steps, and to screen.
-`--moving-gait-turning` holds the turning dogs too: the twenty-fourth session's runs that
-walked at 0.5 m/s lost the turn's legs with or without them, unless the turning dogs also turned
-as sharply as the mocap's at their speed (`--moving-turns-as-mocap`, (GMM50)).
 """
 
 from __future__ import annotations
@@ -121,11 +118,10 @@ def gait_by_speed(
     action: np.ndarray,
     after: np.ndarray,
     gait: np.ndarray | None = None,
-    duty: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The mocap's reference: (speed bin centres m/s (S,), the mean lateral and diagonal
-    correlation (S, 2), and with `duty` the paws' mean footfall share too (S, 3), of the
-    windows centred on frames asked to move, by the centre frame's speed). With `gait` (the
+    correlation (S, 2) of the windows centred on frames asked to move, by the centre frame's
+    speed). With `gait` (the
     labels' gait per row, runtime/gaits.py's indices), only the windows whose centre has the
     gait the mocap uses most at that speed.
 
@@ -144,9 +140,7 @@ def gait_by_speed(
         windows = window_rows(after)
         stats = torch.cat(
             [
-                window_statistics(
-                    contacts[torch.as_tensor(windows[start : start + CHUNK_ROWS])], duty
-                )
+                pair_correlations(contacts[torch.as_tensor(windows[start : start + CHUNK_ROWS])])
                 for start in range(0, len(windows), CHUNK_ROWS)
             ]
         ).numpy()
@@ -169,70 +163,12 @@ def gait_by_speed(
     return centres, sums[bins, most] / shares[bins, most, None]
 
 
-def window_statistics(contacts: torch.Tensor, duty: bool) -> torch.Tensor:
-    """(N, 2) each window's (N, T, 4) pair correlations (pair_correlations), and with `duty`
-    (N, 3) the paws' mean footfall share over it too."""
-    pairs = pair_correlations(contacts)
-    return torch.cat([pairs, contacts.mean((1, 2))[:, None]], 1) if duty else pairs
-
-
 def moving_gait_loss(contacts: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """contacts (dogs, T, 4) over each dog's window, reference (dogs, 2) or with the duty
-    (dogs, 3) (gait_by_speed's at each dog's speed): the mean over dogs and statistics of the
-    squared miss of the dog's beyond GAIT_ALLOWANCE (of a correlation or of a share)."""
+    """contacts (dogs, T, 4) over each dog's window, reference (dogs, 2) (gait_by_speed's at
+    each dog's speed): the mean over dogs and pairs of the squared miss of the dog's
+    correlations beyond GAIT_ALLOWANCE."""
     if len(reference) == 0:
         return contacts.new_zeros(())
-    stats = window_statistics(contacts, reference.shape[1] == 3)
+    stats = pair_correlations(contacts)
     miss = (stats - reference).abs() - GAIT_ALLOWANCE
     return miss.clamp(min=0).square().mean()
-
-
-def main(argv=None) -> None:
-    """Print each model's moving dogs' lateral and diagonal correlations and footfall share (the
-    term's soft contacts over each dog's kept steps) against the mocap's most used gait's
-    (the term as --moving-gait-reference most-used --moving-gait-duty holds them), and their
-    gait table verdicts, by asked speed."""
-    from canis.runtime.gaits import classify_gaits
-    from canis.training.closed_loop_training import successors
-    from canis.training.moving_legs import (
-        driven_dogs,
-        measure_arguments,
-        reference_at,
-        speed_bands,
-    )
-
-    args, rows = measure_arguments(main.__doc__, argv)
-    x_mocap, y_mocap = torch.as_tensor(rows["X"]), torch.as_tensor(rows["Y"])
-    after = successors(rows["clip"], rows["frame"])
-    centres, stats = gait_by_speed(x_mocap, y_mocap, rows["action"], after, rows["gait"], duty=True)
-    for model in args.models:
-        xs, asked, y = driven_dogs(model, args.dogs, args.seed)
-        x, y = torch.as_tensor(xs.reshape(-1, xs.shape[2])), torch.as_tensor(y)
-        with torch.no_grad():
-            contacts = soft_contacts(x, y).reshape(args.dogs, -1, 4)
-            dog_stats = window_statistics(contacts, duty=True).numpy()
-        reference = reference_at(centres, stats, asked)
-        term = moving_gait_loss(contacts, torch.as_tensor(reference, dtype=contacts.dtype))
-        print(f"{model}: term {term.item():.4f}")
-        for lo, hi, dogs in speed_bands(asked):
-            # The soft contacts rounded, classified as the gait table does (speed: the asked).
-            verdicts = [
-                classify_gaits(
-                    contacts[d].numpy() > 0.5,
-                    np.full(contacts.shape[1], asked[d]),
-                    np.ones(contacts.shape[1], dtype=bool),
-                )
-                for d in np.flatnonzero(dogs)
-            ]
-            counts = np.bincount(np.concatenate(verdicts), minlength=len(GAITS))
-            print(
-                f"  asked {lo:.1f}-{hi:.1f} m/s ({dogs.sum()} dogs): lateral "
-                f"{dog_stats[dogs, 0].mean():+.2f} (the mocap's {reference[dogs, 0].mean():+.2f}), "
-                f"diagonal {dog_stats[dogs, 1].mean():+.2f} ({reference[dogs, 1].mean():+.2f}), "
-                f"paws down {dog_stats[dogs, 2].mean():.2f} ({reference[dogs, 2].mean():.2f}); "
-                f"mostly {GAITS[counts.argmax()]} ({counts.max() / counts.sum():.0%} of frames)"
-            )
-
-
-if __name__ == "__main__":
-    main()
