@@ -200,8 +200,10 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
     """What `canis finetune` did after the training above (training/closed_loop_training.py)."""
     loop = config["closed_loop"]
     speed = [float(r["frames_per_s"]) for r in rows if "frames_per_s" in r]
+    recipe = config.get("closed_loop_config")
+    command = f"canis finetune --config {recipe['file']}" if recipe else "canis finetune"
     return [
-        f"- **Fine-tuning** (`canis finetune`, issue 17): from `{_fine_tuning_start(config)}`, "
+        f"- **Fine-tuning** (`{command}`, issue 17): from `{_fine_tuning_start(config)}`, "
         f"{config['closed_loop_epoch']} epochs of {loop['steps_per_epoch']} steps, batch "
         f"{loop['batch_size']} stretches, AdamW lr {loop['lr']}; stretches of "
         f"{loop['ground_truth_frames']} mocap inputs then up to {loop['own_frames']} rebuilt "
@@ -342,9 +344,40 @@ def _fine_tuning_log(rows: list[dict]) -> list[str]:
     ]
 
 
+def _config_reproduce(config: dict) -> str | None:
+    """`canis finetune --config FILE` and the flags given beside it, for a run from a config
+    file (training/configs/*.json) whose recorded settings are the run's own; None otherwise
+    (the Reproduce line then lists every setting)."""
+    recipe, loop = config.get("closed_loop_config"), config["closed_loop"]
+    if not recipe:
+        return None
+    settings = recipe["values"] | recipe["overrides"]
+    if any(loop.get(key) != value for key, value in settings.items() if key != "epochs"):
+        return None  # the run resolved a setting otherwise than the file says
+    flags = "".join(
+        f" --{key.replace('_', '-')}" + ("" if value is True else f" {value}")
+        for key, value in recipe["overrides"].items()
+        if key != "epochs"
+    )
+    if config["closed_loop_epoch"] != settings.get("epochs", 8):
+        flags += f" --epochs {config['closed_loop_epoch']}"
+    return f"--config {recipe['file']} --start {_fine_tuning_start(config)} --out runs/NAME{flags}"
+
+
 def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str) -> str:
     loop = config["closed_loop"]
     start = _fine_tuning_start(config)
+    average = _averaging_step(config, checkpoint_name) if config.get("averaged_from") else ""
+    export = (
+        f"`./run canis export runs/NAME/{checkpoint_name} --out {model_path.name} --dataset "
+        "data/dog_dataset.npz --card`."
+    )
+    from_config = _config_reproduce(config)
+    if from_config is not None:
+        return (
+            f"- **Reproduce**: `./run canis dataset build` then `./run canis finetune "
+            f"{from_config}` then {average}{export}"
+        )
     # Options added after the first fine-tunes: named only where a run set them.
     later = ""
     if loop.get("leg_motion_weight"):
@@ -411,7 +444,6 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --placed-dogs {loop['placed_dogs']}"
     if loop.get("placed_refresh_steps"):
         later += f" --placed-refresh-steps {loop['placed_refresh_steps']}"
-    average = _averaging_step(config, checkpoint_name) if config.get("averaged_from") else ""
     return (
         f"- **Reproduce**: `./run canis dataset build` then `./run canis finetune --start {start}"
         f" --out runs/NAME --epochs {config['closed_loop_epoch']} --steps-per-epoch "

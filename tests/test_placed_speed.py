@@ -140,7 +140,7 @@ def test_the_turning_dogs_turn_up_to_the_asked_rate():
     from canis.cli import build_parser
 
     parsed = build_parser().parse_args(["finetune", "--start", "s", "--out", "o"])
-    assert parsed.moving_max_turn_degps == ClosedLoopConfig().moving_max_turn_degps
+    assert parsed.moving_max_turn_degps is None  # left to ClosedLoopConfig's default
     assert ClosedLoopConfig().moving_max_turn_degps == MAX_TURN_DEGPS
 
     for max_degps in (MAX_TURN_DEGPS, 90.0):

@@ -23,33 +23,35 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     finetune.add_argument("--dataset", type=Path, default=Path("data/dog_dataset.npz"))
     finetune.add_argument("--out", type=Path, required=True, help="run folder (checkpoint, log)")
-    finetune.add_argument("--epochs", type=int, default=8)
-    finetune.add_argument("--steps-per-epoch", type=int, default=200)
-    finetune.add_argument("--batch-size", type=int, default=32)
-    finetune.add_argument("--lr", type=float, default=1e-5)
-    finetune.add_argument("--seed", type=int, default=0)
     finetune.add_argument(
-        "--ground-truth-frames", type=int, default=4, help="mocap inputs opening each stretch"
+        "--config",
+        type=Path,
+        help="a JSON file of the settings below (the keys are the flags' names with "
+        "underscores: training/configs/mann8.json and pfnn.json are the shipped recipes); a "
+        "flag given beside it overrides its key",
+    )
+    finetune.add_argument("--epochs", type=int)
+    finetune.add_argument("--steps-per-epoch", type=int)
+    finetune.add_argument("--batch-size", type=int)
+    finetune.add_argument("--lr", type=float)
+    finetune.add_argument("--seed", type=int)
+    finetune.add_argument(
+        "--ground-truth-frames", type=int, help="mocap inputs opening each stretch"
     )
     finetune.add_argument(
         "--own-frames",
         type=int,
-        default=8,
         help="inputs rebuilt from the network's own outputs after them (0: one-step training)",
     )
-    finetune.add_argument(
-        "--curriculum-epochs", type=int, default=4, help="epochs over which own frames grow"
-    )
+    finetune.add_argument("--curriculum-epochs", type=int, help="epochs over which own frames grow")
     finetune.add_argument(
         "--contact-weight",
         type=float,
-        default=0.0,
         help="weight of the planted-paw world-motion term (0: off; training/contact_loss.py)",
     )
     finetune.add_argument(
         "--leg-motion-weight",
         type=float,
-        default=0.0,
         help="weight of the leg-motion term: each leg joint's mean turn per predicted step "
         "over each frame's batch, the network run without dropout on its own "
         "frames, against the mocap's in the same frames, squared deg/frame (0: off; "
@@ -58,7 +60,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--placed-stillness-weight",
         type=float,
-        default=0.0,
         help="weight of the placed-stillness term: each epoch --placed-dogs dogs placed "
         "standing by the runtime (the standing keyframe, as the demo's R, or a mocap standing "
         "frame) and asked nothing for 3 s; each joint's turn and the root's step beyond a "
@@ -68,21 +69,18 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--placed-dogs",
         type=int,
-        default=64,
         help="the dogs placed or driven each epoch for each term on the runtime's dogs (for "
         "--placed-stillness-weight, a quarter in the standing keyframe)",
     )
     finetune.add_argument(
         "--placed-refresh-steps",
         type=int,
-        default=0,
         help="the placed terms' dogs driven anew by the current weights every N steps as "
         "well as at each epoch's start (0: at each epoch's start only)",
     )
     finetune.add_argument(
         "--placed-speed-weight",
         type=float,
-        default=0.0,
         help="weight of the placed-speed term: each epoch --placed-dogs dogs driven by the "
         "runtime from the standing keyframe, its speed tracking off, each asked a speed "
         "(0.4-3.6 m/s, half turning) until settled; each dog's mean predicted root speed "
@@ -92,7 +90,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--moving-legs-weight",
         type=float,
-        default=0.0,
         help="weight of the moving-legs term: on the placed-speed term's dogs (driven each "
         "epoch, with or without that term), each leg joint's mean turn against the mocap's "
         "locomotion frames' at the dog's asked speed, the shortfall beyond 5%%, squared "
@@ -107,7 +104,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--moving-legs-below-mps",
         type=float,
-        default=0.0,
         metavar="MPS",
         help="the moving-legs term counts only the moving dogs asked under this speed (m/s; 0, "
         "the default: every dog): the walk's legs raised without pressing on the canter's",
@@ -115,7 +111,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--moving-skating-weight",
         type=float,
-        default=0.0,
         help="weight of the moving-skating term: on the placed-speed term's dogs, each dog's "
         "mean foot skating of the shown paws beyond the mocap's locomotion frames' at the "
         "dog's asked speed (cm/frame), plus its paws' mean heights beyond the mocap's there "
@@ -132,7 +127,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         type=float,
         nargs="?",
         const=1.0,
-        default=0.0,
         metavar="WEIGHT",
         help="the moving-skating term holds each paw down (under the measure's 2.5 cm) as "
         "often as the mocap's at the dog's asked speed: with --moving-paws-both-ways, a paw "
@@ -149,7 +143,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--moving-skating-scale",
         type=float,
-        default=1.0,
         metavar="S",
         help="the moving-skating term's bar is the mocap's skating at the dog's speed times S "
         "(default: 1, the mocap's own; under 1 asks for less sliding than the mocap's)",
@@ -157,7 +150,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--moving-max-turn-degps",
         type=float,
-        default=60.0,  # placed_speed.MAX_TURN_DEGPS, written out: the parser stays torch-free
         help="the placed-speed term's dogs (and so the moving-legs and moving-skating "
         "terms'): half of them turn, uniformly up to this many deg/s either way (the "
         "controllers evaluation's turn asks 76.8)",
@@ -172,7 +164,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--moving-paws-swing-below-mps",
         type=float,
-        default=0.0,
         metavar="MPS",
         help="--moving-paws-swing only for the moving dogs asked under this speed (m/s; 0, the "
         "default: at every speed): the walk's shuffle without pressing on the canter's stride",
@@ -180,7 +171,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--stopping-pops-weight",
         type=float,
-        default=0.0,
         metavar="W",
         help="weight of the stopping-pops term (0: off): as many dogs as the moving dogs, "
         "asked a speed and then to stop as a player letting go, no shown joint moving faster "
@@ -189,7 +179,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--moving-course-weight",
         type=float,
-        default=0.0,
         metavar="W",
         help="weight of the moving-course term (0: off): on the moving dogs, each dog's mean "
         "yaw rate against the asked turn plus what closes its offset from the asked facing "
@@ -198,7 +187,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--moving-gait-weight",
         type=float,
-        default=0.0,
         metavar="W",
         help="weight of the moving-gait term (0: off): on the moving dogs, each unrolled over "
         "a gait window (61 frames, its pose fed back), the correlation of its lateral and "
@@ -206,7 +194,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     finetune.add_argument(
         "--moving-gait-reference",
-        default="all",
         metavar="all|most-used",
         help="the moving-gait term's reference at a speed: the mean of all the mocap's "
         "windows there (all: a mix of gaits where it uses two) or of the windows of the gait "
@@ -215,7 +202,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--getting-up-pops-weight",
         type=float,
-        default=0.0,
         metavar="W",
         help="weight of the getting-up-pops term (0: off): as many dogs as the moving dogs, "
         "taken to a sit, lie or beg and back up through the shipped transition network, the "
@@ -225,7 +211,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--getting-up-settling",
         type=float,
-        default=0.0,
         metavar="SHARE",
         help="this share of the getting-up-pops term's dogs is kept for its first second after "
         "the way down (the posture held, never stood up) instead of after getting up: a "
@@ -235,7 +220,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--posture-stillness-weight",
         type=float,
-        default=0.0,
         metavar="W",
         help="weight of the posture-stillness term (0: off): as many dogs as the moving dogs, "
         "taken to a sit, lie or beg through the shipped transition network and held, the "
@@ -245,7 +229,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--jump-weight",
         type=float,
-        default=1.0,
         metavar="K",
         help="the mocap stretches' frames labelled jump weigh K times the others in their MSE "
         "(1, the default: all alike)",
@@ -253,7 +236,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--jump-share",
         type=float,
-        default=0.0,
         metavar="SHARE",
         help="this share of each batch's stretches drawn from those passing a frame labelled "
         "jump (0, the default: every stretch alike): jumps are about 1%% of the rows and the "
@@ -262,7 +244,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--moving-dogs-per-step",
         type=int,
-        default=8,  # placed_speed.DOGS_PER_STEP, written out: the parser stays torch-free
         help="the moving dogs' terms (placed speed, moving legs, moving skating) are each "
         "step's mean over this many of the epoch's dogs, drawn at random: more steady the "
         "gradient (half the dogs turn, their speeds 0.4-3.6 m/s), slower the step",
@@ -270,7 +251,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--moving-turn-switch-s",
         type=float,
-        default=0.0,
         help="the turning moving dogs swap sides every this many seconds, each from a random "
         "point of its first, as the controllers evaluation's turn does every 5 s (0: each "
         "turns one way throughout)",
@@ -278,7 +258,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--moving-unroll-frames",
         type=int,
-        default=1,
         help="the moving dogs' terms (--placed-speed-weight, --moving-legs-weight, "
         "--moving-skating-weight) over "
         "stretches of K steps, each step's input the recorded one with the pose the previous "
@@ -299,6 +278,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--resume", action="store_true", help="continue the run in --out from its checkpoint"
     )
     add_speed_options(finetune)
+    # The settings' defaults are the dataclasses' (closed_loop_training.ClosedLoopConfig and
+    # FineTuneSettings; --precision's is auto): a flag left out is None here, so that a config
+    # file's key is overridden only by a flag given.
+    paths = ("help", "start", "dataset", "out", "config", "resume", "threads")
+    finetune.set_defaults(**{a.dest: None for a in finetune._actions if a.dest not in paths})
     finetune.set_defaults(handler=run_finetune)
 
     average = commands.add_parser(
@@ -324,47 +308,24 @@ def run_average(args) -> int:
 
 
 def run_finetune(args) -> int:
-    from canis.training.closed_loop_training import ClosedLoopConfig, FineTuneSettings, fine_tune
+    from canis.training.closed_loop_training import (
+        RUN_FIELDS,
+        ClosedLoopConfig,
+        FineTuneSettings,
+        config_fields,
+        fine_tune,
+        read_config,
+    )
 
+    # Checked before anything is written (an ONNX start is converted into --out below).
+    from_file = read_config(args.config) if args.config else {}
     if not args.dataset.exists():
         raise FileNotFoundError(
             f"{args.dataset} does not exist; build it with `canis dataset build`"
         )
-    # Checked before anything is written (an ONNX start is converted into --out below).
-    loop = ClosedLoopConfig(
-        ground_truth_frames=args.ground_truth_frames,
-        own_frames=args.own_frames,
-        curriculum_epochs=args.curriculum_epochs,
-        contact_weight=args.contact_weight,
-        leg_motion_weight=args.leg_motion_weight,
-        placed_stillness_weight=args.placed_stillness_weight,
-        placed_dogs=args.placed_dogs,
-        placed_refresh_steps=args.placed_refresh_steps,
-        placed_speed_weight=args.placed_speed_weight,
-        moving_legs_weight=args.moving_legs_weight,
-        moving_unroll_frames=args.moving_unroll_frames,
-        moving_legs_both_ways=args.moving_legs_both_ways,
-        moving_legs_below_mps=args.moving_legs_below_mps,
-        moving_skating_weight=args.moving_skating_weight,
-        moving_course_weight=args.moving_course_weight,
-        moving_gait_weight=args.moving_gait_weight,
-        moving_gait_reference=args.moving_gait_reference,
-        moving_max_turn_degps=args.moving_max_turn_degps,
-        moving_paws_both_ways=args.moving_paws_both_ways,
-        moving_turn_switch_s=args.moving_turn_switch_s,
-        moving_dogs_per_step=args.moving_dogs_per_step,
-        moving_paws_swing=args.moving_paws_swing,
-        moving_paws_swing_below_mps=args.moving_paws_swing_below_mps,
-        moving_paws_down=args.moving_paws_down,
-        moving_skating_relative=args.moving_skating_relative,
-        moving_skating_scale=args.moving_skating_scale,
-        jump_share=args.jump_share,
-        jump_weight=args.jump_weight,
-        stopping_pops_weight=args.stopping_pops_weight,
-        getting_up_pops_weight=args.getting_up_pops_weight,
-        getting_up_settling=args.getting_up_settling,
-        posture_stillness_weight=args.posture_stillness_weight,
-    )
+    given = {k: getattr(args, k) for k in config_fields() if getattr(args, k) is not None}
+    values = from_file | given
+    loop = ClosedLoopConfig(**{k: v for k, v in values.items() if k not in RUN_FIELDS})
     start = args.start
     if start.suffix == ".onnx":  # converted once, into the run folder (a resume reuses it)
         converted = args.out / "start.safetensors"
@@ -374,19 +335,16 @@ def run_finetune(args) -> int:
             checkpoint_from_onnx(start, args.dataset, converted)
             print(f"{start}: weights taken into {converted}")
         start = converted
-    precision = apply_speed_options(args)
+    args.precision = values.get("precision", "auto")
+    run = {k: v for k, v in values.items() if k in RUN_FIELDS}
     settings = FineTuneSettings(
         start=str(start),
         dataset=str(args.dataset),
-        epochs=args.epochs,
-        steps_per_epoch=args.steps_per_epoch,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        seed=args.seed,
-        precision=precision,
-        dropout=args.dropout,
-        weight_decay=args.weight_decay,
+        **run | {"precision": apply_speed_options(args)},
     )
-    fine_tune(settings, loop, args.out, resume=args.resume)
+    recipe = None
+    if args.config:
+        recipe = {"file": str(args.config), "values": from_file, "overrides": given}
+    fine_tune(settings, loop, args.out, resume=args.resume, recipe=recipe)
     print(f"done: {args.out} (last.safetensors, log.csv)")
     return 0

@@ -17,8 +17,11 @@ tests/test_closed_loop_training.py checks next_input against Controller.step's o
 
 from __future__ import annotations
 
+import json
+import re
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -687,6 +690,71 @@ class FineTuneSettings:
             raise ValueError(f"--weight-decay {self.weight_decay}: must be 0 or more")
 
 
+# A config file's keys (`canis finetune --config`): the run's settings beside the loss
+# configuration's fields; the paths (--start, --out, --dataset) and --threads stay flags.
+RUN_FIELDS = ("epochs", "steps_per_epoch", "batch_size", "lr", "seed", "precision", "dropout",
+              "weight_decay")  # fmt: skip
+PRECISIONS = ("auto", "bf16", "fp32")
+_TYPES = {
+    "int": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    "float": ("a number", lambda v: isinstance(v, int | float) and not isinstance(v, bool)),
+    "bool": ("true or false", lambda v: isinstance(v, bool)),
+    "str": ("a string", lambda v: isinstance(v, str)),
+}
+
+
+def config_fields() -> dict[str, str]:
+    """Each key a config file may hold, with its type as the dataclasses annotate it."""
+    run = {f.name: f.type for f in fields(FineTuneSettings) if f.name in RUN_FIELDS}
+    return run | {f.name: f.type for f in fields(ClosedLoopConfig)}
+
+
+def check_run_settings(values: dict) -> None:
+    """The run's settings `values` holds (a config file's), in range."""
+    for key in ("epochs", "steps_per_epoch", "batch_size"):
+        if key in values and values[key] < 1:
+            raise ValueError(f"--{key.replace('_', '-')} {values[key]}: must be at least 1")
+    if "seed" in values and values["seed"] < 0:
+        raise ValueError(f"--seed {values['seed']}: must be 0 or more")
+    if "lr" in values and not (np.isfinite(values["lr"]) and values["lr"] > 0):
+        raise ValueError(f"--lr {values['lr']}: must be a finite number > 0")
+    if values.get("precision", "auto") not in PRECISIONS:
+        raise ValueError(f"--precision {values['precision']!r}: one of {', '.join(PRECISIONS)}")
+    regularisation = {k: values[k] for k in ("dropout", "weight_decay") if k in values}
+    FineTuneSettings(start="", dataset="", **regularisation)
+
+
+def read_config(path) -> dict:
+    """The settings of a config file: a JSON object of config_fields' keys (numbers as floats
+    where the field is one, as the flags give them). A file that is not such an object, an
+    unknown key, a wrong type or an out-of-range value is refused in one line naming the key,
+    before any work."""
+    path = Path(path)
+    try:
+        values = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path}: not a readable JSON config ({error})") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: must hold a JSON object of settings")
+    known = config_fields()
+    for key, value in values.items():
+        if key not in known:
+            raise ValueError(f"{path}: unknown key {key!r} (the keys: {', '.join(known)})")
+        kinds = [kind.strip() for kind in known[key].split("|")]  # "float | None"
+        if not (value is None and "None" in kinds or _TYPES[kinds[0]][1](value)):
+            words = _TYPES[kinds[0]][0] + (" or null" if "None" in kinds else "")
+            raise ValueError(f"{path}: {key} {json.dumps(value)}: must be {words}")
+        if kinds[0] == "float" and value is not None:
+            values[key] = float(value)
+    try:
+        check_run_settings(values)
+        ClosedLoopConfig(**{k: v for k, v in values.items() if k not in RUN_FIELDS})
+    except ValueError as error:  # its message names flags: here they are the file's keys
+        keys = re.sub(r"--([a-z0-9-]+)", lambda m: m.group(1).replace("-", "_"), str(error))
+        raise ValueError(f"{path}: {keys}") from None
+    return values
+
+
 def start_regularisation(saved: dict, settings: FineTuneSettings) -> dict:
     """The dropout and weight decay a fine-tune uses where `settings` leaves them unset: those
     its start was last fine-tuned or trained with. A checkpoint converted from an export
@@ -704,13 +772,20 @@ def start_regularisation(saved: dict, settings: FineTuneSettings) -> dict:
     }
 
 
-def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resume=False):
+def fine_tune(
+    settings: FineTuneSettings,
+    loop: ClosedLoopConfig,
+    run_dir,
+    resume=False,
+    recipe: dict | None = None,
+):
     """Fine-tunes a trained controller in closed loop into run_dir (last.safetensors after
-    every epoch, log.csv); resumable. Returns the log rows. PFNN's phase is fed back with its
+    every epoch, log.csv, config.json: the settings as a config file); resumable. Returns the
+    log rows. `recipe`: where the settings came from ({"file": a config file, "values": its
+    settings, "overrides": the flags given beside it}), recorded in the checkpoint for the
+    model card. PFNN's phase is fed back with its
     pose: in the own-output frames and the runtime's dogs it is the runtime's, advanced by the
     predicted increment (Standardiser.next_phase_rad)."""
-    from pathlib import Path
-
     from canis.training.checkpoint import (
         load_checkpoint,
         restore_optimizer,
@@ -773,6 +848,8 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
     if not resume:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "log.csv").unlink(missing_ok=True)
+    used = {k: v for k, v in asdict(settings).items() if k in RUN_FIELDS} | asdict(loop)
+    (run_dir / "config.json").write_text(json.dumps(used, indent=1) + "\n")
     standard = Standardiser(data.normalisation, OUTPUT.size)
     train_split = StretchData(settings.dataset, data, validation=False)
     val_split = StretchData(settings.dataset, data, validation=True)
@@ -945,14 +1022,18 @@ def fine_tune(settings: FineTuneSettings, loop: ClosedLoopConfig, run_dir, resum
         rows.append(row)
         _append_log(run_dir / "log.csv", row)
         # A start written by `canis average` names its sources; this run's weights are not
-        # that mean, so the record stays with the start (the card would say they were).
-        kept = {key: value for key, value in saved.items() if key != "averaged_from"}
+        # that mean, so the record stays with the start (the card would say they were); so
+        # does the config file a fine-tuned start was run from.
+        gone = ("averaged_from", "closed_loop_config")
+        kept = {key: value for key, value in saved.items() if key not in gone}
         state = kept | {
             "closed_loop": identity,
             "closed_loop_epoch": epoch + 1,
             "closed_loop_start": str(settings.start),
             "last": row,
         }
+        if recipe is not None:
+            state["closed_loop_config"] = recipe
         save_checkpoint(run_dir / LAST, model, optimizer, data.normalisation, state)
         print(
             f"epoch {epoch + 1}/{settings.epochs} (own frames {own}): "
