@@ -8,6 +8,7 @@ import sys
 
 from canis import __version__
 from canis.demo import cli as demo_cli
+from canis.export import cli as export_cli
 from canis.tools import bench
 from canis.tools import cli as tools_cli
 from canis.training import cli as training_cli
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     tools_cli.add_commands(commands)
     bench.add_command(commands)
     training_cli.add_commands(commands)
+    export_cli.add_commands(commands)
     return parser
 
 

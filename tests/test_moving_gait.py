@@ -255,11 +255,11 @@ def test_the_term_draws_only_the_dogs_asked_straight_ahead(monkeypatch):
 
 
 def test_the_terms_draws_leave_the_epochs_generator_as_it_was(monkeypatch):
-    from canis.export import onnx_export
+    from canis.training import onnx_graph
     from canis.training.placed_speed import KEPT_FRAMES, MovingDogs
 
-    monkeypatch.setattr(onnx_export, "ExportedModel", lambda *args: None)
-    monkeypatch.setattr(onnx_export, "write_wrapped", lambda *args: None)
+    monkeypatch.setattr(onnx_graph, "ExportedModel", lambda *args: None)
+    monkeypatch.setattr(onnx_graph, "write_wrapped", lambda *args: None)
     monkeypatch.setattr(
         MovingDogs,
         "_driven",

@@ -5,6 +5,7 @@ atomically (temporary file, then rename), so a crash never leaves a corrupt late
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,3 +118,8 @@ def restore_optimizer(checkpoint: Checkpoint, model, optimizer) -> None:
         if entries:
             state["state"][index] = entries
     optimizer.load_state_dict(state)
+
+
+def file_sha256(path: Path) -> str:
+    """The file's SHA-256, hex (the sources a converted or averaged model names)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

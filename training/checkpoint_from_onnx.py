@@ -2,11 +2,12 @@
 (`canis finetune --start assets/models/mann8.onnx`) can start from the network the game runs
 without its original checkpoint, which is not shipped.
 
-export/onnx_export.py writes the network's weights as initializers named after the wrapped
-module's parameters (`model.<name>`) and its standardisation as x_mean/x_std/y_mean/y_std.
-The checkpoint takes the weights as they are and the standardisation from the dataset it
-will be trained on, after checking that the model's own statistics are that dataset's: a
-model fine-tuned under another dataset's standardisation would be silently wrong.
+training/onnx_graph.py (`canis export`'s graph) writes the network's weights as initializers
+named after the wrapped module's parameters (`model.<name>`) and its standardisation as
+x_mean/x_std/y_mean/y_std. The checkpoint takes the weights as they are and the
+standardisation from the dataset it will be trained on, after checking that the model's own
+statistics are that dataset's: a model fine-tuned under another dataset's standardisation
+would be silently wrong.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 import torch
-from canis.export.onnx_export import POSE_RESIDUAL_KEY
 from canis.training.checkpoint import save_checkpoint
 from canis.training.models import create_model
+from canis.training.onnx_graph import POSE_RESIDUAL_KEY
 from onnx import numpy_helper
 
 WEIGHT_PREFIX = "model."

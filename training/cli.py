@@ -1,12 +1,12 @@
 """Subcommands of the training package: the top-level wiring only. Each command group's parser
-sits beside its handler in its own module (cli_data, cli_train, cli_finetune, cli_evaluate;
-export's commands in canis.export.cli)."""
+sits beside its handler in its own module (cli_data, cli_train, cli_finetune, cli_evaluate).
+export's commands (export/cli.py) are wired in canis/cli.py: training imports nothing of the
+layers above it."""
 
 from __future__ import annotations
 
 import argparse
 
-from canis.export import cli as export_cli
 from canis.training import cli_data, cli_evaluate, cli_finetune, cli_train
 
 
@@ -14,5 +14,4 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     cli_data.add_commands(commands)
     cli_train.add_commands(commands)
     cli_finetune.add_commands(commands)
-    export_cli.add_commands(commands)
     cli_evaluate.add_commands(commands)

@@ -348,7 +348,7 @@ class Standardiser:
     """Moves between the networks' standardised tensors and raw contract values."""
 
     def __init__(self, normalisation: dict[str, torch.Tensor], outputs: int):
-        from canis.export.onnx_export import input_range
+        from canis.training.onnx_graph import input_range
 
         n = normalisation
         self.x_mean, self.x_std = n["x_mean"], n["x_std"]

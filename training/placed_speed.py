@@ -233,7 +233,7 @@ class MovingDogs:
         """New moving dogs; returns the seconds they took (the export included)."""
         import time
 
-        from canis.export.onnx_export import ExportedModel, write_wrapped
+        from canis.training.onnx_graph import ExportedModel, write_wrapped
 
         started = time.perf_counter()
         write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)

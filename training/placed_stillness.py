@@ -141,7 +141,7 @@ class PlacedDogs:
         """New placed dogs; returns the seconds they took (the export included)."""
         import time
 
-        from canis.export.onnx_export import ExportedModel, write_wrapped
+        from canis.training.onnx_graph import ExportedModel, write_wrapped
 
         started = time.perf_counter()
         write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)
