@@ -197,7 +197,7 @@ def write_card(
 
 
 def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
-    """What `canis finetune` did after the training above (training/closed_loop_training.py)."""
+    """What `canis finetune` did after the training above (training/finetune.py)."""
     loop = config["closed_loop"]
     speed = [float(r["frames_per_s"]) for r in rows if "frames_per_s" in r]
     recipe = config.get("closed_loop_config")

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _reproduce_values(card: Path) -> dict:
     """The settings `canis finetune`'s own parser reads from a card's Reproduce line."""
-    from canis.training.closed_loop_training import config_fields
+    from canis.training.finetune_config import config_fields
 
     from canis.cli import build_parser
 
@@ -29,7 +29,7 @@ def _reproduce_values(card: Path) -> dict:
 @pytest.mark.parametrize("name", ["mann8", "pfnn"])
 def test_the_shipped_configs_are_the_cards_reproduce_lines(name):
     """Every flag of the Reproduce line is the file's key, every other key is its default."""
-    from canis.training.closed_loop_training import ClosedLoopConfig, read_config
+    from canis.training.finetune_config import ClosedLoopConfig, read_config
 
     path = ROOT / "training" / "configs" / f"{name}.json"
     values = read_config(path)

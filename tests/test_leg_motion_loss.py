@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 from canis.runtime.features import INPUT, OUTPUT
-from canis.training import closed_loop_training as closed_loop
+from canis.training import finetune_config
+from canis.training import finetune_stretches as stretches
 from canis.training.controller_metrics import angular_update_deg
 from canis.training.leg_motion_loss import (
     LEG_ROWS,
@@ -93,7 +94,7 @@ def test_grouped_term_keeps_still_legs_from_paying_for_short_swings():
     assert leg_motion_loss(x_both, mocap, x_both, mocap, groups).item() < 1e-6
 
 
-def _raw_units() -> closed_loop.Standardiser:
+def _raw_units() -> stretches.Standardiser:
     """A standardiser that leaves values as they are (mean 0, std 1, no clamp in reach)."""
     size_x, size_y = INPUT.size, OUTPUT.size
     normalisation = {
@@ -101,7 +102,7 @@ def _raw_units() -> closed_loop.Standardiser:
         "y_mean": torch.zeros(size_y), "y_std": torch.ones(size_y),
         "x_min": torch.full((size_x,), -1e3), "x_max": torch.full((size_x,), 1e3),
     }  # fmt: skip
-    return closed_loop.Standardiser(normalisation, size_y)
+    return stretches.Standardiser(normalisation, size_y)
 
 
 def _trot_split():
@@ -127,11 +128,11 @@ def test_leg_motion_counts_only_the_networks_own_frames():
     mocap's pose, so the term leaves those frames out (they count as the stretch's frames)."""
     split, standard, model = _trot_split(), _raw_units(), torch.nn.Dropout(0.3)
     starts = np.arange(10, 14)
-    loop = closed_loop.ClosedLoopConfig(ground_truth_frames=3, leg_motion_weight=2.0)
+    loop = finetune_config.ClosedLoopConfig(ground_truth_frames=3, leg_motion_weight=2.0)
     args = (model, _still_legs(split), split, starts, standard, loop)
-    term, values = closed_loop.leg_motion_stretch(*args, 0)
+    term, values = stretches.leg_motion_stretch(*args, 0)
     assert term.item() == 0.0 and values["leg_motion"] == 0.0
-    term, values = closed_loop.leg_motion_stretch(*args, 2)
+    term, values = stretches.leg_motion_stretch(*args, 2)
     assert values["leg_motion"] > 0.1
     np.testing.assert_allclose(term.item(), 2.0 * values["leg_motion"], rtol=1e-6)
 
@@ -140,11 +141,11 @@ def test_the_means_are_each_frames_rows():
     """Each own frame's batch mean against the mocap's, averaged over the stretch's frames."""
     split, standard, model = _trot_split(), _raw_units(), torch.nn.Dropout(0.3)
     starts, predict = np.arange(10, 16), _still_legs(split)
-    loop = closed_loop.ClosedLoopConfig(ground_truth_frames=1, leg_motion_weight=1.0)
-    _, values = closed_loop.leg_motion_stretch(model, predict, split, starts, standard, loop, 2)
+    loop = finetune_config.ClosedLoopConfig(ground_truth_frames=1, leg_motion_weight=1.0)
+    _, values = stretches.leg_motion_stretch(model, predict, split, starts, standard, loop, 2)
     x0 = split.y[:1].repeat(len(starts), 1)  # the own frames' inputs: rebuilt from the pose
     x_own = torch.as_tensor(
-        closed_loop.next_input(split.x[starts].numpy(), x0.numpy(), split.x[starts + 1].numpy())
+        stretches.next_input(split.x[starts].numpy(), x0.numpy(), split.x[starts + 1].numpy())
     )
     # The second own frame starts from the same pose again (the prediction does not change).
     by_frame = [
@@ -206,8 +207,8 @@ def test_leg_motion_is_measured_without_dropout():
         return constant.repeat(len(x_in), 1)
 
     model.train()
-    loop = closed_loop.ClosedLoopConfig(leg_motion_weight=1.0, contact_weight=1.0)
-    term, values = closed_loop.leg_motion_stretch(
+    loop = finetune_config.ClosedLoopConfig(leg_motion_weight=1.0, contact_weight=1.0)
+    term, values = stretches.leg_motion_stretch(
         model, predict, split, np.arange(10, 14), standard, loop, 2
     )
     assert modes and not any(modes) and model.training

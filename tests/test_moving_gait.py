@@ -9,7 +9,7 @@ import torch
 from canis.runtime.features import PAW_ROWS
 from canis.runtime.gaits import GAITS, _correlation, classify_gaits
 from canis.training import moving_gait
-from canis.training.closed_loop_training import successors
+from canis.training.finetune_stretches import successors
 from canis.training.moving_gait import (
     GAIT_ALLOWANCE,
     gait_by_speed,
@@ -171,7 +171,7 @@ def test_each_dog_pays_its_own_miss_beyond_the_allowance():
 
 
 def test_the_moving_gait_weight_is_checked_and_named():
-    from canis.training.closed_loop_training import ClosedLoopConfig
+    from canis.training.finetune_config import ClosedLoopConfig
     from test_moving_course import _reproduce_line
 
     for bad in (-1.0, float("nan"), float("inf")):

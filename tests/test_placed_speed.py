@@ -88,7 +88,7 @@ def _unrolled_steps(checkpoint_path, dataset_path, run_dir, advance_phase=True):
     import torch
     from canis.runtime.features import OUTPUT
     from canis.training.checkpoint import load_checkpoint
-    from canis.training.closed_loop_training import Standardiser
+    from canis.training.finetune_stretches import Standardiser
     from canis.training.models import restored_model
     from canis.training.placed_speed import MovingDogs
     from canis.training.train import TrainingData, _predict
@@ -134,7 +134,7 @@ def test_pfnn_is_unrolled_as_the_runtime_runs_it(tiny_dataset, tmp_path):
 
 
 def test_the_turning_dogs_turn_up_to_the_asked_rate():
-    from canis.training.closed_loop_training import ClosedLoopConfig
+    from canis.training.finetune_config import ClosedLoopConfig
     from canis.training.placed_speed import MAX_TURN_DEGPS, asked_commands
 
     from canis.cli import build_parser
@@ -170,7 +170,7 @@ def test_the_jump_share_and_weight_are_checked_and_named():
     or more; on the card's reproduce line and in the loss configuration (a resume with another
     value is refused)."""
     import pytest
-    from canis.training.closed_loop_training import ClosedLoopConfig
+    from canis.training.finetune_config import ClosedLoopConfig
 
     for bad in (-0.1, 1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--jump-share .*: must be a share of the batch"):
@@ -192,7 +192,7 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
     configuration holds it)."""
 
     import pytest
-    from canis.training.closed_loop_training import ClosedLoopConfig
+    from canis.training.finetune_config import ClosedLoopConfig
 
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--moving-turn-switch-s .*: must be 0 .*or a"):

@@ -67,8 +67,8 @@ def test_the_root_slide_counts_beyond_its_allowance_in_mm_per_frame():
 
 
 def _training_rows(dataset_path):
-    from canis.training.closed_loop_training import successors
     from canis.training.dataset import load
+    from canis.training.finetune_stretches import successors
 
     arrays = load(dataset_path)
     rows = ~arrays["validation"]

@@ -7,8 +7,8 @@ from canis.runtime.controller import Controller
 from canis.runtime.features import CURRENT_SAMPLE, INPUT
 from canis.runtime.inference import MotionModel
 from canis.runtime.trajectory import ControlState
-from canis.training.closed_loop_training import successors
 from canis.training.dataset import load
+from canis.training.finetune_stretches import successors
 from canis.training.runtime_rollout import BACK_FRAMES, MocapRun, mocap_state, rollout_starts
 
 FRAMES = 6

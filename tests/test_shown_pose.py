@@ -8,8 +8,8 @@ from canis.runtime.features import FPS, INPUT, OUTPUT, PAW_ROWS, decode_output
 from canis.runtime.kinematics import forward_kinematics, rotations_from_directions
 from canis.runtime.pose_update import next_local_pose
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from canis.training.closed_loop_training import local_pose_of
 from canis.training.contact_loss import paw_world_velocity_mps, step_skating_cm
+from canis.training.finetune_stretches import local_pose_of
 from canis.training.moving_skating import shown_paw_steps
 from canis.training.shown_pose import shown_hips_m, shown_positions_m, shown_step_m
 
@@ -87,9 +87,9 @@ def test_shown_skating_follows_the_axes_not_the_predicted_positions():
 
 
 def test_the_pose_fed_back_is_the_runtimes():
-    """fed_back_input is closed_loop_training.next_input (the runtime's next_local_pose and
+    """fed_back_input is finetune_stretches.next_input (the runtime's next_local_pose and
     write_joints) in torch, and its gradient reaches the prediction."""
-    from canis.training.closed_loop_training import next_input
+    from canis.training.finetune_stretches import next_input
     from canis.training.shown_pose import fed_back_input
 
     generator = np.random.default_rng(5)

@@ -76,7 +76,7 @@ def test_stopping_dogs_inputs_are_the_runtimes(tiny_model):
 
 
 def test_the_stopping_pops_weight_is_checked_and_named():
-    from canis.training.closed_loop_training import ClosedLoopConfig
+    from canis.training.finetune_config import ClosedLoopConfig
 
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--stopping-pops-weight .*: must be a finite"):

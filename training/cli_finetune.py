@@ -1,5 +1,5 @@
 """`canis finetune`: closed-loop (acRNN-style) fine-tuning of a trained controller on its own
-outputs (training/closed_loop_training.py). The parser sits beside its handler."""
+outputs (training/finetune.py). The parser sits beside its handler."""
 
 from __future__ import annotations
 
@@ -278,7 +278,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--resume", action="store_true", help="continue the run in --out from its checkpoint"
     )
     add_speed_options(finetune)
-    # The settings' defaults are the dataclasses' (closed_loop_training.ClosedLoopConfig and
+    # The settings' defaults are the dataclasses' (finetune_config.ClosedLoopConfig and
     # FineTuneSettings; --precision's is auto): a flag left out is None here, so that a config
     # file's key is overridden only by a flag given.
     paths = ("help", "start", "dataset", "out", "config", "resume", "threads")
@@ -308,12 +308,12 @@ def run_average(args) -> int:
 
 
 def run_finetune(args) -> int:
-    from canis.training.closed_loop_training import (
+    from canis.training.finetune import fine_tune
+    from canis.training.finetune_config import (
         RUN_FIELDS,
         ClosedLoopConfig,
         FineTuneSettings,
         config_fields,
-        fine_tune,
         read_config,
     )
 

@@ -23,7 +23,7 @@ def _field(layout, values: torch.Tensor, block: str, field: str, rows) -> torch.
 
 def rotate_xz(vectors_xz: torch.Tensor, yaw_rad: torch.Tensor) -> torch.Tensor:
     """runtime.root.rotate_xz in torch, so the loss has gradients through the predicted turn
-    (tests/test_closed_loop_training.py checks the two agree)."""
+    (tests/test_finetune.py checks the two agree)."""
     c, s = torch.cos(yaw_rad)[:, None], torch.sin(yaw_rad)[:, None]
     x, z = vectors_xz[..., 0], vectors_xz[..., 1]
     return torch.stack([c * x + s * z, c * z - s * x], dim=-1)

@@ -8,7 +8,7 @@ and the walk's excess skating is the same deficit: swings of too little amplitud
 of the possible poses is a leg that hardly moves. This term compares each joint's mean turn
 over a group of rows only, so it asks for as much leg motion as the mocap's and not for it at
 the mocap's moment (the mocap's turns are heavy-tailed besides: a mean of 2 deg/frame, an RMS of
-3.9). It is measured on the network run without dropout (closed_loop_training.
+3.9). It is measured on the network run without dropout (finetune_stretches.
 leg_motion_stretch): under dropout the predicted steps jitter by several degrees a frame.
 
 The angle is the whole rotation of the joint's frame (forward, up and their cross product)

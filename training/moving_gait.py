@@ -103,7 +103,7 @@ def window_rows(after: np.ndarray, length: int | None = None) -> np.ndarray:
     """(W, length) the rows of every window of `length` (GAIT_WINDOW_FRAMES unless told)
     consecutive frames of a clip (`after`: each row's next frame in its clip, or -1), one
     window per start."""
-    from canis.training.closed_loop_training import stretch_starts
+    from canis.training.finetune_stretches import stretch_starts
 
     length = length or GAIT_WINDOW_FRAMES
     windows = [stretch_starts(after, length)]

@@ -45,7 +45,7 @@ LICENCE = (
 def input_range(normalisation: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """(low, high) raw inputs the exported graph clamps x to: the training range widened by
     INPUT_RANGE_MARGIN of it. Fine-tuning standardises its fed-back inputs through the same
-    range (training/closed_loop_training.Standardiser), so that it trains what the game runs."""
+    range (training/finetune_stretches.Standardiser), so that it trains what the game runs."""
     x_min, x_max = (torch.as_tensor(normalisation[k]).float() for k in ("x_min", "x_max"))
     span = x_max - x_min
     return x_min - INPUT_RANGE_MARGIN * span, x_max + INPUT_RANGE_MARGIN * span

@@ -42,7 +42,7 @@ def predecessors(after: np.ndarray) -> np.ndarray:
 
 def rollout_starts(after: np.ndarray, frames: int) -> np.ndarray:
     """Rows whose clip has BACK_FRAMES frames before them and frames + AHEAD_FRAMES after."""
-    from canis.training.closed_loop_training import stretch_starts
+    from canis.training.finetune_stretches import stretch_starts
 
     first = stretch_starts(after, chain_length(frames))
     return chains(after, first, BACK_FRAMES + 1)[:, -1]
@@ -100,7 +100,7 @@ def _current(x_raw: np.ndarray, field: str) -> np.ndarray:
 def mocap_state(template, run: MocapRun, x_raw: np.ndarray, phase_rad: np.ndarray | None):
     """The dogs' DogState at each run's start frame (`template`: a controller's state of the
     same dog count, for the fields the mocap does not give)."""
-    from canis.training.closed_loop_training import local_pose_of
+    from canis.training.finetune_stretches import local_pose_of
 
     b = BACK_FRAMES
     rows, root, yaw = run.rows, run.root_xz_m, run.yaw_rad

@@ -91,7 +91,7 @@ def fed_back_input(
     x_raw: torch.Tensor, y_raw: torch.Tensor, x_next_raw: torch.Tensor
 ) -> torch.Tensor:
     """x_next_raw (B, 480) with its pose replaced by the one the runtime keeps after
-    predicting y_raw from x_raw (closed_loop_training.next_input in torch, with its gradient):
+    predicting y_raw from x_raw (finetune_stretches.next_input in torch, with its gradient):
     the kept positions, and y's axes and velocities as they are."""
     every = range(JOINT_COUNT)
     fed = x_next_raw.clone()

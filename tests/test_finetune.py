@@ -12,7 +12,8 @@ from canis.runtime.features import FPS, INPUT, PAW_ROWS
 from canis.runtime.inference import MotionModel
 from canis.runtime.root import rotate_xz, vectors_to_root_frame
 from canis.runtime.trajectory import ControlState
-from canis.training import closed_loop_training as closed_loop
+from canis.training import finetune_config
+from canis.training import finetune_stretches as stretches
 from canis.training.contact_loss import paw_world_velocity_mps, step_skating_cm
 from canis.training.contact_loss import rotate_xz as rotate_xz_torch
 
@@ -30,7 +31,7 @@ def test_next_input_is_the_runtimes_next_x(tiny_model):
     x1 = controller.step(control).copy()
     mocap = x1.copy()
     mocap[:, INPUT.block_slice("joints")] = 0.0  # the joint block must come from x0 and y0
-    rebuilt = closed_loop.next_input(x0, y0, mocap)
+    rebuilt = stretches.next_input(x0, y0, mocap)
     assert np.abs(x1[:, INPUT.block_slice("joints")]).max() > 0.01
     np.testing.assert_allclose(rebuilt, x1, atol=2e-5)
 
@@ -55,7 +56,7 @@ def test_fine_tuning_clamps_inputs_as_the_exported_graph_does():
         "x_max": torch.full((size,), 1.0),
     }
     model = create_model("vnn", hidden=32).eval()
-    standard = closed_loop.Standardiser(normalisation, 363)
+    standard = stretches.Standardiser(normalisation, 363)
     exported = ExportedModel(model, normalisation)
     within_margin = 1.0 + 0.5 * INPUT_RANGE_MARGIN * 2.0  # beyond x_max by half the margin
     beyond = 1.0 + 3.0 * INPUT_RANGE_MARGIN * 2.0
@@ -87,7 +88,7 @@ def test_stretch_feeds_back_the_rebuilt_input():
     x_raw = torch.randn(rows, size)
     y_train = torch.randn(rows, 363)
     after = np.array([1, 2, 3, 4, 5, -1])
-    standard = closed_loop.Standardiser(_raw_normalisation(), 363)
+    standard = stretches.Standardiser(_raw_normalisation(), 363)
     seen = []
     outputs = torch.randn(rows, 363) * 0.1
 
@@ -96,9 +97,9 @@ def test_stretch_feeds_back_the_rebuilt_input():
         return outputs[phase.long()] + 0 * x.sum()
 
     split = SimpleNamespace(x=x_raw, y=y_train, after=after, phase=torch.arange(rows), planted=None)
-    closed_loop.stretch_loss(predict, split, np.array([0]), standard, 1, 2, None)
+    stretches.stretch_loss(predict, split, np.array([0]), standard, 1, 2, None)
     assert len(seen) == 3
-    expected = closed_loop.next_input(seen[0].numpy(), outputs[[0]].numpy(), x_raw[[1]].numpy())
+    expected = stretches.next_input(seen[0].numpy(), outputs[[0]].numpy(), x_raw[[1]].numpy())
     np.testing.assert_allclose(seen[1].numpy(), expected, atol=1e-6)
     assert not np.allclose(seen[1].numpy(), x_raw[[1]].numpy())  # not the mocap's
 
@@ -109,7 +110,7 @@ def test_stretch_feeds_back_pfnns_phase_as_the_runtime_advances_it():
     the mocap's frames read the mocap's."""
     rows, size = 6, INPUT.size
     phase_delta = {"phase_delta_mean": torch.tensor([0.1]), "phase_delta_std": torch.tensor([0.5])}
-    standard = closed_loop.Standardiser(_raw_normalisation() | phase_delta, 363)
+    standard = stretches.Standardiser(_raw_normalisation() | phase_delta, 363)
     seen = []
     increment = 4.0  # standardised: 0.1 + 0.5 * 4 = 2.1 rad a frame
 
@@ -127,7 +128,7 @@ def test_stretch_feeds_back_pfnns_phase_as_the_runtime_advances_it():
         phase=mocap_phase,
         planted=None,
     )
-    closed_loop.stretch_loss(predict, split, np.array([0]), standard, 2, 2, None)
+    stretches.stretch_loss(predict, split, np.array([0]), standard, 2, 2, None)
     expected = [5.0, 0.5, (0.5 + 2.1) % (2 * np.pi), (0.5 + 4.2) % (2 * np.pi)]
     np.testing.assert_allclose(torch.cat(seen).numpy(), expected, atol=1e-6)
     # Controller.step's update (phase + increment, modulo 2pi) written out, over three steps
@@ -140,27 +141,27 @@ def test_stretch_feeds_back_pfnns_phase_as_the_runtime_advances_it():
 
 
 def test_stretch_starts_need_consecutive_frames():
-    after = closed_loop.successors(np.array([0, 0, 0, 1, 1]), np.array([0, 1, 2, 0, 1]))
+    after = stretches.successors(np.array([0, 0, 0, 1, 1]), np.array([0, 1, 2, 0, 1]))
     assert after.tolist() == [1, 2, -1, 4, -1]
-    assert closed_loop.stretch_starts(after, 3).tolist() == [0]
-    assert closed_loop.stretch_starts(after, 2).tolist() == [0, 1, 3]
+    assert stretches.stretch_starts(after, 3).tolist() == [0]
+    assert stretches.stretch_starts(after, 2).tolist() == [0, 1, 3]
 
 
 def test_jump_stretches_are_those_that_pass_a_jump_frame():
-    after = closed_loop.successors(np.zeros(6, dtype=int), np.arange(6))
-    starts = closed_loop.stretch_starts(after, 3)  # 0-3
+    after = stretches.successors(np.zeros(6, dtype=int), np.arange(6))
+    starts = stretches.stretch_starts(after, 3)  # 0-3
     jump = np.zeros(6, dtype=bool)
     jump[4] = True
-    assert closed_loop.stretches_through(starts, after, 3, jump).tolist() == [2, 3]
-    assert closed_loop.stretches_through(starts, after, 1, jump).tolist() == []
+    assert stretches.stretches_through(starts, after, 3, jump).tolist() == [2, 3]
+    assert stretches.stretches_through(starts, after, 1, jump).tolist() == []
 
 
 def test_a_jump_share_draws_that_share_from_the_jump_stretches():
     starts, jumps = np.arange(100), np.array([500, 501])
-    batch = closed_loop.draw_stretches(np.random.default_rng(3), starts, 32, 0.25, jumps)
+    batch = stretches.draw_stretches(np.random.default_rng(3), starts, 32, 0.25, jumps)
     assert len(batch) == 32 and np.isin(batch, jumps).sum() == 8
     # Share 0 is the draw of the runs before the option, so their seeds give the same stretches.
-    plain = closed_loop.draw_stretches(np.random.default_rng(3), starts, 32, 0.0, None)
+    plain = stretches.draw_stretches(np.random.default_rng(3), starts, 32, 0.0, None)
     np.testing.assert_array_equal(plain, np.random.default_rng(3).choice(starts, 32))
 
 
@@ -174,20 +175,20 @@ def test_a_jump_weight_weighs_the_jump_frames_in_the_mse():
     split = SimpleNamespace(y=y, action=action)
     standard = SimpleNamespace(x_raw=lambda x: x, y_raw=lambda y: y)  # no other term reads them
     per_row = (prediction - y).square().mean(1)
-    weighed = closed_loop.ClosedLoopConfig(jump_weight=10.0)
-    loss, _ = closed_loop.frame_loss(prediction, None, np.arange(4), split, standard, weighed)
+    weighed = finetune_config.ClosedLoopConfig(jump_weight=10.0)
+    loss, _ = stretches.frame_loss(prediction, None, np.arange(4), split, standard, weighed)
     expected = (per_row * torch.tensor([1.0, 10.0, 1.0, 10.0])).mean()
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
-    plain, _ = closed_loop.frame_loss(
-        prediction, None, np.arange(4), split, standard, closed_loop.ClosedLoopConfig()
+    plain, _ = stretches.frame_loss(
+        prediction, None, np.arange(4), split, standard, finetune_config.ClosedLoopConfig()
     )
     assert plain.item() == pytest.approx(per_row.mean().item(), rel=1e-6)
 
 
 def test_curriculum_grows_to_the_full_stretch():
-    config = closed_loop.ClosedLoopConfig(own_frames=8, curriculum_epochs=4)
+    config = finetune_config.ClosedLoopConfig(own_frames=8, curriculum_epochs=4)
     assert [config.own_frames_at(e) for e in range(6)] == [2, 4, 6, 8, 8, 8]
-    assert closed_loop.ClosedLoopConfig(own_frames=0).own_frames_at(3) == 0
+    assert finetune_config.ClosedLoopConfig(own_frames=0).own_frames_at(3) == 0
 
 
 def test_torch_rotation_matches_the_runtime():
@@ -406,24 +407,27 @@ def test_a_finetune_keeps_its_starts_dropout_unless_told():
     an export's converted checkpoint records neither and reads as the training defaults."""
     from canis.training.schedules import DROPOUT, WEIGHT_DECAY
 
-    unset = closed_loop.FineTuneSettings(start="s", dataset="d")
+    unset = finetune_config.FineTuneSettings(start="s", dataset="d")
     trained = {"train": {"config": {"dropout": 0.0, "weight_decay": 0.01}}}
-    assert closed_loop.start_regularisation(trained, unset) == {
+    assert finetune_config.start_regularisation(trained, unset) == {
         "dropout": 0.0,
         "weight_decay": 0.01,
     }
     tuned = trained | {"closed_loop": {"dropout": 0.1, "weight_decay": 0.0}}
-    assert closed_loop.start_regularisation(tuned, unset) == {"dropout": 0.1, "weight_decay": 0.0}
-    told = closed_loop.FineTuneSettings(start="s", dataset="d", dropout=0.2)
-    assert closed_loop.start_regularisation(trained, told)["dropout"] == 0.2
-    assert closed_loop.start_regularisation({}, unset) == {
+    assert finetune_config.start_regularisation(tuned, unset) == {
+        "dropout": 0.1,
+        "weight_decay": 0.0,
+    }
+    told = finetune_config.FineTuneSettings(start="s", dataset="d", dropout=0.2)
+    assert finetune_config.start_regularisation(trained, told)["dropout"] == 0.2
+    assert finetune_config.start_regularisation({}, unset) == {
         "dropout": DROPOUT,
         "weight_decay": WEIGHT_DECAY,
     }
     with pytest.raises(ValueError, match=r"--dropout 1.0: must be at least 0 and below 1"):
-        closed_loop.FineTuneSettings(start="s", dataset="d", dropout=1.0)
+        finetune_config.FineTuneSettings(start="s", dataset="d", dropout=1.0)
     with pytest.raises(ValueError, match=r"--weight-decay -1.0: must be 0 or more"):
-        closed_loop.FineTuneSettings(start="s", dataset="d", weight_decay=-1.0)
+        finetune_config.FineTuneSettings(start="s", dataset="d", weight_decay=-1.0)
 
 
 def test_a_cards_reproduce_line_names_the_training_options_a_run_changed():
@@ -465,28 +469,30 @@ def test_resume_refuses_another_precision_by_name():
     """A fine-tuning checkpoint of one precision resumed in another: refused, named; one
     written before precision was a setting reads as fp32."""
     saved = {"closed_loop": {"own_frames": 8, "lr": 1e-5}}
-    closed_loop.check_resumable("x", saved, {"own_frames": 8, "lr": 1e-5, "precision": "fp32"})
+    finetune_config.check_resumable("x", saved, {"own_frames": 8, "lr": 1e-5, "precision": "fp32"})
     with pytest.raises(ValueError, match=r"x: .* precision 'fp32' \(now 'bf16'\)"):
-        closed_loop.check_resumable("x", saved, {"own_frames": 8, "lr": 1e-5, "precision": "bf16"})
+        finetune_config.check_resumable(
+            "x", saved, {"own_frames": 8, "lr": 1e-5, "precision": "bf16"}
+        )
 
 
 def test_resume_reads_the_paws_down_flag_as_its_weight():
     """--moving-paws-down became a weight: a run saved with it on (True) resumes at weight 1 and
     is refused at another, by name."""
     saved = {"closed_loop": {"moving_paws_down": True}}
-    closed_loop.check_resumable("x", saved, {"moving_paws_down": 1.0})
+    finetune_config.check_resumable("x", saved, {"moving_paws_down": 1.0})
     with pytest.raises(ValueError, match=r"x: .* moving_paws_down True \(now 4.0\)"):
-        closed_loop.check_resumable("x", saved, {"moving_paws_down": 4.0})
+        finetune_config.check_resumable("x", saved, {"moving_paws_down": 4.0})
 
 
 def test_a_run_with_a_deleted_setting_resumes_only_where_it_was_off():
     """The experiments' settings deleted in issue 61: a run that stored one at its off value
     resumes as before; one that turned it on is refused, by name."""
     saved = {"closed_loop": {"own_frames": 8, "skating_weight": 0.0, "keep_epochs": True}}
-    closed_loop.check_resumable("x", saved, {"own_frames": 8})
+    finetune_config.check_resumable("x", saved, {"own_frames": 8})
     saved["closed_loop"]["feedback"] = "runtime"
     with pytest.raises(ValueError, match=r"x: .* no longer has: feedback 'runtime'"):
-        closed_loop.check_resumable("x", saved, {"own_frames": 8})
+        finetune_config.check_resumable("x", saved, {"own_frames": 8})
 
 
 def test_a_run_of_another_split_is_not_fine_tuned(tiny_dataset, tmp_path, capsys):
