@@ -213,7 +213,7 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
         f"{loop.get('weight_decay', WEIGHT_DECAY)}"
         + (
             f", leg-motion weight {loop['leg_motion_weight']} over each batch on the "
-            "stretches (training/leg_motion_loss.py)"
+            "stretches (training/finetune_losses.py)"
             if loop.get("leg_motion_weight")
             else ""
         )

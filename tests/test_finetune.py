@@ -14,8 +14,8 @@ from canis.runtime.root import rotate_xz, vectors_to_root_frame
 from canis.runtime.trajectory import ControlState
 from canis.training import finetune_config
 from canis.training import finetune_stretches as stretches
-from canis.training.contact_loss import paw_world_velocity_mps, step_skating_cm
-from canis.training.contact_loss import rotate_xz as rotate_xz_torch
+from canis.training.finetune_losses import paw_world_velocity_mps, step_skating_cm
+from canis.training.finetune_losses import rotate_xz as rotate_xz_torch
 
 
 def test_next_input_is_the_runtimes_next_x(tiny_model):
@@ -310,7 +310,7 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
     assert "another loss configuration: contact_weight 0.01 (now 0.0)" in error
     assert finetune(tiny_dataset, started, out, "--contact-weight", "-1") == 2
     assert "--contact-weight -1.0: must be finite and >= 0" in capsys.readouterr().err
-    # The leg-motion term too (training/leg_motion_loss.py).
+    # The leg-motion term too (training/finetune_losses.py).
     args = ("--contact-weight", "0.01", "--resume", "--leg-motion-weight", "0.1")
     assert finetune(tiny_dataset, started, out, *args) == 2
     assert "leg_motion_weight 0.0 (now 0.1)" in capsys.readouterr().err

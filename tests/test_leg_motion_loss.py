@@ -1,4 +1,4 @@
-"""The leg-motion term (training/leg_motion_loss.py): each leg joint's turn in a step is the
+"""The leg-motion term (training/finetune_losses.py): each leg joint's turn in a step is the
 evaluation's angular update of the joint's rotation; the term is 0 for the mocap, grows for
 legs that move less on average, and counts only frames fed the network's own outputs."""
 
@@ -10,7 +10,7 @@ from canis.runtime.features import INPUT, OUTPUT
 from canis.training import finetune_config
 from canis.training import finetune_stretches as stretches
 from canis.training.controller_metrics import angular_update_deg
-from canis.training.leg_motion_loss import (
+from canis.training.finetune_losses import (
     LEG_ROWS,
     leg_motion_loss,
     leg_turn_deg,

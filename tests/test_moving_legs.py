@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from canis.runtime.features import OUTPUT
-from canis.training.leg_motion_loss import leg_turn_deg
+from canis.training.finetune_losses import leg_turn_deg
 from canis.training.moving_legs import (
     LEG_ALLOWANCE,
     MOVE,

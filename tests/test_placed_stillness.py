@@ -5,7 +5,7 @@ inputs are the runtime's own; a fine-tune logs the term and names it in its card
 import numpy as np
 import torch
 from canis.runtime.features import FPS, INPUT, OUTPUT
-from canis.training.leg_motion_loss import ROTATING_ROWS
+from canis.training.finetune_losses import ROTATING_ROWS
 from canis.training.placed_stillness import (
     JOINT_ALLOWANCE_DEG,
     ROOT_ALLOWANCE_MM,
@@ -44,7 +44,7 @@ def test_a_still_dog_costs_nothing_and_a_stirring_one_more_the_more_it_moves():
     whole = placed_stillness_loss(x_t, _moved(x_t, y_t, 1.0)).item()
     assert 0 < half < whole
     # Joints turning less than the allowance cost nothing.
-    from canis.training.leg_motion_loss import leg_turn_deg
+    from canis.training.finetune_losses import leg_turn_deg
 
     slight = _moved(x_t, y_t, 0.005)
     assert leg_turn_deg(x_t, slight, ROTATING_ROWS).max().item() < JOINT_ALLOWANCE_DEG

@@ -47,7 +47,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     finetune.add_argument(
         "--contact-weight",
         type=float,
-        help="weight of the planted-paw world-motion term (0: off; training/contact_loss.py)",
+        help="weight of the planted-paw world-motion term (0: off; training/finetune_losses.py)",
     )
     finetune.add_argument(
         "--leg-motion-weight",
@@ -55,7 +55,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="weight of the leg-motion term: each leg joint's mean turn per predicted step "
         "over each frame's batch, the network run without dropout on its own "
         "frames, against the mocap's in the same frames, squared deg/frame (0: off; "
-        "training/leg_motion_loss.py)",
+        "training/finetune_losses.py)",
     )
     finetune.add_argument(
         "--placed-stillness-weight",

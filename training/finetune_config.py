@@ -25,8 +25,8 @@ class ClosedLoopConfig:
     ground_truth_frames: int = 4  # frames fed the mocap at the start of each stretch
     own_frames: int = 8  # frames fed the network's own output, at the curriculum's end
     curriculum_epochs: int = 4  # own frames grow linearly from 1 over these epochs
-    contact_weight: float = 0.0  # 0: no contact term (training/contact_loss.py)
-    # 0: no leg-motion term (training/leg_motion_loss.py): on the stretches' own frames, each
+    contact_weight: float = 0.0  # 0: no contact term (training/finetune_losses.py)
+    # 0: no leg-motion term (training/finetune_losses.py): on the stretches' own frames, each
     # leg joint's mean turn over each frame's batch against the mocap's.
     leg_motion_weight: float = 0.0
     # 0: no placed-stillness term (training/placed_stillness.py): the runtime's own dogs placed

@@ -29,9 +29,8 @@ from canis.runtime.features import (
     write_joints,
 )
 from canis.runtime.pose_update import next_local_pose
-from canis.training.contact_loss import contact_loss
 from canis.training.finetune_config import ClosedLoopConfig
-from canis.training.leg_motion_loss import leg_motion_loss
+from canis.training.finetune_losses import contact_loss, leg_motion_loss
 from torch import nn
 
 JOINT_FIELDS = ("position", "forward", "up", "velocity")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from canis.runtime.features import FPS
-from canis.training.contact_loss import yaw_step_rad
+from canis.training.finetune_losses import yaw_step_rad
 
 COURSE_TAU_S = 1.0  # the trajectory's future reaches 1 s ahead
 COURSE_ALLOWANCE_RADPS = np.radians(3.0)

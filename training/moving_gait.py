@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from canis.runtime.features import PAW_ROWS
 from canis.runtime.gaits import GAIT_WINDOW_FRAMES, GAITS
-from canis.training.contact_loss import world_velocity_mps
+from canis.training.finetune_losses import world_velocity_mps
 from canis.training.labels import (
     CONTACT_OFF_HEIGHT_M,
     CONTACT_OFF_SPEED_MPS,

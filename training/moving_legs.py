@@ -1,7 +1,7 @@
 """The moving-legs term (issue 17, leg stiffness): the runtime's own dogs, asked a steady speed,
 moving their legs as much as the mocap's dogs at that speed.
 
-The leg-motion term (training/leg_motion_loss.py) asks for the mocap's leg motion on the
+The leg-motion term (training/finetune_losses.py) asks for the mocap's leg motion on the
 training stretches, whose trajectory is the mocap's; there the shipped network's legs already
 move as the mocap's (docs/EVALUATION.md, the eighth session). Where they do not is the game's
 steady command: on the placed-speed term's dogs (training/placed_speed.py: from the standing
@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from canis.runtime.features import ACTIONS
-from canis.training.leg_motion_loss import leg_turn_deg
+from canis.training.finetune_losses import leg_turn_deg
 from canis.training.placed_speed import SPEED_RANGE_MPS, root_speed_mps
 
 LEG_ALLOWANCE = 0.05  # relative to the mocap's turn: a shortfall within it costs nothing

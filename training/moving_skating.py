@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from canis.runtime.features import PAW_ROWS
 from canis.runtime.motion_metrics import SKATING_HEIGHT_CM
-from canis.training.contact_loss import step_skating_cm, world_velocity_mps
+from canis.training.finetune_losses import step_skating_cm, world_velocity_mps
 from canis.training.moving_legs import by_speed
 from canis.training.shown_pose import shown_step_m
 

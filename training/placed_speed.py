@@ -32,7 +32,7 @@ from canis.runtime.features import ACTIONS, INPUT, OUTPUT
 from canis.runtime.posture_requests import slow_down_left
 from canis.runtime.root import yaw_direction_xz
 from canis.runtime.trajectory import ControlState
-from canis.training.contact_loss import _field
+from canis.training.finetune_losses import _field
 
 SPEED_RANGE_MPS = (0.4, 3.6)  # the mocap's walks to its fast canters (the card asks 0.5-3.3)
 TURNING_SHARE = 0.5  # of the dogs: turning at up to MAX_TURN_DEGPS either way (unless told)

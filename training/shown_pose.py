@@ -6,7 +6,7 @@ and the dog is drawn from the rotations alone: forward kinematics from the hips
 predicted position averaged with the previous one advanced by the predicted velocity). So the
 evaluation's skating (training/controller_metrics.py on tools/closed_loop.record's shown
 positions) is a function of the predicted axes, not of the predicted paw positions the
-contact term of training/contact_loss.py measures; where the two disagree, that term can fall
+contact term of training/finetune_losses.py measures; where the two disagree, that term can fall
 while the shown paws go on sliding.
 
 Here both are rebuilt in torch: the hips by next_local_pose's formula, the other joints by
@@ -25,8 +25,7 @@ import torch
 from canis.runtime.features import FPS, INPUT, JOINT_COUNT, OUTPUT
 from canis.runtime.pose_update import JOINT_POSITION_BLEND
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from canis.training.contact_loss import _field, rotate_xz, yaw_step_rad
-from canis.training.leg_motion_loss import _frames
+from canis.training.finetune_losses import _field, _frames, rotate_xz, yaw_step_rad
 
 HIPS = 0
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from canis.runtime.features import FPS, JOINT_COUNT
-from canis.training.contact_loss import world_velocity_mps
+from canis.training.finetune_losses import world_velocity_mps
 from canis.training.moving_legs import by_speed, reference_at
 from canis.training.placed_speed import MovingDogs, moving_inputs, root_speed_mps
 from canis.training.shown_pose import shown_step_m
