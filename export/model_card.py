@@ -237,19 +237,19 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
                 if loop.get("moving_legs_below_mps")
                 else ""
             )
-            + " (training/moving_legs.py)"
+            + " (training/finetune_moving.py)"
             if loop.get("moving_legs_weight")
             else ""
         )
         + (
             f", moving-skating weight {loop['moving_skating_weight']} on "
-            f"{loop['placed_dogs']} moving dogs (training/moving_skating.py)"
+            f"{loop['placed_dogs']} moving dogs (training/finetune_moving.py)"
             if loop.get("moving_skating_weight")
             else ""
         )
         + (
             f", moving-course weight {loop['moving_course_weight']} on "
-            f"{loop['placed_dogs']} moving dogs (training/moving_course.py)"
+            f"{loop['placed_dogs']} moving dogs (training/finetune_moving.py)"
             if loop.get("moving_course_weight")
             else ""
         )
@@ -261,7 +261,7 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
                 if loop.get("moving_gait_reference", "all") == "most-used"
                 else ""
             )
-            + " (training/moving_gait.py)"
+            + " (training/finetune_moving.py)"
             if loop.get("moving_gait_weight")
             else ""
         )

@@ -337,7 +337,7 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
     args = ("--placed-speed-weight", "1", "--placed-dogs", "0")
     assert finetune(tiny_dataset, started, out, *args) == 2
     assert "--placed-dogs 0: needs 1 or more" in capsys.readouterr().err
-    # And the moving-legs term (training/moving_legs.py), on the same dogs.
+    # And the moving-legs term (training/finetune_moving.py), on the same dogs.
     args = ("--contact-weight", "0.01", "--resume", "--moving-legs-weight", "1")
     assert finetune(tiny_dataset, started, out, *args) == 2
     assert "moving_legs_weight 0.0 (now 1.0)" in capsys.readouterr().err

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from canis.training import finetune_moving
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,14 +72,13 @@ def test_a_bad_config_is_refused_in_one_line_before_any_work(tmp_path, capsys, c
 
 def test_a_run_from_a_config_is_the_run_from_its_flags(tiny_dataset, tmp_path, monkeypatch):
     from canis.export.model_card import _fine_tuning_reproduce
-    from canis.training import moving_legs
     from canis.training.checkpoint import load_checkpoint
     from canis.training.train import LAST, train
     from conftest import tiny_config
 
     from canis.cli import main
 
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)  # the synthetic clips are short
+    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 10)  # the synthetic clips are short
     train(tiny_config(tiny_dataset), tmp_path / "one_step", progress=False)
     start = ["--start", str(tmp_path / "one_step" / LAST), "--dataset", str(tiny_dataset)]
     settings = {

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 from canis.runtime.features import OUTPUT
-from canis.training.moving_course import (
+from canis.training.finetune_moving import (
     COURSE_ALLOWANCE_RADPS,
     COURSE_TAU_S,
     moving_course_loss,

@@ -1,4 +1,4 @@
-"""The moving-gait term (training/moving_gait.py): soft footfalls counted as the gait table's
+"""The moving-gait term (training/finetune_moving.py): soft footfalls counted as the gait table's
 detector counts them, the lateral and diagonal pairs' correlation as runtime/gaits.py pairs them,
 the mocap's windows by speed as the reference, each dog paying its own miss beyond the
 allowance; the fine-tuning logs it and the card names it."""
@@ -8,17 +8,17 @@ import pytest
 import torch
 from canis.runtime.features import PAW_ROWS
 from canis.runtime.gaits import GAITS, _correlation, classify_gaits
-from canis.training import moving_gait
-from canis.training.finetune_stretches import successors
-from canis.training.moving_gait import (
+from canis.training import finetune_moving
+from canis.training.finetune_moving import (
     GAIT_ALLOWANCE,
+    MOVE,
     gait_by_speed,
     moving_gait_loss,
     pair_correlations,
     soft_contacts,
     window_rows,
 )
-from canis.training.moving_legs import MOVE
+from canis.training.finetune_stretches import successors
 from canis.training.shown_pose import shown_step_m
 from paw_steps import Y_HIPS, _steps
 from test_moving_skating import Y_ROOT_VELOCITY
@@ -93,13 +93,12 @@ def test_soft_contacts_count_a_paw_down_as_the_stride_detector_does():
 
 
 def test_the_reference_is_the_mocaps_most_used_gaits_windows_by_speed(monkeypatch):
-    from canis.training import moving_legs
 
     # Three clips: one pacing at 1.1 m/s (20 frames), one walking at 1.1 (15 frames), one
     # trotting at 1.9 (20 frames); footfalls given through soft_contacts, windows of 9 frames,
     # stride 8 frames.
-    monkeypatch.setattr(moving_gait, "GAIT_WINDOW_FRAMES", 9)
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 5)
+    monkeypatch.setattr(finetune_moving, "GAIT_WINDOW_FRAMES", 9)
+    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 5)
     footfalls = np.concatenate(
         [
             _footfalls("pace", 20, stride_frames=8),
@@ -108,7 +107,9 @@ def test_the_reference_is_the_mocaps_most_used_gaits_windows_by_speed(monkeypatc
         ]
     )
     monkeypatch.setattr(
-        moving_gait, "soft_contacts", lambda x, y: torch.as_tensor(footfalls, dtype=torch.float32)
+        finetune_moving,
+        "soft_contacts",
+        lambda x, y: torch.as_tensor(footfalls, dtype=torch.float32),
     )
     lengths = [20, 15, 20]
     clip = np.repeat([0, 1, 2], lengths)
@@ -194,14 +195,13 @@ def test_the_moving_gait_weight_is_checked_and_named():
 def test_finetune_logs_the_moving_gait_term_and_the_card_names_it(
     tiny_dataset, tmp_path, monkeypatch
 ):
-    from canis.training import moving_legs
     from canis.training.train import LAST, train
     from conftest import tiny_config
 
     from canis.cli import main
 
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)  # the synthetic dogs' clips are short
-    monkeypatch.setattr(moving_gait, "GAIT_WINDOW_FRAMES", 15)
+    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 10)  # the synthetic dogs' clips are short
+    monkeypatch.setattr(finetune_moving, "GAIT_WINDOW_FRAMES", 15)
     start = tmp_path / "one_step"
     train(tiny_config(tiny_dataset), start, progress=False)
     out = tmp_path / "gait"
@@ -242,9 +242,9 @@ def test_the_term_draws_only_the_dogs_asked_straight_ahead(monkeypatch):
         return torch.zeros(len(chosen) * unroll, 480), torch.zeros(len(chosen) * unroll, 363), None
 
     monkeypatch.setattr(dogs, "_steps", steps)
-    monkeypatch.setattr(moving_gait, "GAIT_WINDOW_FRAMES", 8)
+    monkeypatch.setattr(finetune_moving, "GAIT_WINDOW_FRAMES", 8)
     monkeypatch.setattr(
-        moving_gait,
+        finetune_moving,
         "soft_contacts",
         lambda x, y: torch.as_tensor(_footfalls("pace", len(x), 4), dtype=torch.float32),
     )

@@ -1,4 +1,4 @@
-"""The moving-legs term (training/moving_legs.py): the mocap's leg motion by speed from its
+"""The moving-legs term (training/finetune_moving.py): the mocap's leg motion by speed from its
 locomotion frames; nothing for a dog whose legs turn as much as that (or more, or within the
 allowance), a gradient that swings them further where they fall short; the fine-tuning logs it
 and the card names it."""
@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 from canis.runtime.features import OUTPUT
+from canis.training import finetune_moving
 from canis.training.finetune_losses import leg_turn_deg
-from canis.training.moving_legs import (
+from canis.training.finetune_moving import (
     LEG_ALLOWANCE,
     MOVE,
     leg_turn_by_speed,
@@ -97,11 +98,10 @@ def _finetune_args(tiny_dataset, tmp_path, monkeypatch, out, weight: str) -> lis
     """`canis finetune` arguments for one short epoch of the moving-legs term at `weight`, from
     a one-step network trained on the synthetic dogs (whose clips are short: the reference's
     bins may hold fewer rows)."""
-    from canis.training import moving_legs
     from canis.training.train import LAST, train
     from conftest import tiny_config
 
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)
+    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 10)
     start = tmp_path / "one_step"
     train(tiny_config(tiny_dataset), start, progress=False)
     return [

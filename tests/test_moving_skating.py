@@ -1,4 +1,4 @@
-"""The moving-skating term (training/moving_skating.py): the mocap's shown paws by speed from its
+"""The moving-skating term (training/finetune_moving.py): the mocap's shown paws by speed from its
 locomotion frames; nothing for a dog that skates no more than that and carries its paws no
 higher (beyond the allowance), each dog paying its own excess; the fine-tuning logs it and the
 card names it."""
@@ -7,13 +7,15 @@ import numpy as np
 import pytest
 import torch
 from canis.runtime.features import OUTPUT
-from canis.training.moving_legs import MOVE, reference_at
-from canis.training.moving_skating import (
+from canis.training import finetune_moving
+from canis.training.finetune_moving import (
     DOWN_SHARE_ALLOWANCE,
     DOWN_SHARE_COST_CM,
     HEIGHT_ALLOWANCE_CM,
+    MOVE,
     lift_cm,
     moving_skating_loss,
+    reference_at,
     shown_skating_and_height_cm,
     skating_by_speed,
     soft_down,
@@ -31,7 +33,6 @@ def _at_speed(slide_cm: float, speed_mps: float, rows: int):
 
 
 def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
-    from canis.training import moving_legs
 
     slow, fast = _at_speed(0.1, 0.5, 40), _at_speed(0.6, 1.5, 40)
     x, y = torch.cat([slow[0], fast[0]]), torch.cat([slow[1], fast[1]])
@@ -39,10 +40,10 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
     expected = [skating_cm[:40].mean().item(), skating_cm[40:].mean().item()]
     assert expected[1] > expected[0] + 0.1
     action = np.full(len(x), MOVE)
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 41)
+    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 41)
     with pytest.raises(ValueError, match="--moving-skating-weight: the training clips"):
         skating_by_speed(x, y, action)
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 40)
+    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 40)
     centres, paws = skating_by_speed(x, y, action)
     assert paws.shape == (2, 13)
     np.testing.assert_allclose(paws[:, 0], expected, rtol=1e-5)
@@ -52,7 +53,7 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
     np.testing.assert_allclose(paws[0, 9:13], lift.square().mean(0), rtol=1e-5, atol=1e-6)
     # Rows not asked to move are left out: counted, the slow bin would move.
     action[:10] = MOVE + 1
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 30)
+    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 30)
     y_moved = y.clone()
     y_moved[:10, Y_HIPS[2]] += 0.05
     np.testing.assert_allclose(skating_by_speed(x, y_moved, action)[1][:, 0], expected, rtol=1e-5)

@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 from canis.runtime.features import INPUT, OUTPUT
+from canis.training import finetune_moving
 from canis.training.placed_speed import (
     SPEED_ALLOWANCE,
     placed_speed_loss,
@@ -252,13 +253,12 @@ def test_pfnn_is_fine_tuned_with_every_placed_term(tiny_dataset, tmp_path, monke
     """One step of PFNN with each term that drives the runtime's dogs: every one is computed
     (logged finite and above 0: a term skipped would log 0) on dogs that carry PFNN's
     phase."""
-    from canis.training import moving_legs
     from canis.training.train import LAST, train
     from conftest import tiny_config
 
     from canis.cli import main
 
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)  # the synthetic clips are short
+    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 10)  # the synthetic clips are short
     train(tiny_config(tiny_dataset, kind="pfnn"), tmp_path / "pfnn", progress=False)
     terms = {
         "--placed-stillness-weight": "placed_stillness",

@@ -93,7 +93,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="weight of the moving-legs term: on the placed-speed term's dogs (driven each "
         "epoch, with or without that term), each leg joint's mean turn against the mocap's "
         "locomotion frames' at the dog's asked speed, the shortfall beyond 5%%, squared "
-        "(deg/frame)^2, the network run without dropout (0: off; training/moving_legs.py)",
+        "(deg/frame)^2, the network run without dropout (0: off; training/finetune_moving.py)",
     )
     finetune.add_argument(
         "--moving-legs-both-ways",
@@ -114,7 +114,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="weight of the moving-skating term: on the placed-speed term's dogs, each dog's "
         "mean foot skating of the shown paws beyond the mocap's locomotion frames' at the "
         "dog's asked speed (cm/frame), plus its paws' mean heights beyond the mocap's there "
-        "(cm), the network run without dropout (0: off; training/moving_skating.py)",
+        "(cm), the network run without dropout (0: off; training/finetune_moving.py)",
     )
     finetune.add_argument(
         "--moving-paws-both-ways",
@@ -182,7 +182,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         metavar="W",
         help="weight of the moving-course term (0: off): on the moving dogs, each dog's mean "
         "yaw rate against the asked turn plus what closes its offset from the asked facing "
-        "over a second (training/moving_course.py): a dog asked straight ahead goes there",
+        "over a second (training/finetune_moving.py): a dog asked straight ahead goes there",
     )
     finetune.add_argument(
         "--moving-gait-weight",
@@ -190,7 +190,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         metavar="W",
         help="weight of the moving-gait term (0: off): on the moving dogs, each unrolled over "
         "a gait window (61 frames, its pose fed back), the correlation of its lateral and "
-        "diagonal paws' footfalls held to the mocap's at its speed (training/moving_gait.py)",
+        "diagonal paws' footfalls held to the mocap's at its speed (training/finetune_moving.py)",
     )
     finetune.add_argument(
         "--moving-gait-reference",

@@ -4,9 +4,9 @@ outputs (issue 17 item 1): `canis finetune` (training/cli_finetune.py) runs fine
 Each step's loss is the stretches' (training/finetune_stretches.py: the mocap's inputs, then
 the network's own, the MSE with the contact and leg-motion terms) plus the terms on the
 runtime's own dogs, placed or driven each epoch by the network exported from the weights it
-starts from (training/placed_stillness.py, placed_speed.py with moving_legs.py,
-moving_skating.py, moving_course.py and moving_gait.py, stopping_pops.py, getting_up_pops.py,
-posture_stillness.py). The settings are training/finetune_config.py's.
+starts from (training/placed_stillness.py, placed_speed.py with finetune_moving.py's terms,
+stopping_pops.py, getting_up_pops.py, posture_stillness.py). The settings are
+training/finetune_config.py's.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from canis.training.finetune_config import (
     check_resumable,
     start_regularisation,
 )
+from canis.training.finetune_moving import gait_by_speed, leg_turn_by_speed, skating_by_speed
 from canis.training.finetune_stretches import (
     TERMS,
     Standardiser,
@@ -39,9 +40,6 @@ from canis.training.finetune_stretches import (
     stretches_through,
 )
 from canis.training.getting_up_pops import GettingUpDogs
-from canis.training.moving_gait import gait_by_speed
-from canis.training.moving_legs import leg_turn_by_speed
-from canis.training.moving_skating import skating_by_speed
 from canis.training.placed_speed import MovingDogs
 from canis.training.placed_stillness import PlacedDogs
 from canis.training.posture_stillness import PostureDogs

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
-from canis.training.moving_gait import GAIT_REFERENCES
+from canis.training.finetune_moving import GAIT_REFERENCES
 from canis.training.placed_speed import DOGS_PER_STEP, FRAMES_PER_DOG, MAX_TURN_DEGPS
 from canis.training.schedules import DROPOUT, WEIGHT_DECAY
 
@@ -40,7 +40,7 @@ class ClosedLoopConfig:
     # 0: no placed-speed term (training/placed_speed.py): the runtime's own dogs asked a speed
     # with its speed tracking off, refreshed each epoch, `placed_dogs` of them, brought to it.
     placed_speed_weight: float = 0.0
-    # 0: no moving-legs term (training/moving_legs.py): on the placed-speed term's dogs, each
+    # 0: no moving-legs term (training/finetune_moving.py): on the placed-speed term's dogs, each
     # leg joint's turn held up to the mocap's at the dog's asked speed.
     moving_legs_weight: float = 0.0
     # > 1: the moving dogs' terms run over stretches of this many steps with the pose fed back
@@ -50,13 +50,13 @@ class ClosedLoopConfig:
     # > 0: the moving-legs term counts only the dogs asked under this speed (m/s): a walk's
     # stiff legs raised without pressing on the canter, whose hind paws hovered under it.
     moving_legs_below_mps: float = 0.0
-    # 0: no moving-skating term (training/moving_skating.py): on the placed-speed term's dogs,
+    # 0: no moving-skating term (training/finetune_moving.py): on the placed-speed term's dogs,
     # the shown paws' skating and heights held down to the mocap's at the dog's asked speed.
     moving_skating_weight: float = 0.0
-    # 0: no moving-course term (training/moving_course.py): on the same dogs, the root turned
+    # 0: no moving-course term (training/finetune_moving.py): on the same dogs, the root turned
     # toward the facing asked (a dog asked straight ahead goes straight ahead).
     moving_course_weight: float = 0.0
-    # 0: no moving-gait term (training/moving_gait.py): on the same dogs asked straight ahead,
+    # 0: no moving-gait term (training/finetune_moving.py): on the same dogs asked straight ahead,
     # unrolled over a gait window, the paws' footfall pattern held to the mocap's.
     moving_gait_weight: float = 0.0
     # The moving-gait term's reference at a speed: the mean of all the mocap's windows there

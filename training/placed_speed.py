@@ -138,7 +138,7 @@ def moving_inputs(
     is given, each dog is asked to stop at that kept step as a player letting go asks
     (posture_requests.slow_down_left: its speed falling to zero, then idle). Where headings_out
     (dogs, kept_frames, 2) is given, each kept step's (asked facing minus the root's yaw before
-    it, rad; asked turn rate, rad/s) is written there (training/moving_course.py); where
+    it, rad; asked turn rate, rad/s) is written there (training/finetune_moving.py); where
     phases_out (dogs, kept_frames) is given, the phase each kept step fed the network (PFNN's;
     zeros for the others)."""
     from canis.runtime.controller import DT_S, Controller
@@ -180,8 +180,8 @@ def moving_inputs(
 class MovingDogs:
     """Each epoch's moving dogs (moving_inputs, by the network exported from the weights the
     epoch starts from) and the terms over a batch of their steps: the placed-speed term, the
-    moving-legs term (training/moving_legs.py) when given the mocap's legs by speed, and the
-    moving-skating term (training/moving_skating.py) when given the mocap's paws by speed."""
+    moving-legs term (training/finetune_moving.py) when given the mocap's legs by speed, and the
+    moving-skating term (training/finetune_moving.py) when given the mocap's paws by speed."""
 
     kept_frames = KEPT_FRAMES  # each dog's kept steps (at most: a subclass's may keep fewer)
 
@@ -214,18 +214,18 @@ class MovingDogs:
         self.unroll = unroll
         self.legs_both_ways = legs_both_ways  # the moving-legs term counts motion beyond too
         self.legs_below_mps = legs_below_mps  # > 0: the moving-legs term on dogs asked under it
-        self.skating = skating  # None, or moving_skating.skating_by_speed's (centres, paws)
+        self.skating = skating  # None, or finetune_moving.skating_by_speed's (centres, paws)
         self.max_turn_degps = max_turn_degps  # the turning dogs' fastest turn either way
         self.turn_switch_s = turn_switch_s  # the turning dogs swap sides this often (0: never)
         # moving_skating_loss's options (heights_both_ways, paws_down, skating_relative,
         # skating_scale, paws_swing, swing_below_mps), as the loss configuration names them.
         self.skating_options = skating_options or {}
-        # The moving-course term (training/moving_course.py) runs on these dogs: each kept
+        # The moving-course term (training/finetune_moving.py) runs on these dogs: each kept
         # step's asked facing and turn rate are recorded with it.
         self.course = course
         self.headings = None
-        # None, or moving_gait.gait_by_speed's (centres m/s, lateral and diagonal correlation):
-        # the moving-gait term's reference (training/moving_gait.py, gait_loss).
+        # None, or finetune_moving.gait_by_speed's (centres m/s, lateral and diagonal correlation):
+        # the moving-gait term's reference (training/finetune_moving.py, gait_loss).
         self.gait = gait
         self.gait_draws = OwnDraws(GAIT_DRAWS_KEY)
 
@@ -312,8 +312,12 @@ class MovingDogs:
         (by the term's own generator), each unrolled over a
         window of GAIT_WINDOW_FRAMES of its kept steps from a random one, its pose fed back, the
         network run without dropout (as the game runs it); 0 where there is no such dog."""
-        from canis.training.moving_gait import GAIT_WINDOW_FRAMES, moving_gait_loss, soft_contacts
-        from canis.training.moving_legs import reference_at
+        from canis.training.finetune_moving import (
+            GAIT_WINDOW_FRAMES,
+            moving_gait_loss,
+            reference_at,
+            soft_contacts,
+        )
 
         # The turning dogs are left out: held to the mocap's pattern at their speed (mostly
         # straight frames), the first runs turned with their legs nearly still, a shuffle whose
@@ -336,9 +340,12 @@ class MovingDogs:
         """(placed_speed_loss, moving_legs_loss or 0, moving_skating_loss or 0,
         moving_course_loss or 0) over `dogs` dogs drawn from this epoch's, FRAMES_PER_DOG of
         each one's kept steps, the network run without dropout (as the game runs it)."""
-        from canis.training.moving_course import moving_course_loss
-        from canis.training.moving_legs import moving_legs_loss, reference_at
-        from canis.training.moving_skating import moving_skating_loss
+        from canis.training.finetune_moving import (
+            moving_course_loss,
+            moving_legs_loss,
+            moving_skating_loss,
+            reference_at,
+        )
 
         chosen, x_raw, y_raw, frames = self._drawn_steps(predict, dogs, generator)
         asked_mps = self.asked_mps[chosen]
