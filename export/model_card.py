@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 from pathlib import Path
 
 from canis.export.onnx_export import LICENCE
@@ -199,30 +198,24 @@ def write_card(
 
 
 def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
-    """What `canis finetune` did after the training above (training/closed_loop_training.py)."""
+    """What `canis finetune` did after the training above (training/finetune.py)."""
     loop = config["closed_loop"]
     speed = [float(r["frames_per_s"]) for r in rows if "frames_per_s" in r]
+    recipe = config.get("closed_loop_config")
+    command = f"canis finetune --config {recipe['file']}" if recipe else "canis finetune"
     return [
-        f"- **Fine-tuning** (`canis finetune`, issue 17): from `{_fine_tuning_start(config)}`, "
+        f"- **Fine-tuning** (`{command}`, issue 17): from `{_fine_tuning_start(config)}`, "
         f"{config['closed_loop_epoch']} epochs of {loop['steps_per_epoch']} steps, batch "
         f"{loop['batch_size']} stretches, AdamW lr {loop['lr']}; stretches of "
         f"{loop['ground_truth_frames']} mocap inputs then up to {loop['own_frames']} rebuilt "
         f"from the network's own outputs (curriculum over {loop['curriculum_epochs']} epochs; "
         "0: one-step), contact weight "
-        f"{loop['contact_weight']}"
-        + (" on the drawn paws" if loop.get("contact_paws", "predicted") == "drawn" else "")
-        + f", dropout {loop.get('dropout', DROPOUT)}, weight decay "
+        f"{loop['contact_weight']}" + f", dropout {loop.get('dropout', DROPOUT)}, weight decay "
         f"{loop.get('weight_decay', WEIGHT_DECAY)}"
         + (
-            f", leg-motion weight {loop['leg_motion_weight']} over each "
-            f"{loop.get('leg_motion_groups', 'batch')} on the "
-            f"{loop.get('leg_motion_on', 'stretches')} (training/leg_motion_loss.py)"
+            f", leg-motion weight {loop['leg_motion_weight']} over each batch on the "
+            "stretches (training/finetune_losses.py)"
             if loop.get("leg_motion_weight")
-            else ""
-        )
-        + (
-            f", stillness weight {loop['stillness_weight']} off locomotion"
-            if loop.get("stillness_weight")
             else ""
         )
         + (
@@ -245,33 +238,31 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
                 if loop.get("moving_legs_below_mps")
                 else ""
             )
-            + " (training/moving_legs.py)"
+            + " (training/finetune_moving.py)"
             if loop.get("moving_legs_weight")
             else ""
         )
         + (
             f", moving-skating weight {loop['moving_skating_weight']} on "
-            f"{loop['placed_dogs']} moving dogs (training/moving_skating.py)"
+            f"{loop['placed_dogs']} moving dogs (training/finetune_moving.py)"
             if loop.get("moving_skating_weight")
             else ""
         )
         + (
             f", moving-course weight {loop['moving_course_weight']} on "
-            f"{loop['placed_dogs']} moving dogs (training/moving_course.py)"
+            f"{loop['placed_dogs']} moving dogs (training/finetune_moving.py)"
             if loop.get("moving_course_weight")
             else ""
         )
         + (
             f", moving-gait weight {loop['moving_gait_weight']} on "
-            f"{loop['placed_dogs']} moving dogs"
-            + (", turning ones too" if loop.get("moving_gait_turning") else ", straight ones")
+            f"{loop['placed_dogs']} moving dogs, straight ones"
             + (
                 ", the mocap's most used gait's"
                 if loop.get("moving_gait_reference", "all") == "most-used"
                 else ""
             )
-            + (", the paws' share down too" if loop.get("moving_gait_duty") else "")
-            + " (training/moving_gait.py)"
+            + " (training/finetune_moving.py)"
             if loop.get("moving_gait_weight")
             else ""
         )
@@ -309,25 +300,6 @@ def _fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
             if loop.get("jump_share")
             else ""
         )
-        + (
-            f", replay-skating weight {loop['replay_skating_weight']} on "
-            f"{loop['placed_dogs']} replaying dogs (training/replay_skating.py)"
-            if loop.get("replay_skating_weight")
-            else ""
-        )
-        + (
-            f", bone weight {loop['bone_weight']}"
-            + (" on the positions only" if loop.get("bone_positions_only") else "")
-            + " (training/bone_loss.py)"
-            if loop.get("bone_weight")
-            else ""
-        )
-        + (
-            f"; feedback {loop['feedback']} (rollouts through the runtime: "
-            "training/runtime_rollout.py)"
-            if loop.get("feedback", "pose") != "pose"
-            else ""
-        )
         + (f"; {min(speed):.0f}-{max(speed):.0f} frames/s." if speed else "."),
     ]
 
@@ -347,17 +319,10 @@ def _averaged_lines(config: dict) -> list[str]:
     ]
 
 
-def _averaging_step(config: dict, checkpoint_name: str) -> tuple[str, str]:
-    """(what the run adds, the `canis average` step) for the Reproduce line of an averaged
-    checkpoint: its sources are the run's kept epochs where they are all eN.safetensors of
-    one folder."""
-    sources = [Path(s["file"]) for s in config["averaged_from"]]
-    kept = len({s.parent for s in sources}) == 1 and all(
-        re.fullmatch(r"e\d+\.safetensors", s.name) for s in sources
-    )
-    files = " ".join(f"runs/NAME/{s.name}" if kept else str(s) for s in sources)
-    step = f"`./run canis average {files} --out runs/NAME/{checkpoint_name}` then "
-    return (" --keep-epochs" if kept else ""), step
+def _averaging_step(config: dict, checkpoint_name: str) -> str:
+    """The `canis average` step of the Reproduce line of an averaged checkpoint."""
+    files = " ".join(str(s["file"]) for s in config["averaged_from"])
+    return f"`./run canis average {files} --out runs/NAME/{checkpoint_name}` then "
 
 
 def _fine_tuning_start(config: dict) -> str:
@@ -380,23 +345,44 @@ def _fine_tuning_log(rows: list[dict]) -> list[str]:
     ]
 
 
+def _config_reproduce(config: dict) -> str | None:
+    """`canis finetune --config FILE` and the flags given beside it, for a run from a config
+    file (training/configs/*.json) whose recorded settings are the run's own; None otherwise
+    (the Reproduce line then lists every setting)."""
+    recipe, loop = config.get("closed_loop_config"), config["closed_loop"]
+    if not recipe:
+        return None
+    settings = recipe["values"] | recipe["overrides"]
+    if any(loop.get(key) != value for key, value in settings.items() if key != "epochs"):
+        return None  # the run resolved a setting otherwise than the file says
+    flags = "".join(
+        f" --{key.replace('_', '-')}" + ("" if value is True else f" {value}")
+        for key, value in recipe["overrides"].items()
+        if key != "epochs"
+    )
+    if config["closed_loop_epoch"] != settings.get("epochs", 8):
+        flags += f" --epochs {config['closed_loop_epoch']}"
+    return f"--config {recipe['file']} --start {_fine_tuning_start(config)} --out runs/NAME{flags}"
+
+
 def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str) -> str:
     loop = config["closed_loop"]
     start = _fine_tuning_start(config)
-    # A start standardised on an earlier build of the data was rescaled to this build's.
-    restandardise = " --restandardise" if config.get("restandardised") else ""
+    average = _averaging_step(config, checkpoint_name) if config.get("averaged_from") else ""
+    export = (
+        f"`./run canis export runs/NAME/{checkpoint_name} --out {model_path.name} --dataset "
+        "data/dog_dataset.npz --card`."
+    )
+    from_config = _config_reproduce(config)
+    if from_config is not None:
+        return (
+            f"- **Reproduce**: `./run canis dataset build` then `./run canis finetune "
+            f"{from_config}` then {average}{export}"
+        )
     # Options added after the first fine-tunes: named only where a run set them.
-    later = f" --skating-weight {loop['skating_weight']}" if loop.get("skating_weight") else ""
-    if loop.get("contact_paws", "predicted") != "predicted":
-        later += f" --contact-paws {loop['contact_paws']}"
+    later = ""
     if loop.get("leg_motion_weight"):
         later += f" --leg-motion-weight {loop['leg_motion_weight']}"
-        if loop.get("leg_motion_groups", "batch") != "batch":
-            later += f" --leg-motion-groups {loop['leg_motion_groups']}"
-        if loop.get("leg_motion_on", "stretches") != "stretches":
-            later += f" --leg-motion-on {loop['leg_motion_on']}"
-    if loop.get("stillness_weight"):
-        later += f" --stillness-weight {loop['stillness_weight']}"
     if loop.get("placed_stillness_weight"):
         later += (
             f" --placed-stillness-weight {loop['placed_stillness_weight']} "
@@ -416,35 +402,17 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --moving-course-weight {loop['moving_course_weight']:g}"
     if loop.get("moving_gait_weight"):
         later += f" --moving-gait-weight {loop['moving_gait_weight']:g}"
-    if loop.get("moving_gait_turning"):
-        later += " --moving-gait-turning"
     if loop.get("moving_gait_reference", "all") != "all":
         later += f" --moving-gait-reference {loop['moving_gait_reference']}"
-    if loop.get("moving_gait_duty"):
-        later += " --moving-gait-duty"
     if loop.get("moving_paws_both_ways"):
         later += " --moving-paws-both-ways"
     if loop.get("moving_paws_down"):
         down = float(loop["moving_paws_down"])
         later += " --moving-paws-down" + ("" if down == 1 else f" {down:g}")
-    if loop.get("moving_paws_down_fast"):
-        later += f" --moving-paws-down-fast {loop['moving_paws_down_fast']:g}"
-        later += f" --moving-paws-down-fast-mps {loop['moving_paws_down_fast_mps']:g}"
     if loop.get("moving_skating_relative"):
         later += " --moving-skating-relative"
     if loop.get("moving_skating_scale", 1.0) != 1.0:
         later += f" --moving-skating-scale {loop['moving_skating_scale']:g}"
-    if loop.get("moving_paws_lift"):
-        lift = float(loop["moving_paws_lift"])
-        later += " --moving-paws-lift" + ("" if lift == 1 else f" {lift:g}")
-    if loop.get("moving_paws_planted"):
-        planted = float(loop["moving_paws_planted"])
-        later += " --moving-paws-planted" + ("" if planted == 1 else f" {planted:g}")
-    if loop.get("moving_paws_still"):
-        still = float(loop["moving_paws_still"])
-        later += " --moving-paws-still" + ("" if still == 1 else f" {still:g}")
-    if loop.get("moving_paws_still_predicted"):
-        later += " --moving-paws-still-predicted"
     if loop.get("moving_paws_swing"):
         later += " --moving-paws-swing"
     if loop.get("moving_paws_swing_below_mps"):
@@ -463,50 +431,29 @@ def _fine_tuning_reproduce(config: dict, model_path: Path, checkpoint_name: str)
         later += f" --posture-stillness-weight {loop['posture_stillness_weight']:g}"
     if loop.get("moving_max_turn_degps", 60.0) != 60.0:
         later += f" --moving-max-turn-degps {loop['moving_max_turn_degps']}"
-    if loop.get("moving_turns_as_mocap"):
-        later += " --moving-turns-as-mocap"
     if loop.get("moving_turn_switch_s"):
         later += f" --moving-turn-switch-s {loop['moving_turn_switch_s']}"
     if loop.get("moving_dogs_per_step", 8) != 8:
         later += f" --moving-dogs-per-step {loop['moving_dogs_per_step']}"
     if loop.get("moving_unroll_frames", 1) != 1:
         later += f" --moving-unroll-frames {loop['moving_unroll_frames']}"
-    if loop.get("replay_skating_weight"):
-        later += f" --replay-skating-weight {loop['replay_skating_weight']}"
     placed = (
         "placed_stillness_weight", "placed_speed_weight", "moving_legs_weight",
-        "moving_skating_weight", "replay_skating_weight", "moving_course_weight",
-        "moving_gait_weight",
+        "moving_skating_weight", "moving_course_weight", "moving_gait_weight",
     )  # fmt: skip
     if not loop.get("placed_stillness_weight") and any(loop.get(key) for key in placed):
         later += f" --placed-dogs {loop['placed_dogs']}"
     if loop.get("placed_refresh_steps"):
         later += f" --placed-refresh-steps {loop['placed_refresh_steps']}"
-    if loop.get("bone_weight"):
-        later += f" --bone-weight {loop['bone_weight']}"
-        if loop.get("bone_positions_only"):
-            later += " --bone-positions-only"
-    if loop.get("clip_grad_norm"):
-        later += f" --clip-grad-norm {loop['clip_grad_norm']}"
-    if loop.get("feedback", "pose") != "pose":
-        later += (
-            f" --feedback {loop['feedback']} --rollout-dogs {loop['rollout_dogs']} "
-            f"--rollout-path-share {loop['rollout_path_share']}"
-        )
-        if loop.get("rollout_match_frames"):
-            later += f" --rollout-match-frames {loop['rollout_match_frames']}"
-    keep, average = "", ""  # an averaged checkpoint's run keeps its epochs, then averages
-    if config.get("averaged_from"):
-        keep, average = _averaging_step(config, checkpoint_name)
     return (
         f"- **Reproduce**: `./run canis dataset build` then `./run canis finetune --start {start}"
-        f"{restandardise} --out runs/NAME --epochs {config['closed_loop_epoch']} --steps-per-epoch "
+        f" --out runs/NAME --epochs {config['closed_loop_epoch']} --steps-per-epoch "
         f"{loop['steps_per_epoch']} --batch-size {loop['batch_size']} --lr {loop['lr']} "
         f"--seed {loop['seed']} --ground-truth-frames {loop['ground_truth_frames']} "
         f"--own-frames {loop['own_frames']} --curriculum-epochs {loop['curriculum_epochs']} "
         f"--contact-weight {loop['contact_weight']} --dropout {loop.get('dropout', DROPOUT)} "
         f"--weight-decay {loop.get('weight_decay', WEIGHT_DECAY)}{later} --precision "
-        f"{loop.get('precision', 'fp32')}{keep}` then {average}`./run canis export "
+        f"{loop.get('precision', 'fp32')}` then {average}`./run canis export "
         f"runs/NAME/{checkpoint_name} --out {model_path.name} --dataset data/dog_dataset.npz "
         "--card`."
     )

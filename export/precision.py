@@ -23,7 +23,6 @@ closed-loop gate's question (evaluation/precision_gate.py), not this check's.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import tempfile
 from datetime import UTC, datetime
@@ -37,6 +36,7 @@ from canis.runtime.inference import (
     PRECISIONS,
     declared_precision,
 )
+from canis.training.checkpoint import file_sha256  # noqa: F401  (its home is training)
 from onnx import numpy_helper
 
 # Mean absolute difference from fp32, in units of the output's standard deviation, above which
@@ -60,11 +60,6 @@ def _set_metadata(model, meta: dict[str, str]) -> None:
     for key, value in meta.items():
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
-
-
-def file_sha256(path: Path) -> str:
-    """The file's SHA-256, hex (the sources a converted or averaged model names)."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _tool(precision: str) -> str:

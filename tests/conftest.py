@@ -72,7 +72,7 @@ LONGEST_FILES_FIRST = (
     "test_cli.py",
     "test_training.py",
     "test_body.py",
-    "test_closed_loop_training.py",
+    "test_finetune.py",
     "test_trace_readers.py",
     "test_soak.py",
 )

@@ -9,7 +9,10 @@ import torch
 
 @pytest.fixture(scope="module")
 def kept_epochs(tiny_dataset, tmp_path_factory):
-    """A two-epoch fine-tune of a tiny MANN-4 with each epoch's checkpoint kept."""
+    """A two-epoch fine-tune of a tiny MANN-4 with each epoch's checkpoint kept (the first
+    epoch's copied out before the run is resumed for the second)."""
+    import shutil
+
     from canis.training.train import LAST, train
     from conftest import tiny_config
 
@@ -18,9 +21,11 @@ def kept_epochs(tiny_dataset, tmp_path_factory):
     folder = tmp_path_factory.mktemp("average")
     train(tiny_config(tiny_dataset), folder / "one_step", progress=False)
     run = folder / "run"
-    finetune = "finetune --epochs 2 --steps-per-epoch 2 --batch-size 4 --own-frames 2 --seed 3"
+    finetune = "finetune --steps-per-epoch 2 --batch-size 4 --own-frames 2 --seed 3".split()
     start = ["--start", str(folder / "one_step" / LAST), "--dataset", str(tiny_dataset)]
-    assert main([*finetune.split(), *start, "--out", str(run), "--keep-epochs"]) == 0
+    for epochs, resume in (("1", []), ("2", ["--resume"])):
+        assert main([*finetune, *start, "--out", str(run), "--epochs", epochs, *resume]) == 0
+        shutil.copyfile(run / LAST, run / f"e{epochs}.safetensors")
     return folder, run
 
 
@@ -55,7 +60,7 @@ def test_a_runs_kept_epochs_average_to_their_mean(kept_epochs, tiny_dataset, cap
     sources = mean.config["averaged_from"]
     assert [s["closed_loop_epoch"] for s in sources] == [1, 2] and sources[0]["seed"] == 3
     assert mean.config["closed_loop_epoch"] == 2  # the last source's run
-    # The card names the sources and reproduces the mean from the run's kept epochs.
+    # The card names the sources and reproduces the mean from them.
     model = folder / "average.onnx"
     export = ["export", str(out), "--out", str(model), "--dataset", str(tiny_dataset)]
     assert main([*export, "--card", "--card-seconds", "1"]) == 0
@@ -63,8 +68,8 @@ def test_a_runs_kept_epochs_average_to_their_mean(kept_epochs, tiny_dataset, cap
     assert "- **Averaged** (`canis average`" in card
     assert "`e1.safetensors`, epoch 1, seed 3" in card and "`e2.safetensors`, epoch 2" in card
     assert (
-        "--keep-epochs` then `./run canis average runs/NAME/e1.safetensors "
-        "runs/NAME/e2.safetensors --out runs/NAME/average.safetensors` then `./run canis "
+        f"` then `./run canis average {run}/e1.safetensors "
+        f"{run}/e2.safetensors --out runs/NAME/average.safetensors` then `./run canis "
         "export runs/NAME/average.safetensors" in card
     )
     # A mean written over a run's last checkpoint is reproduced beside it, not over it.

@@ -55,7 +55,7 @@ def test_getting_up_dogs_inputs_are_the_runtimes_after_the_hand_back(tiny_model)
 
 
 def test_the_getting_up_pops_weight_is_checked_and_named():
-    from canis.training.closed_loop_training import ClosedLoopConfig
+    from canis.training.finetune_config import ClosedLoopConfig
 
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--getting-up-pops-weight .*: must be a finite"):
@@ -145,7 +145,7 @@ def test_settling_dogs_are_kept_after_the_way_down_and_never_stood_up(tiny_model
 
 
 def test_the_getting_up_settling_share_is_checked_and_named():
-    from canis.training.closed_loop_training import ClosedLoopConfig
+    from canis.training.finetune_config import ClosedLoopConfig
 
     for bad in (-0.1, 1.5, float("nan")):
         with pytest.raises(ValueError, match="--getting-up-settling .*: must be a share"):

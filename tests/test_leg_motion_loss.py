@@ -1,21 +1,19 @@
-"""The leg-motion term (training/leg_motion_loss.py): each leg joint's turn in a step is the
+"""The leg-motion term (training/finetune_losses.py): each leg joint's turn in a step is the
 evaluation's angular update of the joint's rotation; the term is 0 for the mocap, grows for
 legs that move less on average, and counts only frames fed the network's own outputs."""
 
-from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
 import torch
 from canis.evaluation.controller_metrics import angular_update_deg
 from canis.runtime.features import INPUT, OUTPUT
-from canis.training import closed_loop_training as closed_loop
-from canis.training.leg_motion_loss import (
+from canis.training import finetune_config
+from canis.training import finetune_stretches as stretches
+from canis.training.finetune_losses import (
     LEG_ROWS,
-    ROTATING_ROWS,
     leg_motion_loss,
     leg_turn_deg,
-    stillness_loss,
 )
 
 
@@ -96,27 +94,7 @@ def test_grouped_term_keeps_still_legs_from_paying_for_short_swings():
     assert leg_motion_loss(x_both, mocap, x_both, mocap, groups).item() < 1e-6
 
 
-def test_stillness_term_charges_only_motion_beyond_the_mocaps():
-    """Zero for the mocap's own motion and for less; for more (a dog stirring where the mocap's
-    stood still) it grows, and its gradient calms the joints."""
-    _, x, y, _ = _trot_pairs()
-    x_t, y_t = torch.as_tensor(x[10:40]), torch.as_tensor(y[10:40])
-    still = _damped(x_t, y_t, 0.0)
-    assert len(ROTATING_ROWS) > len(LEG_ROWS)  # head and spine watched too
-    assert stillness_loss(x_t, y_t, x_t, y_t).item() < 1e-6
-    assert stillness_loss(x_t, _damped(x_t, y_t, 0.5), x_t, y_t).item() == 0.0
-    stirring = y_t.clone().requires_grad_(True)  # moves as the trot where the mocap stands
-    loss = stillness_loss(x_t, stirring, x_t, still)
-    excess = leg_turn_deg(x_t, y_t, ROTATING_ROWS) - leg_turn_deg(x_t, still, ROTATING_ROWS)
-    np.testing.assert_allclose(loss.item(), excess.clamp(min=0).square().mean().item(), rtol=1e-5)
-    assert loss.item() > 1.0
-    loss.backward()
-    calmer = stirring.detach() - 1e-3 * stirring.grad
-    assert stillness_loss(x_t, calmer, x_t, still).item() < loss.item()
-    assert stillness_loss(x_t[:0], y_t[:0], x_t[:0], y_t[:0]).item() == 0.0
-
-
-def _raw_units() -> closed_loop.Standardiser:
+def _raw_units() -> stretches.Standardiser:
     """A standardiser that leaves values as they are (mean 0, std 1, no clamp in reach)."""
     size_x, size_y = INPUT.size, OUTPUT.size
     normalisation = {
@@ -124,7 +102,7 @@ def _raw_units() -> closed_loop.Standardiser:
         "y_mean": torch.zeros(size_y), "y_std": torch.ones(size_y),
         "x_min": torch.full((size_x,), -1e3), "x_max": torch.full((size_x,), 1e3),
     }  # fmt: skip
-    return closed_loop.Standardiser(normalisation, size_y)
+    return stretches.Standardiser(normalisation, size_y)
 
 
 def _trot_split():
@@ -135,8 +113,6 @@ def _trot_split():
         y=torch.as_tensor(y),
         after=after,
         phase=torch.zeros(len(x)),
-        action_gait=np.where(np.arange(len(x)) % 3 == 0, 5, 9),  # two groups, interleaved
-        gait=np.where(np.arange(len(x)) % 3 == 0, -1, 2),  # every third row off locomotion
     )
 
 
@@ -152,30 +128,24 @@ def test_leg_motion_counts_only_the_networks_own_frames():
     mocap's pose, so the term leaves those frames out (they count as the stretch's frames)."""
     split, standard, model = _trot_split(), _raw_units(), torch.nn.Dropout(0.3)
     starts = np.arange(10, 14)
-    for groups in ("batch", "action-gait"):
-        loop = closed_loop.ClosedLoopConfig(
-            ground_truth_frames=3, leg_motion_weight=2.0, leg_motion_groups=groups
-        )
-        args = (model, _still_legs(split), split, starts, standard, loop)
-        term, values = closed_loop.leg_motion_stretch(*args, 0)
-        assert term.item() == 0.0 and values["leg_motion"] == 0.0
-        term, values = closed_loop.leg_motion_stretch(*args, 2)
-        assert values["leg_motion"] > 0.1
-        np.testing.assert_allclose(term.item(), 2.0 * values["leg_motion"], rtol=1e-6)
+    loop = finetune_config.ClosedLoopConfig(ground_truth_frames=3, leg_motion_weight=2.0)
+    args = (model, _still_legs(split), split, starts, standard, loop)
+    term, values = stretches.leg_motion_stretch(*args, 0)
+    assert term.item() == 0.0 and values["leg_motion"] == 0.0
+    term, values = stretches.leg_motion_stretch(*args, 2)
+    assert values["leg_motion"] > 0.1
+    np.testing.assert_allclose(term.item(), 2.0 * values["leg_motion"], rtol=1e-6)
 
 
-def test_batch_groups_are_each_frames_rows():
-    """ "batch": each own frame's batch mean against the mocap's, averaged over the stretch's
-    frames; "action-gait": each action and gait's rows over all the own frames; "gait": each
-    gait's rows, those off locomotion left out; "locomotion": each own frame's rows on
-    locomotion."""
+def test_the_means_are_each_frames_rows():
+    """Each own frame's batch mean against the mocap's, averaged over the stretch's frames."""
     split, standard, model = _trot_split(), _raw_units(), torch.nn.Dropout(0.3)
     starts, predict = np.arange(10, 16), _still_legs(split)
-    loop = closed_loop.ClosedLoopConfig(ground_truth_frames=1, leg_motion_weight=1.0)
-    _, values = closed_loop.leg_motion_stretch(model, predict, split, starts, standard, loop, 2)
+    loop = finetune_config.ClosedLoopConfig(ground_truth_frames=1, leg_motion_weight=1.0)
+    _, values = stretches.leg_motion_stretch(model, predict, split, starts, standard, loop, 2)
     x0 = split.y[:1].repeat(len(starts), 1)  # the own frames' inputs: rebuilt from the pose
     x_own = torch.as_tensor(
-        closed_loop.next_input(split.x[starts].numpy(), x0.numpy(), split.x[starts + 1].numpy())
+        stretches.next_input(split.x[starts].numpy(), x0.numpy(), split.x[starts + 1].numpy())
     )
     # The second own frame starts from the same pose again (the prediction does not change).
     by_frame = [
@@ -183,86 +153,6 @@ def test_batch_groups_are_each_frames_rows():
     ]
     expected = (by_frame[0] + by_frame[1]).item() / 3  # two own frames of three
     np.testing.assert_allclose(values["leg_motion"], expected, rtol=1e-4)
-    whole_batch = values["leg_motion"]
-    grouped = replace(loop, leg_motion_groups="action-gait")
-    _, values = closed_loop.leg_motion_stretch(model, predict, split, starts, standard, grouped, 2)
-    rows = np.concatenate([starts + 1, starts + 2])
-    labels = torch.as_tensor(split.action_gait[rows])
-    x_both, y_both = torch.cat([x_own, x_own]), torch.cat([x0, x0])
-    expected = leg_motion_loss(x_both, y_both, split.x[rows], split.y[rows], labels).item()
-    np.testing.assert_allclose(values["leg_motion"], expected * 2 / 3, rtol=1e-4)
-    by_gait = replace(loop, leg_motion_groups="gait")
-    _, values = closed_loop.leg_motion_stretch(model, predict, split, starts, standard, by_gait, 2)
-    moving = split.gait[rows] != -1
-    assert 0 < moving.sum() < len(rows)
-    expected = leg_motion_loss(
-        x_both[moving], y_both[moving], split.x[rows[moving]], split.y[rows[moving]]
-    ).item()
-    np.testing.assert_allclose(values["leg_motion"], expected * 2 / 3, rtol=1e-4)
-    # "locomotion": each own frame's rows as "batch", the rows off locomotion left out.
-    on_feet = replace(loop, leg_motion_groups="locomotion")
-    _, values = closed_loop.leg_motion_stretch(model, predict, split, starts, standard, on_feet, 2)
-    by_frame = []
-    for k in (1, 2):
-        kept = split.gait[starts + k] != -1
-        assert 0 < kept.sum() < len(starts)
-        by_frame.append(
-            kept.sum()
-            * leg_motion_loss(
-                x_own[kept], x0[kept], split.x[starts[kept] + k], split.y[starts[kept] + k]
-            ).item()
-        )
-    expected = sum(by_frame) / moving.sum()  # the frames weighed by their rows on locomotion
-    np.testing.assert_allclose(values["leg_motion"], expected * 2 / 3, rtol=1e-4)
-    assert abs(values["leg_motion"] - whole_batch) > 1e-3 * whole_batch  # the standing rows out
-    split.gait[:] = -1  # no row on locomotion: no term
-    for groups in (by_gait, on_feet):
-        term, values = closed_loop.leg_motion_stretch(
-            model, predict, split, starts, standard, groups, 2
-        )
-        assert term.item() == 0.0 and values["leg_motion"] == 0.0
-
-
-def test_stillness_is_taken_on_the_own_frames_off_locomotion():
-    """The term sees only the own frames' rows off locomotion, without the leg-motion term
-    when its weight is 0, and adds nothing where no row is off locomotion."""
-    split, standard, model = _trot_split(), _raw_units(), torch.nn.Dropout(0.3)
-    split.phase = torch.arange(len(split.x), dtype=torch.float32)  # the row, for the predictor
-
-    def jumping(x_in, phase):  # another frame's pose for each row: joints jump about
-        return split.y[(phase.long() * 7) % 40]
-
-    starts = np.arange(10, 16)
-    loop = closed_loop.ClosedLoopConfig(ground_truth_frames=1, stillness_weight=3.0)
-    term, values = closed_loop.leg_motion_stretch(model, jumping, split, starts, standard, loop, 2)
-    assert values["leg_motion"] == 0.0
-    own = [
-        (x, rows, prediction)
-        for _, is_own, x, rows, prediction in closed_loop.stretch_frames(
-            jumping, split, starts, standard, 1, 2
-        )
-        if is_own
-    ]
-    x_own, rows, y_own = (torch.cat([torch.as_tensor(o[i]) for o in own]) for i in range(3))
-    rows = rows.numpy()
-    idle = split.gait[rows] == -1
-    assert 0 < idle.sum() < len(rows)
-    expected = stillness_loss(
-        x_own[idle], y_own[idle], split.x[rows[idle]], split.y[rows[idle]]
-    ).item()
-    assert expected > 1.0
-    np.testing.assert_allclose(values["stillness"], expected * 2 / 3, rtol=1e-4)
-    np.testing.assert_allclose(term.item(), 3.0 * values["stillness"], rtol=1e-6)
-    split.gait[:] = 2  # every row on locomotion
-    term, values = closed_loop.leg_motion_stretch(model, jumping, split, starts, standard, loop, 2)
-    assert term.item() == 0.0 and values["stillness"] == 0.0
-
-
-def test_stillness_needs_the_stretches():
-    import pytest
-
-    with pytest.raises(ValueError, match="--stillness-weight"):
-        closed_loop.ClosedLoopConfig(stillness_weight=1.0, feedback="runtime", own_frames=4)
 
 
 def test_finetune_logs_the_leg_motion_term(tiny_dataset, tmp_path):
@@ -276,22 +166,15 @@ def test_finetune_logs_the_leg_motion_term(tiny_dataset, tmp_path):
     options = ["--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4", "--own-frames", "3"]
     start = ["--start", str(tmp_path / "one_step" / LAST), "--dataset", str(tiny_dataset)]
     term = ["--leg-motion-weight", "0.1"]
-    for groups in ("batch", "locomotion", "action-gait"):
-        run = ["--out", str(out / groups), *options, *term, "--leg-motion-groups", groups]
-        assert main(["finetune", *start, *run]) == 0
-        header, row = (out / groups / "log.csv").read_text().splitlines()
-        logged = dict(zip(header.split(","), row.split(","), strict=True))
-        assert float(logged["leg_motion_term"]) > 0
-    run = ["--out", str(out / "still"), *options, "--stillness-weight", "1"]
-    assert main(["finetune", *start, *run]) == 0
-    header, row = (out / "still" / "log.csv").read_text().splitlines()
+    assert main(["finetune", *start, "--out", str(out), *options, *term]) == 0
+    header, row = (out / "log.csv").read_text().splitlines()
     logged = dict(zip(header.split(","), row.split(","), strict=True))
-    assert float(logged["stillness_term"]) >= 0 and float(logged["leg_motion_term"]) == 0
-    tuned = tmp_path / "still.onnx"
-    export = ["export", str(out / "still" / LAST), "--out", str(tuned)]
+    assert float(logged["leg_motion_term"]) > 0
+    tuned = tmp_path / "legs.onnx"
+    export = ["export", str(out / LAST), "--out", str(tuned)]
     assert main([*export, "--dataset", str(tiny_dataset), "--card", "--card-seconds", "1"]) == 0
     card = tuned.with_suffix(".md").read_text()
-    assert "--stillness-weight 1.0" in card and "stillness weight 1.0 off locomotion" in card
+    assert "--leg-motion-weight 0.1" in card and "leg-motion weight 0.1 over each batch" in card
 
 
 def test_a_log_begun_before_a_new_column_keeps_its_columns(tmp_path):
@@ -324,8 +207,8 @@ def test_leg_motion_is_measured_without_dropout():
         return constant.repeat(len(x_in), 1)
 
     model.train()
-    loop = closed_loop.ClosedLoopConfig(leg_motion_weight=1.0, contact_weight=1.0)
-    term, values = closed_loop.leg_motion_stretch(
+    loop = finetune_config.ClosedLoopConfig(leg_motion_weight=1.0, contact_weight=1.0)
+    term, values = stretches.leg_motion_stretch(
         model, predict, split, np.arange(10, 14), standard, loop, 2
     )
     assert modes and not any(modes) and model.training

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 from canis.runtime.features import OUTPUT
-from canis.training.moving_course import (
+from canis.training.finetune_moving import (
     COURSE_ALLOWANCE_RADPS,
     COURSE_TAU_S,
     moving_course_loss,
@@ -79,7 +79,7 @@ def test_the_headings_are_the_runtimes_and_its_turn_the_predicted_one(tiny_model
 
 
 def test_the_moving_course_weight_is_checked_and_named():
-    from canis.training.closed_loop_training import ClosedLoopConfig
+    from canis.training.finetune_config import ClosedLoopConfig
 
     loop = ClosedLoopConfig(moving_course_weight=2.0)
     assert loop.moves_dogs() and loop.identity()["moving_course_weight"] == 2.0

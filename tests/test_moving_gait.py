@@ -1,4 +1,4 @@
-"""The moving-gait term (training/moving_gait.py): soft footfalls counted as the gait table's
+"""The moving-gait term (training/finetune_moving.py): soft footfalls counted as the gait table's
 detector counts them, the lateral and diagonal pairs' correlation as runtime/readouts.py pairs them,
 the mocap's windows by speed as the reference, each dog paying its own miss beyond the
 allowance; the fine-tuning logs it and the card names it."""
@@ -8,20 +8,20 @@ import pytest
 import torch
 from canis.runtime.features import PAW_ROWS
 from canis.runtime.readouts import GAITS, _correlation, classify_gaits
-from canis.training import moving_gait
-from canis.training.closed_loop_training import successors
-from canis.training.moving_gait import (
+from canis.training import finetune_moving
+from canis.training.finetune_moving import (
     GAIT_ALLOWANCE,
+    MOVE,
     gait_by_speed,
     moving_gait_loss,
     pair_correlations,
     soft_contacts,
     window_rows,
 )
-from canis.training.moving_legs import MOVE
+from canis.training.finetune_stretches import successors
 from canis.training.shown_pose import shown_step_m
+from paw_steps import Y_HIPS, _steps
 from test_moving_skating import Y_ROOT_VELOCITY
-from test_replay_skating import Y_HIPS, _steps
 
 FPS = 60
 
@@ -93,13 +93,12 @@ def test_soft_contacts_count_a_paw_down_as_the_stride_detector_does():
 
 
 def test_the_reference_is_the_mocaps_most_used_gaits_windows_by_speed(monkeypatch):
-    from canis.training import moving_legs
 
     # Three clips: one pacing at 1.1 m/s (20 frames), one walking at 1.1 (15 frames), one
     # trotting at 1.9 (20 frames); footfalls given through soft_contacts, windows of 9 frames,
     # stride 8 frames.
-    monkeypatch.setattr(moving_gait, "GAIT_WINDOW_FRAMES", 9)
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 5)
+    monkeypatch.setattr(finetune_moving, "GAIT_WINDOW_FRAMES", 9)
+    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 5)
     footfalls = np.concatenate(
         [
             _footfalls("pace", 20, stride_frames=8),
@@ -108,7 +107,9 @@ def test_the_reference_is_the_mocaps_most_used_gaits_windows_by_speed(monkeypatc
         ]
     )
     monkeypatch.setattr(
-        moving_gait, "soft_contacts", lambda x, y: torch.as_tensor(footfalls, dtype=torch.float32)
+        finetune_moving,
+        "soft_contacts",
+        lambda x, y: torch.as_tensor(footfalls, dtype=torch.float32),
     )
     lengths = [20, 15, 20]
     clip = np.repeat([0, 1, 2], lengths)
@@ -133,12 +134,6 @@ def test_the_reference_is_the_mocaps_most_used_gaits_windows_by_speed(monkeypatc
     centres, pairs = gait_by_speed(x, y, action, after)
     mixed = pair_correlations(torch.as_tensor(footfalls[windows[:19]], dtype=torch.float32))
     np.testing.assert_allclose(pairs[np.argmin(abs(centres - 1.1))], mixed.mean(0), atol=1e-6)
-    # With the duty: the paws' share down over the windows too (60% of each stride here).
-    centres, stats = gait_by_speed(x, y, action, after, gait, duty=True)
-    assert stats.shape == (len(centres), 3)
-    np.testing.assert_allclose(stats[:, :2], gait_by_speed(x, y, action, after, gait)[1])
-    share = footfalls[windows[:12]].mean()
-    np.testing.assert_allclose(stats[np.argmin(abs(centres - 1.1)), 2], share, atol=1e-6)
     # With the walk the more used, it is the walk's.
     gait[clip == 0] = GAITS.index("walk")
     gait[clip == 1] = GAITS.index("pace")
@@ -174,19 +169,10 @@ def test_each_dog_pays_its_own_miss_beyond_the_allowance():
     # A step down the gradient takes the first dog's lateral pairs apart.
     stepped = (pacing - 0.05 * pacing.grad).detach()
     assert pair_correlations(stepped)[0, 0] < own[0, 0]
-    # With the duty (a third column): a dog with its paws down as the reference's pays
-    # nothing for it; one whose paws are down 0.3 more than the reference's pays 0.2 squared.
-    share = pacing.detach().mean((1, 2))[:, None]
-    with_duty = torch.cat([own, share], 1)
-    assert moving_gait_loss(pacing.detach(), with_duty).item() == 0.0
-    with_duty[1, 2] -= 0.3
-    np.testing.assert_allclose(
-        moving_gait_loss(pacing.detach(), with_duty).item(), 0.2**2 / 6, rtol=1e-4
-    )
 
 
 def test_the_moving_gait_weight_is_checked_and_named():
-    from canis.training.closed_loop_training import ClosedLoopConfig
+    from canis.training.finetune_config import ClosedLoopConfig
     from test_moving_course import _reproduce_line
 
     for bad in (-1.0, float("nan"), float("inf")):
@@ -196,36 +182,26 @@ def test_the_moving_gait_weight_is_checked_and_named():
     assert loop.moves_dogs() and loop.identity()["moving_gait_weight"] == 2.0
     assert "--moving-gait-weight 2" in _reproduce_line(loop)
     assert "--moving-gait-weight" not in _reproduce_line(ClosedLoopConfig())
-    turning = ClosedLoopConfig(moving_gait_weight=2.0, moving_gait_turning=True)
-    assert "--moving-gait-weight 2 --moving-gait-turning" in _reproduce_line(turning)
-    assert "--moving-gait-turning" not in _reproduce_line(loop)
-    with pytest.raises(ValueError, match="--moving-gait-turning: needs --moving-gait-weight"):
-        ClosedLoopConfig(moving_gait_turning=True)
-    with pytest.raises(ValueError, match="--moving-gait-duty: needs --moving-gait-weight"):
-        ClosedLoopConfig(moving_gait_duty=True)
     with pytest.raises(ValueError, match="--moving-gait-reference most-used: needs --moving-ga"):
         ClosedLoopConfig(moving_gait_reference="most-used")
     with pytest.raises(ValueError, match="--moving-gait-reference mode: one of all, most-used"):
         ClosedLoopConfig(moving_gait_weight=2.0, moving_gait_reference="mode")
-    held = ClosedLoopConfig(
-        moving_gait_weight=2.0, moving_gait_reference="most-used", moving_gait_duty=True
-    )
+    held = ClosedLoopConfig(moving_gait_weight=2.0, moving_gait_reference="most-used")
     line = _reproduce_line(held)
-    assert "--moving-gait-weight 2 --moving-gait-reference most-used --moving-gait-duty" in line
+    assert "--moving-gait-weight 2 --moving-gait-reference most-used" in line
     assert "--moving-gait-reference" not in _reproduce_line(loop)
 
 
 def test_finetune_logs_the_moving_gait_term_and_the_card_names_it(
     tiny_dataset, tmp_path, monkeypatch
 ):
-    from canis.training import moving_legs
     from canis.training.train import LAST, train
     from conftest import tiny_config
 
     from canis.cli import main
 
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)  # the synthetic dogs' clips are short
-    monkeypatch.setattr(moving_gait, "GAIT_WINDOW_FRAMES", 15)
+    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 10)  # the synthetic dogs' clips are short
+    monkeypatch.setattr(finetune_moving, "GAIT_WINDOW_FRAMES", 15)
     start = tmp_path / "one_step"
     train(tiny_config(tiny_dataset), start, progress=False)
     out = tmp_path / "gait"
@@ -247,7 +223,7 @@ def test_finetune_logs_the_moving_gait_term_and_the_card_names_it(
     assert "moving-gait weight 3.0 on 4 moving dogs, straight ones" in card
 
 
-def test_the_term_draws_only_the_dogs_asked_straight_ahead_unless_told(monkeypatch):
+def test_the_term_draws_only_the_dogs_asked_straight_ahead(monkeypatch):
     from canis.training.placed_speed import KEPT_FRAMES, MovingDogs
 
     class Model(torch.nn.Module):
@@ -255,7 +231,6 @@ def test_the_term_draws_only_the_dogs_asked_straight_ahead_unless_told(monkeypat
 
     dogs = MovingDogs.__new__(MovingDogs)
     dogs.model, dogs.gait = Model(), (np.array([0.5, 1.5]), np.zeros((2, 2)))
-    dogs.gait_turning = False
     dogs.xs, dogs.asked_mps = np.zeros((4, KEPT_FRAMES, 480)), np.full(4, 1.0)
     dogs.headings = np.zeros((4, KEPT_FRAMES, 2))
     dogs.headings[[1, 3], :, 1] = 0.5  # turning
@@ -267,29 +242,24 @@ def test_the_term_draws_only_the_dogs_asked_straight_ahead_unless_told(monkeypat
         return torch.zeros(len(chosen) * unroll, 480), torch.zeros(len(chosen) * unroll, 363), None
 
     monkeypatch.setattr(dogs, "_steps", steps)
-    monkeypatch.setattr(moving_gait, "GAIT_WINDOW_FRAMES", 8)
+    monkeypatch.setattr(finetune_moving, "GAIT_WINDOW_FRAMES", 8)
     monkeypatch.setattr(
-        moving_gait,
+        finetune_moving,
         "soft_contacts",
         lambda x, y: torch.as_tensor(_footfalls("pace", len(x), 4), dtype=torch.float32),
     )
     assert dogs.gait_loss(None, 16).item() > 0  # pacing where the reference has no pattern
     assert set(drawn) == {0, 2}
-    # --moving-gait-turning: the turning dogs too.
-    dogs.gait_turning = True
-    drawn.clear()
-    assert dogs.gait_loss(None, 16).item() > 0 and set(drawn) == {0, 1, 2, 3}
-    dogs.gait_turning = False
     dogs.headings[[0, 2], :, 1] = -0.5
     assert dogs.gait_loss(None, 16).item() == 0.0
 
 
 def test_the_terms_draws_leave_the_epochs_generator_as_it_was(monkeypatch):
-    from canis.export import onnx_export
+    from canis.training import onnx_graph
     from canis.training.placed_speed import KEPT_FRAMES, MovingDogs
 
-    monkeypatch.setattr(onnx_export, "ExportedModel", lambda *args: None)
-    monkeypatch.setattr(onnx_export, "write_wrapped", lambda *args: None)
+    monkeypatch.setattr(onnx_graph, "ExportedModel", lambda *args: None)
+    monkeypatch.setattr(onnx_graph, "write_wrapped", lambda *args: None)
     monkeypatch.setattr(
         MovingDogs,
         "_driven",

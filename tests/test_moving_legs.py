@@ -1,4 +1,4 @@
-"""The moving-legs term (training/moving_legs.py): the mocap's leg motion by speed from its
+"""The moving-legs term (training/finetune_moving.py): the mocap's leg motion by speed from its
 locomotion frames; nothing for a dog whose legs turn as much as that (or more, or within the
 allowance), a gradient that swings them further where they fall short; the fine-tuning logs it
 and the card names it."""
@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 from canis.runtime.features import OUTPUT
-from canis.training.leg_motion_loss import leg_turn_deg
-from canis.training.moving_legs import (
+from canis.training import finetune_moving
+from canis.training.finetune_losses import leg_turn_deg
+from canis.training.finetune_moving import (
     LEG_ALLOWANCE,
     MOVE,
     leg_turn_by_speed,
@@ -97,11 +98,10 @@ def _finetune_args(tiny_dataset, tmp_path, monkeypatch, out, weight: str) -> lis
     """`canis finetune` arguments for one short epoch of the moving-legs term at `weight`, from
     a one-step network trained on the synthetic dogs (whose clips are short: the reference's
     bins may hold fewer rows)."""
-    from canis.training import moving_legs
     from canis.training.train import LAST, train
     from conftest import tiny_config
 
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)
+    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 10)
     start = tmp_path / "one_step"
     train(tiny_config(tiny_dataset), start, progress=False)
     return [
@@ -201,40 +201,3 @@ def test_a_non_finite_step_stops_the_run_and_keeps_the_checkpoint(
     assert "fine-tuning epoch 2, step 1: the loss (nan) or its gradient is not finite" in error
     assert "moving_legs nan" in error
     assert (out / LAST).read_bytes() == saved
-
-
-def test_the_span_turn_is_the_pose_change_over_frames(monkeypatch):
-    """leg_turn_over_deg between consecutive frames' inputs is the one-step turn; over
-    SPAN_FRAMES frames of a swinging trot it is most of the frames' turns added up;
-    span_turn_by_speed takes only rows whose clip goes on that long."""
-    from canis.training import moving_legs
-    from canis.training.closed_loop_training import successors
-    from canis.training.contact_loss import yaw_step_rad
-    from canis.training.moving_legs import SPAN_FRAMES, leg_turn_over_deg, span_turn_by_speed
-
-    clip, x, y, frames = _trot_pairs()
-    rows = np.arange(10, 60)
-    assert (frames[rows + 1] == frames[rows] + 1).all()
-    x_t, y_t = torch.as_tensor(x), torch.as_tensor(y)
-    one = leg_turn_over_deg(x_t[rows], x_t[rows + 1], yaw_step_rad(y_t[rows]))
-    np.testing.assert_allclose(one.numpy(), leg_turn_deg(x_t[rows], y_t[rows]).numpy(), atol=0.05)
-    k = SPAN_FRAMES
-    span = leg_turn_over_deg(
-        x_t[rows], x_t[rows + k], sum(yaw_step_rad(y_t[rows + i]) for i in range(k))
-    )
-    summed = sum(leg_turn_deg(x_t[rows + i], y_t[rows + i]) for i in range(k))
-    share = span.mean() / summed.mean()
-    assert 0.7 < share <= 1.0
-    after = successors(np.zeros(len(x), int), frames)
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)
-    y_two = y_t.clone()
-    y_two[: len(x) // 2, VELOCITY[1]] = 0.5  # two speed bins
-    y_two[len(x) // 2 :, VELOCITY] = torch.tensor([0.0, 1.5])
-    centres, turn = span_turn_by_speed(x_t, y_two, np.full(len(x), MOVE), after)
-    assert len(centres) == 2 and turn.shape == (2, len(one[0]))
-    tail = len(x) - k  # the last SPAN_FRAMES rows have no frame that far on
-    expected = leg_turn_over_deg(
-        x_t[len(x) // 2 : tail], x_t[len(x) // 2 + k :],
-        sum(yaw_step_rad(y_two[len(x) // 2 + i : tail + i]) for i in range(k)),
-    )  # fmt: skip
-    np.testing.assert_allclose(turn[1], expected.mean(0).numpy(), rtol=1e-4)

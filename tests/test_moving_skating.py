@@ -1,4 +1,4 @@
-"""The moving-skating term (training/moving_skating.py): the mocap's shown paws by speed from its
+"""The moving-skating term (training/finetune_moving.py): the mocap's shown paws by speed from its
 locomotion frames; nothing for a dog that skates no more than that and carries its paws no
 higher (beyond the allowance), each dog paying its own excess; the fine-tuning logs it and the
 card names it."""
@@ -6,23 +6,21 @@ card names it."""
 import numpy as np
 import pytest
 import torch
-from canis.runtime.features import OUTPUT, PAW_ROWS
-from canis.training.moving_legs import MOVE, reference_at
-from canis.training.moving_skating import (
+from canis.runtime.features import OUTPUT
+from canis.training import finetune_moving
+from canis.training.finetune_moving import (
     DOWN_SHARE_ALLOWANCE,
     DOWN_SHARE_COST_CM,
     HEIGHT_ALLOWANCE_CM,
-    PLANTED_ALLOWANCE_CM,
+    MOVE,
     lift_cm,
     moving_skating_loss,
-    planted_height_cm,
-    shown_paw_steps,
+    reference_at,
     shown_skating_and_height_cm,
     skating_by_speed,
     soft_down,
-    soft_planted,
 )
-from test_replay_skating import Y_HIPS, Y_HIPS_VELOCITY, _steps
+from paw_steps import Y_HIPS, Y_HIPS_VELOCITY, _steps
 
 Y_ROOT_VELOCITY = OUTPUT.field(np.arange(OUTPUT.size), "root_update", "velocity")[0]
 
@@ -35,7 +33,6 @@ def _at_speed(slide_cm: float, speed_mps: float, rows: int):
 
 
 def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
-    from canis.training import moving_legs
 
     slow, fast = _at_speed(0.1, 0.5, 40), _at_speed(0.6, 1.5, 40)
     x, y = torch.cat([slow[0], fast[0]]), torch.cat([slow[1], fast[1]])
@@ -43,33 +40,20 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
     expected = [skating_cm[:40].mean().item(), skating_cm[40:].mean().item()]
     assert expected[1] > expected[0] + 0.1
     action = np.full(len(x), MOVE)
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 41)
+    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 41)
     with pytest.raises(ValueError, match="--moving-skating-weight: the training clips"):
         skating_by_speed(x, y, action)
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 40)
+    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 40)
     centres, paws = skating_by_speed(x, y, action)
-    assert paws.shape == (2, 33)
+    assert paws.shape == (2, 13)
     np.testing.assert_allclose(paws[:, 0], expected, rtol=1e-5)
     np.testing.assert_allclose(paws[0, 1:5], height_cm[:40].mean(0), rtol=1e-5)
     np.testing.assert_allclose(paws[0, 5:9], soft_down(height_cm[:40]).mean(0), rtol=1e-5)
     lift = lift_cm(height_cm[:40])
-    np.testing.assert_allclose(paws[0, 9:13], lift.mean(0), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(paws[0, 13:17], lift.square().mean(0), rtol=1e-5, atol=1e-6)
-    # Over the share down, the planted height: each paw's height weighed by how far it is down.
-    np.testing.assert_allclose(
-        paws[0, 17:21] / paws[0, 5:9], planted_height_cm(height_cm[:40]), rtol=1e-5
-    )
-    # The share planted: down and still in the world, less for the dog sliding faster.
-    _, _, speed_mps = shown_paw_steps(x, y)
-    planted = soft_planted(height_cm[:40], speed_mps[:40]).mean(0)
-    np.testing.assert_allclose(paws[0, 21:25], planted, rtol=1e-5, atol=1e-6)
-    assert (planted > 0.5).all() and (paws[1, 21:25] < 0.05).all()
-    # ... and with the predicted velocity still too: _steps predicts the paws none (soft: 0.999).
-    np.testing.assert_allclose(paws[0, 25:29], planted, rtol=2e-3)
-    assert (paws[:, 29:33] == 0).all()  # the paws' predicted speeds: _steps predicts none
+    np.testing.assert_allclose(paws[0, 9:13], lift.square().mean(0), rtol=1e-5, atol=1e-6)
     # Rows not asked to move are left out: counted, the slow bin would move.
     action[:10] = MOVE + 1
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 30)
+    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 30)
     y_moved = y.clone()
     y_moved[:10, Y_HIPS[2]] += 0.05
     np.testing.assert_allclose(skating_by_speed(x, y_moved, action)[1][:, 0], expected, rtol=1e-5)
@@ -136,7 +120,7 @@ def test_paws_held_down_as_often_as_the_mocaps():
     stepping[[2, 3, 6, 7], Y_HIPS[1]] += 0.2  # shown 0.1 higher: the blend takes half
     skating, height = shown_skating_and_height_cm(x, stepping)
     columns = torch.cat([skating.mean(1, keepdim=True), height, soft_down(height)], 1)
-    reference = columns.reshape(2, 4, 9).mean(1)  # the lift's columns left out: not asked
+    reference = columns.reshape(2, 4, 9).mean(1)  # the swing's columns left out: not asked
     # The rest pose's front paws are its highest (its hind paws stay under the ground).
     assert 0.45 < reference[0, 5:7].min() <= reference[0, 5:7].max() < 0.55
     assert moving_skating_loss(x, stepping, reference, True, paws_down=True).item() < 1e-6
@@ -154,31 +138,13 @@ def test_paws_held_down_as_often_as_the_mocaps():
     np.testing.assert_allclose(weighed.item(), 3 * expected.item(), rtol=1e-5)  # a weight
     loss.backward()  # it brings the paws down
     assert (hovering.grad[:, Y_HIPS[1]] > 0).all()
-    # --moving-paws-down-fast: the dog asked above the speed (the second, at 2.5 m/s) weighed 4
-    # more; the mean still over both dogs, so the first dog's part is as it was.
-    asked = torch.tensor([0.8, 2.5])
-    per_dog = DOWN_SHARE_COST_CM * short.clamp(min=0).mean(1)
-    fast = moving_skating_loss(
-        x, hovering.detach(), reference, True, paws_down=True, paws_down_fast=4.0,
-        fast_mps=2.0, asked_mps=asked,
-    )  # fmt: skip
-    np.testing.assert_allclose(fast.item(), (per_dog[0] + 5 * per_dog[1]).item() / 2, rtol=1e-5)
-    only_fast = moving_skating_loss(
-        x, hovering.detach(), reference, True, paws_down_fast=4.0, fast_mps=2.0, asked_mps=asked
-    )
-    np.testing.assert_allclose(only_fast.item(), (4 * per_dog[1]).item() / 2, rtol=1e-5)
-    with pytest.raises(ValueError, match="paws_down_fast: needs each dog's asked speed"):
-        moving_skating_loss(x, hovering.detach(), reference, True, paws_down_fast=4.0)
 
 
 def _reference(skating_cm: torch.Tensor, height_cm: torch.Tensor) -> torch.Tensor:
-    """(2, 33) skating_by_speed's columns over each of two dogs of 4 rows, as its bins take
-    them, their paws still, in their shown motion and their predicted velocities."""
-    lift, down = lift_cm(height_cm), soft_down(height_cm)
-    planted = soft_planted(height_cm, torch.zeros_like(height_cm))
-    columns = [skating_cm.mean(1, keepdim=True), height_cm, down, lift, lift**2, height_cm * down]
-    still = torch.zeros_like(height_cm)
-    return torch.cat([*columns, planted, planted, still], 1).reshape(2, 4, 33).mean(1)
+    """(2, 13) skating_by_speed's columns over each of two dogs of 4 rows, as its bins take
+    them."""
+    columns = [skating_cm.mean(1, keepdim=True), height_cm, soft_down(height_cm)]
+    return torch.cat([*columns, lift_cm(height_cm) ** 2], 1).reshape(2, 4, 13).mean(1)
 
 
 def _stepping_and_flattened():
@@ -198,20 +164,18 @@ def test_paws_held_up_to_the_mocaps_swing():
     stride) meets the mean lift of a stepping dog's, and pays for the swing it lacks; the
     stepping dog does not."""
     x, stepping, flattened, reference = _stepping_and_flattened()
-    swing = {"heights_both_ways": True, "paws_lift": 1.0, "paws_swing": True}
+    swing = {"heights_both_ways": True, "paws_swing": True}
     assert moving_skating_loss(x, stepping, reference, **swing).item() < 1e-6
     flattened.requires_grad_()
     _, flat_cm = shown_skating_and_height_cm(x, flattened.detach())
     lift = lift_cm(flat_cm).reshape(2, 4, 4)
-    # Its means met: the front paws' mean lift is the stepping dog's.
-    np.testing.assert_allclose(lift.mean(1)[:, :2], reference[:, 9:11], rtol=1e-3)
-    # The mean heights nearly: the front paws 0.625 cm higher (the lift counts from 2.5 cm).
-    means_only = {"heights_both_ways": True, "paws_lift": 1.0}
+    # Its mean heights nearly met: the front paws 0.625 cm higher (the lift counts from 2.5 cm).
+    means_only = {"heights_both_ways": True}
     unswung = moving_skating_loss(x, flattened, reference, **means_only).item()
     assert unswung < 0.2
     loss = moving_skating_loss(x, flattened, reference, **swing)
     rms = lift.square().mean(1).clamp(min=1e-6).sqrt()
-    short = reference[:, 13:17].sqrt() - rms - HEIGHT_ALLOWANCE_CM
+    short = reference[:, 9:13].sqrt() - rms - HEIGHT_ALLOWANCE_CM
     np.testing.assert_allclose(loss.item() - unswung, short.clamp(min=0).mean().item(), rtol=1e-4)
     # The front paws' root mean square lift 6.19 cm against the stepping dog's 8.75: 2.06 cm
     # short after the allowance, averaged over the four paws.
@@ -228,7 +192,7 @@ def test_the_swing_held_only_under_its_speed():
     """--moving-paws-swing-below-mps: a dog asked under the bound pays for the swing it lacks,
     one asked at or over it does not; without the dogs' speeds the bound is refused."""
     x, _, flattened, reference = _stepping_and_flattened()
-    swing = {"heights_both_ways": True, "paws_lift": 1.0, "paws_swing": True}
+    swing = {"heights_both_ways": True, "paws_swing": True}
     everywhere = moving_skating_loss(x, flattened, reference, **swing).item()
     means_only = {k: v for k, v in swing.items() if k != "paws_swing"}
     unswung = moving_skating_loss(x, flattened, reference, **means_only).item()
@@ -241,118 +205,6 @@ def test_the_swing_held_only_under_its_speed():
     np.testing.assert_allclose(below - unswung, (everywhere - unswung) / 2, rtol=1e-4)
     with pytest.raises(ValueError, match="swing_below_mps: needs each dog's asked speed"):
         moving_skating_loss(x, flattened, reference, swing_below_mps=1.2, **swing)
-
-
-def test_paws_held_up_to_the_mocaps_lift():
-    """--moving-paws-lift: a dog whose paws shuffle just above 2.5 cm meets the mean height and
-    the share down of a stepping dog's, and pays for the lift it lacks; the stepping dog does
-    not."""
-    x, y = _steps(np.zeros(8), 0.0)  # 2 dogs of 4 rows, their paws at the ground, still
-    stepping = y.clone()  # a quarter of each dog's steps with its paws lifted 10 cm
-    stepping[[3, 7], Y_HIPS[1]] += 0.2  # shown 0.1 higher: the blend takes half
-    skating, height = shown_skating_and_height_cm(x, stepping)
-    reference = _reference(skating, height)
-    np.testing.assert_allclose(reference[:, 9:11], (10.0 - 2.5) / 4, rtol=1e-3)  # front paws
-    assert moving_skating_loss(x, stepping, reference, True, True, paws_lift=True).item() < 1e-6
-    shuffling = y.clone()  # the steps' 10 cm spread over three of them, just above 2.5 cm
-    shuffling[[1, 2, 3, 5, 6, 7], Y_HIPS[1]] += 2 * 0.01 * 10.0 / 3
-    shuffling.requires_grad_()
-    unlifted = moving_skating_loss(x, shuffling, reference, heights_both_ways=True)
-    assert unlifted.item() < 1e-5
-    loss = moving_skating_loss(x, shuffling, reference, True, paws_lift=True)
-    _, shuffle_cm = shown_skating_and_height_cm(x, shuffling.detach())
-    short = reference[:, 9:13] - lift_cm(shuffle_cm).reshape(2, 4, 4).mean(1) - HEIGHT_ALLOWANCE_CM
-    np.testing.assert_allclose(loss.item(), short.clamp(min=0).mean().item(), rtol=1e-5)
-    assert loss.item() > 0.3  # the front paws 0.75 cm short each (the hind ones under ground)
-    weighed = moving_skating_loss(x, shuffling, reference, True, paws_lift=4.0)
-    np.testing.assert_allclose(weighed.item(), 4 * loss.item(), rtol=1e-5)  # --moving-paws-lift 4
-    loss.backward()  # it lifts the paws
-    assert (shuffling.grad[:, Y_HIPS[1]] <= 0).all() and (shuffling.grad[:, Y_HIPS[1]] < 0).any()
-
-
-def _stepping_dogs():
-    """x, y and the reference of two dogs of 4 rows standing on their paws, a quarter of
-    their steps with the paws lifted 10 cm: the mocap's own dogs for the terms below."""
-    x, y = _steps(np.zeros(8), 0.0)  # their paws at the ground, still
-    stepping = y.clone()
-    stepping[[3, 7], Y_HIPS[1]] += 0.2  # shown 0.1 higher: the blend takes half
-    return x, stepping, _reference(*shown_skating_and_height_cm(x, stepping))
-
-
-def test_planted_paws_held_down_to_the_mocaps():
-    """--moving-paws-planted: a dog whose paws hang 1.5 cm higher than the mocap's while they
-    are down pays for it beyond the allowance, on top of what the other options charge; the
-    mocap's own dog does not, nor does one whose planted paws sit lower."""
-    x, stepping, reference = _stepping_dogs()
-    held = {"heights_both_ways": True, "paws_down": True}
-    assert moving_skating_loss(x, stepping, reference, paws_planted=1.0, **held).item() < 1e-6
-    hanging = stepping.clone()
-    hanging[:, Y_HIPS[1]] += 2 * 0.015  # every step 1.5 cm higher: shown over the ground
-    hanging.requires_grad_()
-    _, hang_cm = shown_skating_and_height_cm(x, hanging.detach())
-    _, step_cm = shown_skating_and_height_cm(x, stepping)
-    front = slice(0, 2)  # the rest pose's hind paws stay under the ground, its front on it
-    rise = planted_height_cm(hang_cm.reshape(2, 4, 4)) - planted_height_cm(step_cm.reshape(2, 4, 4))
-    assert (rise[:, front] > 1.0).all()
-    unheld = moving_skating_loss(x, hanging, reference, **held)
-    loss = moving_skating_loss(x, hanging, reference, paws_planted=1.0, **held)
-    mocap_cm = reference[:, 17:21] / reference[:, 5:9]
-    above = planted_height_cm(hang_cm.reshape(2, 4, 4)) - mocap_cm - PLANTED_ALLOWANCE_CM
-    np.testing.assert_allclose(
-        (loss - unheld).item(), above.detach().clamp(min=0).mean().item(), rtol=1e-4
-    )
-    assert (loss - unheld).item() > 0.5
-    weighed = moving_skating_loss(x, hanging, reference, paws_planted=3.0, **held)
-    np.testing.assert_allclose((weighed - unheld).item(), 3 * (loss - unheld).item(), rtol=1e-4)
-    (loss - unheld).backward()  # it brings the planted paws down
-    assert (hanging.grad[:, Y_HIPS[1]] >= 0).all() and (hanging.grad[:, Y_HIPS[1]] > 0).any()
-    lower = stepping.clone()
-    lower[:, Y_HIPS[1]] -= 2 * 0.01  # planted lower than the mocap's: free
-    assert moving_skating_loss(x, lower, reference, paws_planted=1.0).item() < 1e-6
-
-
-def test_paws_held_still_as_often_as_the_mocaps():
-    """--moving-paws-still: a dog whose paws slide along the ground at the contact speed and
-    more is down as often as the mocap's but never planted, and pays for it; the mocap's own
-    dog, standing on its paws between steps, does not."""
-    x, stepping, reference = _stepping_dogs()
-    held = {"heights_both_ways": True, "paws_down": True}
-    assert moving_skating_loss(x, stepping, reference, paws_still=1.0, **held).item() < 1e-6
-    x_slide, sliding = _steps(np.full(8, 1.0), 0.0)  # every step 1 cm a frame: 0.6 m/s
-    sliding[[3, 7], Y_HIPS[1]] += 0.2  # lifted in the same steps
-    sliding.requires_grad_()
-    unheld = moving_skating_loss(x_slide, sliding, reference, skating_relative=True, **held)
-    loss = moving_skating_loss(
-        x_slide, sliding, reference, skating_relative=True, paws_still=1.0, **held
-    )
-    # Hardly ever still: each paw short of nearly the reference's whole share planted.
-    _, slide_cm, slide_mps = shown_paw_steps(x_slide, sliding.detach())
-    planted = soft_planted(slide_cm, slide_mps).reshape(2, 4, 4).mean(1)
-    assert (planted < 0.01).all()
-    short = reference[:, 21:25] - planted - DOWN_SHARE_ALLOWANCE
-    expected = DOWN_SHARE_COST_CM * short.clamp(min=0).mean()
-    assert expected > 3.0
-    np.testing.assert_allclose((loss - unheld).item(), expected.item(), rtol=1e-3)
-    weighed = moving_skating_loss(
-        x_slide, sliding, reference, skating_relative=True, paws_still=0.5, **held
-    )
-    np.testing.assert_allclose((weighed - unheld).item(), expected.item() / 2, rtol=1e-3)
-
-
-def test_paws_still_in_their_predicted_velocities_too():
-    """--moving-paws-still-predicted: a dog whose shown paws stand as the mocap's, but whose
-    predicted paw velocities run at 1 m/s (as the networks' hind paws do in the closed loop),
-    meets --moving-paws-still and pays with the predicted velocities counted."""
-    x, stepping, reference = _stepping_dogs()
-    claimed = stepping.clone()  # the same motion, its paws' velocities predicted moving
-    paw_velocities = OUTPUT.field(np.arange(OUTPUT.size), "joints", "velocity")[list(PAW_ROWS)]
-    claimed[:, paw_velocities[:, 2]] = 1.0
-    assert moving_skating_loss(x, claimed, reference, paws_still=1.0).item() < 1e-6
-    assert moving_skating_loss(x, stepping, reference, paws_still=1.0, still_predicted=True) < 1e-6
-    loss = moving_skating_loss(x, claimed, reference, paws_still=1.0, still_predicted=True)
-    expected = DOWN_SHARE_COST_CM * (reference[:, 25:29] - DOWN_SHARE_ALLOWANCE).mean()
-    np.testing.assert_allclose(loss.item(), expected.item(), rtol=1e-3)
-    assert loss.item() > 3.0
 
 
 def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch, capsys):
@@ -393,40 +245,18 @@ def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, mo
     assert "--moving-max-turn-degps 200.0: must be between 0 and 180" in capsys.readouterr().err
     assert main([*run, "--moving-max-turn-degps", "nan"]) == 2
     assert "--moving-max-turn-degps nan: must be between 0 and 180" in capsys.readouterr().err
-    assert main([*run, "--moving-turns-as-mocap"]) == 2
-    assert "--moving-turns-as-mocap: replaces --moving-max-turn-degps" in capsys.readouterr().err
 
-    # The mocap's turns by speed drive the dogs: one epoch runs, and a resume without them is
-    # refused by name.
-    mocap_turns = tmp_path / "mocap_turns"
-    as_mocap = [*run[:-6], "--moving-skating-weight", "2", "--moving-turns-as-mocap"]
-    assert main([*as_mocap[:-3], "--moving-paws-both-ways"]) == 2
+    # The paws held both ways: one epoch runs, and a resume without it is refused by name.
+    both_ways = tmp_path / "both_ways"
+    held = [*run[:-6], "--moving-skating-weight", "2"]
+    assert main([*held[:-2], "--moving-paws-both-ways"]) == 2
     assert "--moving-paws-both-ways: needs --moving-skating-weight" in capsys.readouterr().err
-    as_mocap.append("--moving-paws-both-ways")
-    as_mocap[as_mocap.index("--out") + 1] = str(mocap_turns)
-    assert main(as_mocap) == 0
-    assert main([*as_mocap[:-2], "--epochs", "2", "--resume"]) == 2
-    refused = capsys.readouterr().err
-    assert "moving_turns_as_mocap True (now False)" in refused
-    assert "moving_paws_both_ways True (now False)" in refused
-    assert main([*as_mocap[:-4], "--moving-paws-down"]) == 2
+    held.append("--moving-paws-both-ways")
+    held[held.index("--out") + 1] = str(both_ways)
+    assert main(held) == 0
+    assert main([*held[:-1], "--epochs", "2", "--resume"]) == 2
+    assert "moving_paws_both_ways True (now False)" in capsys.readouterr().err
+    assert main([*held[:-3], "--moving-paws-down"]) == 2
     assert "--moving-paws-down: needs --moving-skating-weight" in capsys.readouterr().err
-    assert main([*as_mocap, "--moving-paws-down", "-1"]) == 2
+    assert main([*held, "--moving-paws-down", "-1"]) == 2
     assert "--moving-paws-down -1.0: must be a finite weight >= 0" in capsys.readouterr().err
-
-
-def test_the_measures_print_each_speed_band(tiny_dataset, tiny_model, monkeypatch, capsys):
-    """`python -m canis.training.moving_legs` and `... moving_skating`: each model's moving
-    dogs against the mocap's, by the speed they were asked (the bands with dogs in them)."""
-    from canis.training import moving_legs, moving_skating
-
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)  # the synthetic clips are short
-    run = [str(tiny_model), "--dataset", str(tiny_dataset), "--dogs", "6", "--seed", "3"]
-    moving_skating.main(run)
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith(f"{tiny_model}: term ")
-    assert len(lines) > 2 and all("m/s (" in line and "skating" in line for line in lines[1:])
-    assert sum(int(line.split("(")[1].split()[0]) for line in lines[1:]) == 6  # every dog once
-    moving_legs.main(run)
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith(f"{tiny_model}: term ") and "over 4 frames" in lines[1]

@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 from canis.runtime.features import INPUT, OUTPUT
+from canis.training import finetune_moving
 from canis.training.placed_speed import (
     SPEED_ALLOWANCE,
     placed_speed_loss,
@@ -88,7 +89,7 @@ def _unrolled_steps(checkpoint_path, dataset_path, run_dir, advance_phase=True):
     import torch
     from canis.runtime.features import OUTPUT
     from canis.training.checkpoint import load_checkpoint
-    from canis.training.closed_loop_training import Standardiser
+    from canis.training.finetune_stretches import Standardiser
     from canis.training.models import restored_model
     from canis.training.placed_speed import MovingDogs
     from canis.training.train import TrainingData, _predict
@@ -134,13 +135,13 @@ def test_pfnn_is_unrolled_as_the_runtime_runs_it(tiny_dataset, tmp_path):
 
 
 def test_the_turning_dogs_turn_up_to_the_asked_rate():
-    from canis.training.closed_loop_training import ClosedLoopConfig
+    from canis.training.finetune_config import ClosedLoopConfig
     from canis.training.placed_speed import MAX_TURN_DEGPS, asked_commands
 
     from canis.cli import build_parser
 
     parsed = build_parser().parse_args(["finetune", "--start", "s", "--out", "o"])
-    assert parsed.moving_max_turn_degps == ClosedLoopConfig().moving_max_turn_degps
+    assert parsed.moving_max_turn_degps is None  # left to ClosedLoopConfig's default
     assert ClosedLoopConfig().moving_max_turn_degps == MAX_TURN_DEGPS
 
     for max_degps in (MAX_TURN_DEGPS, 90.0):
@@ -148,35 +149,6 @@ def test_the_turning_dogs_turn_up_to_the_asked_rate():
         turning = np.degrees(np.abs(turn_radps[turn_radps != 0]))
         assert 150 < len(turning) < 250  # about half of them
         assert turning.max() <= max_degps and turning.max() > 0.9 * max_degps
-
-
-def test_the_turning_dogs_turn_as_the_mocap_does_at_their_speed():
-    """With the mocap's turns each turning dog's rate stays under the mocap's 90th percentile
-    at its asked speed: sharp turns for walking dogs, gentle ones for cantering dogs."""
-    from canis.training.placed_speed import MOVE, asked_commands, mocap_turns_by_speed
-
-    yaw_velocity = OUTPUT.field(np.arange(OUTPUT.size), "root_update", "yaw_velocity")[0]
-    rows = 1000
-    speeds = np.repeat([0.5, 3.0], rows)
-    y = _moving(speeds)
-    fastest_degps = np.repeat([100.0, 40.0], rows)  # each speed's turns, uniform up to this
-    turns_degps = np.random.default_rng(0).uniform(-1, 1, 2 * rows) * fastest_degps
-    y[:, yaw_velocity[0]] = torch.as_tensor(np.radians(turns_degps), dtype=torch.float32)
-    centres_mps, turn_degps = mocap_turns_by_speed(y, np.full(2 * rows, MOVE))
-    assert turn_degps.shape == (2, 1)
-    np.testing.assert_allclose(turn_degps[:, 0], [90.0, 36.0], rtol=0.05)  # 90% of the fastest
-
-    asked, turn_radps, _ = asked_commands(
-        2000, np.random.default_rng(1), turns_by_speed=(centres_mps, turn_degps)
-    )
-    turning = np.degrees(np.abs(turn_radps))
-    limit_degps = np.interp(asked, centres_mps, turn_degps[:, 0])
-    assert (turning <= limit_degps + 1e-6).all()
-    walking, cantering = asked <= 0.6, asked >= 2.9
-    assert turning[walking].max() > 80 and turning[cantering].max() < 37
-    # The draws are those of a flat limit: the same dogs turn, the same way.
-    _, flat_radps, _ = asked_commands(2000, np.random.default_rng(1))
-    np.testing.assert_array_equal(np.sign(turn_radps), np.sign(flat_radps))
 
 
 def _reproduce_line(loop) -> str:
@@ -194,101 +166,16 @@ def _reproduce_line(loop) -> str:
     return _fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
 
 
-def test_the_mocap_turns_replace_the_fixed_limit():
-    """--moving-turns-as-mocap: refused beside a fixed limit or without moving dogs; the card's
-    reproduce line names it."""
-
-    import pytest
-    from canis.training.closed_loop_training import ClosedLoopConfig
-
-    with pytest.raises(ValueError, match="--moving-turns-as-mocap: replaces --moving-max-turn"):
-        ClosedLoopConfig(
-            placed_speed_weight=1, moving_turns_as_mocap=True, moving_max_turn_degps=90
-        )
-    with pytest.raises(ValueError, match="--moving-turns-as-mocap: needs a moving dogs' term"):
-        ClosedLoopConfig(moving_turns_as_mocap=True)
-    loop = ClosedLoopConfig(
-        moving_skating_weight=1, moving_turns_as_mocap=True, moving_paws_both_ways=True
-    )
-    reproduce = _reproduce_line(loop)
-    assert "--moving-skating-weight 1 --moving-paws-both-ways --moving-turns-as-mocap" in reproduce
-
-
-def test_the_turning_dogs_swap_sides_as_asked():
-    """swapped_turn_radps: each dog's turn flips sign every switch_s seconds from its phase, and
-    never with switch_s 0."""
-    from canis.training.placed_speed import swapped_turn_radps
-
-    turn_radps, phase_s = np.array([1.0, -2.0, 0.0]), np.array([0.0, 4.5, 1.0])
-    for turning_s, expected in (
-        (0.0, [1, -2, 0]),
-        (0.4, [1, -2, 0]),
-        (0.6, [1, 2, 0]),  # the second dog's first swap, 5 - 4.5 s in
-        (5.1, [-1, 2, 0]),  # the first dog's, 5 s in
-        (10.1, [1, -2, 0]),
-    ):
-        np.testing.assert_array_equal(
-            swapped_turn_radps(turn_radps, turning_s, 5.0, phase_s), expected
-        )
-    np.testing.assert_array_equal(swapped_turn_radps(turn_radps, 7.0, 0.0, phase_s), turn_radps)
-
-
-def test_moving_dogs_that_swap_sides_are_the_runtimes(tiny_model):
-    """With --moving-turn-switch-s each kept input is what a Controller builds when the dog's
-    turn swaps sides at its drawn phase; the dogs going straight, and the commands, are the
-    ones drawn without swaps."""
-    from canis.runtime.controller import DT_S, Controller
-    from canis.runtime.inference import MotionModel
-    from canis.runtime.root import yaw_direction_xz
-    from canis.runtime.trajectory import ControlState
-    from canis.training.placed_speed import (
-        LEAD_IN_FRAMES,
-        MOVE,
-        SETTLE_FRAMES,
-        asked_commands,
-        moving_inputs,
-        swapped_turn_radps,
-    )
-
-    dogs, switch_s = 6, 0.5
-    plain, asked = moving_inputs(tiny_model, dogs, np.random.default_rng(3), kept_frames=4)
-    xs, again = moving_inputs(
-        tiny_model, dogs, np.random.default_rng(3), kept_frames=4, turn_switch_s=switch_s
-    )
-    np.testing.assert_array_equal(asked, again)
-    generator = np.random.default_rng(3)
-    _, turn_radps, lead_in = asked_commands(dogs, generator)
-    phase_s = generator.uniform(0, switch_s, dogs)
-    straight = turn_radps == 0
-    assert straight.any() and not straight.all()
-    np.testing.assert_allclose(xs[straight], plain[straight], atol=1e-4)
-    assert np.abs(xs[~straight] - plain[~straight]).max() > 1e-2
-    dog = int(np.flatnonzero(~straight)[0])
-    controller = Controller(MotionModel(tiny_model, threads=1), speed_tracking=False)
-    facing, expected = 0.0, []
-    for frame in range(LEAD_IN_FRAMES + SETTLE_FRAMES + 4):
-        speed = lead_in[dog] if frame < LEAD_IN_FRAMES else asked[dog]
-        if frame >= LEAD_IN_FRAMES:
-            turning_s = (frame - LEAD_IN_FRAMES) * DT_S
-            facing += swapped_turn_radps(turn_radps, turning_s, switch_s, phase_s)[dog] * DT_S
-        velocity = speed * yaw_direction_xz(np.array([facing]))
-        x = controller.step(ControlState(velocity, np.array([facing]), np.array([MOVE])))
-        expected.append(x[0].copy())
-    np.testing.assert_allclose(xs[dog], np.array(expected[-4:]), atol=1e-4)  # batch rounding
-
-
 def test_the_jump_share_and_weight_are_checked_and_named():
     """--jump-share: a share of the batch under 1, of the mocap's stretches; --jump-weight: 1
     or more; on the card's reproduce line and in the loss configuration (a resume with another
     value is refused)."""
     import pytest
-    from canis.training.closed_loop_training import ClosedLoopConfig
+    from canis.training.finetune_config import ClosedLoopConfig
 
     for bad in (-0.1, 1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--jump-share .*: must be a share of the batch"):
             ClosedLoopConfig(jump_share=bad)
-    with pytest.raises(ValueError, match="--jump-share: draws the mocap's stretches"):
-        ClosedLoopConfig(jump_share=0.25, feedback="runtime")
     loop = ClosedLoopConfig(contact_weight=0.05, jump_share=0.25)
     assert loop.identity()["jump_share"] == 0.25
     assert "--jump-share 0.25" in _reproduce_line(loop)
@@ -296,8 +183,6 @@ def test_the_jump_share_and_weight_are_checked_and_named():
     for bad in (0.5, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--jump-weight .*: must be a finite weight >= 1"):
             ClosedLoopConfig(jump_weight=bad)
-    with pytest.raises(ValueError, match="--jump-weight: weighs the mocap's stretches"):
-        ClosedLoopConfig(jump_weight=10, feedback="runtime")
     assert "--jump-weight 10" in _reproduce_line(ClosedLoopConfig(jump_weight=10))
     assert "--jump-weight" not in _reproduce_line(ClosedLoopConfig())
 
@@ -308,7 +193,7 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
     configuration holds it)."""
 
     import pytest
-    from canis.training.closed_loop_training import ClosedLoopConfig
+    from canis.training.finetune_config import ClosedLoopConfig
 
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--moving-turn-switch-s .*: must be 0 .*or a"):
@@ -324,29 +209,14 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
         moving_paws_both_ways=True,
         moving_paws_down=True,
         moving_skating_relative=True,
-        moving_paws_lift=True,
     )
     reproduce = _reproduce_line(loop)
     assert (
         "--moving-skating-weight 1 --moving-paws-both-ways --moving-paws-down "
-        "--moving-skating-relative --moving-paws-lift" in reproduce
+        "--moving-skating-relative" in reproduce
     )
     weighed = ClosedLoopConfig(moving_skating_weight=1, moving_paws_down=4.0)
     assert "--moving-paws-down 4 " in _reproduce_line(weighed) + " "
-    fast = ClosedLoopConfig(moving_skating_weight=1, moving_paws_down=1, moving_paws_down_fast=3)
-    assert "--moving-paws-down --moving-paws-down-fast 3 --moving-paws-down-fast-mps 2 " in (
-        _reproduce_line(fast) + " "
-    )
-    assert "--moving-paws-down-fast" not in _reproduce_line(weighed)
-    for bad, message in (
-        ({"moving_paws_down_fast": -1}, "--moving-paws-down-fast -1: must be a finite weight"),
-        ({"moving_paws_down_fast": np.nan}, "--moving-paws-down-fast nan: must be a finite"),
-        ({"moving_paws_down_fast_mps": -2}, "--moving-paws-down-fast-mps -2: must be a finite"),
-    ):
-        with pytest.raises(ValueError, match=message):
-            ClosedLoopConfig(moving_skating_weight=1, **bad)
-    with pytest.raises(ValueError, match="--moving-paws-down-fast: needs --moving-skating-weight"):
-        ClosedLoopConfig(moving_paws_down_fast=3)
     for bad in (0, -8):
         with pytest.raises(ValueError, match="--moving-dogs-per-step .*: must be at least 1"):
             ClosedLoopConfig(placed_speed_weight=1, moving_dogs_per_step=bad)
@@ -355,28 +225,6 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
     loop = ClosedLoopConfig(placed_speed_weight=1, moving_dogs_per_step=32)
     assert "--placed-speed-weight 1 --moving-dogs-per-step 32" in _reproduce_line(loop)
     assert "--moving-dogs-per-step" not in _reproduce_line(ClosedLoopConfig(placed_speed_weight=1))
-    loop = ClosedLoopConfig(moving_skating_weight=1, moving_paws_lift=4.0)
-    assert "--moving-skating-weight 1 --moving-paws-lift 4 " in _reproduce_line(loop) + " "
-    for bad in (-1.0, float("nan"), float("inf")):
-        with pytest.raises(ValueError, match="--moving-paws-lift .*: must be a finite weight"):
-            ClosedLoopConfig(moving_skating_weight=1, moving_paws_lift=bad)
-    loop = ClosedLoopConfig(moving_skating_weight=1, moving_paws_planted=1.0)
-    assert "--moving-skating-weight 1 --moving-paws-planted " in _reproduce_line(loop) + " "
-    loop = ClosedLoopConfig(moving_skating_weight=1, moving_paws_planted=0.3)
-    assert "--moving-paws-planted 0.3 " in _reproduce_line(loop) + " "
-    assert "--moving-paws-planted" not in _reproduce_line(replace(loop, moving_paws_planted=0))
-    for bad in (-1.0, float("nan"), float("inf")):
-        with pytest.raises(ValueError, match="--moving-paws-planted .*: must be a finite weight"):
-            ClosedLoopConfig(moving_skating_weight=1, moving_paws_planted=bad)
-    loop = ClosedLoopConfig(moving_skating_weight=1, moving_paws_still=2.0)
-    assert "--moving-skating-weight 1 --moving-paws-still 2 " in _reproduce_line(loop) + " "
-    for bad in (-1.0, float("nan"), float("inf")):
-        with pytest.raises(ValueError, match="--moving-paws-still .*: must be a finite weight"):
-            ClosedLoopConfig(moving_skating_weight=1, moving_paws_still=bad)
-    predicted = replace(loop, moving_paws_still_predicted=True)
-    assert "--moving-paws-still 2 --moving-paws-still-predicted" in _reproduce_line(predicted)
-    with pytest.raises(ValueError, match="--moving-paws-still-predicted: needs --moving-paws-st"):
-        ClosedLoopConfig(moving_skating_weight=1, moving_paws_still_predicted=True)
     swing = ClosedLoopConfig(moving_skating_weight=1, moving_paws_swing=True)
     assert "--moving-skating-weight 1 --moving-paws-swing" in _reproduce_line(swing)
     assert "--moving-paws-swing-below-mps" not in _reproduce_line(swing)
@@ -395,10 +243,7 @@ def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
             replace(scaled, moving_skating_scale=bad)
     with pytest.raises(ValueError, match="--moving-skating-scale: needs --moving-skating-weight"):
         ClosedLoopConfig(placed_speed_weight=1, moving_skating_scale=0.8)
-    options = (
-        "moving_paws_down", "moving_skating_relative", "moving_paws_lift", "moving_paws_planted",
-        "moving_paws_still",
-    )  # fmt: skip
+    options = ("moving_paws_down", "moving_skating_relative", "moving_paws_both_ways")
     for option in (*options, "moving_paws_swing"):
         with pytest.raises(ValueError, match="needs --moving-skating-weight"):
             ClosedLoopConfig(placed_speed_weight=1, **{option: True})
@@ -408,14 +253,12 @@ def test_pfnn_is_fine_tuned_with_every_placed_term(tiny_dataset, tmp_path, monke
     """One step of PFNN with each term that drives the runtime's dogs: every one is computed
     (logged finite and above 0: a term skipped would log 0) on dogs that carry PFNN's
     phase."""
-    from canis.training import moving_legs, replay_skating
     from canis.training.train import LAST, train
     from conftest import tiny_config
 
     from canis.cli import main
 
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)  # the synthetic clips are short
-    monkeypatch.setattr(replay_skating, "REPLAY_FRAMES", replay_skating.SKIPPED_FRAMES + 10)
+    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 10)  # the synthetic clips are short
     train(tiny_config(tiny_dataset, kind="pfnn"), tmp_path / "pfnn", progress=False)
     terms = {
         "--placed-stillness-weight": "placed_stillness",
@@ -423,7 +266,6 @@ def test_pfnn_is_fine_tuned_with_every_placed_term(tiny_dataset, tmp_path, monke
         "--moving-legs-weight": "moving_legs",
         "--moving-skating-weight": "moving_skating",
         "--moving-gait-weight": "moving_gait",
-        "--replay-skating-weight": "replay_skating",
         "--stopping-pops-weight": "stopping_pops",
         "--getting-up-pops-weight": "getting_up_pops",
         "--posture-stillness-weight": "posture_stillness",

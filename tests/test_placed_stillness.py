@@ -5,7 +5,7 @@ inputs are the runtime's own; a fine-tune logs the term and names it in its card
 import numpy as np
 import torch
 from canis.runtime.features import FPS, INPUT, OUTPUT
-from canis.training.leg_motion_loss import ROTATING_ROWS
+from canis.training.finetune_losses import ROTATING_ROWS
 from canis.training.placed_stillness import (
     JOINT_ALLOWANCE_DEG,
     ROOT_ALLOWANCE_MM,
@@ -44,7 +44,7 @@ def test_a_still_dog_costs_nothing_and_a_stirring_one_more_the_more_it_moves():
     whole = placed_stillness_loss(x_t, _moved(x_t, y_t, 1.0)).item()
     assert 0 < half < whole
     # Joints turning less than the allowance cost nothing.
-    from canis.training.leg_motion_loss import leg_turn_deg
+    from canis.training.finetune_losses import leg_turn_deg
 
     slight = _moved(x_t, y_t, 0.005)
     assert leg_turn_deg(x_t, slight, ROTATING_ROWS).max().item() < JOINT_ALLOWANCE_DEG
@@ -67,8 +67,8 @@ def test_the_root_slide_counts_beyond_its_allowance_in_mm_per_frame():
 
 
 def _training_rows(dataset_path):
-    from canis.training.closed_loop_training import successors
     from canis.training.dataset import load
+    from canis.training.finetune_stretches import successors
 
     arrays = load(dataset_path)
     rows = ~arrays["validation"]
@@ -104,8 +104,8 @@ def test_placed_dogs_inputs_are_the_runtimes(tiny_dataset, tiny_model):
     assert (distance < 1e-4).all()
 
 
-def test_finetune_logs_the_placed_and_bone_terms_and_names_them(tiny_dataset, tmp_path):
-    """The placed-stillness, placed-speed (training/placed_speed.py) and bone terms in one run."""
+def test_finetune_logs_the_placed_terms_and_names_them(tiny_dataset, tmp_path):
+    """The placed-stillness and placed-speed (training/placed_speed.py) terms in one run."""
     from canis.training.train import LAST, train
     from conftest import tiny_config
 
@@ -117,7 +117,7 @@ def test_finetune_logs_the_placed_and_bone_terms_and_names_them(tiny_dataset, tm
         "finetune", "--start", str(tmp_path / "one_step" / LAST), "--dataset", str(tiny_dataset),
         "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
         "--own-frames", "3", "--placed-stillness-weight", "2", "--placed-dogs", "4",
-        "--placed-speed-weight", "3", "--bone-weight", "0.5", "--bone-positions-only",
+        "--placed-speed-weight", "3",
     ]  # fmt: skip
     assert main(run) == 0
     header, row = (out / "log.csv").read_text().splitlines()
@@ -125,7 +125,6 @@ def test_finetune_logs_the_placed_and_bone_terms_and_names_them(tiny_dataset, tm
     assert float(logged["placed_stillness_term"]) > 0  # an untrained dog stirs
     assert float(logged["rollout_seconds"]) > 0
     assert float(logged["placed_speed_term"]) > 0  # an untrained dog misses the speed asked
-    assert float(logged["bone_term"]) > 0  # an untrained network's bones are off
     tuned = tmp_path / "placed.onnx"
     export = ["export", str(out / LAST), "--out", str(tuned), "--dataset", str(tiny_dataset)]
     assert main([*export, "--card", "--card-seconds", "1"]) == 0
@@ -133,5 +132,3 @@ def test_finetune_logs_the_placed_and_bone_terms_and_names_them(tiny_dataset, tm
     assert "--placed-stillness-weight 2.0 --placed-dogs 4" in card
     assert "placed-stillness weight 2.0 on 4 placed dogs" in card
     assert "--placed-speed-weight 3.0" in card and "placed-speed weight 3.0 on 4" in card
-    assert "--bone-weight 0.5 --bone-positions-only" in card
-    assert "bone weight 0.5 on the positions only" in card

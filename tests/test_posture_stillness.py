@@ -51,7 +51,7 @@ def test_the_posture_dogs_draw_their_own_dogs(monkeypatch):
 
 
 def test_the_posture_stillness_weight_is_checked_and_named():
-    from canis.training.closed_loop_training import ClosedLoopConfig
+    from canis.training.finetune_config import ClosedLoopConfig
 
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--posture-stillness-weight .*: must be a finite"):

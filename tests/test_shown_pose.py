@@ -1,6 +1,6 @@
 """training/shown_pose.py is the runtime's own shown pose in torch: the hips by
 runtime/pose.next_local_pose, the joints by the runtime's forward kinematics of the
-predicted axes; and the skating term's `shown` paws are those."""
+predicted axes; and the moving-skating term's paws are those."""
 
 import numpy as np
 import torch
@@ -8,8 +8,9 @@ from canis.runtime.features import FPS, INPUT, OUTPUT, PAW_ROWS, decode_output
 from canis.runtime.kinematics import forward_kinematics, rotations_from_directions
 from canis.runtime.pose import next_local_pose
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from canis.training.closed_loop_training import local_pose_of
-from canis.training.contact_loss import skating_cm
+from canis.training.finetune_losses import paw_world_velocity_mps, step_skating_cm
+from canis.training.finetune_moving import shown_paw_steps
+from canis.training.finetune_stretches import local_pose_of
 from canis.training.shown_pose import shown_hips_m, shown_positions_m, shown_step_m
 
 
@@ -73,9 +74,11 @@ def _still_and_moved_rows():
 def test_shown_skating_follows_the_axes_not_the_predicted_positions():
     """Paws predicted in place but drawn sliding skate when shown, and not otherwise."""
     x, y, y_moved = _still_and_moved_rows()
-    assert skating_cm(x, y, drawn=True).abs().max() < 1e-5  # nothing moves
+    assert shown_paw_steps(x, y)[0].abs().max() < 1e-5  # nothing moves
     # The predicted hips move 1 cm forward, the predicted paws stay: only the drawn paws slide.
-    predicted, shown = skating_cm(x, y_moved), skating_cm(x, y_moved, drawn=True)
+    paws = OUTPUT.field(np.arange(OUTPUT.size), "joints", "position")[list(PAW_ROWS)]
+    predicted = step_skating_cm(paw_world_velocity_mps(x, y_moved), y_moved[:, paws])
+    shown = shown_paw_steps(x, y_moved)[0]
     assert predicted.abs().max() < 1e-6
     heights = shown_step_m(x, y_moved, PAW_ROWS)[1][..., 1]
     low = heights < 0.025
@@ -83,24 +86,10 @@ def test_shown_skating_follows_the_axes_not_the_predicted_positions():
     assert low.any() and (shown[low] > 0.2).all() and (shown[low] < 0.5 + 1e-4).all()
 
 
-def test_the_contact_term_on_the_drawn_paws():
-    """`--contact-paws drawn`: the planted paws' motion as drawn from the axes; paws predicted
-    in place but drawn sliding cost, paws not planted do not."""
-    from canis.training.contact_loss import contact_loss
-
-    x, y, y_moved = _still_and_moved_rows()
-    planted = torch.ones(4, 4, dtype=torch.bool)
-    assert contact_loss(x, y, planted, drawn=True).item() < 1e-8
-    assert contact_loss(x, y_moved, planted).item() < 1e-8  # the predicted paws stay
-    # The drawn paws move half the hips' centimetre a frame: (0.005 m * 60)^2 = 0.09 (m/s)^2.
-    np.testing.assert_allclose(contact_loss(x, y_moved, planted, drawn=True).item(), 0.09, 1e-4)
-    assert contact_loss(x, y_moved, ~planted, drawn=True).item() == 0.0
-
-
 def test_the_pose_fed_back_is_the_runtimes():
-    """fed_back_input is closed_loop_training.next_input (the runtime's next_local_pose and
+    """fed_back_input is finetune_stretches.next_input (the runtime's next_local_pose and
     write_joints) in torch, and its gradient reaches the prediction."""
-    from canis.training.closed_loop_training import next_input
+    from canis.training.finetune_stretches import next_input
     from canis.training.shown_pose import fed_back_input
 
     generator = np.random.default_rng(5)

@@ -8,6 +8,7 @@ import torch
 from canis.runtime.features import JOINT_COUNT
 from canis.runtime.pose import JOINT_POSITION_BLEND
 from canis.runtime.transition_requests import SLOW_DOWN_S, slow_down_left
+from canis.training import finetune_moving
 from canis.training.stopping_pops import ALLOWED_OVER_MOCAP, joint_steps_cm, stopping_pops_loss
 from test_placed_speed import _reproduce_line
 from test_shown_pose import _still_and_moved_rows
@@ -76,7 +77,7 @@ def test_stopping_dogs_inputs_are_the_runtimes(tiny_model):
 
 
 def test_the_stopping_pops_weight_is_checked_and_named():
-    from canis.training.closed_loop_training import ClosedLoopConfig
+    from canis.training.finetune_config import ClosedLoopConfig
 
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--stopping-pops-weight .*: must be a finite"):
@@ -90,13 +91,12 @@ def test_the_stopping_pops_weight_is_checked_and_named():
 def test_finetune_logs_the_stopping_and_getting_up_terms_and_the_card_names_them(
     tiny_dataset, tmp_path, monkeypatch
 ):
-    from canis.training import moving_legs
     from canis.training.train import LAST, train
     from conftest import tiny_config
 
     from canis.cli import main
 
-    monkeypatch.setattr(moving_legs, "MIN_BIN_ROWS", 10)  # the synthetic dogs' clips are short
+    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 10)  # the synthetic dogs' clips are short
     start = tmp_path / "one_step"
     train(tiny_config(tiny_dataset), start, progress=False)
     out = tmp_path / "stopping"

@@ -13,7 +13,7 @@ blend is kept (interpolate_axes says why).
 
 The conversions are those of runtime/rotations.py (quat_from_forward_up, quat_to_forward_up)
 written again in torch because they run inside the network's graph (the axes' Gram-Schmidt is
-training/bone_loss.py's joint_axes); tests/test_axis_interpolation.py holds them equal to the
+training/shown_pose.py's joint_axes); tests/test_axis_interpolation.py holds them equal to the
 runtime's.
 """
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 import torch
-from canis.training.bone_loss import joint_axes
+from canis.training.shown_pose import joint_axes
 from torch.nn.functional import normalize
 
 # Shepperd's method's smallest divisor: the candidate chosen has 4q^2 >= 1; the others are

@@ -19,8 +19,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from canis.export.precision import file_sha256
-from canis.training.checkpoint import load_checkpoint, tensor_differences, write_checkpoint
+from canis.training.checkpoint import (
+    file_sha256,
+    load_checkpoint,
+    tensor_differences,
+    write_checkpoint,
+)
 
 
 def average_checkpoints(paths: list[Path], out: Path) -> dict:

@@ -2,14 +2,12 @@
 (`canis finetune --start assets/models/mann8.onnx`) can start from the network the game runs
 without its original checkpoint, which is not shipped.
 
-export/onnx_export.py writes the network's weights as initializers named after the wrapped
-module's parameters (`model.<name>`) and its standardisation as x_mean/x_std/y_mean/y_std.
-The checkpoint takes the weights as they are and the standardisation from the dataset it
-will be trained on, after checking that the model's own statistics are that dataset's: a
-model fine-tuned under another dataset's standardisation would be silently wrong. With
-`restandardise`, a model of an earlier build of the data (the same layout, other statistics)
-is taken too: its first and last layers are rescaled so that the network computes the same
-function of the raw features under the dataset's statistics (`restandardised`).
+training/onnx_graph.py (`canis export`'s graph) writes the network's weights as initializers
+named after the wrapped module's parameters (`model.<name>`) and its standardisation as
+x_mean/x_std/y_mean/y_std. The checkpoint takes the weights as they are and the
+standardisation from the dataset it will be trained on, after checking that the model's own
+statistics are that dataset's: a model fine-tuned under another dataset's standardisation
+would be silently wrong.
 """
 
 from __future__ import annotations
@@ -20,10 +18,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 import torch
-from canis.export.onnx_export import POSE_RESIDUAL_KEY
-from canis.runtime.features import gating_indices
 from canis.training.checkpoint import save_checkpoint
 from canis.training.models import create_model
+from canis.training.onnx_graph import POSE_RESIDUAL_KEY
 from onnx import numpy_helper
 
 WEIGHT_PREFIX = "model."
@@ -39,12 +36,9 @@ def _read(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     return weights, {p.key: p.value for p in model.metadata_props}
 
 
-def checkpoint_from_onnx(
-    onnx_path: str | Path, dataset_path: str | Path, out: str | Path, restandardise: bool = False
-):
+def checkpoint_from_onnx(onnx_path: str | Path, dataset_path: str | Path, out: str | Path):
     """Writes `out` (a canis checkpoint) holding the weights of the fp32 motion model
-    `onnx_path` and `dataset_path`'s standardisation; returns its config. `restandardise`:
-    a model standardised otherwise is rescaled to the dataset's statistics, not refused."""
+    `onnx_path` and `dataset_path`'s standardisation; returns its config."""
     from canis.training.train import TrainingData
 
     onnx_path, out = Path(onnx_path), Path(out)
@@ -62,11 +56,10 @@ def checkpoint_from_onnx(
         for k in STATISTICS
         if k not in weights or not np.allclose(weights[k], data.normalisation[k].numpy(), rtol=1e-6)
     ]
-    if differ and not (restandardise and all(k in weights for k in STATISTICS)):
+    if differ:
         raise ValueError(
             f"{onnx_path}: was trained on another dataset than {dataset_path} "
-            f"({', '.join(differ)} differ); give the dataset it was trained on, or "
-            "--restandardise for a rebuild of it"
+            f"({', '.join(differ)} differ); give the dataset it was trained on"
         )
     tensors = {
         k[len(WEIGHT_PREFIX) :]: torch.as_tensor(v.copy())
@@ -74,15 +67,6 @@ def checkpoint_from_onnx(
         if k.startswith(WEIGHT_PREFIX)
     }
     keep = float(meta.get(POSE_RESIDUAL_KEY, "0"))
-    if differ and keep > 0:
-        raise ValueError(
-            f"{onnx_path}: a pose-residual network cannot be restandardised (its skip adds the "
-            f"input's pose to the output's under its own statistics); give the dataset it was "
-            "trained on"
-        )
-    if differ:
-        own = {k: torch.as_tensor(weights[k].copy()) for k in STATISTICS}
-        tensors = restandardised(tensors, kind, own, data.normalisation)
     experts = int(meta["canis.experts"]) if meta.get("canis.experts") else None
     hidden = next(v.shape[-1] for k, v in tensors.items() if k.endswith("layers.0.bias"))
     residual = data.normalisation if keep > 0 else None
@@ -108,50 +92,9 @@ def checkpoint_from_onnx(
         "dataset": json.loads(meta.get("canis.dataset", "{}")),
         "from_onnx": str(onnx_path),
     }
-    if differ:
-        config["restandardised"] = differ
     optimizer = torch.optim.AdamW(network.parameters())  # no state: a fresh start
     save_checkpoint(out, network, optimizer, data.normalisation, config)
     return config
-
-
-def restandardised(tensors: dict, kind: str, own: dict, target: dict) -> dict:
-    """Motion-network weights (a state dict) that compute, on inputs standardised with
-    `target`'s x_mean/x_std and outputs read with its y_mean/y_std, the function the weights
-    `tensors` compute under their `own` statistics. The input enters only the first layer
-    (and MANN's gating network's): with x_own = x_target * target_std / own_std + (target_mean
-    - own_mean) / own_std, its weights scale by the first factor and its bias takes the
-    second. The output leaves only the last layer, rescaled the same way the other side
-    round. Blended layers blend with weights that sum to one (softmax, Catmull-Rom), so each
-    weight set's bias takes the whole shift. PFNN's extra phase-increment output keeps its
-    own statistics."""
-    out = {k: v.clone().double() for k, v in tensors.items()}
-    scale = target["x_std"].double() / own["x_std"].double()
-    shift = (target["x_mean"].double() - own["x_mean"].double()) / own["x_std"].double()
-    y_scale = own["y_std"].double() / target["y_std"].double()
-    y_shift = (own["y_mean"].double() - target["y_mean"].double()) / target["y_std"].double()
-    outputs = len(y_scale)
-    if kind in ("mann", "pfnn"):
-        first, last = "motion.layers.0", "motion.layers.2"
-        weight = out[f"{first}.weight"]  # (inputs, sets * outputs)
-        sets = out[f"{first}.bias"].shape[0]
-        out[f"{first}.bias"] += (shift @ weight).view(sets, -1)
-        out[f"{first}.weight"] = weight * scale[:, None]
-        sets = out[f"{last}.bias"].shape[0]
-        blocks = out[f"{last}.weight"].view(-1, sets, out[f"{last}.bias"].shape[1])
-        blocks[..., :outputs] *= y_scale
-        out[f"{last}.bias"][:, :outputs] = out[f"{last}.bias"][:, :outputs] * y_scale + y_shift
-    else:  # the vanilla network's nn.Linear weights are (outputs, inputs)
-        first, last = "layers.0", "layers.2"
-        out[f"{first}.bias"] += out[f"{first}.weight"] @ shift
-        out[f"{first}.weight"] *= scale[None, :]
-        out[f"{last}.weight"] *= y_scale[:, None]
-        out[f"{last}.bias"] = out[f"{last}.bias"] * y_scale + y_shift
-    if kind == "mann":
-        gate = torch.as_tensor(gating_indices())
-        out["gating.0.bias"] += out["gating.0.weight"] @ shift[gate]
-        out["gating.0.weight"] *= scale[gate][None, :]
-    return {k: v.to(tensors[k].dtype) for k, v in out.items()}
 
 
 def rtn_weights_from_onnx(step_path: str | Path, model) -> dict[str, torch.Tensor]:

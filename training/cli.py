@@ -1,5 +1,7 @@
 """Subcommands of the training package: the top-level wiring only. Each command group's parser
-sits beside its handler in its own module (cli_data, cli_train, cli_finetune)."""
+sits beside its handler in its own module (cli_data, cli_train, cli_finetune). export's
+commands (export/cli.py) and the evaluation's are wired in canis/cli.py: training imports
+nothing of the layers above it."""
 
 from __future__ import annotations
 

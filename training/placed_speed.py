@@ -28,18 +28,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from canis.runtime.features import ACTIONS, FPS, INPUT, OUTPUT
+from canis.runtime.features import ACTIONS, INPUT, OUTPUT
 from canis.runtime.root import yaw_direction_xz
 from canis.runtime.trajectory import ControlState
 from canis.runtime.transition_requests import slow_down_left
-from canis.training.contact_loss import _field, yaw_step_rad
+from canis.training.finetune_losses import _field
 
 SPEED_RANGE_MPS = (0.4, 3.6)  # the mocap's walks to its fast canters (the card asks 0.5-3.3)
 TURNING_SHARE = 0.5  # of the dogs: turning at up to MAX_TURN_DEGPS either way (unless told)
 MAX_TURN_DEGPS = 60.0
-# With the mocap's turns: the turning dogs' fastest turn at a speed is this percentile of the
-# mocap's turn rates there (its rare sharpest turns left out).
-TURN_PERCENTILE = 90
 LEAD_IN_FRAMES = 60  # 1 s of the lead-in command: from standing, or from another speed
 SETTLE_FRAMES = 120  # 2 s of the asked speed before the kept steps (the card settles 3 s)
 KEPT_FRAMES = 120
@@ -93,36 +90,15 @@ def placed_speed_loss(y_raw: torch.Tensor, asked_mps: torch.Tensor) -> torch.Ten
     return (relative - SPEED_ALLOWANCE).clamp(min=0).square().mean()
 
 
-def mocap_turns_by_speed(y_raw: torch.Tensor, action: np.ndarray):
-    """(speed bin centres m/s (S,), (S, 1) the TURN_PERCENTILE-th percentile of the root's turn
-    rate, deg/s either way) over the mocap's rows asked to move: how fast its dogs turn at each
-    speed (a cantering dog turns far slower than a walking one)."""
-    from canis.training.moving_legs import by_speed
-
-    turn_degps = np.degrees(yaw_step_rad(y_raw).abs().numpy() * FPS)[:, None]
-    return by_speed(
-        turn_degps, y_raw, action, "--moving-turns-as-mocap", "the turn rates", TURN_PERCENTILE
-    )
-
-
 def asked_commands(
-    dogs: int,
-    generator: np.random.Generator,
-    max_turn_degps: float = MAX_TURN_DEGPS,
-    turns_by_speed=None,
+    dogs: int, generator: np.random.Generator, max_turn_degps: float = MAX_TURN_DEGPS
 ):
     """(asked speed m/s, turn rate rad/s, lead-in speed m/s), each (dogs,): the asked speed
     log-uniform over SPEED_RANGE_MPS; half the dogs turning, uniform up to max_turn_degps
-    either way, or up to the mocap's turn rate at their asked speed where turns_by_speed
-    (mocap_turns_by_speed's) is given; the lead-in standing for half of them, another such
-    speed for the rest."""
-    from canis.training.moving_legs import reference_at
-
+    either way; the lead-in standing for half of them, another such speed for the rest."""
     low, high = np.log(SPEED_RANGE_MPS)
     asked = np.exp(generator.uniform(low, high, dogs))
     turning = generator.random(dogs) < TURNING_SHARE
-    if turns_by_speed is not None:
-        max_turn_degps = reference_at(*turns_by_speed, asked)[:, 0]
     turn_radps = np.where(
         turning, np.radians(generator.uniform(-max_turn_degps, max_turn_degps, dogs)), 0.0
     )
@@ -150,7 +126,6 @@ def moving_inputs(
     generator: np.random.Generator,
     kept_frames: int = KEPT_FRAMES,
     max_turn_degps: float = MAX_TURN_DEGPS,
-    turns_by_speed=None,
     turn_switch_s: float = 0.0,
     stop_from_frames: np.ndarray | None = None,
     headings_out: np.ndarray | None = None,
@@ -163,13 +138,13 @@ def moving_inputs(
     is given, each dog is asked to stop at that kept step as a player letting go asks
     (posture_requests.slow_down_left: its speed falling to zero, then idle). Where headings_out
     (dogs, kept_frames, 2) is given, each kept step's (asked facing minus the root's yaw before
-    it, rad; asked turn rate, rad/s) is written there (training/moving_course.py); where
+    it, rad; asked turn rate, rad/s) is written there (training/finetune_moving.py); where
     phases_out (dogs, kept_frames) is given, the phase each kept step fed the network (PFNN's;
     zeros for the others)."""
     from canis.runtime.controller import DT_S, Controller
     from canis.runtime.inference import MotionModel
 
-    asked, turn_radps, lead_in = asked_commands(dogs, generator, max_turn_degps, turns_by_speed)
+    asked, turn_radps, lead_in = asked_commands(dogs, generator, max_turn_degps)
     # Drawn after the commands, so that runs without swaps draw the dogs they drew before.
     phase_s = generator.uniform(0, turn_switch_s, dogs) if turn_switch_s else np.zeros(dogs)
     controller = Controller(MotionModel(model_path, threads=1), count=dogs, speed_tracking=False)
@@ -205,8 +180,8 @@ def moving_inputs(
 class MovingDogs:
     """Each epoch's moving dogs (moving_inputs, by the network exported from the weights the
     epoch starts from) and the terms over a batch of their steps: the placed-speed term, the
-    moving-legs term (training/moving_legs.py) when given the mocap's legs by speed, and the
-    moving-skating term (training/moving_skating.py) when given the mocap's paws by speed."""
+    moving-legs term (training/finetune_moving.py) when given the mocap's legs by speed, and the
+    moving-skating term (training/finetune_moving.py) when given the mocap's paws by speed."""
 
     kept_frames = KEPT_FRAMES  # each dog's kept steps (at most: a subclass's may keep fewer)
 
@@ -223,12 +198,10 @@ class MovingDogs:
         legs_both_ways: bool = False,
         skating=None,
         max_turn_degps: float = MAX_TURN_DEGPS,
-        turns_by_speed=None,
         turn_switch_s: float = 0.0,
         skating_options: dict | None = None,
         course: bool = False,
         gait=None,
-        gait_turning: bool = False,
         legs_below_mps: float = 0.0,
     ):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
@@ -241,30 +214,26 @@ class MovingDogs:
         self.unroll = unroll
         self.legs_both_ways = legs_both_ways  # the moving-legs term counts motion beyond too
         self.legs_below_mps = legs_below_mps  # > 0: the moving-legs term on dogs asked under it
-        self.skating = skating  # None, or moving_skating.skating_by_speed's (centres, paws)
+        self.skating = skating  # None, or finetune_moving.skating_by_speed's (centres, paws)
         self.max_turn_degps = max_turn_degps  # the turning dogs' fastest turn either way
-        self.turns_by_speed = turns_by_speed  # None, or mocap_turns_by_speed's, which replaces it
         self.turn_switch_s = turn_switch_s  # the turning dogs swap sides this often (0: never)
         # moving_skating_loss's options (heights_both_ways, paws_down, skating_relative,
-        # skating_scale, paws_lift, paws_swing, swing_below_mps, paws_planted, paws_still,
-        # still_predicted, paws_down_fast, fast_mps), as the loss configuration names them.
+        # skating_scale, paws_swing, swing_below_mps), as the loss configuration names them.
         self.skating_options = skating_options or {}
-        # The moving-course term (training/moving_course.py) runs on these dogs: each kept
+        # The moving-course term (training/finetune_moving.py) runs on these dogs: each kept
         # step's asked facing and turn rate are recorded with it.
         self.course = course
         self.headings = None
-        # None, or moving_gait.gait_by_speed's (centres m/s, lateral and diagonal correlation,
-        # and the paws' share down with --moving-gait-duty): the moving-gait term's reference
-        # (training/moving_gait.py, gait_loss).
+        # None, or finetune_moving.gait_by_speed's (centres m/s, lateral and diagonal correlation):
+        # the moving-gait term's reference (training/finetune_moving.py, gait_loss).
         self.gait = gait
-        self.gait_turning = gait_turning  # the turning dogs are held to it too
         self.gait_draws = OwnDraws(GAIT_DRAWS_KEY)
 
     def refresh(self, generator: np.random.Generator) -> float:
         """New moving dogs; returns the seconds they took (the export included)."""
         import time
 
-        from canis.export.onnx_export import ExportedModel, write_wrapped
+        from canis.training.onnx_graph import ExportedModel, write_wrapped
 
         started = time.perf_counter()
         write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)
@@ -286,7 +255,6 @@ class MovingDogs:
             self.dogs,
             generator,
             max_turn_degps=self.max_turn_degps,
-            turns_by_speed=self.turns_by_speed,
             turn_switch_s=self.turn_switch_s,
             headings_out=self.headings,
             phases_out=self.phases,
@@ -341,17 +309,20 @@ class MovingDogs:
 
     def gait_loss(self, predict, dogs: int) -> torch.Tensor:
         """moving_gait_loss over `dogs` dogs drawn from this epoch's dogs asked straight ahead
-        (all its dogs with gait_turning; by the term's own generator), each unrolled over a
+        (by the term's own generator), each unrolled over a
         window of GAIT_WINDOW_FRAMES of its kept steps from a random one, its pose fed back, the
         network run without dropout (as the game runs it); 0 where there is no such dog."""
-        from canis.training.moving_gait import GAIT_WINDOW_FRAMES, moving_gait_loss, soft_contacts
-        from canis.training.moving_legs import reference_at
+        from canis.training.finetune_moving import (
+            GAIT_WINDOW_FRAMES,
+            moving_gait_loss,
+            reference_at,
+            soft_contacts,
+        )
 
-        # The turning dogs are left out unless asked for: held to the mocap's pattern at their
-        # speed (mostly straight frames), the first runs turned with their legs nearly still,
-        # a shuffle whose paws never lift has no correlation, as the slow walk's reference
-        # almost has.
-        held = np.flatnonzero((self.headings[..., 1] == 0).all(1) | self.gait_turning)
+        # The turning dogs are left out: held to the mocap's pattern at their speed (mostly
+        # straight frames), the first runs turned with their legs nearly still, a shuffle whose
+        # paws never lift has no correlation, as the slow walk's reference almost has.
+        held = np.flatnonzero((self.headings[..., 1] == 0).all(1))
         if len(held) == 0:
             return torch.zeros(())
         generator = self.gait_generator
@@ -369,9 +340,12 @@ class MovingDogs:
         """(placed_speed_loss, moving_legs_loss or 0, moving_skating_loss or 0,
         moving_course_loss or 0) over `dogs` dogs drawn from this epoch's, FRAMES_PER_DOG of
         each one's kept steps, the network run without dropout (as the game runs it)."""
-        from canis.training.moving_course import moving_course_loss
-        from canis.training.moving_legs import moving_legs_loss, reference_at
-        from canis.training.moving_skating import moving_skating_loss
+        from canis.training.finetune_moving import (
+            moving_course_loss,
+            moving_legs_loss,
+            moving_skating_loss,
+            reference_at,
+        )
 
         chosen, x_raw, y_raw, frames = self._drawn_steps(predict, dogs, generator)
         asked_mps = self.asked_mps[chosen]

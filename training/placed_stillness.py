@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from canis.runtime.features import ACTIONS, FPS
 from canis.runtime.trajectory import ControlState
-from canis.training.leg_motion_loss import ROTATING_ROWS, leg_turn_deg
+from canis.training.finetune_losses import ROTATING_ROWS, leg_turn_deg
 from canis.training.placed_speed import root_speed_mps
 
 # A placed dog's motion that costs nothing, per frame: each joint's turn (about the mocap's
@@ -141,7 +141,7 @@ class PlacedDogs:
         """New placed dogs; returns the seconds they took (the export included)."""
         import time
 
-        from canis.export.onnx_export import ExportedModel, write_wrapped
+        from canis.training.onnx_graph import ExportedModel, write_wrapped
 
         started = time.perf_counter()
         write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)

@@ -49,8 +49,7 @@ from canis.runtime.transition_frames import (
     UPS,
 )
 from canis.training.axis_interpolation import interpolate_axes
-from canis.training.bone_loss import joint_axes
-from canis.training.shown_pose import chain_positions
+from canis.training.shown_pose import chain_positions, joint_axes
 from torch import nn
 
 FRAME_ENCODER = (512, 512)

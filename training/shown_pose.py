@@ -6,11 +6,11 @@ and the dog is drawn from the rotations alone: forward kinematics from the hips
 predicted position averaged with the previous one advanced by the predicted velocity). So the
 evaluation's skating (evaluation/controller_metrics.py on tools/closed_loop.record's shown
 positions) is a function of the predicted axes, not of the predicted paw positions the
-skating and contact terms of training/contact_loss.py measure; where the two disagree, those
-terms can fall while the shown paws go on sliding.
+contact term of training/finetune_losses.py measures; where the two disagree, that term can fall
+while the shown paws go on sliding.
 
 Here both are rebuilt in torch: the hips by next_local_pose's formula, the other joints by
-forward kinematics of the axes as the runtime turns them into rotations (bone_loss.joint_axes;
+forward kinematics of the axes as the runtime turns them into rotations (joint_axes;
 the axes are root-frame orientations, so each joint sits at its parent plus its parent's
 rotation applied to its offset). tests/test_shown_pose.py checks both against the runtime's
 own functions.
@@ -25,10 +25,17 @@ import torch
 from canis.runtime.features import FPS, INPUT, JOINT_COUNT, OUTPUT
 from canis.runtime.pose import JOINT_POSITION_BLEND
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from canis.training.bone_loss import joint_axes
-from canis.training.contact_loss import _field, rotate_xz, yaw_step_rad
+from canis.training.finetune_losses import _field, _frames, rotate_xz, yaw_step_rad
 
 HIPS = 0
+
+
+def joint_axes(forward: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """(..., 3, 3) rotation matrices, columns (x, y, z), from predicted axes as the runtime
+    turns them into rotations (z the forward normalised, y the up made orthogonal to it):
+    leg_motion_loss's frames (rows forward, up, forward x up) as columns, x = y x z."""
+    forward, up, side = _frames(forward, up).unbind(-2)
+    return torch.stack([-side, up, forward], dim=-1)
 
 
 @functools.lru_cache(maxsize=1)
@@ -83,7 +90,7 @@ def fed_back_input(
     x_raw: torch.Tensor, y_raw: torch.Tensor, x_next_raw: torch.Tensor
 ) -> torch.Tensor:
     """x_next_raw (B, 480) with its pose replaced by the one the runtime keeps after
-    predicting y_raw from x_raw (closed_loop_training.next_input in torch, with its gradient):
+    predicting y_raw from x_raw (finetune_stretches.next_input in torch, with its gradient):
     the kept positions, and y's axes and velocities as they are."""
     every = range(JOINT_COUNT)
     fed = x_next_raw.clone()

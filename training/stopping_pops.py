@@ -1,7 +1,7 @@
 """The stopping-pops term (issue 17): the runtime's own dogs, asked a speed and then to stop, with
 no shown joint moving faster in a frame than the mocap's do at the speed the dog is going.
 
-The moving dogs' terms (training/placed_speed.py, moving_legs.py, moving_skating.py) unroll
+The moving dogs' terms (training/placed_speed.py, finetune_moving.py) unroll
 dogs asked a steady speed. The runs that met their skating and leg bars flipped a joint when
 the dog stopped, which no dog of theirs was asked to do: (WS8)'s left upper arm, stopping from
 a trot, turned over in one frame (its elbow 27.7 cm; the trot's own fastest joint 11.4) where
@@ -24,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 from canis.runtime.features import FPS, JOINT_COUNT
-from canis.training.contact_loss import world_velocity_mps
-from canis.training.moving_legs import by_speed, reference_at
+from canis.training.finetune_losses import world_velocity_mps
+from canis.training.finetune_moving import by_speed, reference_at
 from canis.training.placed_speed import MovingDogs, moving_inputs, root_speed_mps
 from canis.training.shown_pose import shown_step_m
 

@@ -1,8 +1,19 @@
-"""The leg-motion term (issue 17, leg stiffness): how far the leg joints turn per predicted step,
-on average over a group of rows (each frame's batch or its rows on locomotion, each gait, each
-action and gait), against how far the mocap's turned in the same frames; and the stillness
-term, each joint's turn beyond the mocap's in the same row, for rows off locomotion (which did
-what: docs/EVALUATION.md, the eighth to tenth sessions of the fine-tuning).
+"""The terms closed-loop fine-tuning puts on the stretches' steps (training/finetune_stretches.py),
+as free functions of raw inputs and predictions (x, y), and the pieces of geometry the terms on
+the runtime's dogs measure with.
+
+The contact term (issue 17 item 2): a paw that the labels say is planted in y's frame should
+not move in the world. Its motion is measured through the predicted root update: the paw's
+predicted position (in the new root's frame) is carried back into the previous root's frame by
+the predicted turn and step, and compared with where it was in x.
+
+Beside it, the pieces the other terms measure paws with: world_velocity_mps (points carried
+back into the previous root's frame) and step_skating_cm (the evaluation's own foot-skating
+measure, runtime/motion_metrics.py: any paw moving while under 2.5 cm).
+
+The leg-motion term (issue 17, leg stiffness): how far the leg joints turn per predicted step,
+on average over each frame's batch, against how far the mocap's turned in the same frames
+(docs/EVALUATION.md, the eighth to tenth sessions of the fine-tuning).
 
 Every shipped network moves its legs less than the mocap (walk 1.52 against 2.95 deg/frame),
 and the walk's excess skating is the same deficit: swings of too little amplitude carried low
@@ -10,7 +21,7 @@ and the walk's excess skating is the same deficit: swings of too little amplitud
 of the possible poses is a leg that hardly moves. This term compares each joint's mean turn
 over a group of rows only, so it asks for as much leg motion as the mocap's and not for it at
 the mocap's moment (the mocap's turns are heavy-tailed besides: a mean of 2 deg/frame, an RMS of
-3.9). It is measured on the network run without dropout (closed_loop_training.
+3.9). It is measured on the network run without dropout (finetune_stretches.
 leg_motion_stretch): under dropout the predicted steps jitter by several degrees a frame.
 
 The angle is the whole rotation of the joint's frame (forward, up and their cross product)
@@ -24,10 +35,71 @@ root-frame rotations.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
-from canis.runtime.features import INPUT, OUTPUT
+from canis.runtime.features import FPS, INPUT, OUTPUT, PAW_ROWS
+from canis.runtime.motion_metrics import SKATING_HEIGHT_CM
 from canis.runtime.skeleton import DOG_GROUPS, DOG_JOINT_NAMES, DOG_LEG_GROUPS
-from canis.training.contact_loss import _field, rotate_xz, yaw_step_rad
+
+
+def _field(layout, values: torch.Tensor, block: str, field: str, rows) -> torch.Tensor:
+    """(B, len(rows), size) of one field, by the contract's own indices."""
+    index = layout.field(np.arange(layout.size), block, field)[list(rows)]  # (rows, size)
+    return values[:, torch.as_tensor(index, device=values.device)]
+
+
+def rotate_xz(vectors_xz: torch.Tensor, yaw_rad: torch.Tensor) -> torch.Tensor:
+    """runtime.root.rotate_xz in torch, so the loss has gradients through the predicted turn
+    (tests/test_finetune.py checks the two agree)."""
+    c, s = torch.cos(yaw_rad)[:, None], torch.sin(yaw_rad)[:, None]
+    x, z = vectors_xz[..., 0], vectors_xz[..., 1]
+    return torch.stack([c * x + s * z, c * z - s * x], dim=-1)
+
+
+def yaw_step_rad(y_raw: torch.Tensor) -> torch.Tensor:
+    """(B,) the root's predicted turn over one frame, radians."""
+    return _field(OUTPUT, y_raw, "root_update", "yaw_velocity", [0])[:, 0, 0] / FPS
+
+
+def paw_world_velocity_mps(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
+    """(B, 4, 3) each paw's velocity between x's frame and y's, in the previous root's frame
+    (a world-aligned frame up to a yaw: its length is the world speed), in m/s."""
+    before = _field(INPUT, x_raw, "joints", "position", PAW_ROWS)
+    after = _field(OUTPUT, y_raw, "joints", "position", PAW_ROWS)
+    return world_velocity_mps(before, after, y_raw)
+
+
+def world_velocity_mps(
+    before_m: torch.Tensor, after_m: torch.Tensor, y_raw: torch.Tensor
+) -> torch.Tensor:
+    """(B, P, 3) the velocity of points at `before_m` in x's root frame and `after_m` in y's
+    (B, P, 3), in x's root frame, in m/s: `after_m` carried back by the predicted turn and
+    step."""
+    dt_s = 1.0 / FPS
+    root_velocity = _field(OUTPUT, y_raw, "root_update", "velocity", [0])[:, 0]
+    after_xz = rotate_xz(after_m[..., [0, 2]], yaw_step_rad(y_raw)) + root_velocity[:, None] * dt_s
+    moved_xz = after_xz - before_m[..., [0, 2]]
+    moved_y = after_m[..., 1] - before_m[..., 1]
+    return torch.cat([moved_xz[..., :1], moved_y[..., None], moved_xz[..., 1:]], -1) / dt_s
+
+
+def contact_loss(x_raw: torch.Tensor, y_raw: torch.Tensor, planted: torch.Tensor) -> torch.Tensor:
+    """Mean squared world speed (m/s)^2 of the predicted paw positions planted in y's frame
+    (planted: (B, 4))."""
+    velocity = paw_world_velocity_mps(x_raw, y_raw)
+    speed_sq = velocity.square().sum(-1)
+    weight = planted.to(speed_sq.dtype)
+    return (speed_sq * weight).sum() / weight.sum().clamp(min=1.0)
+
+
+def step_skating_cm(velocity_mps: torch.Tensor, after_m: torch.Tensor) -> torch.Tensor:
+    """(B, P) the skating of points moving at `velocity_mps` (B, P, 3) that end at `after_m`
+    (B, P, 3, root frame): the horizontal world speed in cm/frame, weighted by 2 - 2^(h/H)
+    under H, with h the height above the ground under the root."""
+    speed_cm = velocity_mps[..., [0, 2]].norm(dim=-1) * (100.0 / FPS)
+    height_cm = after_m[..., 1] * 100.0
+    weight = 2.0 - torch.pow(2.0, (height_cm / SKATING_HEIGHT_CM).clamp(0.0, 1.0))
+    return torch.where(height_cm < SKATING_HEIGHT_CM, speed_cm * weight, 0.0)
 
 
 def _rotating_rows(names) -> tuple[int, ...]:
@@ -117,22 +189,3 @@ def leg_motion_loss(
     truth = group_means(leg_turn_deg(x_mocap_raw, y_mocap_raw).detach())
     shortfall = (group_means(leg_turn_deg(x_raw, y_raw)) - truth).square().mean(1)
     return (shortfall * rows).sum() / rows.sum()
-
-
-def stillness_loss(
-    x_raw: torch.Tensor,
-    y_raw: torch.Tensor,
-    x_mocap_raw: torch.Tensor,
-    y_mocap_raw: torch.Tensor,
-) -> torch.Tensor:
-    """Mean over the rows and the rotating joints of the squared excess (deg/frame)^2 of each
-    joint's predicted turn over the mocap's in the same row: zero where the dog moves no more
-    than the mocap's did, so a mocap dog's weight shift is allowed and a stirring one is not.
-    Meant for rows off locomotion, beside the leg-motion term, whose means let a standing dog
-    stir; measured there, it did not keep the runtime's placed dog still (docs/EVALUATION.md,
-    the tenth session).
-    """
-    if len(x_raw) == 0:
-        return x_raw.new_zeros(())
-    truth = leg_turn_deg(x_mocap_raw, y_mocap_raw, ROTATING_ROWS).detach()
-    return (leg_turn_deg(x_raw, y_raw, ROTATING_ROWS) - truth).clamp(min=0).square().mean()
