@@ -272,11 +272,16 @@ def run_evaluate_variation(args) -> int:
     from canis.evaluation.variation import evaluate_variation, write
     from canis.runtime.arguments import finite_number
     from canis.runtime.machine import describe_machine
+    from canis.runtime.transition import MAX_VARIATION
 
     try:
-        levels = [finite_number(float(v), "--levels", low=0.0) for v in args.levels.split(",")]
+        levels = [
+            finite_number(float(v), "--levels", 0.0, MAX_VARIATION) for v in args.levels.split(",")
+        ]
     except ValueError as error:
-        raise ValueError(f"--levels: comma-separated numbers >= 0, got {args.levels!r}") from error
+        raise ValueError(
+            f"--levels: comma-separated numbers from 0 to {MAX_VARIATION:g}, got {args.levels!r}"
+        ) from error
     if args.samples < 2 or args.stride < 1:
         raise ValueError("--samples must be >= 2 and --stride >= 1")
     results = evaluate_variation(args.model, args.dataset, levels, args.samples, args.stride)

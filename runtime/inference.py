@@ -262,31 +262,32 @@ class MotionModel:
         run and the outputs back."""
         binding = self.session.io_binding()
         storage = reuse.storage if reuse is not None else None
-        if storage is None or len(storage["x"]) < batch:
+        rows = max(batch, MIN_ROWS)  # what the session runs; the caller sees `batch`
+        if storage is None or len(storage["x"]) < rows:
             # Grown by doubling, so adding dogs one by one reallocates only log(N) times.
             old = 0 if storage is None else len(storage["x"])
-            capacity = max(batch, 2 * old)
+            capacity = max(rows, 2 * old)
             widths = {"x": 480, "phase": 1, "y": 363, "expert_weights": self.experts}
             widths["phase_delta"] = 1
             names = ["x"] + (["phase"] if self.kind == "pfnn" else []) + list(self.output_names)
             storage = {n: np.zeros((capacity, widths[n]), dtype=np.float32) for n in names}
         # The leading rows of a C-contiguous array are contiguous: ORT reads them in place.
-        inputs = {n: storage[n][:batch] for n in ("x", "phase") if n in storage}
-        outputs = {n: storage[n][:batch] for n in self.output_names}
+        bound_in = {n: storage[n][:rows] for n in ("x", "phase") if n in storage}
+        bound_out = {n: storage[n][:rows] for n in self.output_names}
         device = "cuda" if self.device == "cuda" else "cpu"
         device_inputs = {}
-        for name, array in inputs.items():
+        for name, array in bound_in.items():
             value = ort.OrtValue.ortvalue_from_numpy(array, device, 0)
             binding.bind_ortvalue_input(name, value)
             device_inputs[name] = value
         device_outputs = {}
-        for name, array in outputs.items():
+        for name, array in bound_out.items():
             value = ort.OrtValue.ortvalue_from_numpy(array, device, 0)
             binding.bind_ortvalue_output(name, value)
             device_outputs[name] = value
         return BoundBuffers(
-            inputs,
-            outputs,
+            {n: a[:batch] for n, a in bound_in.items()},
+            {n: a[:batch] for n, a in bound_out.items()},
             binding,
             device_inputs,
             device_outputs,
@@ -296,20 +297,38 @@ class MotionModel:
 
     def run_bound(self, buffers: BoundBuffers) -> dict[str, np.ndarray]:
         if not buffers.on_cpu:
-            for name, array in buffers.inputs.items():
-                buffers.device_inputs[name].update_inplace(array)
+            rows = buffers.device_inputs["x"].shape()[0]  # MIN_ROWS or more: what runs
+            for name in buffers.inputs:
+                buffers.device_inputs[name].update_inplace(buffers.storage[name][:rows])
         self.session.run_with_iobinding(buffers.binding)
         if not buffers.on_cpu:
             for name, value in buffers.device_outputs.items():
-                buffers.outputs[name][...] = value.numpy()
+                buffers.outputs[name][...] = value.numpy()[: len(buffers.outputs[name])]
         return buffers.outputs
 
     def run(self, x: np.ndarray, phase: np.ndarray | None = None) -> dict[str, np.ndarray]:
         feeds = {"x": np.ascontiguousarray(x, dtype=np.float32)}
         if self.kind == "pfnn":
             feeds["phase"] = np.ascontiguousarray(phase, dtype=np.float32).reshape(-1, 1)
-        outputs = self.session.run(self.output_names, feeds)
+        outputs = run_rows(self.session, self.output_names, feeds)
         return dict(zip(self.output_names, outputs, strict=True))
+
+
+# A lone row goes through another matrix kernel than a batch's rows do (ONNX Runtime's CPU
+# GEMM takes a vector path for one row), which rounds differently: a dog alone moved up to
+# 4e-7 apart (fp32; a quantisation step apart at int8) from itself beside others. Run at least
+# two rows, and every dog's output is the same in any batch.
+MIN_ROWS = 2
+
+
+def run_rows(session, output_names, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """session.run on feeds whose first axis is the batch, with a batch of one run as two
+    rows (MIN_ROWS) and the first returned."""
+    batch = len(next(iter(feeds.values())))
+    if batch >= MIN_ROWS:
+        return session.run(output_names, feeds)
+    padded = {name: np.repeat(value, MIN_ROWS, axis=0) for name, value in feeds.items()}
+    return [out[:batch] for out in session.run(output_names, padded)]
 
 
 def infer(model: MotionModel, buffers: BoundBuffers, idle: bool) -> dict[str, np.ndarray]:

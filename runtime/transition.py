@@ -26,6 +26,7 @@ from canis.runtime.inference import (
     common_problems,
     declared_precision,
     open_session,
+    run_rows,
 )
 from canis.runtime.transition_frames import (
     CONTEXT_FRAMES,
@@ -42,6 +43,11 @@ NOISE_INPUT = "target_noise"  # the step's last input, in models trained with ta
 STEP_OUTPUTS = ["next_frame", "next_placement", "next_h", "next_c"]
 INIT_INPUTS = ["first_frame"]
 INIT_OUTPUTS = ["h", "c"]
+
+
+# `variation` scales the noise the network was trained with: 1 is that level, and beyond it
+# the network is asked what it never saw (1e39 overflowed float32 into a NaN dog for good).
+MAX_VARIATION = 1.0
 
 
 def shipped_transition_model_path() -> Path:
@@ -104,13 +110,14 @@ class TransitionModel:
 
     def init(self, first_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The hidden state (h, c), (N, H) each, from the first context frames (N, D)."""
-        return self.init_session.run(INIT_OUTPUTS, {"first_frame": _f32(first_frames)})
+        return run_rows(self.init_session, INIT_OUTPUTS, {"first_frame": _f32(first_frames)})
 
     def target_noise(self, count: int, variation, rng=None, caller="variation") -> np.ndarray:
         """(count, W) target noise for `count` transitions: variation x N(0, 1) from `rng`
-        (a numpy Generator; default a fresh one), zeros for variation 0. `variation` must
-        be a finite number >= 0, and above 0 only for a model trained with target noise."""
-        variation = finite_number(variation, caller, low=0.0)
+        (a numpy Generator; default a fresh one), zeros for variation 0. `variation` must be
+        from 0 to MAX_VARIATION (1: the level the model was trained with), and above 0 only
+        for a model trained with target noise."""
+        variation = finite_number(variation, caller, low=0.0, high=MAX_VARIATION)
         if variation > 0 and not self.noise_width:
             raise ValueError(
                 f"{caller} {variation:g} needs a transition model trained with target noise; "
@@ -132,7 +139,7 @@ class TransitionModel:
         frames-to-arrival or target is used for every row). `target_noise` (N, W), for a
         model trained with it (default zeros), is each row's transition's noise."""
         feeds = self.step_feeds(frames, placements, targets, frames_to_arrival, h, c, target_noise)
-        return self.step_session.run(STEP_OUTPUTS, feeds)
+        return run_rows(self.step_session, STEP_OUTPUTS, feeds)
 
     def step_feeds(
         self, frames, placements, targets, frames_to_arrival, h, c, target_noise=None

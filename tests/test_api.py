@@ -402,7 +402,7 @@ BAD_CALLS = {
     ),
     "transition variation -1": (
         lambda c: c.transition_to("sit", variation=-1),
-        r"^transition_to: variation must be a finite number within \[0, inf\], got -1$",
+        r"^transition_to: variation must be a finite number within \[0, 1\], got -1$",
     ),
     "transition variation on a model without target noise": (
         lambda c: c.transition_to("sit", variation=0.5),

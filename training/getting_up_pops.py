@@ -27,6 +27,7 @@ import numpy as np
 from canis.runtime.features import ACTIONS, INPUT
 from canis.runtime.poses import KEYFRAME_ACTIONS
 from canis.runtime.trajectory import ControlState
+from canis.runtime.transition import MAX_VARIATION
 from canis.training.placed_speed import OwnDraws
 from canis.training.stopping_pops import StoppingDogs
 
@@ -36,9 +37,8 @@ STANDING_FRAMES = (30, 90)  # before the posture is asked, drawn per dog
 HELD_FRAMES = (60, 180)  # the posture held (from its request), drawn per dog
 # The whip came 8 frames after the hand-back; a second covers the motion network settling.
 KEPT_FRAMES = 60
-# Each dog's transitions are sampled with target noise up to this (1: as the RTN was trained),
-# so that 32 dogs are not three transitions played 32 times.
-MAX_VARIATION = 1.0
+# Each dog's transitions are sampled with target noise up to MAX_VARIATION (as the RTN was
+# trained), so that 32 dogs are not three transitions played 32 times.
 
 
 @dataclass
