@@ -28,6 +28,16 @@ def checked(
     (one value of shape[1:] for every row, say) is accepted. `expected` follows the shape in
     the message ("for 3 dog(s)")."""
     try:
+        kind = (
+            values.dtype.kind if isinstance(values, np.ndarray) else np.asarray(values).dtype.kind
+        )
+    except ValueError:  # a ragged list: the shape check below names it
+        kind = "f"
+    if kind == "c":  # numpy would drop the imaginary part with a warning
+        raise ValueError(f"{caller}: {name} must be real numbers, got complex ones")
+    if kind not in "biuf":
+        raise ValueError(f"{caller}: {name} must be numbers, got {_shape_of(values)} of {kind!r}")
+    try:
         array = np.asarray(values, dtype=dtype)
         if broadcast and ANY not in shape:
             array = np.broadcast_to(array, shape)

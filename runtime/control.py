@@ -242,6 +242,9 @@ PATH_FIELDS = {"speed", "waypoints", "loop", "about"}
 PATH_FORM = '{"speed": M/S, "waypoints": [[x, z], ...], "loop": false}'
 
 
+MAX_WAYPOINT_M = 1e6  # a thousand kilometres: further is a typo, and squares overflow
+
+
 def load_path(path: str | Path) -> dict:
     """A path file, checked: a waypoint repeated right after itself (a looped path written
     back to its start, say) is dropped, since a segment of zero length has no direction."""
@@ -274,6 +277,13 @@ def load_path(path: str | Path) -> dict:
     if not np.all(np.isfinite(waypoints)):
         bad = int(np.flatnonzero(~np.all(np.isfinite(waypoints), axis=1))[0])
         raise ValueError(f"{path}: waypoint {bad} is not finite: {spec['waypoints'][bad]}")
+    far = np.abs(waypoints).max(axis=1) > MAX_WAYPOINT_M  # 1e308 overflowed at the first step
+    if far.any():
+        bad = int(np.flatnonzero(far)[0])
+        raise ValueError(
+            f"{path}: waypoint {bad} {spec['waypoints'][bad]} is more than {MAX_WAYPOINT_M:g} m "
+            "from the origin"
+        )
     loop = spec.get("loop", False)
     if loop:
         waypoints = np.vstack([waypoints, waypoints[:1]])
@@ -358,6 +368,18 @@ def follow_path(
     heading /= max(np.linalg.norm(heading), 1e-9)
     future = np.array([point_at(points, along + speed_mps * t, loop) for t in FUTURE_TIMES_S])
     return PathControl(speed_mps * heading, float(yaw_from_direction(heading)), future, gap, angle)
+
+
+# The DogState fields command() writes, before the network runs: Controller.step puts them
+# back if a later stage of the frame fails before the network's output is applied, so a
+# failed step leaves every dog as it was (tests/test_api.py holds this list to command()).
+COMMAND_FIELDS = (
+    "commanded_velocity_mps",
+    "commanded_yaw_rad",
+    "commanded_actions",
+    "measured_speed_mps",
+    "asked_speed_history_mps",
+)
 
 
 def command(

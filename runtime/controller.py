@@ -15,11 +15,12 @@ never drift) and is then fitted to the terrain by the full-body IK.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 from canis.runtime import state as snapshot
 from canis.runtime.arguments import finite_number, random_generator, whole_number
-from canis.runtime.control import SpeedCalibration, command, measured_speed_mps
+from canis.runtime.control import COMMAND_FIELDS, SpeedCalibration, command, measured_speed_mps
 from canis.runtime.features import (
     ACTIONS,
     FPS,
@@ -48,7 +49,7 @@ from canis.runtime.state import (
     dog_rows,
     still_state,
 )
-from canis.runtime.terrain import Heightmap
+from canis.runtime.terrain import Heightmap, load_terrain
 from canis.runtime.trajectory import (
     DEFAULT_TAU,
     ControlState,
@@ -64,6 +65,9 @@ from canis.runtime.transition_requests import (
 )
 
 log = logging.getLogger("canis.runtime")
+# Past this many dogs in one controller the arrays alone take gigabytes (10**9 asked for 60
+# GiB and failed in numpy's allocator); more dogs belong in more controllers.
+MAX_DOGS = 100_000
 DT_S = 1.0 / FPS
 POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
 # Built once (np.isin each frame costs more than the lookup it makes).
@@ -107,6 +111,20 @@ class Controller(Readouts):
         whole_number(
             count, 1, f"Controller: count must be a whole number of dogs >= 1, got {count!r}"
         )
+        if count > MAX_DOGS:
+            raise ValueError(f"Controller: count {count} is past MAX_DOGS ({MAX_DOGS})")
+        if isinstance(terrain, (str, Path)):  # a built-in terrain's name or a heightmap file
+            terrain = load_terrain(str(terrain))
+        if terrain is not None and not isinstance(terrain, Heightmap):
+            raise TypeError(
+                "Controller: terrain must be None (flat), a Heightmap or a terrain name/file, "
+                f"got {type(terrain).__name__}"
+            )
+        if transition_model is not None and not isinstance(transition_model, TransitionModel):
+            raise TypeError(
+                "Controller: transition_model must be a TransitionModel (the RTN's _step.onnx), "
+                f"got {type(transition_model).__name__}"
+            )
         if max_dogs is not None:
             whole_number(
                 max_dogs,
@@ -218,6 +236,11 @@ class Controller(Readouts):
         (count,); returns their indices (the last ones). Nothing changes on a bad argument
         or past Controller.max_dogs."""
         whole_number(count, 1, f"add: count must be a whole number of dogs >= 1, got {count!r}")
+        if self.count + count > MAX_DOGS:
+            raise ValueError(
+                f"add: {count} more dog(s) would make {self.count + count}, past MAX_DOGS "
+                f"({MAX_DOGS})"
+            )
         if self.max_dogs is not None and self.count + count > self.max_dogs:
             raise ValueError(
                 f"add: {count} more dog(s) would make {self.count + count}, past max_dogs "
@@ -326,19 +349,32 @@ class Controller(Readouts):
         """Advances every character one frame; returns the network input x it used (a view
         of the bound input buffer: copy it to keep it). One call a stage, in the frame's
         order (the profiler's stages)."""
+        if not isinstance(control, ControlState):
+            raise TypeError(f"step: control must be a ControlState, got {type(control).__name__}")
         s, stage, t = self.state, self.profiler.stage, self.transitions
         x = self._buffers.inputs["x"]
-        with stage("input"):
-            held = t.leading if t is not None else None
-            self.path_future_xz_m = command(
-                s, control, self.count, held, self.speed_tracking, self.speed_calibration
-            )
-        with stage("trajectory"):
-            speed_now = self._write_trajectory(x)
-        with stage("features"):
-            write_features(s.pose, s.phase_rad, self._x_views, self._buffers.inputs)
-        with stage("inference"):
-            outputs = infer(self.model, self._buffers, self._motion_network_idle())
+        # Until the network's output is applied nothing else of the dogs moves: what the
+        # input stage wrote is put back if a stage up to the network fails (ONNX Runtime out
+        # of memory, a lost GPU), so the step is all or nothing.
+        kept = {name: getattr(s, name).copy() for name in COMMAND_FIELDS}
+        kept_future = self.path_future_xz_m, self.desired_future
+        try:
+            with stage("input"):
+                held = t.leading if t is not None else None
+                self.path_future_xz_m = command(
+                    s, control, self.count, held, self.speed_tracking, self.speed_calibration
+                )
+            with stage("trajectory"):
+                speed_now = self._write_trajectory(x)
+            with stage("features"):
+                write_features(s.pose, s.phase_rad, self._x_views, self._buffers.inputs)
+            with stage("inference"):
+                outputs = infer(self.model, self._buffers, self._motion_network_idle())
+        except BaseException:
+            for name, value in kept.items():
+                getattr(s, name)[...] = value  # in place: views of them stay valid
+            self.path_future_xz_m, self.desired_future = kept_future
+            raise
         with stage("decode"):
             apply = lambda p: self._apply(p, speed_now)  # noqa: E731
             handed_back, shown, bad = decode(s, outputs, self._reader, apply)
@@ -426,6 +462,11 @@ class Controller(Readouts):
         a model trained with it), drawn from the controller's generator or, with `seed`, from
         one seeded for this request; 0 (the default) is the deterministic transition.
         Returns where each of them will stand when handed back, and when."""
+        if not isinstance(target, (str, Keyframe)):
+            raise TypeError(
+                "transition_to: target must be a keyframe's name "
+                f"({', '.join(self.keyframes)}) or a Keyframe, got {target!r}"
+            )
         args = (target, frames, characters, at_xz_m, yaw_rad, action, variation, seed)
         return start_transition(self, *args)
 

@@ -386,22 +386,49 @@ def restore(controller, snapshot) -> None:
         ]
         raise ValueError(f"set_state: the snapshot is for another controller: {', '.join(differ)}")
     current = _arrays(controller)
-    if set(arrays) != set(current):
-        raise ValueError(
-            f"set_state: the snapshot's arrays differ: {sorted(set(arrays) ^ set(current))}"
-        )
+    if not isinstance(arrays, dict) or set(arrays) != set(current):
+        differ = sorted(set(arrays) ^ set(current)) if isinstance(arrays, dict) else arrays
+        raise ValueError(f"set_state: the snapshot's arrays differ: {differ}")
+    _check_scalars(scalars)
     for name, value in arrays.items():
         now = current[name]
         if value is None or now is None:
-            if value is not None and name not in ("transitions.h", "transitions.c"):
+            # Rebuilt every step, so a controller that has not had one yet holds none.
+            if value is not None and name not in ("transitions.h", "transitions.c", *DISPLAY):
                 raise ValueError(f"set_state: {name} is in the snapshot but not here")
+            if value is not None:
+                _check_values(name, value, value)
             continue
-        if value.shape != now.shape or value.dtype.kind != now.dtype.kind:
-            raise ValueError(
-                f"set_state: {name} has shape {value.shape} {value.dtype}, here {now.shape} "
-                f"{now.dtype}"
-            )
+        _check_values(name, value, now)
     _write(controller, scalars, arrays)
+
+
+def _check_scalars(scalars) -> None:
+    """The controller's scalars, each of its own type: a snapshot's digest is only a checksum
+    (anyone can recompute it), so nothing it carries is trusted (`count=5` or `model=None` were
+    set as attributes)."""
+    if not isinstance(scalars, dict) or set(scalars) != set(SCALARS):
+        raise ValueError(f"set_state: the snapshot's scalars must be exactly {', '.join(SCALARS)}")
+    for name, value in scalars.items():
+        if name in ("frame", "non_finite_events"):
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        else:
+            ok = isinstance(value, bool)
+        if not ok:
+            wanted = "a whole number >= 0" if name in ("frame", "non_finite_events") else "a bool"
+            raise ValueError(f"set_state: scalar {name} must be {wanted}, got {value!r}")
+
+
+def _check_values(name: str, value, like: np.ndarray) -> None:
+    """A snapshot array as the controller's own: an ndarray of the same dtype and shape, and
+    finite (the path's NaN rows, 'no path', aside)."""
+    if not isinstance(value, np.ndarray) or value.dtype != like.dtype or value.shape != like.shape:
+        got = f"{value.shape} {value.dtype}" if isinstance(value, np.ndarray) else type(value)
+        raise ValueError(f"set_state: {name} must be {like.shape} {like.dtype}, got {got}")
+    if value.dtype.kind == "f":
+        bad = np.isinf(value) if name == "path_future_xz_m" else ~np.isfinite(value)
+        if bad.any():
+            raise ValueError(f"set_state: {name} holds non-finite values")
 
 
 def _write(controller, scalars: dict, arrays: dict) -> None:

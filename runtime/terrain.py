@@ -75,6 +75,9 @@ def procedural(
     return Heightmap(heights, cell_size_m, (float(coords[0]), float(coords[0])))
 
 
+MAX_HEIGHT_M = 1e4  # ten kilometres up or down: any more is not a terrain in metres
+
+
 def load_terrain(spec: str, cell_size_m: float = 0.1, height_range_m: float = 1.0) -> Heightmap:
     """A procedural terrain by name, a .npy heightmap in metres, or a greyscale PNG whose
     black-to-white spans `height_range_m`; either file is centred on the origin."""
@@ -105,6 +108,11 @@ def load_terrain(spec: str, cell_size_m: float = 0.1, height_range_m: float = 1.
         )
     if not np.all(np.isfinite(heights)):
         raise ValueError(f"{path}: heightmap holds non-finite heights")
+    if np.abs(heights).max() > MAX_HEIGHT_M:  # 1e300 became inf in the float32 grid
+        raise ValueError(
+            f"{path}: heightmap holds heights past {MAX_HEIGHT_M:g} m (largest "
+            f"{np.abs(heights).max():g}); heights are in metres"
+        )
     rows, cols = heights.shape
     origin = (-(cols - 1) * cell_size_m / 2, -(rows - 1) * cell_size_m / 2)
     return Heightmap(heights, cell_size_m, origin)

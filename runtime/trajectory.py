@@ -143,6 +143,8 @@ class ControlState:
             shape = (count, len(FUTURE_TIMES_S), 2)
             name = "ControlState.future_xz_m"
             future = per_dog(self.future_xz_m, shape, name, caller, finite=False)
+            if np.isinf(future).any():  # NaN rows say "no path"; inf is no place
+                raise ValueError(f"{caller}: {name} has an infinite value (NaN rows: no path)")
             finite = np.isfinite(future).reshape(count, -1)
             mixed = np.flatnonzero(~(finite.all(axis=1) | ~finite.any(axis=1)))
             if mixed.size:

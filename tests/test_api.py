@@ -3,6 +3,7 @@ shape errors that name the argument and the number of dogs (issue 20 defect 7)."
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -396,6 +397,28 @@ BAD_CALLS = {
         lambda c: c.transition_to("sit", yaw_rad=[0, 0, NAN]),
         r"^transition_to: yaw_rad is not finite",
     ),
+    "complex velocity": (
+        lambda c: c.step(ControlState(np.ones((3, 2)) * (1 + 1j), np.zeros(3), np.ones(3, int))),
+        r"^step: ControlState.velocity_mps must be real numbers, got complex ones$",
+    ),
+    "string velocity": (
+        lambda c: c.step(ControlState(np.full((3, 2), "a"), np.zeros(3), np.ones(3, int))),
+        r"^step: ControlState.velocity_mps must be numbers, got \(3, 2\) of 'U'$",
+    ),
+    "infinite path": (
+        lambda c: c.step(
+            ControlState(np.zeros((3, 2)), np.zeros(3), np.ones(3, int), np.full((3, 6, 2), np.inf))
+        ),
+        r"^step: ControlState.future_xz_m has an infinite value",
+    ),
+    "transition variation 1e39": (
+        lambda c: c.transition_to("sit", variation=1e39),
+        r"^transition_to: variation must be a finite number within \[0, 1\], got 1e\+39$",
+    ),
+    "add 10**8 dogs": (
+        lambda c: c.add(10**8),
+        r"^add: 100000000 more dog\(s\) would make 100000003, past MAX_DOGS \(100000\)$",
+    ),
     "transition frames 30.5": (
         lambda c: c.transition_to("sit", frames=30.5),
         r"^transition_to: frames must be a whole number, got 30.5$",
@@ -418,6 +441,90 @@ BAD_CALLS = {
         r"^display_pose: alpha must be within \[0, 1\], got 2.0$",
     ),
 }
+
+
+BAD_TYPES = {
+    "step(None)": (lambda c: c.step(None), r"^step: control must be a ControlState, got NoneType$"),
+    "step(dict)": (lambda c: c.step({"velocity_mps": 1}), r"^step: control must be a ControlState"),
+    "transition_to(5)": (
+        lambda c: c.transition_to(5),
+        r"^transition_to: target must be a keyframe's name \(stand, sit, lie, beg\) or a Keyframe",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_TYPES))
+def test_calls_of_the_wrong_type_are_one_line_type_errors_and_change_nothing(model, case):
+    """step(None) and transition_to(5) were AttributeErrors from deep inside."""
+    call, message = BAD_TYPES[case]
+    controller = Controller(model, count=3)
+    controller.step(moving(3))
+    before = controller.get_state()
+    with pytest.raises(TypeError, match=message):
+        call(controller)
+    assert controller.get_state()["sha256"] == before["sha256"]
+
+
+def test_a_step_that_fails_in_the_network_leaves_every_dog_as_it_was(model, monkeypatch):
+    """An exception inside inference left the step half-applied (the commands advanced), and
+    the motion then differed by 3 mm; now the step is all or nothing."""
+    import canis.runtime.controller as controller_module
+
+    controller = Controller(model, count=2)
+    for _ in range(20):
+        controller.step(moving(2))
+    before = controller.get_state()
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("the inference provider failed")
+
+    monkeypatch.setattr(controller_module, "infer", failing)
+    with pytest.raises(RuntimeError):
+        controller.step(moving(2, 2.5))
+    assert controller.get_state()["sha256"] == before["sha256"]
+
+
+@pytest.mark.parametrize(
+    "corrupt, message",
+    [
+        (lambda s: s["arrays"]["state.root_xz_m"].__setitem__((0, 0), np.nan), "non-finite"),
+        (lambda s: s["scalars"].__setitem__("count", 5), "scalars must be exactly"),
+        (lambda s: s["scalars"].__setitem__("frame", "abc"), "scalar frame must be a whole"),
+        (
+            lambda s: s["arrays"].__setitem__(
+                "state.root_xz_m", s["arrays"]["state.root_xz_m"].astype(np.float16)
+            ),
+            "state.root_xz_m must be (3, 2) float64, got (3, 2) float16",
+        ),
+    ],
+)
+def test_a_snapshot_is_checked_field_by_field_not_trusted_for_its_digest(model, corrupt, message):
+    """set_state trusted anything whose SHA-256 matched, and anyone can recompute it: a NaN
+    root was accepted, and any scalar was set as an attribute (count=5, model=None)."""
+    from canis.runtime import state as snapshot
+
+    three = Controller(model, count=3)
+    three.step(moving(3))
+    before = three.get_state()
+    bad = Controller(model, count=3).get_state()
+    corrupt(bad)
+    bad["sha256"] = snapshot._digest(bad["layout"], bad["scalars"], bad["arrays"])
+    with pytest.raises(ValueError, match=re.escape(message)):
+        three.set_state(bad)
+    assert three.get_state()["sha256"] == before["sha256"]
+
+
+def test_a_snapshot_of_dogs_on_a_path_loads_into_a_fresh_controller(model):
+    """A save from dogs driven with future_xz_m (what follow_path gives) said "set_state:
+    path_future_xz_m is in the snapshot but not here" in a fresh controller."""
+    walked = Controller(model, count=2)
+    path = np.cumsum(np.full((2, 6, 2), 0.1), axis=1)
+    for _ in range(5):
+        walked.step(ControlState(np.zeros((2, 2)), np.zeros(2), np.ones(2, int), path))
+    saved = walked.get_state()
+    fresh = Controller(model, count=2)
+    fresh.set_state(saved)
+    assert fresh.get_state()["sha256"] == saved["sha256"]
 
 
 @pytest.mark.parametrize("case", list(BAD_CALLS))
@@ -447,11 +554,21 @@ def test_bad_arguments_are_one_line_errors_naming_them_and_change_nothing(model,
         ({"tau": NAN}, r"^Controller: tau must be a finite number within \[0, 1\], got nan$"),
         ({"tau": 1.5}, r"^Controller: tau must be a finite number within \[0, 1\], got 1.5$"),
         ({"start_pose": "fly"}, r"^reset: no start pose 'fly'"),
+        ({"count": 10**9}, r"^Controller: count 1000000000 is past MAX_DOGS \(100000\)$"),
+        ({"terrain": 3}, r"^Controller: terrain must be None \(flat\), a Heightmap or a terrain"),
+        ({"transition_model": 1}, r"^Controller: transition_model must be a TransitionModel"),
     ],
 )
 def test_bad_controller_arguments_are_one_line_errors(model, kwargs, message):
-    with pytest.raises(ValueError, match=message):
+    """count=10**9 was numpy's allocation error; a terrain or transition model of another
+    type failed at the first step."""
+    with pytest.raises((ValueError, TypeError), match=message):
         Controller(model, **kwargs)
+
+
+def test_a_terrain_can_be_given_by_name(model):
+    dogs = Controller(model, terrain="hills")
+    assert dogs.terrain is not None and dogs.terrain.heights_m.std() > 0
 
 
 @pytest.mark.parametrize(

@@ -133,3 +133,78 @@ def test_control_is_validated_before_it_reaches_the_trajectory(vx, vz, yaw, acti
     )
     for array in (future.positions_xz_m, future.directions_xz, future.velocities_xz_mps):
         assert np.all(np.isfinite(array))
+
+
+NUMBERS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+    st.sampled_from([0.0, 1.1, -3.3, 1e39, 1e300, float("nan")]),
+    st.integers(-5, 10**9),
+)
+CALLS = st.one_of(
+    st.tuples(st.just("step"), st.lists(NUMBERS, min_size=2, max_size=2), NUMBERS, NUMBERS),
+    st.tuples(st.just("add"), st.one_of(st.integers(-2, 3), st.sampled_from([10**5, 10**9]))),
+    st.tuples(st.just("remove"), st.lists(st.integers(-3, 5), max_size=3)),
+    st.tuples(
+        st.just("transition_to"),
+        st.sampled_from(["sit", "lie", "beg", "stand", "fly", 5, None]),
+        st.one_of(st.integers(-5, 100), st.floats(allow_nan=True)),
+        NUMBERS,
+    ),
+    st.tuples(st.just("set_state"), st.sampled_from(["nan root", "extra scalar", "half"]), NUMBERS),
+)
+
+
+def _call(controller, call):
+    name = call[0]
+    n = controller.count
+    if name == "step":
+        _, velocity, yaw, action = call
+        return controller.step(
+            ControlState(np.tile(velocity, (n, 1)), np.full(n, yaw), np.full(n, action))
+        )
+    if name == "add":
+        return controller.add(call[1])
+    if name == "remove":
+        return controller.remove(call[1])
+    if name == "transition_to":
+        _, target, frames, variation = call
+        return controller.transition_to(target, frames, variation=variation)
+    _, how, value = call
+    saved = controller.get_state()
+    if how == "nan root":
+        saved["arrays"]["state.root_xz_m"][0, 0] = value
+    elif how == "extra scalar":
+        saved["scalars"]["count"] = value
+    else:
+        saved["arrays"].pop("state.root_xz_m")
+    from canis.runtime import state as snapshot
+
+    saved["sha256"] = snapshot._digest(saved["layout"], saved["scalars"], saved.get("arrays"))
+    return controller.set_state(saved)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls=st.lists(CALLS, min_size=1, max_size=6))
+def test_the_api_refuses_in_one_line_with_nothing_changed_or_stays_finite(calls):
+    """step, add, remove, transition_to and set_state under any arguments: either a one-line
+    ValueError or TypeError and the state exactly as before, or the call goes through and
+    every dog is finite."""
+    from canis.runtime import Controller, MotionModel, TransitionModel
+    from conftest import FIXTURES
+
+    controller = Controller(
+        MotionModel(FIXTURES / "tiny_mann4.onnx"),
+        count=2,
+        transition_model=TransitionModel(FIXTURES / "tiny_rtn_noise_step.onnx"),
+    )
+    for call in calls:
+        before = controller.get_state()
+        try:
+            _call(controller, call)
+        except (ValueError, TypeError) as error:
+            assert "\n" not in str(error), call
+            assert controller.get_state()["sha256"] == before["sha256"], call
+            continue
+        if controller.count:
+            positions, _ = controller.display_pose()
+            assert np.all(np.isfinite(positions)), call

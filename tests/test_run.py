@@ -277,3 +277,12 @@ def test_a_run_longer_than_a_week_or_shorter_than_a_frame_is_refused(seconds, tm
     err = capsys.readouterr().err
     assert f"--seconds {float(seconds):g}: must be at least one frame" in err
     assert len(err.splitlines()) == 1
+
+
+def test_a_waypoint_past_any_world_is_refused_at_load(tmp_path):
+    """1e308 waypoints loaded and failed at the first step."""
+    path = write(tmp_path, "p.json", {"speed": 1.0, "waypoints": [[0, 0], [1e308, 0]]})
+    with pytest.raises(
+        ValueError, match=r"p.json: waypoint 1 \[1e\+308, 0\] is more than 1e\+06 m"
+    ):
+        load_path(path)

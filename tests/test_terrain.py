@@ -86,6 +86,9 @@ def test_terrain_files(tmp_path):
     np.save(tmp_path / "bad.npy", np.full((3, 3), np.nan))
     with pytest.raises(ValueError, match="bad.npy: heightmap holds non-finite"):
         load_terrain(str(tmp_path / "bad.npy"))
+    np.save(tmp_path / "huge.npy", np.full((3, 3), 1e300))  # became inf in the float32 grid
+    with pytest.raises(ValueError, match="huge.npy: heightmap holds heights past 10000 m"):
+        load_terrain(str(tmp_path / "huge.npy"))
     np.save(tmp_path / "flat.npy", np.zeros(5))
     with pytest.raises(ValueError, match="flat.npy: a heightmap must be a 2-D grid"):
         load_terrain(str(tmp_path / "flat.npy"))
