@@ -140,7 +140,7 @@ def test_bench_rewrites_only_its_own_section_of_the_page_and_only_when_asked(
 def test_evaluate_checks_its_parts_and_output_before_running_any(tmp_path, capsys):
     """`canis evaluate` runs every part; a typo in --parts, or an --out that is a file, is one
     line naming it, before anything is measured or written."""
-    from canis.evaluation.cli import PARTS, part_parsers
+    from canis.evaluation.release import PARTS, part_parsers
 
     from canis.cli import main
 
