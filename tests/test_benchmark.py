@@ -168,11 +168,18 @@ def test_evaluate_writes_each_part_into_one_page(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(benchmark, "markdown", lambda report: f"B {report['run']}\n")
     monkeypatch.setattr("canis.evaluation.bench.print_summary", lambda report: None)
     monkeypatch.setattr("canis.evaluation.bench.with_precisions", lambda m, p, f: m)
+    from canis.demo import benchmark as viewer
+    from canis.evaluation import transition_benchmark
+
+    monkeypatch.setattr(transition_benchmark, "benchmark_transitions", lambda *a: {})
+    monkeypatch.setattr(transition_benchmark, "markdown", lambda report: "T\n")
+    monkeypatch.setattr(viewer, "benchmark_viewer", lambda model: {})
+    monkeypatch.setattr(viewer, "markdown", lambda report: "V\n")
     monkeypatch.chdir(tmp_path)
     assert main(["evaluate", "--parts", "speed,bench", "--out", "o"]) == 0
     page = (tmp_path / "o" / "RESULTS.md").read_text()
     assert page.index("<!-- speed:begin -->\nS\n") < page.index("<!-- bench:begin -->")
-    assert "B bench-run" in page and (tmp_path / "o" / "bench.json").is_file()
+    assert "B bench-run\nT\nV\n" in page and (tmp_path / "o" / "bench.json").is_file()
     assert not (tmp_path / "docs").exists()
 
 
