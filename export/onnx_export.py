@@ -48,7 +48,7 @@ def load_for_export(checkpoint_path: Path, dataset_path: Path | None = None):
                 "export can clamp inputs to the training data's range"
             )
         from canis.training.dataset import load
-        from canis.training.train import input_range
+        from canis.training.training_data import input_range
 
         data = load(dataset_path)
         normalisation |= {

@@ -71,7 +71,7 @@ def test_a_bad_config_is_refused_in_one_line_before_any_work(tmp_path, capsys, c
 
 
 def test_a_run_from_a_config_is_the_run_from_its_flags(tiny_dataset, tmp_path, monkeypatch):
-    from canis.export.model_card import _fine_tuning_reproduce
+    from canis.export.finetune_card import fine_tuning_reproduce
     from canis.training.checkpoint import load_checkpoint
     from canis.training.train import LAST, train
     from conftest import tiny_config
@@ -102,14 +102,14 @@ def test_a_run_from_a_config_is_the_run_from_its_flags(tiny_dataset, tmp_path, m
     }
     assert json.loads((tmp_path / "file" / "config.json").read_text())["seed"] == 3
     # The card reproduces it from the file; a flag given beside it overrides its key.
-    line = _fine_tuning_reproduce(by_file.config, Path("m.onnx"), LAST)
+    line = fine_tuning_reproduce(by_file.config, Path("m.onnx"), LAST)
     assert f"canis finetune --config {config} --start {start[1]} --out runs/NAME`" in line
     other = ["--out", str(tmp_path / "other"), "--config", str(config), "--seed", "4"]
     assert main(["finetune", *start, *other]) == 0
     tuned = load_checkpoint(tmp_path / "other" / LAST).config
     assert tuned["closed_loop"]["seed"] == 4
-    line = _fine_tuning_reproduce(tuned, Path("m.onnx"), LAST)
+    line = fine_tuning_reproduce(tuned, Path("m.onnx"), LAST)
     assert f"--config {config} --start {start[1]} --out runs/NAME --seed 4`" in line
     # A run from flags alone lists every setting.
-    line = _fine_tuning_reproduce(by_flags.config, Path("m.onnx"), LAST)
+    line = fine_tuning_reproduce(by_flags.config, Path("m.onnx"), LAST)
     assert "--config" not in line and "--moving-skating-weight 2.0 --moving-paws-both-ways" in line

@@ -155,7 +155,7 @@ def _reproduce_line(loop) -> str:
     """The card's reproduce line for a one-epoch fine-tune with this loss configuration."""
     from pathlib import Path
 
-    from canis.export.model_card import _fine_tuning_reproduce
+    from canis.export.finetune_card import fine_tuning_reproduce
 
     settings = {"steps_per_epoch": 1, "batch_size": 4, "lr": 1e-5, "seed": 0}
     config = {
@@ -163,7 +163,7 @@ def _reproduce_line(loop) -> str:
         "closed_loop_start": "mann8.onnx",
         "closed_loop_epoch": 1,
     }
-    return _fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
+    return fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
 
 
 def test_the_jump_share_and_weight_are_checked_and_named():

@@ -171,9 +171,9 @@ def test_shipped_rtn_samples_varied_transitions_that_end_on_the_target():
 
     plain, first, again, other = (
         transition(0.0, None),
-        transition(2.0, 3),
-        transition(2.0, 3),
-        transition(2.0, 4),
+        transition(1.0, 3),
+        transition(1.0, 3),
+        transition(1.0, 4),
     )
     assert np.array_equal(first, again)
     spread_cm = 100 * np.linalg.norm(first - other, axis=-1).max()

@@ -327,7 +327,8 @@ def test_generalisation_options_train_and_refuse_another_resume(
     training, are part of the run's identity (a resume with others is refused, naming them),
     and the held-out-clip validation loss is the same yardstick in every run."""
     from canis.training import holdout
-    from canis.training.train import TrainingData, validation_loss
+    from canis.training.train import validation_loss
+    from canis.training.training_data import TrainingData
 
     monkeypatch.setattr(holdout, "GAP_FRAMES", 5)  # the synthetic clips are 69-189 frames
     plain = train(config(tiny_dataset, epochs=1), tmp_path / "plain", progress=False)
@@ -413,7 +414,7 @@ def test_pose_residual_keeps_the_pose_and_travels_through_export(tiny_dataset, t
     option is refused, naming it."""
     from canis.export.onnx_export import POSE_RESIDUAL_KEY, ExportedModel
     from canis.runtime.features import INPUT, OUTPUT
-    from canis.training.train import TrainingData
+    from canis.training.training_data import TrainingData
 
     residual = config(tiny_dataset, kind=kind, epochs=1)
     residual.pose_residual = 1.0

@@ -183,7 +183,7 @@ def test_a_bad_variation_is_a_one_line_error_and_starts_nothing(variation, shown
     with pytest.raises(ValueError) as raised:
         c.transition_to("sit", 30, variation=variation)
     assert str(raised.value) == (
-        f"transition_to: variation must be a finite number within [0, inf], got {shown}"
+        f"transition_to: variation must be a finite number within [0, 1], got {shown}"
     )
     assert not c.in_transition().any()
 

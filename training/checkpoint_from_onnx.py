@@ -39,7 +39,7 @@ def _read(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
 def checkpoint_from_onnx(onnx_path: str | Path, dataset_path: str | Path, out: str | Path):
     """Writes `out` (a canis checkpoint) holding the weights of the fp32 motion model
     `onnx_path` and `dataset_path`'s standardisation; returns its config."""
-    from canis.training.train import TrainingData
+    from canis.training.training_data import TrainingData
 
     onnx_path, out = Path(onnx_path), Path(out)
     weights, meta = _read(onnx_path)

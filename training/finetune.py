@@ -85,13 +85,13 @@ def fine_tune(
     from canis.training.precision import autocast, fused_optimiser, precision_for_run
     from canis.training.train import (
         LAST,
-        TrainingData,
         _append_log,
         _check_same_dataset,
         _predict,
         split_settings,
         validation_loss,
     )
+    from canis.training.training_data import TrainingData
 
     run_dir = Path(run_dir)
     source = run_dir / LAST if resume else Path(settings.start)
