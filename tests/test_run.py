@@ -286,3 +286,16 @@ def test_a_waypoint_past_any_world_is_refused_at_load(tmp_path):
         ValueError, match=r"p.json: waypoint 1 \[1e\+308, 0\] is more than 1e\+06 m"
     ):
         load_path(path)
+
+
+def test_a_scripts_variation_past_the_trained_level_is_refused_at_load(tmp_path):
+    """ "variation": 1e300 ran, and the run exited 0 reporting 110 non-finite frames."""
+    script = write(
+        tmp_path,
+        "s.json",
+        [{"t": 0, "transition": {"to": "sit", "frames": 30, "variation": 1e300}}],
+    )
+    with pytest.raises(
+        ValueError, match=r"transition 'variation' must be a finite number within \[0, 1\]"
+    ):
+        load_script(script)

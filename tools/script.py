@@ -38,6 +38,7 @@ from canis.runtime.features import ACTIONS
 from canis.runtime.poses import KEYFRAME_ACTIONS, load_keyframes
 from canis.runtime.root import rotate_xz, wrap_angle_rad
 from canis.runtime.trajectory import ControlState
+from canis.runtime.transition import MAX_VARIATION
 from canis.runtime.transition_frames import MAX_TRANSITION_FRAMES, MIN_TRANSITION_FRAMES
 
 EVENT_FIELDS = {
@@ -184,7 +185,7 @@ def _check_transition(transition, where: str) -> None:
             f"to {MAX_TRANSITION_FRAMES}, got {frames!r}"
         )
     if "variation" in transition:
-        _number(transition["variation"], f"{where} transition 'variation'", low=0.0)
+        _number(transition["variation"], f"{where} transition 'variation'", 0.0, MAX_VARIATION)
     random_generator(transition.get("seed"), f"{where} transition 'seed'")
 
 
