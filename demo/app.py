@@ -44,7 +44,7 @@ PLOT_PANEL_RGBA = (236, 240, 244, 200)  # light, mostly opaque: the plots' lines
 KEYFRAME_HELD_ACTIONS = {name: action for action, name in POSTURE_KEYFRAMES.items()}
 TRANSITION_FRAMES = 45
 # V: postures sampled with the transition network's target noise at its training level
-# (docs/EVALUATION.md, "Varied transitions": +1.4% L2P at 30 frames for the shipped RTN).
+# (docs/RESULTS.md, "Varied transitions": +1.4% L2P at 30 frames for the shipped RTN).
 VARIED_TRANSITION_VARIATION = 1.0
 
 

@@ -63,7 +63,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         default=True,
         help="run the transition network's steps on a thread of their own while the window "
         "draws (default: on; --no-transition-worker runs them in the frame's step; the motion "
-        "is the same, docs/BENCHMARKS.md measures both)",
+        "is the same, docs/RESULTS.md measures both)",
     )
     demo.add_argument(
         "--check",

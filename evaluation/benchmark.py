@@ -1,5 +1,5 @@
 """`canis bench`: inference timings of the shipped models, written as JSON and as
-docs/BENCHMARKS.md. Figures are medians and 99th percentiles over many calls, measured side by
+docs/RESULTS.md. Figures are medians and 99th percentiles over many calls, measured side by
 side in one run; the machine they ran on is part of the report."""
 
 from __future__ import annotations

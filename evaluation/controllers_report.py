@@ -1,4 +1,4 @@
-"""The Markdown report and JSON of `canis evaluate controllers` (docs/EVALUATION.md, its
+"""The Markdown report and JSON of `canis evaluate controllers` (docs/RESULTS.md, its
 controllers section), from the figures evaluation/controllers.py measures."""
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def _paws_down_line(results, names) -> list[str]:
     """The share of paw-steps the skating measure counts at all (under 2.5 cm), all paws and
     front and hind apart: a dog that carries its paws higher than the mocap's skates less by
     the measure without planting them better, and one that never puts its hind paws down
-    (the one-step start's canters, docs/EVALUATION.md, the thirtieth session) skates nothing
+    (the one-step start's canters, docs/EVALUATION.md in git history, the thirtieth session) skates
+    nothing
     with them."""
 
     def shares(n, key):

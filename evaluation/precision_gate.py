@@ -323,7 +323,7 @@ def markdown(results: dict, command: str, machine: str) -> str:
         "Inference: batch 1, one thread, through the runtime (`MotionModel.run_bound`), the "
         "variants timed side by side in one process in alternating blocks of 50 calls, while "
         "this gate's closed loops ran: the speed-up column is this run's, under its load. The one "
-        "int8 speed-up the docs quote is docs/BENCHMARKS.md, *int8 against fp32*. Output error: "
+        "int8 speed-up the docs quote is docs/RESULTS.md, *int8 against fp32*. Output error: "
         f"the mean |difference| of y from the fp32 file's over {PARITY_ROWS} random standardised "
         "inputs, in y's standard deviations (export/precision.py's `motion_parity`), the "
         "largest over the starts.",

@@ -10,7 +10,7 @@ from pathlib import Path
 ASSETS_PACKAGE = "canis.assets"
 
 # Display name -> file under models/. The first is the default a game gets: MANN-8 at int8,
-# which passed the precision gate (docs/EVALUATION.md, Precision) and runs several times faster
+# which passed the precision gate (docs/RESULTS.md, Precision) and runs several times faster
 # than fp32 on a CPU. The fp32 file stays as the reference the variants are made from and
 # measured against (no checkpoint ships to remake it).
 SHIPPED_MOTION_MODELS = {

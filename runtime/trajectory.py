@@ -174,7 +174,7 @@ _STEP_S = FUTURE_TIMES_S[0]
 # A path's facing is its tangent once a 10-frame step covers this much (0.6 m/s), the
 # command's facing where it stands still, a blend between: on the mocap's own paths the
 # tangent of slow steps alone raised the shipped network's one-step loss by 28%
-# (training/runtime_input_gap.py, docs/EVALUATION.md).
+# (training/runtime_input_gap.py, docs/RESULTS.md).
 PATH_FACING_FULL_STEP_M = 0.1
 _TANGENT_FULL_M = (
     PATH_FACING_FULL_STEP_M * np.array([2.0] * (len(FUTURE_TIMES_S) - 1) + [1.0])[None, :, None]

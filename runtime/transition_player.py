@@ -35,7 +35,7 @@ worker is a frame behind the in-step order through the lead (a context frame is 
 frame whose step reads it) and catches up at the lead's end with two steps, so every frame is
 shown with what it would have been shown with in the step (tests/test_transition_worker.py).
 Whether it pays depends on a core being free while the frame's thread works (see
-docs/BENCHMARKS.md); without one, the two threads take turns.
+docs/RESULTS.md); without one, the two threads take turns.
 
 A frame in which every dog plays a transition frame runs no motion-network inference
 (Controller._motion_network_idle): playback sets everything the output would have set.
@@ -243,7 +243,7 @@ class TransitionPlayer:
         """Runs `call` on the worker's thread; returns what _store writes and its thread CPU
         time (ms). Only ONNX Runtime's calls and a little indexing happen here (the inputs
         were made in the controller's thread); even so, its Python lines wait for the GIL
-        while the controller's thread runs Python (docs/BENCHMARKS.md: why back-to-back
+        while the controller's thread runs Python (docs/RESULTS.md: why back-to-back
         steps gain nothing, and steps with a gap between them do)."""
         started = time.thread_time()
         results = run_step_call(self.model, call)
@@ -358,7 +358,7 @@ class TransitionPlayer:
         # at rest, and the motion network reads it so at the hand-back: with the last step's
         # joint velocities (up to ~2 m/s where the root still slides into a lie asked straight
         # from a trot), MANN's lie diverged 10-15 frames later (75-83 cm in a frame) for half
-        # the trot's phases (docs/EVALUATION.md, postures asked while moving).
+        # the trot's phases (docs/RESULTS.md, postures asked while moving).
         velocities[k == count] = 0.0
         root_velocity = (xz - before_xz) * FPS
         local_velocity, yaw_rate = root_motion(

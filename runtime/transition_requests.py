@@ -9,7 +9,7 @@ A transition started from a walk, trot or canter asks the RTN to turn a fast gai
 or a lie in one go: measured in the demo's setup (45 frames, foot lock, flat or hills), the
 shown joints then move up to 18 cm in one frame (trot -> beg, in the target blend) and MANN's
 lie after a canter throws the head 35 cm in one frame after the hand-back, where from a stand
-no frame moves more than 4.7 cm (docs/EVALUATION.md, "Postures asked while moving"). Stopping
+no frame moves more than 4.7 cm (docs/RESULTS.md, "Postures asked while moving"). Stopping
 first costs 0.6-1.0 s, in which the dog is seen to slow, and the transition then starts from
 the context the RTN handles best: a still dog (7.1 cm at most in a frame).
 

@@ -5,7 +5,7 @@ A joint's forward and up axes (runtime/transition.py) interpolated channel by ch
 pass through zero when the two rotations are far apart: a forearm whose roll must turn by
 half a circle has its up axis shrink, cross the forward and come back reversed, and the
 rotation shown from such axes (Gram-Schmidt, forward first) flips in one frame (a 25 cm jump
-of a paw, measured in docs/EVALUATION.md). Here, where the two rotations are far apart, each
+of a paw, measured in docs/RESULTS.md). Here, where the two rotations are far apart, each
 pair becomes a unit quaternion, the two are blended along the shorter arc (normalised linear
 interpolation: never through zero, since the shorter arc keeps the two within 90 degrees in
 quaternion space), and the blend goes back to unit axes; where they are close the channels'

@@ -3,7 +3,7 @@ soup", Wortsman et al. 2022; over one run's epochs, stochastic weight averaging'
 
 Each short closed-loop fine-tune moves the weights a little at random around a good region: on
 the one-step start the same recipe a seed or an epoch apart met nine or ten of the ten bars
-(docs/EVALUATION.md, the twenty-ninth and thirtieth sessions), and a closed loop is chaotic, so a
+(docs/RESULTS.md, the twenty-ninth and thirtieth sessions), and a closed loop is chaotic, so a
 figure of one snapshot is partly its draw. The mean of a run's epochs sits inside that region.
 
 Only checkpoints that can be averaged are: the same kind and layers (every model tensor with

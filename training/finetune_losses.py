@@ -13,11 +13,11 @@ measure, runtime/motion_metrics.py: any paw moving while under 2.5 cm).
 
 The leg-motion term (issue 17, leg stiffness): how far the leg joints turn per predicted step,
 on average over each frame's batch, against how far the mocap's turned in the same frames
-(docs/EVALUATION.md, the eighth to tenth sessions of the fine-tuning).
+(docs/EVALUATION.md in git history, the eighth to tenth sessions of the fine-tuning).
 
 Every shipped network moves its legs less than the mocap (walk 1.52 against 2.95 deg/frame),
 and the walk's excess skating is the same deficit: swings of too little amplitude carried low
-(docs/EVALUATION.md). The MSE rewards that: where the phase of a swing is uncertain, the mean
+(docs/RESULTS.md). The MSE rewards that: where the phase of a swing is uncertain, the mean
 of the possible poses is a leg that hardly moves. This term compares each joint's mean turn
 over a group of rows only, so it asks for as much leg motion as the mocap's and not for it at
 the mocap's moment (the mocap's turns are heavy-tailed besides: a mean of 2 deg/frame, an RMS of
@@ -159,7 +159,8 @@ def axes_turn_deg(
     # The floor keeps the gradient of the square root finite for a joint that does not turn;
     # the ceiling under 1 that of the arcsine for one that turns half a circle, whose chord
     # can round past 8: at 1 the clamp's zero times the arcsine's infinite slope is NaN, and
-    # one such joint made a fine-tune's weights NaN (docs/EVALUATION.md, the fifteenth session).
+    # one such joint made a fine-tune's weights NaN (docs/EVALUATION.md in git history, the
+    # fifteenth session).
     half_sine_sq = (chord_sq / 8.0).clamp(min=1e-12, max=1.0 - HALF_TURN_MARGIN)
     return torch.rad2deg(2.0 * torch.asin(half_sine_sq.sqrt()))
 

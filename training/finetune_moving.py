@@ -29,7 +29,8 @@ from canis.training.shown_pose import shown_step_m
 #
 # The leg-motion term (training/finetune_losses.py) asks for the mocap's leg motion on the
 # training stretches, whose trajectory is the mocap's; there the shipped network's legs already
-# move as the mocap's (docs/EVALUATION.md, the eighth session). Where they do not is the game's
+# move as the mocap's (docs/EVALUATION.md in git history, the eighth session). Where they do not is
+# the game's
 # steady command: on the placed-speed term's dogs (training/placed_speed.py: from the standing
 # keyframe, asked a speed for 2 s, speed tracking off) the shipped MANN-8's leg joints turn 2.05
 # deg/frame asked 0.4-0.5 m/s where the training split's frames asked to move at those speeds
@@ -42,7 +43,7 @@ from canis.training.shown_pose import shown_step_m
 # move): the shortfall beyond LEG_ALLOWANCE counts, and with `both_ways` the excess too. The
 # turn is leg_turn_deg's (root frame, the predicted yaw step taken out). One step at a time the
 # term is met on its own dogs while fresh dogs' legs freeze; unrolled over 8 fed-back steps it
-# reaches fresh dogs (docs/EVALUATION.md, the fifteenth session).
+# reaches fresh dogs (docs/EVALUATION.md in git history, the fifteenth session).
 
 LEG_ALLOWANCE = 0.05  # relative to the mocap's turn: a shortfall within it costs nothing
 SPEED_BIN_MPS = 0.2
@@ -138,7 +139,8 @@ def moving_legs_loss(
 # a dog cannot stop skating by carrying its paws above the measure's 2.5 cm. A dog that skates
 # less than the mocap costs nothing, and one dog's margin does not pay for another's excess.
 #
-# The options (docs/EVALUATION.md, the seventeenth to twentieth sessions): `heights_both_ways`
+# The options (docs/EVALUATION.md in git history, the seventeenth to twentieth sessions):
+# `heights_both_ways`
 # counts paws carried lower than the mocap's too; so held, a paw that never comes down meets
 # the mean height, so `paws_down` holds each paw down (under 2.5 cm, counted softly) as often
 # as the mocap's, DOWN_SHARE_COST_CM per whole share short beyond DOWN_SHARE_ALLOWANCE;
@@ -266,7 +268,7 @@ def moving_skating_loss(
 #
 # The runs that met the other moving terms' bars veered: asked straight ahead, (G7) of
 # 2026-11-29 walked 10 degrees off the asked direction at 0.5 m/s and cantered 20 off at 3.3,
-# where the network shipped then stayed within 1 (docs/EVALUATION.md, the gait table's course).
+# where the network shipped then stayed within 1 (docs/RESULTS.md, the gait table's course).
 #
 # So for each moving dog's kept steps (placed_speed.MovingDogs with headings): the facing it was
 # asked and the root's yaw before the step (their difference, the offset, in radians) and the

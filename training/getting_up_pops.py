@@ -3,7 +3,7 @@ through the transition network, with no shown joint moving faster in a frame aft
 hand-back than the mocap's do at the speed the dog is going.
 
 (S3b) met the stopping-pops term's bar and the postures table's, and then whipped its tail
-16.8 cm in one frame 8 frames after getting up from a beg (docs/EVALUATION.md, "Getting up";
+16.8 cm in one frame 8 frames after getting up from a beg (docs/RESULTS.md, "Getting up";
 the shipped network 6.7): the motion network, handed a dog the transition network stood up,
 idles from a pose none of its other dogs start from. So these dogs are driven as the demo
 drives a dog asked for a posture and then 1: standing for a while, a posture (sit, lie or beg)
@@ -15,7 +15,8 @@ at the dog's speed, squared) is taken over them, unrolled as the moving dogs' te
 With a settling share (`--getting-up-settling SHARE`), that share of the dogs is kept instead
 for its first KEPT_FRAMES steps after the way-down hand-back, the posture held and never stood
 up: the one-step start's snapshots tucked a hind paw 6.6-7.1 cm in one frame about 20 frames
-after lying down (docs/EVALUATION.md, the twenty-ninth session), where no term looked.
+after lying down (docs/EVALUATION.md in git history, the twenty-ninth session), where no term
+looked.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Which dataset rows `canis train` trains on and which it validates on (`--holdout`,
-`--no-mirrored`): the generalisation study's splits (docs/EVALUATION.md, issue 17 item 3).
+`--no-mirrored`): the generalisation study's splits (docs/RESULTS.md, issue 17 item 3).
 
 `clips` (the default) trains on every row of the clips the dataset does not hold out (its
 `validation` column: whole clips, a clip and its mirror together). `within-clips` also keeps

@@ -194,7 +194,7 @@ class PoseResidual(nn.Module):
 
     Why: without it each frame's pose is predicted whole, and on held-out clips the shipped
     MANN-8's joint positions erred 300x as much as keeping the current pose would (standardised
-    MSE 0.942 against 0.003; validation_breakdown, docs/EVALUATION.md "The pose kept"): the
+    MSE 0.942 against 0.003; validation_breakdown, docs/RESULTS.md "The pose kept"): the
     network reproduces poses of the clips it saw instead of moving on from the pose it is in.
     Here keeping the pose is free and the network learns the change. The loss is unchanged
     (MSE of the standardised y); only the parametrisation is.
@@ -203,7 +203,7 @@ class PoseResidual(nn.Module):
     `keep` < 1 carries only that share of the current pose's offset from the mean pose (the
     rest is the network's to predict): in closed loop an error the network's changes leave
     then shrinks by that factor every frame instead of adding up, which with keep = 1 pulls
-    the fed-back pose apart within seconds (training/pose_drift.py, docs/EVALUATION.md).
+    the fed-back pose apart within seconds (training/pose_drift.py, docs/RESULTS.md).
     """
 
     def __init__(

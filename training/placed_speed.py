@@ -2,7 +2,8 @@
 off, brought to that speed.
 
 The leg-motion and placed-stillness terms brought the skating and the legs' stiffness to the
-mocap's (docs/EVALUATION.md, the eleventh session, (PS1 x2)), but the dog they leave no longer
+mocap's (docs/EVALUATION.md in git history, the eleventh session, (PS1 x2)), but the dog they leave
+no longer
 reaches the speed it is asked when the runtime's speed tracking is off: 0.29 m/s asked 0.5, 0.88
 asked 1.1, 3.91 asked 3.3 (its card; the shipped network's within 8%). The mocap's own frames
 do not show this: there the trajectory ahead is the clip's, which the dog did follow. In the

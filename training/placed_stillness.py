@@ -1,6 +1,7 @@
 """The placed-stillness term (issue 17): the runtime's own standing dog, asked nothing, kept still.
 
-The leg-motion term that halved the walk's skating (docs/EVALUATION.md, the eighth session,
+The leg-motion term that halved the walk's skating (docs/EVALUATION.md in git history, the eighth
+session,
 (M0.5)) made the demo's placed dog stir (its head and front legs up to 1.8 cm a frame with no
 key held), and a stillness term on the training stretches' standing rows did not stop it (the
 tenth session): those rows' trajectories are the mocap's, and there the network already moved

@@ -22,7 +22,7 @@ hand-back: the demo's test reads the speed 2 s in. The term is the placed-stilln
 (training/placed_stillness.py: each joint's turn beyond its allowance and the root's step
 beyond its own, squared) over those steps, unrolled as the moving dogs' terms are. One epoch of
 (PM)'s recipe with it at 1 brought the beg to 0.008-0.010 m/s and every posture under 0.015
-((PX1), from which the MANN-8 shipped since 2026-11-30 was tuned: docs/EVALUATION.md, the
+((PX1), from which the MANN-8 shipped since 2026-11-30 was tuned: docs/RESULTS.md, the
 thirty-second session).
 """
 

@@ -1,5 +1,5 @@
 """The arithmetic training runs in, and its optimiser, chosen by what the machine has
-(issue 17 item 6; docs/EVALUATION.md "Training speed on the CPU" measures both).
+(issue 17 item 6; docs/RESULTS.md "Training speed on the CPU" measures both).
 
 Precision: "fp32", or "bf16" autocast (matmuls in bfloat16, weights, optimiser state and
 losses in fp32). bf16 changes results beyond float noise, so a checkpoint records the precision

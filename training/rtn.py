@@ -10,7 +10,7 @@ the last context frame (the INT baseline), so the network learns what interpolat
 motion between the two placements. "rotations" is "interpolation" with each joint's axes moved
 along the rotation they stand for (training/axis_interpolation.py) instead of channel by
 channel, which passes through zero when the rotations are far apart. Each is measured in
-docs/EVALUATION.md.
+docs/RESULTS.md.
 
 One `step` reads a frame (raw units, runtime/transition.py), where the root stands
 relative to the target, the target frame, the frames left to the target, and the LSTM state;
@@ -80,7 +80,8 @@ RESIDUALS = ("interpolation", "rotations", "previous")
 # windows (the limbs in 0.2% or fewer): an arc there leaves the level by up to 8e-3, forty
 # deviations in the standardised loss. With the tail's arcs the shipped weights' loss on
 # training windows was 7-18x the interpolation residual's (1.5-1.9x with the arc only past
-# 150 degrees); without them it is the same (docs/EVALUATION.md, the thirteenth session).
+# 150 degrees); without them it is the same (docs/EVALUATION.md in git history, the thirteenth
+# session).
 ARC_JOINTS = torch.tensor(
     [0.0 if DOG_JOINT_NAMES[j].startswith("Tail") else 1.0 for j in ROTATED_JOINTS]
 )

@@ -5,7 +5,7 @@ The moving dogs' terms (training/placed_speed.py, finetune_moving.py) unroll
 dogs asked a steady speed. The runs that met their skating and leg bars flipped a joint when
 the dog stopped, which no dog of theirs was asked to do: (WS8)'s left upper arm, stopping from
 a trot, turned over in one frame (its elbow 27.7 cm; the trot's own fastest joint 11.4) where
-the network's forward axis for it shrank to a tenth of its length (docs/EVALUATION.md, the
+the network's forward axis for it shrank to a tenth of its length (docs/RESULTS.md, the
 twenty-first session; evaluation/jumps_and_stops.py measures it).
 
 So each epoch, beside the moving dogs, the network exported from the current weights drives
