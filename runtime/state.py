@@ -335,8 +335,10 @@ def layout(controller) -> dict:
     }
 
 
-def _digest(layout_: dict, scalars: dict, arrays: dict) -> str:
+def _digest(layout_: dict, scalars: dict, arrays: dict, rng: dict | None = None) -> str:
     h = hashlib.sha256(repr((sorted(layout_.items()), sorted(scalars.items()))).encode())
+    if rng is not None:  # snapshots from before it was kept have none, and keep their digest
+        h.update(repr(rng).encode())
     for name in sorted(arrays):
         value = arrays[name]
         h.update(name.encode())
@@ -350,12 +352,16 @@ def capture(controller) -> dict:
     arrays = {k: None if v is None else np.array(v) for k, v in _arrays(controller).items()}
     scalars = {name: _plain(getattr(controller, name)) for name in SCALARS}
     layout_ = layout(controller)
+    # The generator transition_to(variation=...) draws from when no seed is given: without it
+    # a restored controller's next sampled transition differed from the unbroken run's.
+    rng = controller.rng.bit_generator.state
     return {
         "format": FORMAT,
         "layout": layout_,
         "scalars": scalars,
         "arrays": arrays,
-        "sha256": _digest(layout_, scalars, arrays),
+        "rng": rng,
+        "sha256": _digest(layout_, scalars, arrays, rng),
     }
 
 
@@ -374,7 +380,8 @@ def restore(controller, snapshot) -> None:
         )
     try:
         layout_, scalars, arrays = snapshot["layout"], snapshot["scalars"], snapshot["arrays"]
-        digest = _digest(layout_, scalars, arrays)
+        rng = snapshot.get("rng")
+        digest = _digest(layout_, scalars, arrays, rng)
     except (KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"set_state: the snapshot is corrupted ({error!r})") from None
     if digest != snapshot.get("sha256"):
@@ -400,7 +407,26 @@ def restore(controller, snapshot) -> None:
                 _check_values(name, value, value)
             continue
         _check_values(name, value, now)
+    generator = _checked_generator(controller, rng)
     _write(controller, scalars, arrays)
+    if generator is not None:
+        controller.rng = generator
+
+
+def _checked_generator(controller, state) -> np.random.Generator | None:
+    """A generator in the snapshot's state (None: the snapshot kept none), or a one-line
+    error for a state the controller's kind of generator does not take."""
+    if state is None:
+        return None
+    kind = type(controller.rng.bit_generator)
+    generator = np.random.Generator(kind())
+    try:
+        generator.bit_generator.state = state
+    except (TypeError, ValueError, KeyError) as error:
+        raise ValueError(
+            f"set_state: the snapshot's rng is not a {kind.__name__} state ({error})"
+        ) from None
+    return generator
 
 
 def _check_scalars(scalars) -> None:

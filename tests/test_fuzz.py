@@ -179,7 +179,9 @@ def _call(controller, call):
         saved["arrays"].pop("state.root_xz_m")
     from canis.runtime import state as snapshot
 
-    saved["sha256"] = snapshot._digest(saved["layout"], saved["scalars"], saved.get("arrays"))
+    saved["sha256"] = snapshot._digest(
+        saved["layout"], saved["scalars"], saved.get("arrays"), saved.get("rng")
+    )
     return controller.set_state(saved)
 
 
