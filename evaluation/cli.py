@@ -71,8 +71,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     replay_eval.add_argument(
         "--models",
-        default="MANN8,PFNN",
-        help="comma-separated names (MANN8, PFNN, ...) or NAME=PATH.onnx (default: %(default)s)",
+        default="MANN8-int8,PFNN",
+        help="comma-separated names (MANN8-int8, the shipped default; MANN8, its fp32 source; "
+        "PFNN; ...) or NAME=PATH.onnx (default: %(default)s)",
     )
     replay_eval.add_argument("--bvh", type=Path, help="folder of .bvh clips (default: the mocap)")
     replay_eval.add_argument(

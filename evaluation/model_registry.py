@@ -16,6 +16,9 @@ MODEL_FILES = {
     "PFNN": asset_path(SHIPPED_MOTION_MODELS["PFNN"], must_exist=False),
     "VNN": Path("runs/vnn-cpu/vnn.onnx"),
 }
+# Other files of the shipped models that the evaluation can name (not in MODEL_FILES: the
+# controllers' default and `canis bench` already time the shipped files by the manifest).
+VARIANT_FILES = {"MANN8-int8": asset_path(SHIPPED_MOTION_MODELS["MANN-8"], must_exist=False)}
 TRAIN_COMMANDS = {
     "MANN4": "./run canis train --model mann --experts 4 --schedule cpu --out runs/mann4-cpu && "
     "./run canis export runs/mann4-cpu/last.safetensors --out runs/mann4-cpu/mann4.onnx "
@@ -59,11 +62,10 @@ def model_paths(names: list[str], overrides: dict[str, Path] | None = None) -> d
     overrides = overrides or {}
     paths, missing = {}, []
     for name in names:
-        if name not in MODEL_FILES and name not in overrides:
-            raise ValueError(
-                f"unknown model {name!r}: known {', '.join(MODEL_FILES)}, or give NAME=PATH"
-            )
-        path = overrides.get(name, MODEL_FILES.get(name))
+        known = MODEL_FILES | VARIANT_FILES
+        if name not in known and name not in overrides:
+            raise ValueError(f"unknown model {name!r}: known {', '.join(known)}, or give NAME=PATH")
+        path = overrides.get(name, known.get(name))
         if not path.is_file():
             hint = TRAIN_COMMANDS.get(name, "export it with ./run canis export")
             missing.append(f"{name}: {path} is missing; make it with: {hint}")
