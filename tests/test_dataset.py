@@ -233,3 +233,24 @@ def test_the_default_timeline_clip_shows_the_most_labels():
     ]
     assert dataset_report.default_timeline_clip(clips) == "b_mixed"  # most shown, first by name
     assert dataset_report.default_timeline_clip([]) is None
+
+
+def test_the_held_out_clips_cover_every_gait_and_action_two_clips_show():
+    """The held-out clips had no trot and no jump (issue 65): the rule now holds out a clip for
+    each gait and action that two clips or more show, so training keeps one, then fills up in
+    the seeded order."""
+    shown = {
+        "a": {"gait walk"},
+        "b": {"gait walk", "gait trot"},
+        "c": {"gait trot", "action jump"},
+        "d": {"action jump"},
+        "e": {"action lie"},  # the only lie: training keeps it
+        "f": set(),
+    }
+    held = dataset.validation_clips(list(shown), seed=1, shown=shown)
+    covered = dataset.validation_coverage(held, shown)
+    assert {"gait walk", "gait trot", "action jump"} <= set(covered)
+    assert "e" not in held and "action lie" not in covered
+    assert held == dataset.validation_clips(list(reversed(shown)), seed=1, shown=shown)
+    # without labels, the seeded 10%: one clip of six
+    assert len(dataset.validation_clips(list(shown), seed=1)) == 1

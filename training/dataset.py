@@ -3,9 +3,13 @@
 Every clip is used twice, as captured and mirrored left/right (each joint's frame mirrored
 with the half turn the whole set asks for, training.mirror, so the mirrors keep the
 captured clips' axis conventions); pairs are built through the runtime's feature
-contract. Whole clips are held out for validation by a seeded rule: the clips are ranked by
-sha256("<seed>:<clip file stem>") and the first VALIDATION_PERCENT of them (rounded up) of
-the usable ones are held out; a clip and its mirror always land on the same side.
+contract. Whole clips are held out for validation by a seeded rule (validation_clips): the
+clips are ranked by sha256("<seed>:<clip file stem>"); first, for every gait and action that
+at least two clips show, the first-ranked clip showing it is held out unless a held-out clip
+shows it already (up to twice VALIDATION_PERCENT of the clips), so the held-out clips cover
+what the data has and training keeps some of each; then the ranking fills up to
+VALIDATION_PERCENT of the usable clips (rounded up). A clip
+and its mirror always land on the same side.
 
 The file (numpy .npz, no pickled objects) holds X (N, 480) and Y (N, 363) float32, their
 training-set means and standard deviations, per-row clip index, frame, mirrored flag, action,
@@ -47,9 +51,51 @@ FORMAT_VERSION = 1
 MIN_SOURCE_FPS, MAX_SOURCE_FPS = 20, 480
 
 
-def validation_clips(clip_stems: list[str], seed: int) -> set[str]:
+# A clip shows a gait or an action when at least this many of its frames are labelled so.
+MIN_SHOWN_FRAMES = 30
+
+
+def shown_classes(labels) -> set[str]:
+    """The gaits and actions a clip's labels show for MIN_SHOWN_FRAMES frames or more."""
+    shown = set()
+    for kind, names, index in (
+        ("gait", GAITS, labels.gait_index),
+        ("action", ACTIONS, labels.action_index),
+    ):
+        counts = np.bincount(index[index >= 0], minlength=len(names))
+        shown |= {f"{kind} {names[i]}" for i in np.flatnonzero(counts >= MIN_SHOWN_FRAMES)}
+    return shown
+
+
+def validation_clips(
+    clip_stems: list[str], seed: int, shown: dict[str, set[str]] | None = None
+) -> set[str]:
+    """The held-out clips (module docstring): covering every gait and action of `shown`
+    ({stem: shown_classes}) that two clips or more show, then filled up in the seeded order."""
     ranked = sorted(clip_stems, key=lambda s: hashlib.sha256(f"{seed}:{s}".encode()).hexdigest())
-    return set(ranked[: -(-len(ranked) * VALIDATION_PERCENT // 100)])
+    held: list[str] = []
+    shown = shown or {}
+    classes = sorted({c for stem in ranked for c in shown.get(stem, ())})
+    by_rarity = sorted(classes, key=lambda c: sum(c in shown.get(s, ()) for s in ranked))
+    share = -(-len(ranked) * VALIDATION_PERCENT // 100)
+    most = -(-len(ranked) * 2 * VALIDATION_PERCENT // 100)  # a small set keeps its clips
+    for wanted in by_rarity:
+        showing = [s for s in ranked if wanted in shown.get(s, ())]
+        if len(held) >= most:
+            break
+        if len(showing) >= 2 and not any(wanted in shown.get(s, ()) for s in held):
+            held.append(showing[0])
+    for stem in ranked:
+        if len(held) >= share:
+            break
+        if stem not in held:
+            held.append(stem)
+    return set(held)
+
+
+def validation_coverage(held: set[str], shown: dict[str, set[str]]) -> list[str]:
+    """The gaits and actions the held-out clips show (stated in the dataset's metadata)."""
+    return sorted({c for stem in held for c in shown.get(stem, ())})
 
 
 def sampling_weights(gait_index: np.ndarray) -> np.ndarray:
@@ -142,9 +188,12 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True, keep_clips=False)
         readable_motions(files, MIN_CLIP_FRAMES, skipped, progress, "trajectory window", resampled)
     )
     mirror_turns = data_set_corrections([motion for _, motion in clips]) if clips else None
+    shown: dict[str, set[str]] = {}
     for path, motion in clips:
         for mirrored in (False, True):
             clip = process_clip(motion, mirrored, mirror_turns)
+            if not mirrored:
+                shown[path.stem] = shown_classes(clip.labels)
             x, y, frames = clip_pairs(clip)
             if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
                 skipped.append({"clip": clip.name, "reason": "non-finite features"})
@@ -173,7 +222,7 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True, keep_clips=False)
         raise ValueError(f"no usable clips in {bvh_dir}; skipped: {skipped}")
 
     arrays = {key: np.concatenate(values) for key, values in parts.items()}
-    held_out = validation_clips(sorted(set(clip_stems)), seed)  # among the usable clips
+    held_out = validation_clips(sorted(set(clip_stems)), seed, shown)  # among the usable clips
     validation = np.array([stem in held_out for stem in clip_stems])[arrays["clip"]]
     arrays["validation"] = validation
     arrays["sample_weight"] = sampling_weights(arrays["gait"])
@@ -186,8 +235,12 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True, keep_clips=False)
         "contract": contract_description(),
         "source": str(bvh_dir),
         "seed": seed,
-        "validation_rule": f"the {VALIDATION_PERCENT}% of clips first by sha256('<seed>:<clip>')",
+        "validation_rule": (
+            "a clip for every gait and action two clips or more show, then the first "
+            f"{VALIDATION_PERCENT}% of clips by sha256('<seed>:<clip>')"
+        ),
         "validation_clips": sorted(held_out),
+        "validation_covers": validation_coverage(held_out, shown),
         "oversample_weights": OVERSAMPLE_WEIGHTS,
         "skipped": skipped,
         "resampled": resampled,

@@ -30,7 +30,12 @@ from canis.runtime.transition_frames import (
     transition_layout_hash,
 )
 from canis.training.clips import Clip, process_clip
-from canis.training.dataset import readable_motions, standardisation, validation_clips
+from canis.training.dataset import (
+    readable_motions,
+    shown_classes,
+    standardisation,
+    validation_clips,
+)
 from canis.training.mirror import data_set_corrections, turned_joints
 
 FORMAT = "canis-transitions-1"
@@ -57,9 +62,12 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True) -> dict[str, np.n
         readable_motions(files, shortest, skipped, progress, "transition window", resampled)
     )
     mirror_turns = data_set_corrections([motion for _, motion in motions]) if motions else None
+    shown: dict[str, set[str]] = {}
     for path, motion in motions:
         for mirrored in (False, True):
             clip = process_clip(motion, mirrored, mirror_turns)
+            if not mirrored:  # the MANN dataset's rule: the same clips held out
+                shown[path.stem] = shown_classes(clip.labels)
             frames = clip_frames(clip)
             if not np.all(np.isfinite(frames)):
                 skipped.append({"clip": clip.name, "reason": "non-finite frames"})
@@ -75,7 +83,7 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True) -> dict[str, np.n
     if not names:
         raise ValueError(f"no usable clips in {bvh_dir}; skipped: {skipped}")
     arrays = {k: np.concatenate(v) for k, v in parts.items()}
-    held_out = validation_clips(sorted(set(stems)), seed)
+    held_out = validation_clips(sorted(set(stems)), seed, shown)
     arrays["clip_validation"] = np.array([s in held_out for s in stems])
     arrays["clip_ranges"] = np.array(ranges, dtype=np.int64)
     arrays["clip_names"] = np.array(names)
