@@ -79,7 +79,7 @@ def validation_clips(
     by_rarity = sorted(classes, key=lambda c: sum(c in shown.get(s, ()) for s in ranked))
     share = -(-len(ranked) * VALIDATION_PERCENT // 100)
     most = -(-len(ranked) * 2 * VALIDATION_PERCENT // 100)  # a small set keeps its clips
-    for wanted in by_rarity:
+    for wanted in by_rarity if most > share else ():  # a set too small keeps its clips
         showing = [s for s in ranked if wanted in shown.get(s, ())]
         if len(held) >= most:
             break
