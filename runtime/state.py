@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from dataclasses import dataclass, fields, is_dataclass
+from pathlib import Path
 
 import numpy as np
 from canis.runtime.arguments import per_dog
@@ -200,7 +201,7 @@ def concat_states(a, b, added: int | None = None):
     return np.concatenate([a, b])
 
 
-# A snapshot (format 3) names the IK's, the foot lock's, the transitions' and the shown pose's
+# A snapshot (format 4) names the IK's, the foot lock's, the transitions' and the shown pose's
 # rows by their owners, as before they were in DogState: ik.<name>, foot_lock.<name>,
 # transitions.<name>, <name>.
 IK_ROWS = ("weight",)
@@ -293,7 +294,7 @@ def still_state(
 
 # 2: the speed tracking's asked-speed window and the gait readout's canter latch per dog.
 # 3: the shown paws' position and speed per dog, which the contacts are told from.
-FORMAT = 3
+FORMAT = 4  # 4: the settings (model files, terrain, foot lock, IK, tau) and the rng
 # Scalars of the controller a step reads (everything else per dog is in arrays).
 SCALARS = ("frame", "_has_prediction", "offsets_active", "non_finite_events")
 DISPLAY = (*DISPLAY_ROWS, "path_future_xz_m")
@@ -324,7 +325,9 @@ def _arrays(controller) -> dict[str, np.ndarray | None]:
 
 
 def layout(controller) -> dict:
-    """What a snapshot must agree with: the model's kind and widths, and the dog count."""
+    """What a snapshot must agree with: the model (its kind, widths and file), the dog count,
+    and the settings a step depends on (terrain, foot lock, IK, tau, speed tracking): a save
+    loaded into a controller that differs in any of them would not continue as it did."""
     model = controller.model
     return {
         "kind": model.kind,
@@ -332,7 +335,33 @@ def layout(controller) -> dict:
         "joints": controller.skeleton.joint_count,
         "transitions": controller.transitions is not None,
         "dogs": controller.count,
+        "model": _file_identity(model),
+        "transition_model": _file_identity(controller.transition_model),
+        "terrain": _terrain_identity(controller.terrain),
+        "foot_lock": bool(controller.foot_lock.enabled),
+        "ik": bool(controller.ik.enabled),
+        "tau": float(controller.tau),
+        "speed_tracking": bool(controller.speed_tracking),
     }
+
+
+def _file_identity(model) -> str | None:
+    """A model's file name and the start of its SHA-256, read once per model object."""
+    path = getattr(model, "path", None) or getattr(model, "step_path", None)
+    if path is None:
+        return None
+    if getattr(model, "_snapshot_identity", None) is None:
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+        model._snapshot_identity = f"{Path(path).name} sha256 {digest}"
+    return model._snapshot_identity
+
+
+def _terrain_identity(terrain) -> str:
+    if terrain is None:
+        return "flat"
+    h = hashlib.sha256(np.ascontiguousarray(terrain.heights_m).tobytes())
+    h.update(repr((float(terrain.cell_size_m), tuple(terrain.origin_xz_m))).encode())
+    return f"heightmap {terrain.heights_m.shape} sha256 {h.hexdigest()[:16]}"
 
 
 def _digest(layout_: dict, scalars: dict, arrays: dict, rng: dict | None = None) -> str:

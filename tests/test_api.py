@@ -216,7 +216,7 @@ def test_a_snapshot_for_another_controller_or_corrupted_is_refused(model):
     with pytest.raises(ValueError, match="not a canis controller snapshot"):
         three.set_state({"hello": 1})
     older = {**Controller(model, count=3).get_state(), "format": 1}
-    with pytest.raises(ValueError, match="a snapshot of format 1; this runtime reads format 3"):
+    with pytest.raises(ValueError, match="a snapshot of format 1; this runtime reads format 4"):
         three.set_state(older)
     after = three.get_state()
     assert after["sha256"] == before["sha256"]
@@ -716,3 +716,23 @@ def test_a_restore_keeps_the_generator_sampled_transitions_draw_from(model, tiny
     bad["sha256"] = snapshot._digest(bad["layout"], bad["scalars"], bad["arrays"], bad["rng"])
     with pytest.raises(ValueError, match="set_state: the snapshot's rng is not a PCG64 state"):
         unbroken.set_state(bad)
+
+
+@pytest.mark.parametrize(
+    "other, named",
+    [
+        ({"tau": 0.7}, "tau 0.5 (here 0.7)"),
+        ({"foot_lock": True}, "foot_lock False (here True)"),
+        ({"terrain": "hills"}, "terrain 'flat' (here 'heightmap"),
+        ({"speed_tracking": False}, "speed_tracking True (here False)"),
+    ],
+)
+def test_a_snapshot_names_the_setting_a_controller_differs_in(model, other, named):
+    """A snapshot held no terrain, foot lock or tau, and loaded silently into a controller
+    that differed in them (issue 63): it would not have continued as it did."""
+    saved = Controller(model, count=2).get_state()
+    differs = Controller(model, count=2, **other)
+    before = differs.get_state()
+    with pytest.raises(ValueError, match=re.escape(named)):
+        differs.set_state(saved)
+    assert differs.get_state()["sha256"] == before["sha256"]
