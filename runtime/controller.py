@@ -15,6 +15,7 @@ never drift) and is then fitted to the terrain by the full-body IK.
 from __future__ import annotations
 
 import logging
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -147,6 +148,8 @@ class Controller(Readouts):
         # waited for since the step before it): in no stage of the caller's thread.
         self.transition_worker_cpu_ms = 0.0
         self.transitions: TransitionPlayer | None = None
+        # What keeps per-dog requests by row (PostureRequests): told when rows move.
+        self.row_followers: weakref.WeakSet = weakref.WeakSet()
         self.count = count
         self.tau = tau
         self.terrain = terrain
@@ -252,6 +255,7 @@ class Controller(Readouts):
         self._set_state_object(concat_states(self.state, fresh))
         self._resize(old + count)
         self._redraw()
+        self._rows_moved(np.arange(old))
         return np.arange(old, old + count)
 
     def remove(self, indices) -> None:
@@ -265,6 +269,13 @@ class Controller(Readouts):
         self._set_state_object(self.state.rows(keep))
         self._resize(len(keep))
         self._settle_display()
+        self._rows_moved(keep)
+
+    def _rows_moved(self, kept) -> None:
+        """Tells what follows dogs by row (PostureRequests' waiting requests) which old rows
+        the current ones are, so their requests move with them through add and remove."""
+        for follower in list(self.row_followers):
+            follower.rows_moved(kept)
 
     def _set_state_object(self, state: DogState) -> None:
         """`state` as the dogs' state, the IK, foot lock and transitions bound to its rows."""

@@ -173,6 +173,14 @@ class PostureRequests:
         self.stop_speed_mps = stop_speed_mps
         self.requests: dict[int, _Request] = {}  # dog -> its waiting request
         self._count = controller.count
+        controller.row_followers.add(self)  # add() and remove() move the requests with the dogs
+
+    def rows_moved(self, kept) -> None:
+        """The controller's rows now are its old rows `kept` (in order): each waiting request
+        moves to its dog's new row; a removed dog's request goes with it."""
+        new_row = {int(old): new for new, old in enumerate(kept)}
+        self.requests = {new_row[r]: q for r, q in self.requests.items() if r in new_row}
+        self._count = self.controller.count
 
     def request(
         self,
@@ -274,7 +282,8 @@ class PostureRequests:
         ]
 
     def _forget_if_resized(self) -> None:
-        """Dogs added or removed renumber the rows: waiting requests are dropped then."""
+        """Rows renumbered behind this object's back (not through add or remove, which move
+        the requests): the waiting requests are dropped then."""
         if self.controller.count != self._count:
             self.requests.clear()
             self._count = self.controller.count

@@ -736,3 +736,22 @@ def test_a_snapshot_names_the_setting_a_controller_differs_in(model, other, name
     with pytest.raises(ValueError, match=re.escape(named)):
         differs.set_state(saved)
     assert differs.get_state()["sha256"] == before["sha256"]
+
+
+def test_waiting_posture_requests_follow_their_dogs_through_add_and_remove(model, tiny_rtn):
+    """add() or remove() dropped every waiting request (ask dog 2 to sit, remove dog 0, and
+    nobody sat), and remove([0]); add(1) left the request on row 2, so the former dog 3 sat."""
+    from canis.runtime.transition_requests import PostureRequests
+
+    dogs = Controller(model, count=4, transition_model=TransitionModel(tiny_rtn))
+    postures = PostureRequests(dogs)
+    for _ in range(30):
+        postures.step(moving(4, 1.5))
+    postures.request("sit", 20, characters=[2])
+    assert postures.waiting().tolist() == [False, False, True, False]
+    dogs.remove([0])
+    assert postures.waiting().tolist() == [False, True, False]  # the same dog, now row 1
+    dogs.add(1)
+    assert postures.waiting().tolist() == [False, True, False, False]
+    dogs.remove([1])
+    assert not postures.waiting().any()  # its dog is gone, and so is its request
