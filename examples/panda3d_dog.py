@@ -105,7 +105,7 @@ class DogGame:
         import gltf
         from direct.actor.Actor import Actor
         from direct.showbase.ShowBase import ShowBase
-        from panda3d.core import AmbientLight, DirectionalLight, NodePath
+        from panda3d.core import AmbientLight, DirectionalLight, NodePath, OmniBoundingVolume
 
         self.base = ShowBase()
         if self.base.win is None:
@@ -128,6 +128,11 @@ class DogGame:
             model = NodePath(gltf.load_model(str(path)))
         self.dog = Actor(model)
         self.dog.reparentTo(self.base.render)
+        # The joints move the skinned vertices far from where the file's bounds put them (the
+        # dog walks away from the origin): bounds that hold everything keep the camera from
+        # culling the dog once it has walked off them (it vanished after about 5 s).
+        self.dog.node().setBounds(OmniBoundingVolume())
+        self.dog.node().setFinal(True)
         self.dog.setMaterialOff(1)  # light the coat's vertex colours, not the white material
         self.joints = [
             self.dog.controlJoint(None, "modelRoot", name) for name in self.skeleton.joint_names
@@ -183,8 +188,10 @@ class DogGame:
         )
 
     def show_pose(self) -> None:
-        """The runtime's displayed pose onto the model's joints; the camera follows."""
-        positions, rotations = self.controller.display_pose()
+        """The runtime's displayed pose onto the model's joints, interpolated between the last
+        two steps by the loop's alpha (drawn at the display's rate, stepped at 60 Hz); the
+        camera follows."""
+        positions, rotations = self.controller.display_pose(self.loop.alpha)
         local = local_rotations(self.skeleton, rotations[0])
         translations = self.skeleton.offsets_m.astype(np.float64).copy()
         translations[0] = positions[0, 0]

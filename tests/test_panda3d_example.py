@@ -64,3 +64,21 @@ def test_panda3d_joints_sit_where_the_runtime_puts_them(game):
         x, y, z = exposed.getPos(game.base.render)
         expected = positions[0, j]
         assert np.allclose([x, z, -y], expected, atol=0.01), name  # Panda3D is z-up
+
+
+def test_the_dog_stays_drawn_after_it_walks_off(game, tmp_path):
+    """The dog disappeared after about 5 s of walking: its bounds stayed where the file put
+    them, and the camera culled it (3,473 dog pixels at frame 90, none at 300 or 600)."""
+    example, game = game
+    game.keys.add("w")
+    try:
+        for _ in range(600):
+            game.update(1 / 60)
+    finally:
+        game.keys.discard("w")
+    hips = game.controller.display_pose()[0][0, 0]
+    assert np.linalg.norm(hips[[0, 2]]) > 5.0  # it did walk off
+    pixels = game.render_to(tmp_path / "walked.png")[..., :3].astype(int)
+    r, g, b = pixels[..., 0], pixels[..., 1], pixels[..., 2]
+    coat = (r > g + 20) & (g > b) & (r > 60)
+    assert coat.sum() > 200, "the dog was culled"
