@@ -29,6 +29,11 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
+def __dir__() -> list[str]:
+    # The lazy names too, so that dir(canis.runtime) and editors list the embedding API.
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
 def __getattr__(name: str):
     # Lazy, so that `import runtime.skeleton` (as training does) does not load ONNX Runtime.
     if name in _EXPORTS:

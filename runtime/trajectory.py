@@ -70,9 +70,22 @@ class ControlState:
     future_xz_m: np.ndarray | None = None
 
     @classmethod
-    def single(cls, velocity_xz=(0.0, 0.0), facing_yaw_rad=0.0, action="idle") -> ControlState:
+    def single(
+        cls, velocity_mps=(0.0, 0.0), facing_yaw_rad=0.0, action="idle", *, velocity_xz=None
+    ) -> ControlState:
+        """One dog's control: `velocity_mps` (x, z) in the world, `facing_yaw_rad`, an action.
+        (`velocity_xz`, the old name, still works for one more release, with a warning.)"""
+        if velocity_xz is not None:
+            import warnings
+
+            warnings.warn(
+                "ControlState.single(velocity_xz=...) is now velocity_mps=...",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            velocity_mps = velocity_xz
         return cls(
-            np.array([velocity_xz], dtype=np.float64),
+            np.array([velocity_mps], dtype=np.float64),
             np.array([facing_yaw_rad], dtype=np.float64),
             np.array([action_index(action)]),
         )

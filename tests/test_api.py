@@ -755,3 +755,18 @@ def test_waiting_posture_requests_follow_their_dogs_through_add_and_remove(model
     assert postures.waiting().tolist() == [False, True, False, False]
     dogs.remove([1])
     assert not postures.waiting().any()  # its dog is gone, and so is its request
+
+
+def test_the_embedding_api_is_listed_and_named_in_units():
+    """dir(canis.runtime) was empty (the exports are lazy), and ControlState.single took
+    velocity_xz where every other call says velocity_mps."""
+    import canis.runtime
+
+    assert {"Controller", "ControlState", "MotionModel", "TransitionModel"} <= set(
+        dir(canis.runtime)
+    )
+    single = ControlState.single(velocity_mps=(0.0, 1.1), action="move")
+    assert single.velocity_mps.tolist() == [[0.0, 1.1]]
+    with pytest.warns(DeprecationWarning, match="now velocity_mps"):
+        old = ControlState.single(velocity_xz=(0.0, 1.1), action="move")
+    assert old.velocity_mps.tolist() == [[0.0, 1.1]]
