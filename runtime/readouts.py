@@ -126,6 +126,14 @@ def gaits(contact_history: np.ndarray, fast: np.ndarray, moving: np.ndarray) -> 
     return tuple(GAITS[i] if on else NO_GAIT_NAME for i, on in zip(index, moving, strict=True))
 
 
+# Readouts.events()' record types.
+FOOTFALL_EVENT = np.dtype(
+    [("dog", np.int64), ("paw", np.int64), ("touch_down", bool), ("position_m", np.float64, 3)]
+)
+TRANSITION_EVENT = np.dtype([("dog", np.int64), ("started", bool)])
+GAIT_EVENT = np.dtype([("dog", np.int64), ("gait", "U6"), ("previous", "U6")])
+
+
 def footfalls(contact_history: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(touch-downs, lift-offs) in this frame: (N, 4) bool each, paws in PAW_ORDER."""
     now, before = contact_history[:, -1], contact_history[:, -2]
@@ -242,6 +250,31 @@ class Readouts:
     def actions(self) -> np.ndarray:
         """(N, len(Action)) each dog's action blend, columns in Action order."""
         return self.state.action_weights.copy()
+
+    def events(self) -> dict[str, np.ndarray]:
+        """What happened, as arrays a game hangs a sound, a dust puff or a log line on (call
+        it once a step; the gait and transition events are those since the last call):
+        "footfalls" (K,) records of this step's touch-downs and lift-offs: `dog`, `paw` (its
+        index in PAW_ORDER), `touch_down` (else a lift-off) and `position_m` (3,), the paw
+        where it is shown; "transitions" (K,): `dog`, `started` (else handed back); "gaits"
+        (K,): `dog`, `gait` and `previous` (names, "none" when not moving)."""
+        down, up = self.footfalls()
+        dogs, paws = np.nonzero(down | up)
+        feet = np.zeros(len(dogs), dtype=FOOTFALL_EVENT)
+        feet["dog"], feet["paw"], feet["touch_down"] = dogs, paws, down[dogs, paws]
+        feet["position_m"] = self.display_positions[dogs, self.paws[paws]]
+        playing, gait = self.in_transition(), np.array(self.gaits())
+        before = getattr(self, "_events_seen", None)
+        if before is None or len(before[0]) != self.count:  # the first call, or dogs came or went
+            before = (np.zeros(self.count, dtype=bool), gait)
+        changed = np.flatnonzero(playing != before[0])
+        transitions = np.zeros(len(changed), dtype=TRANSITION_EVENT)
+        transitions["dog"], transitions["started"] = changed, playing[changed]
+        moved = np.flatnonzero(gait != before[1])
+        gaits_ = np.zeros(len(moved), dtype=GAIT_EVENT)
+        gaits_["dog"], gaits_["gait"], gaits_["previous"] = moved, gait[moved], before[1][moved]
+        self._events_seen = (playing, gait)
+        return {"footfalls": feet, "transitions": transitions, "gaits": gaits_}
 
     def footfalls(self) -> tuple[np.ndarray, np.ndarray]:
         """(touch-downs, lift-offs) in the last step: (N, 4) bool, paws in PAW_ORDER."""

@@ -801,3 +801,34 @@ def test_gaits_for_all_dogs_at_once_read_as_the_classifier_does_dog_by_dog():
         expected.append(NO_GAIT_NAME if index == NO_GAIT else GAITS[index])
     got = gaits(history, fast, moving)
     assert got == tuple(expected) and len(set(got)) >= 4
+
+
+def test_events_give_footfalls_transitions_and_gait_changes_as_arrays():
+    """Footfalls had to be polled, and nothing told a game a transition began or ended, or a
+    gait changed (issue 63): events() gives each as records, once a step."""
+    from canis.runtime.assets import shipped_model_path
+    from canis.runtime.readouts import PAW_ORDER
+
+    dogs = Controller(
+        MotionModel(shipped_model_path()), count=2, transition_model=TransitionModel()
+    )
+    downs = started = ended = 0
+    changes = []
+    for frame in range(240):
+        if frame == 120:
+            dogs.transition_to("sit", 20, characters=[1])
+        dogs.step(moving(2, 1.5))
+        events = dogs.events()
+        feet = events["footfalls"]
+        touch_down, lift_off = dogs.footfalls()
+        assert len(feet) == touch_down.sum() + lift_off.sum()
+        assert np.array_equal(touch_down[feet["dog"], feet["paw"]], feet["touch_down"])
+        paws = dogs.skeleton.group("paws")[feet["paw"]]
+        assert np.array_equal(feet["position_m"], dogs.display_positions[feet["dog"], paws])
+        downs += int(feet["touch_down"].sum())
+        started += int(events["transitions"]["started"].sum())
+        ended += int((~events["transitions"]["started"]).sum())
+        assert set(events["transitions"]["dog"]) <= {1}
+        changes += events["gaits"].tolist()
+    assert downs > 20 and started == 1 and ended == 1 and len(PAW_ORDER) == 4
+    assert any(previous == "none" and gait != "none" for _, gait, previous in changes)
