@@ -61,19 +61,3 @@ def fused_optimiser(device: torch.device) -> bool | None:
     return True if device.type in ("cpu", "cuda") else None
 
 
-def describe_cpu() -> str:
-    """The CPU (as runtime/machine.py names it) and which bf16 instructions torch finds on
-    it, for benchmark reports."""
-    from canis.runtime.machine import describe_machine
-
-    name = describe_machine()["cpu"]
-    flags = [
-        flag
-        for flag, present in (
-            ("avx512_bf16", torch.cpu._is_avx512_bf16_supported()),
-            ("amx", torch.cpu._is_amx_tile_supported()),
-            ("avx512", torch.cpu._is_avx512_supported()),
-        )
-        if present
-    ]
-    return f"{name} ({', '.join(flags) or 'no AVX-512/bf16'})"
