@@ -111,3 +111,48 @@ def _where_not_finite(array: np.ndarray) -> str:
     rows = np.flatnonzero(bad)
     shown = rows[:8].tolist() + (["..."] if len(rows) > 8 else [])
     return f"is not finite (NaN or inf) in row(s) {shown}"
+
+
+# Past this many dogs in one controller the arrays alone take gigabytes (10**9 asked for 60
+# GiB and failed in numpy's allocator); more dogs belong in more controllers.
+MAX_DOGS = 100_000
+
+
+def controller_options(count, max_dogs, tau, terrain, transition_model, native_frame):
+    """Controller's arguments checked before anything is built: (tau, the terrain: a
+    Heightmap, or one loaded from a built-in name or a file); a wrong one is a one-line
+    ValueError or TypeError naming it (a terrain or transition model of another type failed
+    only at the first step)."""
+    from pathlib import Path
+
+    from canis.runtime.terrain import Heightmap, load_terrain
+    from canis.runtime.transition import TransitionModel
+
+    whole_number(count, 1, f"Controller: count must be a whole number of dogs >= 1, got {count!r}")
+    if count > MAX_DOGS:
+        raise ValueError(f"Controller: count {count} is past MAX_DOGS ({MAX_DOGS})")
+    if isinstance(terrain, (str, Path)):
+        terrain = load_terrain(str(terrain))
+    if terrain is not None and not isinstance(terrain, Heightmap):
+        raise TypeError(
+            "Controller: terrain must be None (flat), a Heightmap or a terrain name/file, "
+            f"got {type(terrain).__name__}"
+        )
+    if transition_model is not None and not isinstance(transition_model, TransitionModel):
+        raise TypeError(
+            "Controller: transition_model must be a TransitionModel (the RTN's _step.onnx), "
+            f"got {type(transition_model).__name__}"
+        )
+    if max_dogs is not None:
+        whole_number(
+            max_dogs,
+            count,
+            f"Controller: max_dogs must be None or a whole number >= count ({count}), "
+            f"got {max_dogs!r}",
+        )
+    if native_frame is not True:
+        raise ValueError(
+            "Controller: native_frame must be True: the runtime runs the per-frame math in "
+            "the native core only (its numpy definition is tests/reference_frame.py)"
+        )
+    return finite_number(tau, "Controller: tau", low=0.0, high=1.0), terrain

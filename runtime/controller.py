@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import logging
 import weakref
-from pathlib import Path
 
 import numpy as np
-from canis.runtime import state as snapshot
-from canis.runtime.arguments import finite_number, random_generator, whole_number
+from canis.runtime import snapshot
+from canis.runtime.arguments import MAX_DOGS, controller_options, random_generator, whole_number
 from canis.runtime.control import COMMAND_FIELDS, SpeedCalibration, command, measured_speed_mps
 from canis.runtime.features import (
     ACTIONS,
@@ -50,7 +49,7 @@ from canis.runtime.state import (
     dog_rows,
     still_state,
 )
-from canis.runtime.terrain import Heightmap, load_terrain
+from canis.runtime.terrain import Heightmap
 from canis.runtime.trajectory import (
     DEFAULT_TAU,
     ControlState,
@@ -66,9 +65,6 @@ from canis.runtime.transition_requests import (
 )
 
 log = logging.getLogger("canis.runtime")
-# Past this many dogs in one controller the arrays alone take gigabytes (10**9 asked for 60
-# GiB and failed in numpy's allocator); more dogs belong in more controllers.
-MAX_DOGS = 100_000
 DT_S = 1.0 / FPS
 POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
 # Built once (np.isin each frame costs more than the lookup it makes).
@@ -95,50 +91,17 @@ class Controller(Readouts):
         seed: int | None = None,
         native_frame: bool = True,
     ):
-        """`terrain` None is flat ground at y = 0 (no IK needed); the profiler times each
-        stage of every step (its owner closes frames with profiler.end_frame());
-        `transition_model` enables transition_to; `foot_lock` pins planted paws where they
-        landed (runtime/kinematics.py); `speed_calibration` (the model's own speed curve,
-        runtime/control.py) makes the speed tracking reach the asked speed within
-        seconds of a change rather than settling over a minute. `transition_worker` runs the
-        transition network's steps on a thread of their own between steps (on a spare core
-        a frame of a transition then costs about what a frame without one does; the motion
-        is the same: runtime/transition_player.py); `close()` stops it. `seed` seeds the
-        generator that transition_to(variation=...) draws from (None: fresh entropy), so a
-        game can reproduce a take. The trajectory, root and display math of each step run in
-        the native core (runtime/pose.py, one call a stage; tests/reference_frame.py
-        holds the numpy definition it is checked against); `native_frame` is kept for old
-        callers and takes True only."""
-        whole_number(
-            count, 1, f"Controller: count must be a whole number of dogs >= 1, got {count!r}"
+        """`terrain` None is flat ground (a Heightmap, or a built-in name or file); the
+        profiler times each stage; `transition_model` enables transition_to; `foot_lock` pins
+        planted paws; `speed_calibration` (the model's speed curve) makes the speed tracking
+        answer within seconds; `transition_worker` steps the transition network on a thread
+        of its own (`close()` stops it); `seed` seeds what sampled transitions draw from. The
+        per-frame math runs in the native core (tests/reference_frame.py holds its numpy
+        definition); `native_frame` is kept for old callers (True only). docs/EMBEDDING.md
+        has each in full."""
+        tau, terrain = controller_options(
+            count, max_dogs, tau, terrain, transition_model, native_frame
         )
-        if count > MAX_DOGS:
-            raise ValueError(f"Controller: count {count} is past MAX_DOGS ({MAX_DOGS})")
-        if isinstance(terrain, (str, Path)):  # a built-in terrain's name or a heightmap file
-            terrain = load_terrain(str(terrain))
-        if terrain is not None and not isinstance(terrain, Heightmap):
-            raise TypeError(
-                "Controller: terrain must be None (flat), a Heightmap or a terrain name/file, "
-                f"got {type(terrain).__name__}"
-            )
-        if transition_model is not None and not isinstance(transition_model, TransitionModel):
-            raise TypeError(
-                "Controller: transition_model must be a TransitionModel (the RTN's _step.onnx), "
-                f"got {type(transition_model).__name__}"
-            )
-        if max_dogs is not None:
-            whole_number(
-                max_dogs,
-                count,
-                f"Controller: max_dogs must be None or a whole number >= count ({count}), "
-                f"got {max_dogs!r}",
-            )
-        if native_frame is not True:
-            raise ValueError(
-                "Controller: native_frame must be True: the runtime runs the per-frame math in "
-                "the native core only (its numpy definition is tests/reference_frame.py)"
-            )
-        tau = finite_number(tau, "Controller: tau", low=0.0, high=1.0)
         self.rng = random_generator(seed, "Controller: seed")
         self.model = model
         self.max_dogs = max_dogs  # add() refuses to go past it (a game's memory limit)
@@ -148,8 +111,7 @@ class Controller(Readouts):
         # waited for since the step before it): in no stage of the caller's thread.
         self.transition_worker_cpu_ms = 0.0
         self.transitions: TransitionPlayer | None = None
-        # What keeps per-dog requests by row (PostureRequests): told when rows move.
-        self.row_followers: weakref.WeakSet = weakref.WeakSet()
+        self.row_followers: weakref.WeakSet = weakref.WeakSet()  # PostureRequests: by row
         self.count = count
         self.tau = tau
         self.terrain = terrain
@@ -272,8 +234,7 @@ class Controller(Readouts):
         self._rows_moved(keep)
 
     def _rows_moved(self, kept) -> None:
-        """Tells what follows dogs by row (PostureRequests' waiting requests) which old rows
-        the current ones are, so their requests move with them through add and remove."""
+        """Tells what follows dogs by row (PostureRequests) which old rows the rows now are."""
         for follower in list(self.row_followers):
             follower.rows_moved(kept)
 
@@ -364,9 +325,8 @@ class Controller(Readouts):
             raise TypeError(f"step: control must be a ControlState, got {type(control).__name__}")
         s, stage, t = self.state, self.profiler.stage, self.transitions
         x = self._buffers.inputs["x"]
-        # Until the network's output is applied nothing else of the dogs moves: what the
-        # input stage wrote is put back if a stage up to the network fails (ONNX Runtime out
-        # of memory, a lost GPU), so the step is all or nothing.
+        # What the input stage writes is put back if a stage up to the network fails (out of
+        # memory, a lost GPU): until its output is applied the step is all or nothing.
         kept = {name: getattr(s, name).copy() for name in COMMAND_FIELDS}
         kept_future = self.path_future_xz_m, self.desired_future
         try:
@@ -461,18 +421,11 @@ class Controller(Readouts):
         seed: int | None = None,
     ) -> TransitionStart:
         """Hands `characters` (default all) to the transition network, which takes them from
-        their last CONTEXT_FRAMES frames to `target` (a keyframe name or a Keyframe, e.g. a
-        recorded pose) in `frames` frames, then back to the motion network holding `action`
-        (default: the keyframe's own). The transition starts after a lead of LEAD_FRAMES
-        steps, in which the motion network keeps the dogs going as they were commanded
-        (runtime/transition_player.py: the transition is generated over the frames that play
-        it). The target stands at `at_xz_m` (N, 2) facing `yaw_rad`, by default where the
-        character would stop if it went on through the lead, then slowed evenly over the
-        transition. `variation` > 0 samples a different transition to the same target for
-        each dog and request (RMI's target noise, x its training level: 1 is as trained; needs
-        a model trained with it), drawn from the controller's generator or, with `seed`, from
-        one seeded for this request; 0 (the default) is the deterministic transition.
-        Returns where each of them will stand when handed back, and when."""
+        their last frames to `target` (a keyframe name or a Keyframe) in `frames` frames after
+        a lead of LEAD_FRAMES steps, then back to the motion network holding `action` (default:
+        the keyframe's). `variation` (0 to 1) samples a transition, from the controller's
+        generator or one seeded by `seed` (docs/EMBEDDING.md, "Transitions"). Returns where
+        each dog will stand when handed back, and when."""
         if not isinstance(target, (str, Keyframe)):
             raise TypeError(
                 "transition_to: target must be a keyframe's name "

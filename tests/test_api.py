@@ -501,7 +501,7 @@ def test_a_step_that_fails_in_the_network_leaves_every_dog_as_it_was(model, monk
 def test_a_snapshot_is_checked_field_by_field_not_trusted_for_its_digest(model, corrupt, message):
     """set_state trusted anything whose SHA-256 matched, and anyone can recompute it: a NaN
     root was accepted, and any scalar was set as an attribute (count=5, model=None)."""
-    from canis.runtime import state as snapshot
+    from canis.runtime import snapshot
 
     three = Controller(model, count=3)
     three.step(moving(3))
@@ -711,7 +711,7 @@ def test_a_restore_keeps_the_generator_sampled_transitions_draw_from(model, tiny
     assert np.array_equal(unbroken.display_pose()[0], restored.display_pose()[0])
     bad = unbroken.get_state()
     bad["rng"] = {"bit_generator": "MT19937", "state": {}}
-    from canis.runtime import state as snapshot
+    from canis.runtime import snapshot
 
     bad["sha256"] = snapshot._digest(bad["layout"], bad["scalars"], bad["arrays"], bad["rng"])
     with pytest.raises(ValueError, match="set_state: the snapshot's rng is not a PCG64 state"):

@@ -177,7 +177,7 @@ def _call(controller, call):
         saved["scalars"]["count"] = value
     else:
         saved["arrays"].pop("state.root_xz_m")
-    from canis.runtime import state as snapshot
+    from canis.runtime import snapshot
 
     saved["sha256"] = snapshot._digest(
         saved["layout"], saved["scalars"], saved.get("arrays"), saved.get("rng")

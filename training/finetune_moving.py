@@ -27,15 +27,14 @@ from canis.training.shown_pose import shown_step_m
 # The moving-legs term (issue 17, leg stiffness): the runtime's own dogs, asked a steady speed,
 # moving their legs as much as the mocap's dogs at that speed.
 #
-# The leg-motion term (training/finetune_losses.py) asks for the mocap's leg motion on the
-# training stretches, whose trajectory is the mocap's; there the shipped network's legs already
-# move as the mocap's (docs/EVALUATION.md in git history, the eighth session). Where they do not is
-# the game's
+# The leg-motion term (training/finetune_losses.py) asks for the mocap's leg motion on the training
+# stretches, whose trajectory is the mocap's; there the shipped network's legs already move as the
+# mocap's (docs/EVALUATION.md in git history, the eighth session). Where they do not is the game's
 # steady command: on the placed-speed term's dogs (training/placed_speed.py: from the standing
 # keyframe, asked a speed for 2 s, speed tracking off) the shipped MANN-8's leg joints turn 2.05
-# deg/frame asked 0.4-0.5 m/s where the training split's frames asked to move at those speeds
-# turn 3.11, 3.06 against 3.49 at 0.5-0.7 m/s, and within 15% from 0.7 m/s up (seed 0, 64
-# dogs): the slow end is where the stiffness misses.
+# deg/frame asked 0.4-0.5 m/s where the training split's frames asked to move at those speeds turn
+# 3.11, 3.06 against 3.49 at 0.5-0.7 m/s, and within 15% from 0.7 m/s up (seed 0, 64 dogs): the slow
+# end is where the stiffness misses.
 #
 # So on those same dogs' steps (one prediction serves every moving term) each dog's mean turn
 # of each leg joint over its sampled steps is held to the mocap's mean for that joint at the

@@ -59,5 +59,3 @@ def fused_optimiser(device: torch.device) -> bool | None:
     """The `fused` argument of torch.optim.Adam/AdamW: True where the device has the fused
     kernel, None (torch's default) elsewhere."""
     return True if device.type in ("cpu", "cuda") else None
-
-
