@@ -102,7 +102,7 @@ DT_S = 1.0 / FPS
 # while the scale is at a limit: asked for 0.6 m/s, a dog's gain wound up to 1.2-1.5 while it
 # walked slowly stayed there whenever the proportional part had the scale at its floor, and
 # it ran up to 26.6% fast (the gain falls to ~1 when it is not frozen). Tuned with
-# `canis evaluate speed` (tools/speed_tracking.py; docs/RESULTS.md, "Speed tracking").
+# `canis evaluate speed` (evaluation/speed_tracking.py; docs/RESULTS.md, "Speed tracking").
 SPEED_TRACKING_WINDOW_FRAMES = 50  # the history's length (features.TRAJECTORY_OFFSETS_FRAMES)
 SPEED_TRACKING_PROPORTIONAL = 2.0
 SPEED_TRACKING_INTEGRAL_PER_S = 2.0  # gain change per second per relative error

@@ -2,7 +2,7 @@
 
 next_local_pose is the next frame's root-frame pose from a prediction: the one definition,
 used by the runtime (advance_root) and by closed-loop training
-(training/closed_loop_training.py), so the network trains on the inputs the game will give it.
+(training/finetune.py), so the network trains on the inputs the game will give it.
 
 advance_root (the root update, next pose, predicted future and history push) and
 _shown_pose_native (the shown pose) are each one call into the native core

@@ -306,7 +306,7 @@ def moving_course_loss(y_raw: torch.Tensor, headings: np.ndarray, dogs: int) -> 
 # their paws in the footfall pattern of the mocap's dogs at that speed.
 #
 # The gait table (`canis evaluate controllers`) classifies a dog's gait by the correlation of its
-# paws' contacts over a 61-frame window (runtime/gaits.py): the lateral pairs' (left front with
+# paws' contacts over a 61-frame window (runtime/readouts.py): the lateral pairs' (left front with
 # left hind, right front with right hind) above 0.5 is a pace, the diagonal pairs' a trot; no
 # other term holds that pattern.
 #
@@ -328,7 +328,7 @@ GAIT_ALLOWANCE = 0.1  # of a correlation: a dog this near the mocap's pattern co
 # --moving-gait-reference: the mean of all the mocap's windows at a speed, or of those of the
 # gait it uses most there (gait_by_speed)
 GAIT_REFERENCES = ("all", "most-used")
-# Paw order of PAW_ROWS (as runtime/gaits.py's contacts): left front, right front, left hind,
+# Paw order of PAW_ROWS (as runtime/readouts.py's contacts): left front, right front, left hind,
 # right hind.
 LATERAL_PAIRS = ((0, 2), (1, 3))
 DIAGONAL_PAIRS = ((0, 3), (1, 2))
@@ -398,7 +398,7 @@ def gait_by_speed(
     """The mocap's reference: (speed bin centres m/s (S,), the mean lateral and diagonal
     correlation (S, 2) of the windows centred on frames asked to move, by the centre frame's
     speed). With `gait` (the
-    labels' gait per row, runtime/gaits.py's indices), only the windows whose centre has the
+    labels' gait per row, runtime/readouts.py's indices), only the windows whose centre has the
     gait the mocap uses most at that speed.
 
     The mean over all of a speed's windows (no `gait`, as (GS10) was trained) mixes gaits:

@@ -1,4 +1,4 @@
-// The shown pose in one call (runtime/display.py shown_pose; with the foot lock on, up to the
+// The shown pose in one call (runtime/pose.py shown_pose; with the foot lock on, up to the
 // lock, which the caller applies before FK): the network's root-frame pose (hand-back offsets
 // added by the caller) through
 // canis_rotations_from_directions, placed at the hips in the world, fitted to the terrain by
@@ -51,7 +51,7 @@ extern "C" int canis_display_pose(
         facing[3 * i] = static_cast<float>(s);
         facing[3 * i + 1] = 0.0f;
         facing[3 * i + 2] = static_cast<float>(c);
-        // runtime/ik.py paw_speeds_mps and estimate_contacts: the paws placed as the hips,
+        // runtime/kinematics.py paw_speeds_mps and estimate_contacts: the paws placed as the hips,
         // their speed from where they were shown last (kept when no time has passed), still
         // by it or by the predicted velocity.
         for (int32_t k = 0; k < paw_count; ++k) {
@@ -101,7 +101,7 @@ extern "C" int canis_display_pose(
     }
     if (!only_below_ground) return shape();
     // Flat ground: the IK runs only when the shown pose puts a paw below it
-    // (runtime/ik.py paws_below_ground), for every dog.
+    // (runtime/kinematics.py paws_below_ground), for every dog.
     if ((status = shape()) != CANIS_OK) return status;
     bool below = false;
     for (int32_t i = 0; i < n_characters && !below; ++i)

@@ -1,4 +1,4 @@
-// Full-body IK onto a heightmap; runtime/ik.py describes the method and owns the settings.
+// Full-body IK onto a heightmap; runtime/kinematics.py describes the method and owns the settings.
 #include <algorithm>
 #include <cmath>
 #include <vector>

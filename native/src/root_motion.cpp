@@ -201,7 +201,7 @@ extern "C" int canis_advance_root(
         root_velocity_xz[2 * i] = step_world[0] / dt_s;
         root_velocity_xz[2 * i + 1] = step_world[1] / dt_s;
 
-        // runtime/pose_update.py next_local_pose: the previous positions seen from the new
+        // runtime/pose.py next_local_pose: the previous positions seen from the new
         // root, advanced by the predicted velocities, averaged with the predicted positions.
         const double c_turn = std::cos(-turn), s_turn = std::sin(-turn);
         for (int32_t j = 0; j < n_joints; ++j) {

@@ -81,7 +81,7 @@ int canis_rotations_from_directions(int32_t n_characters, int32_t n_joints,
                                     float* local_rotations, float* global_rotations);
 
 /*
- * Full-body IK onto a heightmap for n_characters characters (runtime/ik.py explains the
+ * Full-body IK onto a heightmap for n_characters characters (runtime/kinematics.py explains the
  * method): the hips rise with the terrain under the hind paws, the body pitches nose-up by
  * the height difference between the front and hind paws along the torso (hind legs' first
  * joints to the front legs'), each paw keeps its height above the flat ground at ground_y
@@ -124,8 +124,8 @@ int canis_terrain_sample(const float* heights, int32_t rows, int32_t cols, float
  * The per-frame root motion on the ground plane, in DOUBLE precision (the runtime's state is
  * float64): the future extrapolated toward a command, the trajectory samples a network input
  * reads, and the root update a network output predicts. Ground-plane vectors are (x, z) pairs,
- * yaw 0 faces +z; runtime/native_frame.py is the Python side and runtime/trajectory.py,
- * runtime/pose_update.py and runtime/controller.py the definition these follow.
+ * yaw 0 faces +z; runtime/trajectory.py and runtime/pose.py are the Python side, and
+ * tests/reference_frame.py the numpy definition these are checked against.
  *
  * canis_extrapolate_trajectory: runtime/trajectory.py extrapolate. Per character, `samples`
  * future samples from the current root motion toward the commanded velocity, facing and action
@@ -198,7 +198,7 @@ int canis_advance_root(int32_t n_characters, int32_t n_joints, int32_t future,
 
 /*
  * The pose shown for n_characters characters from the networks' root-frame pose (the runtime's
- * per-frame display, runtime/display.py), in one call: canis_rotations_from_directions of
+ * per-frame display, runtime/pose.py), in one call: canis_rotations_from_directions of
  * forwards_root / ups_root [N][J][3] (double) with the root yaws root_yaw [N]; the hips (joint
  * 0 of positions_root [N][J][3]) placed in the world from root_xz [N][2]; the facing; then
  * canis_fullbody_ik (its arguments as there; the flat ground it lifts onto at y = 0) and
