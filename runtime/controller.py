@@ -224,6 +224,8 @@ class Controller(Readouts):
         """Takes the dogs `indices` (or a boolean mask) out; the others keep their order and
         renumber from 0. At least one dog stays."""
         rows = dog_rows(indices, self.count, "remove", "indices")
+        if not len(rows):  # nothing to take out: nothing changes (it reset the interpolation)
+            return
         if len(rows) >= self.count:
             raise ValueError(f"remove: {rows.tolist()} would leave no dog; at least one stays")
         keep = np.setdiff1d(np.arange(self.count), rows)
@@ -284,15 +286,13 @@ class Controller(Readouts):
         return snapshot.capture(self)
 
     def set_state(self, state: dict) -> None:
-        """Restores a get_state() snapshot exactly; refuses one from another model layout or
-        dog count, or a corrupted one, with the controller unchanged."""
+        """Restores a get_state() snapshot exactly, or refuses it and changes nothing."""
         if self.transitions is not None:
             self.transitions.settle()
         snapshot.restore(self, state)
 
     def close(self) -> None:
-        """Stops the transition worker's thread, if any (the controller still works after,
-        running transitions in its own thread, a reset included)."""
+        """Stops the transition worker's thread, if any (transitions then run in this one)."""
         self.transition_worker = False
         if self.transitions is not None:
             self.transitions.close()

@@ -832,3 +832,12 @@ def test_events_give_footfalls_transitions_and_gait_changes_as_arrays():
         changes += events["gaits"].tolist()
     assert downs > 20 and started == 1 and ended == 1 and len(PAW_ORDER) == 4
     assert any(previous == "none" and gait != "none" for _, gait, previous in changes)
+
+
+def test_removing_no_dogs_changes_nothing(model):
+    """remove([]) changed the state hash (issue 62)."""
+    dogs = Controller(model, count=3, seed=0)
+    dogs.step(moving(3))
+    before = dogs.get_state()["sha256"]
+    dogs.remove([])
+    assert dogs.count == 3 and dogs.get_state()["sha256"] == before

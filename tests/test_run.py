@@ -299,3 +299,13 @@ def test_a_scripts_variation_past_the_trained_level_is_refused_at_load(tmp_path)
         ValueError, match=r"transition 'variation' must be a finite number within \[0, 1\]"
     ):
         load_script(script)
+
+
+def test_a_run_of_more_dogs_than_memory_holds_is_one_line(tmp_path, capsys):
+    """`canis run --characters 100000000` was numpy's allocation error."""
+    from canis.cli import main
+
+    script = write(tmp_path, "s.json", [{"t": 0, "move": [0, 1], "speed": 1.0}])
+    assert main(["run", "--script", str(script), "--characters", "100000000"]) == 2
+    err = capsys.readouterr().err
+    assert "count 100000000 is past MAX_DOGS (100000)" in err and len(err.splitlines()) == 1
