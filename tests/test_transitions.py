@@ -710,3 +710,24 @@ def test_export_refuses_the_wrong_checkpoint_or_out_before_writing(
         err = capsys.readouterr().err
         assert message in err and len(err.splitlines()) == 1, err
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_run_stopped_before_its_first_checkpoint_says_nothing_was_written(
+    tiny_transitions, tmp_path, capsys
+):
+    """`--stop-after 2` printed "done: ... (last.safetensors, best.safetensors, log.csv)" with
+    nothing written (issue 62): the line names only what exists."""
+    from canis.cli import main
+
+    out = tmp_path / "run"
+    args = ["train-rtn", "--dataset", str(tiny_transitions), "--out", str(out)]
+    assert (
+        main([*args, "--steps", "10", "--stop-after", "1", "--units", "16", "--batch-size", "4"])
+        == 0
+    )
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .endswith(f"nothing written to {out}: no epoch or step finished")
+    )
+    assert not (out / "last.safetensors").exists()
