@@ -13,27 +13,21 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from canis.runtime.profiler import check_output_path
 
 VIDEO_SUFFIX = ".mp4"
 
 
 def check_video_path(path: str | Path) -> Path:
-    """`path` if an MP4 can be written there (its folder created if missing), else a one-line
-    ValueError naming the problem."""
+    """`path` if an MP4 can be written there (its missing folders made when the video is),
+    else a one-line ValueError naming the problem; nothing is created."""
     path = Path(path)
     if path.suffix.lower() != VIDEO_SUFFIX:
         raise ValueError(f"--video {path}: give a file name ending in .mp4, not {path.suffix!r}")
-    if path.is_dir():
-        raise ValueError(f"--video {path}: is a folder; give a file name ending in .mp4")
-    folder = path.parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        reason = error.strerror or type(error).__name__
-        raise ValueError(f"--video {path}: cannot create the folder {folder} ({reason})") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ValueError(f"--video {path}: the folder {folder} is not writable")
-    return path
+        return check_output_path(path, "video", make_folders=True)
+    except (ValueError, OSError) as error:
+        raise ValueError(f"--video {error}") from None
 
 
 def ffmpeg_writer_available() -> None:
@@ -61,6 +55,7 @@ class VideoWriter:
         self.frames = 0
         self._encoder = None
         self._size: tuple[int, int] | None = None
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # checked by check_video_path
         handle, temporary = tempfile.mkstemp(
             prefix=f".{self.path.stem}.", suffix=f".partial{VIDEO_SUFFIX}", dir=self.path.parent
         )

@@ -1,4 +1,4 @@
-"""How closely the dogs run at the speed they are asked for (issue 23 item 7): for each asked
+"""How closely the dogs run at the speed they are asked for: for each asked
 speed, on flat ground and on hills, the root's speed over successive 2 s windows after a 2 s
 settle, and the worst ratio to the asked speed.
 

@@ -16,7 +16,7 @@ def fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
     recipe = config.get("closed_loop_config")
     command = f"canis finetune --config {recipe['file']}" if recipe else "canis finetune"
     return [
-        f"- **Fine-tuning** (`{command}`, issue 17): from `{fine_tuning_start(config)}`, "
+        f"- **Fine-tuning** (`{command}`): from `{fine_tuning_start(config)}`, "
         f"{config['closed_loop_epoch']} epochs of {loop['steps_per_epoch']} steps, batch "
         f"{loop['batch_size']} stretches, AdamW lr {loop['lr']}; stretches of "
         f"{loop['ground_truth_frames']} mocap inputs then up to {loop['own_frames']} rebuilt "

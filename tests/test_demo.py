@@ -872,8 +872,8 @@ def test_headless_video_has_a_frame_per_thirtieth_of_a_second(
     [
         ("clip.avi", "clip.avi: give a file name ending in .mp4, not '.avi'"),
         ("clip", "clip: give a file name ending in .mp4, not ''"),
-        ("a_file/clip.mp4", "a_file/clip.mp4: cannot create the folder"),
-        ("a_file/deeper/clip.mp4", "a_file/deeper/clip.mp4: cannot create the folder"),
+        ("a_file/clip.mp4", "a_file/clip.mp4: a_file is a file, not a folder"),
+        ("a_file/deeper/clip.mp4", "a_file/deeper/clip.mp4: a_file is a file, not a folder"),
         ("a_folder.mp4", "a_folder.mp4: is a folder"),
     ],
 )

@@ -251,7 +251,7 @@ def test_report_of_a_short_evaluation(monkeypatch, tmp_path):
     hind_shares = " / ".join(f"{hind[s]:.0%}" for s in ("walk", "canter", "turn"))
     assert "(walk / canter / turn): GT front " in text and f"hind {hind_shares}" in text
     assert "| model | 0.5 m/s | 3.3 m/s |" in text  # the gait table, at the speeds driven
-    assert "MANN8 skating in walk" in text and "(1.00x): within issue 17's 1.25x." in text
+    assert "MANN8 skating in walk" in text and "(1.00x): within the 1.25x bar." in text
     assert "MANN8 skating in turn" in text
     assert "| MANN8 + lock |" in text and "MANN8 skating walk 0.100" in text
     assert "| GT | median 0.25 over 3 jumps (0.20-0.40), at any speed | | |" in text
@@ -334,7 +334,7 @@ def test_figures_go_beside_the_document_written(monkeypatch, tmp_path):
     assert seen["figures"] == tmp_path / "f"
 
 
-def test_the_skating_checks_state_issue_17s_bar_in_each_scenario():
+def test_the_skating_checks_state_the_bar_in_each_scenario():
     """At most 1.25x the mocap's in the walk, the canter and the turn; far under it is named
     as something to read with the paws-down line, not passed over."""
     from canis.evaluation.controllers_report import checks
@@ -346,12 +346,12 @@ def test_the_skating_checks_state_issue_17s_bar_in_each_scenario():
         {"GT": {"skating_cm": truth}, "MANN8": {"skating_cm": mann}, "PFNN": {"skating_cm": pfnn}}
     )
     assert lines[:4] == [
-        "- MANN8 skating in walk: 0.120 vs ground truth 0.100 cm/frame (1.20x): within issue "
-        "17's 1.25x.",
-        "- MANN8 skating in canter: 0.090 vs ground truth 0.150 cm/frame (0.60x): within issue "
-        "17's 1.25x (far under the mocap's: read it with the paws-down line).",
-        "- MANN8 skating in turn: 0.130 vs ground truth 0.100 cm/frame (1.30x): OVER issue "
-        "17's 1.25x.",
+        "- MANN8 skating in walk: 0.120 vs ground truth 0.100 cm/frame (1.20x): within the "
+        "1.25x bar.",
+        "- MANN8 skating in canter: 0.090 vs ground truth 0.150 cm/frame (0.60x): within the "
+        "1.25x bar (far under the mocap's: read it with the paws-down line).",
+        "- MANN8 skating in turn: 0.130 vs ground truth 0.100 cm/frame (1.30x): OVER the "
+        "1.25x bar.",
         "- MANN8 skating below PFNN's in 2 of 3 scenarios (walk, canter): walk 0.120 vs 0.122, "
         "canter 0.090 vs 0.129, turn 0.130 vs 0.122.",
     ]
