@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo_cli.add_commands(commands)
     tools_cli.add_commands(commands)
     bench.add_command(commands)
-    training_cli.add_commands(commands)
+    training_cli.add_commands(commands, recipe=export_cli.run_recipe)
     export_cli.add_commands(commands)
     evaluation_cli.add_commands(commands)
     return parser

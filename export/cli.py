@@ -70,6 +70,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     export_rtn.set_defaults(handler=run_export_rtn)
 
 
+def run_recipe(config: Path, out: Path, resume: bool, force: bool) -> int:
+    """`canis train --config RECIPE.toml --out RUN` (export/recipe.py)."""
+    from canis.export.recipe import run_recipe as run
+
+    return run(config, out, resume, force)
+
+
 def _is_onnx(path: Path) -> bool:
     return path.suffix == ".onnx"
 

@@ -75,9 +75,12 @@ def closed_loop_section(closed_loop: dict) -> list[str]:
     return lines
 
 
-def write_variant_card(model_path: Path, check: dict, closed_loop: dict, note: str = "") -> Path:
+def write_variant_card(
+    model_path: Path, check: dict, closed_loop: dict, note: str = "", reproduce: str = ""
+) -> Path:
     """The card of a reduced-precision variant: what it was converted from and how, how far
-    its outputs are from fp32's, and its own closed loop. Training is the fp32 card's."""
+    its outputs are from fp32's, and its own closed loop. Training is the fp32 card's.
+    `reproduce`: the command that made it, when a recipe did (`canis train --config`)."""
     import onnx
 
     meta = {p.key: p.value for p in onnx.load(str(model_path)).metadata_props}
@@ -99,7 +102,9 @@ def write_variant_card(model_path: Path, check: dict, closed_loop: dict, note: s
         "- **Quality gate**: docs/RESULTS.md, section *Precision* (`canis evaluate precision`), "
         "measures this variant "
         "beside fp32 in closed loop.",
-        f"- **Reproduce**: `./run canis export {check['source']} --precision "
+        f"- **Reproduce**: `{reproduce}`."
+        if reproduce
+        else f"- **Reproduce**: `./run canis export {check['source']} --precision "
         f"{check['precision']} --out {model_path} --card`.",
         *([f"- **Note**: {note}"] if note else []),
         "",
@@ -118,7 +123,10 @@ def write_card(
     export_report: dict,
     closed_loop: dict,
     note: str = "",
+    reproduce: str = "",
 ) -> Path:
+    """The model card beside `model_path`. `reproduce`: the one command that made the model,
+    when a recipe did (`canis train --config`); otherwise the card spells out each step."""
     train = config["train"]["config"]
     rows = _log_rows(checkpoint_path.parent)
     checkpoint_name = checkpoint_path.name
@@ -170,7 +178,9 @@ def write_card(
         "abs error (fp32) "
         + ", ".join(f"{k} {v:.1e}" for k, v in export_report["parity_max_abs_error"].items())
         + ".",
-        fine_tuning_reproduce(config, model_path, checkpoint_name)
+        f"- **Reproduce**: `{reproduce}`."
+        if reproduce
+        else fine_tuning_reproduce(config, model_path, checkpoint_name)
         if fine_tuned
         else f"- **Reproduce**: `./run canis train --model {config['kind']}"
         + (f" --experts {config['experts']}" if config["kind"] == "mann" else "")

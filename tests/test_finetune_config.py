@@ -44,7 +44,7 @@ def test_the_shipped_configs_are_the_cards_reproduce_lines(name):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ({"epochs": 1, "moving_skating_wieght": 2}, r"unknown key 'moving_skating_wieght'"),
+        ({"epochs": 1, "moving_skating_wieght": 2}, r"unknown key moving_skating_wieght"),
         ({"moving_skating_weight": "2"}, r'moving_skating_weight "2": must be a number$'),
         ({"epochs": 1.5}, r"epochs 1.5: must be an integer$"),
         ({"moving_paws_swing": 1}, r"moving_paws_swing 1: must be true or false$"),

@@ -10,7 +10,8 @@ import argparse
 from canis.training import cli_data, cli_finetune, cli_train
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:
+def add_commands(commands: argparse._SubParsersAction, recipe=None) -> None:
+    """`recipe`: the handler of `canis train --config` (export/recipe.py)."""
     cli_data.add_commands(commands)
-    cli_train.add_commands(commands)
+    cli_train.add_commands(commands, recipe)
     cli_finetune.add_commands(commands)

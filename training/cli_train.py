@@ -7,7 +7,9 @@ import argparse
 from pathlib import Path
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:
+def add_commands(commands: argparse._SubParsersAction, recipe=None) -> None:
+    """`recipe`: the handler of `canis train --config` (export/recipe.py, wired in by
+    canis/cli.py: the recipe ends in the export, a layer above this one)."""
     from canis.training import holdout  # torch-free, as schedules
     from canis.training.schedules import DROPOUT, WEIGHT_DECAY, describe  # torch-free
 
@@ -19,6 +21,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         type=int,
         help="units per hidden layer (default: the paper's, training/models.py); smaller is "
         "faster to train and to run; part of the run's identity",
+    )
+    train.add_argument(
+        "--config",
+        type=Path,
+        metavar="RECIPE.toml",
+        help="run a network's whole recipe (training/configs/*.toml: from the raw BVH to the "
+        "exported ONNX files and their cards) into --out; resumable with --resume. The "
+        "recipe holds every setting: only --out, --resume, --force and --threads go with it",
     )
     train.add_argument("--dataset", type=Path, default=Path("data/dog_dataset.npz"))
     train.add_argument("--out", type=Path, required=True, help="run folder (checkpoints, log)")
@@ -88,7 +98,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--force", action="store_true", help="replace a run already in --out (it is deleted)"
     )
     add_speed_options(train)
-    train.set_defaults(handler=run_train)
+    train.set_defaults(handler=run_train, recipe=recipe, parser=train)
 
     train_rtn = commands.add_parser(
         "train-rtn", help="train the recurrent transition network (RTN)"
@@ -198,10 +208,31 @@ def _check_numbers(args, wanted: dict) -> None:
 WHOLE = (1, 10**7, "a whole number from 1 to 10^7")
 
 
+# What may go beside --config: the rest is the recipe's.
+RECIPE_FLAGS = ("config", "out", "resume", "force", "threads", "handler", "recipe", "parser")
+
+
 def run_train(args) -> int:
     from canis.training.checkpoint import check_new_run, done_line
     from canis.training.train import TrainConfig, train
 
+    if args.config is not None:
+        given = [
+            f"--{name.replace('_', '-')}"
+            for name, value in vars(args).items()
+            if name not in RECIPE_FLAGS
+            and name != "command"
+            and value != args.parser.get_default(name)
+        ]
+        if given:
+            raise ValueError(
+                f"--config {args.config}: {', '.join(given)} belong in the recipe file, not "
+                "beside it (only --out, --resume, --force and --threads go with --config)"
+            )
+        if args.recipe is None:
+            raise ValueError("--config: this installation has no export layer to end a recipe")
+        apply_speed_options(args)
+        return args.recipe(args.config, args.out, args.resume, args.force)
     check_new_run(args.out, args.resume, args.force)
     precision = apply_speed_options(args)
     if args.steps_per_epoch is not None and args.steps_per_epoch < 1:

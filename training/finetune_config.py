@@ -318,22 +318,29 @@ def read_config(path) -> dict:
         raise ValueError(f"{path}: not a readable JSON config ({error})") from None
     if not isinstance(values, dict):
         raise ValueError(f"{path}: must hold a JSON object of settings")
+    return check_config_values(values, f"{path}: ")
+
+
+def check_config_values(values: dict, where: str, table: str = "") -> dict:
+    """`values` (a config file's settings, or a recipe's finetune table) with floats where the
+    field is one; an unknown key, a wrong type or an out-of-range value is refused in one line
+    that starts with `where` and names the key (after `table`, as "finetune.")."""
     known = config_fields()
     for key, value in values.items():
         if key not in known:
-            raise ValueError(f"{path}: unknown key {key!r} (the keys: {', '.join(known)})")
+            raise ValueError(f"{where}unknown key {table}{key} (the keys: {', '.join(known)})")
         kinds = [kind.strip() for kind in known[key].split("|")]  # "float | None"
         if not (value is None and "None" in kinds or _TYPES[kinds[0]][1](value)):
             words = _TYPES[kinds[0]][0] + (" or null" if "None" in kinds else "")
-            raise ValueError(f"{path}: {key} {json.dumps(value)}: must be {words}")
+            raise ValueError(f"{where}{table}{key} {json.dumps(value)}: must be {words}")
         if kinds[0] == "float" and value is not None:
             values[key] = float(value)
     try:
         check_run_settings(values)
         ClosedLoopConfig(**{k: v for k, v in values.items() if k not in RUN_FIELDS})
     except ValueError as error:  # its message names flags: here they are the file's keys
-        keys = re.sub(r"--([a-z0-9-]+)", lambda m: m.group(1).replace("-", "_"), str(error))
-        raise ValueError(f"{path}: {keys}") from None
+        keys = re.sub(r"--([a-z0-9-]+)", lambda m: table + m.group(1).replace("-", "_"), str(error))
+        raise ValueError(f"{where}{keys}") from None
     return values
 
 
