@@ -80,7 +80,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--clips",
         choices=("held-out", "all"),
         default="held-out",
-        help="held-out: the first model's validation clips, which it never trained on "
+        help="held-out: the validation clips of every model, which none of them trained on "
         "(default); all: every clip, trained on or not",
     )
     replay_eval.add_argument("--json", type=Path, help="write the figures here")
@@ -237,9 +237,11 @@ def run_evaluate_replay(args) -> int:
         raise FileNotFoundError(f"no mocap folder at {mocap}: give --bvh. {DOWNLOAD_HINT}")
     clips = list(load_clips(Path(mocap), progress=False))
     if args.clips == "held-out":
-        clips = replay.held_out(clips, next(iter(models.values())))
+        clips = replay.held_out(clips, models.values())
     if not clips:
-        raise ValueError(f"{mocap}: none of the clips to replay ({args.clips}) is there")
+        raise ValueError(
+            f"{mocap}: none of the clips to replay ({args.clips}: held out by every model) is there"
+        )
     results = replay.evaluate_replay(models, clips)
     skeleton = clips[0].skeleton
     results["after_actions"] = {

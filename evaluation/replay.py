@@ -119,19 +119,22 @@ def replay(model, clip, speed_tracking: bool = False, **command):
     return record(controller, ClipCommands(clip, controller, **command), clip.frame_count)
 
 
-def held_out(clips, model_path: Path) -> list:
-    """The clips `model_path` never trained on: its dataset's validation clips (the ONNX
-    file's canis.dataset metadata)."""
+def held_out(clips, model_paths) -> list:
+    """The clips none of `model_paths` trained on: the intersection of their datasets'
+    validation clips (each ONNX file's canis.dataset metadata), so that networks trained on
+    different splits are compared on motion that all of them never saw."""
     import json
 
     import onnx
 
-    meta = {
-        p.key: p.value for p in onnx.load(str(model_path), load_external_data=False).metadata_props
-    }
-    names = set(json.loads(meta.get("canis.dataset", "{}")).get("validation_clips", []))
-    if not names:
-        raise ValueError(f"{model_path}: names no held-out clips (no canis.dataset metadata)")
+    names = None
+    for model_path in model_paths:
+        props = onnx.load(str(model_path), load_external_data=False).metadata_props
+        meta = {p.key: p.value for p in props}
+        own = set(json.loads(meta.get("canis.dataset", "{}")).get("validation_clips", []))
+        if not own:
+            raise ValueError(f"{model_path}: names no held-out clips (no canis.dataset metadata)")
+        names = own if names is None else names & own
     return [c for c in clips if Path(c.name).stem in names]
 
 
