@@ -151,7 +151,13 @@ def write_card(
         f"completed, batch {train['batch_size']}, AdamW lr {train['lr']} with cosine warm "
         f"restarts (T0 {train['restart_epochs']}, Tmult {train['restart_mult']}), weight decay "
         f"{train['weight_decay']}, dropout {train.get('dropout', DROPOUT)}, "
-        + ("trot/canter sampled 11x" if train.get("oversample", True) else "uniform sampling")
+        + (
+            "sampling balanced over gaits and actions"
+            if train.get("balanced")
+            else "trot/canter sampled 11x"
+            if train.get("oversample", True)
+            else "uniform sampling"
+        )
         + _generalisation_options(train)
         + ": "
         + (
@@ -248,6 +254,8 @@ def _training_options(train: dict) -> str:
     options += [option for _, option in _study_options(train)]
     if not train.get("oversample", True):
         options.append("--no-oversample")
+    if train.get("balanced"):
+        options.append("--balanced")
     return "".join(f" {option}" for option in options)
 
 

@@ -98,6 +98,7 @@ def train_stage(recipe: dict, dataset_path: Path, run_dir: Path) -> Path:
         lr=t["lr"] or None,
         seed=t["seed"],
         oversample=t["oversample"],
+        balanced=t["balanced"],
         precision=t["precision"],
         dataset=str(dataset_path),
         dropout=t["dropout"],

@@ -35,6 +35,7 @@ FIELDS = {
         "weight_decay": (float, 2.5e-3),
         "input_noise": (float, 0.0),
         "oversample": (bool, True),
+        "balanced": (bool, False),
         "mirrored": (bool, True),
     },
     "export": {"precisions": (list, ["fp32", "int8"]), "card_seconds": (float, 60.0)},

@@ -565,3 +565,34 @@ def test_a_loss_that_stops_being_a_number_stops_the_run(tiny_dataset, tmp_path):
     with pytest.raises(FloatingPointError, match=r"the loss is nan at epoch 1 step \d"):
         train(config, tmp_path / "run", progress=False)
     assert not (tmp_path / "run" / "last.safetensors").exists()
+
+
+def test_balanced_sampling_evens_out_the_classes_by_the_square_root(tiny_dataset):
+    """--balanced: a (gait, action) class's share of the drawn rows grows with the square root
+    of its size (training/dataset.py balanced_weights), and it is part of the run's identity."""
+    from canis.training.dataset import balanced_weights
+    from canis.training.train import TrainConfig, _epoch_indices
+    from canis.training.training_data import TrainingData
+
+    gait = np.array([0] * 400 + [1] * 100 + [1] * 4)
+    action = np.array([1] * 400 + [1] * 100 + [2] * 4)
+    weights = balanced_weights(gait, action)
+    shares = [weights[:400].sum(), weights[400:500].sum(), weights[500:].sum()]
+    np.testing.assert_allclose(np.array(shares) / shares[2], [10.0, 5.0, 1.0])
+
+    data = TrainingData(tiny_dataset, "mann", torch.device("cpu"))
+    config = TrainConfig(dataset=str(tiny_dataset), balanced=True, steps_per_epoch=400)
+    drawn = _epoch_indices(data, config, epoch=0).numpy()
+    plain = _epoch_indices(data, TrainConfig(dataset=str(tiny_dataset), steps_per_epoch=400), 0)
+    # Each class's share of the draws is its share of the weights (up to sampling noise).
+    weights = data.balanced_weights.numpy()
+    _, classes = np.unique(weights, return_inverse=True)  # a class's rows share one weight
+    expected = np.bincount(classes, weights) / weights.sum()
+    counts = np.bincount(classes[drawn], minlength=len(expected)) / len(drawn)
+    np.testing.assert_allclose(counts, expected, atol=0.02)
+    assert len(expected) > 2 and expected.max() / expected.min() < 30
+    assert not np.array_equal(drawn, plain.numpy())
+    assert config.identity()["balanced"] is True
+    assert "balanced" not in TrainConfig().identity()
+    with pytest.raises(ValueError, match="--balanced and --no-oversample"):
+        TrainConfig(balanced=True, oversample=False)

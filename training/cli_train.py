@@ -53,6 +53,12 @@ def add_commands(commands: argparse._SubParsersAction, recipe=None) -> None:
         help="sample rows uniformly instead of 11x trot/canter weights",
     )
     train.add_argument(
+        "--balanced",
+        action="store_true",
+        help="draw rows evening out the (gait, action) classes, each row weighted 1/sqrt of "
+        "its class's size, instead of 11x trot/canter (training/dataset.py)",
+    )
+    train.add_argument(
         "--dropout",
         type=float,
         help=f"probability of dropping each layer's input in training (default {DROPOUT}: "
@@ -249,6 +255,7 @@ def run_train(args) -> int:
         lr=args.lr,
         seed=args.seed,
         oversample=not args.no_oversample,
+        balanced=args.balanced or None,
         steps_per_epoch=args.steps_per_epoch,
         precision=precision,
         dataset=str(args.dataset),

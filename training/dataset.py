@@ -105,6 +105,16 @@ def sampling_weights(gait_index: np.ndarray) -> np.ndarray:
     return weights
 
 
+def balanced_weights(gait_index: np.ndarray, action_index: np.ndarray) -> np.ndarray:
+    """Per-row sampling weights that even out the (gait, action) classes: each row weighs
+    1/sqrt(its class's rows), so a class's share of the batches grows with the square root
+    of its size instead of its size. Fully even classes (1/n) would show the 475 jump rows as
+    often as the 27k idle ones, 57 times over each: sqrt tempers that to about 8."""
+    classes = gait_index.astype(np.int64) * 64 + action_index.astype(np.int64)
+    _, inverse, counts = np.unique(classes, return_inverse=True, return_counts=True)
+    return (1.0 / np.sqrt(counts[inverse])).astype(np.float64)
+
+
 def standardisation(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mean = values.mean(axis=0, dtype=np.float64)
     std = values.std(axis=0, dtype=np.float64)

@@ -45,6 +45,7 @@ IDENTITY_DEFAULTS = {
     "holdout": "clips",
     "mirrored": True,
     "pose_residual": 0.0,
+    "balanced": False,
 }
 
 
@@ -62,6 +63,9 @@ class TrainConfig:
     hidden: int | None = None  # units per hidden layer; None: the paper's (training/models.py)
     seed: int = 0
     oversample: bool = True
+    # True: rows drawn evening out the (gait, action) classes (dataset.balanced_weights)
+    # instead of the paper's trot/canter oversampling
+    balanced: bool = False
     steps_per_epoch: int | None = None  # None: one pass over the training rows per epoch
     precision: str = "fp32"  # "bf16": autocast matmuls; "auto": see precision_for_run
     dataset: str = ""
@@ -91,6 +95,8 @@ class TrainConfig:
                 f"--pose-residual {self.pose_residual}: the share of the pose kept must be "
                 "between 0 (none: the pose predicted whole) and 1"
             )
+        if self.balanced and not self.oversample:
+            raise ValueError("--balanced and --no-oversample: choose one way to draw the rows")
         if self.holdout not in HOLDOUTS:
             raise ValueError(f"--holdout {self.holdout!r}: choose one of {', '.join(HOLDOUTS)}")
 
@@ -178,6 +184,10 @@ def _epoch_indices(data: TrainingData, config: TrainConfig, epoch: int) -> torch
     generator = torch.Generator().manual_seed(config.seed * 1_000_003 + epoch)
     rows = len(data.weights)
     count = rows if config.steps_per_epoch is None else config.steps_per_epoch * config.batch_size
+    if config.balanced:
+        return torch.multinomial(
+            data.balanced_weights, count, replacement=True, generator=generator
+        )
     if config.oversample:
         return torch.multinomial(data.weights, count, replacement=True, generator=generator)
     return torch.randperm(rows, generator=generator)[:count]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from canis.training.dataset import balanced_weights
 from canis.training.dataset import load as load_dataset
 from canis.training.holdout import split_rows
 
@@ -58,6 +59,9 @@ class TrainingData:
         self.x_within, self.y_within = as_tensor(x[within]), as_tensor(y[within])
         self.phase_within = as_tensor(data["phase"][within])
         self.weights = torch.as_tensor(data["sample_weight"][training], dtype=torch.float64)
+        # `canis train` balanced sampling (training/dataset.py balanced_weights)
+        balanced = balanced_weights(data["gait"][training], data["action"][training])
+        self.balanced_weights = torch.as_tensor(balanced, dtype=torch.float64)
 
 
 def input_range(x_train: np.ndarray) -> dict[str, np.ndarray]:
