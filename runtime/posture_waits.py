@@ -132,7 +132,7 @@ def from_arrays(
     _require(
         ((a["action"] >= NO_ACTION) & (a["action"] < len(ACTIONS))).all(),
         "action",
-        "is not an action",
+        "is not an action index (or -1: the keyframe's own)",
     )
     _require(
         ((a["variation"] >= 0) & (a["variation"] <= 1)).all(), "variation", "must be in [0, 1]"

@@ -838,7 +838,7 @@ def test_events_give_footfalls_transitions_and_gait_changes_as_arrays():
         assert set(events["transitions"]["dog"]) <= {1}
         changes += events["gaits"].tolist()
     assert downs > 20 and started == 1 and ended == 1 and len(PAW_ORDER) == 4
-    assert any(previous == "none" and gait != "none" for _, gait, previous in changes)
+    assert any(previous == "none" and gait != "none" for *_, gait, previous in changes)
 
 
 def test_removing_no_dogs_changes_nothing(model):
