@@ -193,3 +193,18 @@ def test_a_snapshot_with_a_bad_waiting_request_is_refused(tiny_model):
         with pytest.raises(ValueError, match=message):
             dogs.set_state(bad)
         assert dogs.get_state()["sha256"] == before and postures.waiting().any()
+
+
+def test_a_waiting_request_seeded_by_a_generator_cannot_be_saved(tiny_model):
+    """A Generator has no place in a plain snapshot: get_state names the dog, and the seed
+    to give instead; nothing changes."""
+    dogs, postures = make(tiny_model)
+    for frame in range(30):
+        postures.step(trotting(dogs, frame))
+    postures.request("sit", 20, ids=[1], seed=np.random.default_rng(0))
+    assert postures.waiting().tolist() == [False, True, False]
+    with pytest.raises(ValueError, match=r"get_state: dog 1's waiting posture request has seed"):
+        dogs.get_state()
+    postures.cancel(ids=[1])
+    postures.request("sit", 20, ids=[1], seed=2**40)
+    assert dogs.get_state()["postures"]["seed"].tolist() == [2**40]
