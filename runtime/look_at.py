@@ -59,7 +59,7 @@ LOOK_OMEGA_PER_S = 12.0
 # motion (1.8 cm a frame at 60 Hz): a small turn fades in on the spring alone, a large one
 # (the far side from where the network holds the head) at this speed. Letting go is slower:
 # nothing waits on it, and a trotting dog's head, let go from a turn to the far side, moved
-# 2.5 cm in a frame more than without at 1.1 m/s (1.7 cm at this).
+# 2.5 cm in a frame more than without at 1.1 m/s (1.9 cm at this).
 LOOK_MAX_SPEED_MPS = 1.1
 LOOK_MAX_RELEASE_SPEED_MPS = 0.75
 # A spring this close to its goal (and this slow) is put on it, so a faded-out look ends.
@@ -77,7 +77,7 @@ class LookAtRows:
     aim_rad: np.ndarray  # (N, 2) the aim shown now: (yaw from the facing, pitch)
     aim_rate_radps: np.ndarray  # (N, 2)
     # (N, 2) the muzzle's direction as turned, before the IK, and how far the IK and the
-    # display turned it from there in the last frame shown (shown_offsets): the next turn
+    # display turned it from there in the last frame shown (note_shown): the next turn
     # aims that much short, so that the muzzle shown, on a slope too, is on the target.
     turned_rad: np.ndarray
     shown_offset_rad: np.ndarray

@@ -54,10 +54,11 @@ class TransitionStart:
     """What Controller.transition_to started: where each asked dog will stand when the
     transition hands it back (ask for that facing afterwards, so the dog stays put)."""
 
-    characters: np.ndarray  # (n,) the dogs it drives
+    characters: np.ndarray  # (n,) the dogs it drives: their rows when it was asked
     final_xz_m: np.ndarray  # (n, 2) world
     final_yaw_rad: np.ndarray  # (n,)
     frames: int  # steps from the request until the dogs are handed back
+    ids: np.ndarray | None = None  # (n,) int64 the same dogs' ids (runtime/dog_ids.py)
 
 
 def stopping_point(state: DogState, rows, moving_s: float, slowing_s: float):
@@ -312,4 +313,5 @@ def start_transition(
     controller.profiler.instant(
         "transition start", to=keyframe.name, frames=frames, dogs=rows.tolist()
     )
-    return TransitionStart(rows, target_xz, target_yaw, LEAD_FRAMES + frames + 1)
+    ids = controller.state.dog_id[rows].copy()
+    return TransitionStart(rows, target_xz, target_yaw, LEAD_FRAMES + frames + 1, ids)

@@ -103,7 +103,8 @@ def test_calls_by_id_do_what_the_same_calls_by_row_do(model, tiny_rtn):
             (lambda ids, rows: {"ids": ids}) if by_id else (lambda ids, rows: {"characters": rows})
         )
         dogs.reset(root_xz_m=[[1.0, 2.0]], **name([3], [2]))
-        dogs.transition_to("sit", 20, **name([2], [1]))
+        start = dogs.transition_to("sit", 20, **name([2], [1]))
+        assert start.ids.tolist() == [2] and start.characters.tolist() == [1]
         dogs.look_at([1.0, 0.4, 2.0], 0.8, **name([4, 0], [3, 0]))
         postures.request("lie", 20, **name([4, 0], [3, 0]))
         postures.cancel(**name([0], [0]))
