@@ -33,6 +33,8 @@ FORMAT = 5
 SCALARS = ("frame", "_has_prediction", "offsets_active", "non_finite_events", "next_dog_id")
 WHOLE_NUMBERS = ("frame", "non_finite_events", "next_dog_id")
 DISPLAY = (*DISPLAY_ROWS, "path_future_xz_m")
+# Arrays whose values a step relies on staying within a range (a look's weights).
+BOUNDED = {"state.look_at.goal": (0.0, 1.0), "state.look_at.weight": (0.0, 1.0)}
 
 
 def _leaves(value, name: str):
@@ -179,6 +181,9 @@ def restore(controller, snapshot) -> None:
                 _check_values(name, value, value)
             continue
         _check_values(name, value, now)
+    for name, (low, high) in BOUNDED.items():
+        if np.any((arrays[name] < low) | (arrays[name] > high)):
+            raise ValueError(f"set_state: {name} must be within [{low}, {high}]")
     check_dog_ids(arrays["state.dog_id"], scalars["next_dog_id"], "set_state: state.dog_id")
     joints, keyframes = controller.skeleton.joint_count, controller.keyframes
     waits = posture_waits.from_arrays(postures, arrays["state.dog_id"], keyframes, joints)

@@ -175,3 +175,21 @@ def test_bad_look_at_arguments_are_refused_with_nothing_changed(model, call, mes
         call(dogs)
     assert "\n" not in str(error.value)
     assert dogs.get_state()["sha256"] == before
+
+
+def test_where_a_dog_looks_is_in_the_snapshot_and_checked(model):
+    from canis.runtime import snapshot
+
+    dogs = Controller(model, count=2)
+    dogs.look_at([1.0, 0.5, 2.0], 0.8, ids=[1])
+    dogs.step(control(2, 0.0))
+    saved = dogs.get_state()
+    assert saved["arrays"]["state.look_at.goal"].tolist() == [0.0, 0.8]
+    assert saved["arrays"]["state.look_at.target_m"][1].tolist() == [1.0, 0.5, 2.0]
+    bad = dogs.get_state()
+    bad["arrays"]["state.look_at.goal"][0] = 3.0
+    keys = ("layout", "scalars", "arrays", "rng", "postures")
+    bad["sha256"] = snapshot._digest(*(bad[k] for k in keys))
+    with pytest.raises(ValueError, match=r"state.look_at.goal must be within \[0.0, 1.0\]$"):
+        dogs.set_state(bad)
+    assert dogs.get_state()["sha256"] == saved["sha256"]
