@@ -52,13 +52,15 @@ def test_the_readout_benchmark_times_a_step_against_a_step_with_every_readout(ti
     from canis.evaluation import readout_benchmark
 
     report = readout_benchmark.benchmark_readouts(tiny_model, count=4, rounds=2, block=8)
+    assert report["readouts"]["calls"] == 16 and report["readouts"]["p50_ms"] > 0
     assert report["characters"] == 4 and report["target_ratio"] == 1.2
     for key in ("step", "step_and_readouts"):
-        assert 0 < report[key]["p50_ms"] <= report[key]["p99_ms"] and report[key]["calls"] == 6
+        assert 0 < report[key]["p50_ms"] <= report[key]["p99_ms"] and report[key]["calls"] == 12
     assert report["ratio_p50"] == report["step_and_readouts"]["p50_ms"] / report["step"]["p50_ms"]
     text = readout_benchmark.markdown(report, benchmark.benchmark_machine())
     assert "## Readouts (tiny_mann4.onnx, 4 dogs trotting on hills" in text
-    assert re.search(r"\n\| step \+ readouts \| \d+\.\d\d \| \d+\.\d\d \| 6 \|", text)
+    assert re.search(r"\n\| step \+ readouts \| \d+\.\d\d \| \d+\.\d\d \| 12 \|", text)
+    assert "The readouts alone, timed inside the second: p50 " in text
     assert "Measured on this machine: " in text and ".." not in text
 
 
@@ -72,6 +74,7 @@ def test_bench_readouts_only_prints_the_readouts_and_writes_json(tmp_path, monke
     timed = {"p50_ms": 2.0, "p99_ms": 3.0, "calls": 5}
     fake = {"file": "m.onnx", "characters": 256, "terrain": "hills", "target_ratio": 1.2}
     fake |= {"step": timed, "step_and_readouts": timed, "ratio_p50": 1.0, "ratio_p99": 1.0}
+    fake["readouts"] = timed
     asked = []
     monkeypatch.setattr(
         readout_benchmark,
