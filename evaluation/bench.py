@@ -52,6 +52,11 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--transition-model", type=Path, help="RTN _step.onnx (default: the shipped one)"
     )
+    bench.add_argument(
+        "--readouts-only",
+        action="store_true",
+        help="time only a step against a step with every readout (256 dogs), and print it",
+    )
     bench.set_defaults(handler=run_bench)
 
 
@@ -109,6 +114,20 @@ def run_viewer_only(args) -> int:
     return 0
 
 
+def run_readouts_only(args) -> int:
+    """The readouts' benchmark alone: printed, and written as JSON when asked."""
+    from canis.evaluation import readout_benchmark
+    from canis.runtime.assets import shipped_model_path
+
+    if args.markdown is not None or args.no_viewer:
+        raise SystemExit("canis bench --readouts-only: prints (and --json); no page, no viewer")
+    report = readout_benchmark.run_readouts_only((args.models or [shipped_model_path()])[0])
+    print(readout_benchmark.markdown(report["readouts"], report["machine"]))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
 def run_bench(args) -> int:
     import tempfile
 
@@ -116,6 +135,8 @@ def run_bench(args) -> int:
         args.markdown = RESULTS_DOC
     if args.viewer_only:
         return run_viewer_only(args)
+    if args.readouts_only:
+        return run_readouts_only(args)
 
     from canis.evaluation import benchmark
     from canis.evaluation.model_registry import MODEL_FILES
@@ -184,6 +205,13 @@ def print_summary(report: dict) -> None:
         print(
             f"rtn step p50 {t['step'][0]['p50_ms']:.3f} ms; 30-frame transition generated in "
             f"{t['generate_one_dog'][1]['p50_ms']:.2f} ms"
+        )
+    if "readouts" in report:
+        r = report["readouts"]
+        print(
+            f"{r['characters']} dogs: step p50 {r['step']['p50_ms']:.2f} ms, with every readout "
+            f"{r['step_and_readouts']['p50_ms']:.2f} ms ({r['ratio_p50']:.3f}x; p99 "
+            f"{r['ratio_p99']:.3f}x)"
         )
     if "viewer" in report:
         print(f"viewer: {report['viewer']['fps_at_p50']:.0f} fps at the median")

@@ -325,6 +325,10 @@ def markdown(report: dict) -> str:
             "back-to-back one at the median here, nearer what a game's frame pays.",
         ]
     text = "\n".join(lines) + "\n"
+    if report.get("readouts"):
+        from canis.evaluation import readout_benchmark  # it times with this module's tools
+
+        text += readout_benchmark.markdown(report["readouts"])
     return text
 
 
@@ -380,6 +384,8 @@ def run_benchmarks(
     frames = benchmark_frames(default)
     locked = benchmark_frames(default, counts=(1, 64), foot_lock=True)
     paced = benchmark_frames(default, counts=(1,), frames=240, paced=True)
+    from canis.evaluation.readout_benchmark import benchmark_readouts
+
     one = frames[0]["stages"]
     return {
         "machine": benchmark_machine(),
@@ -389,6 +395,7 @@ def run_benchmarks(
         "frames": frames,
         "frames_foot_lock": locked,
         "frames_paced": paced,
+        "readouts": benchmark_readouts(default),
         "sizes_mb": {Path(p).name: model_size_mb(p) for p in models},
         "memory_mb": {Path(p).name: session_memory_mb(p) for p in models},
         "frame_model": Path(default).name,

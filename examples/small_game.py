@@ -49,11 +49,11 @@ def main(seconds: float = SECONDS) -> dict:
                 footsteps[paw] += int(count)
             if steps == 60:
                 joined = dogs.add(1, root_xz_m=[[-1.0, 0.0]])  # a third dog joins
-                print(f"dog {joined.tolist()} joined")
+                print(f"dog {joined.tolist()} joined")  # its id
             if steps == 120:
                 saved = pickle.dumps(dogs.get_state())  # e.g. to a save file
             if steps == 240:
-                dogs.remove([2])  # and leaves
+                dogs.remove(ids=joined)  # and leaves (by id: rows move when dogs go)
             gaits.update(dogs.gaits())
         # The remainder of the accumulator, as a fraction of a step: how far to draw between
         # the last two steps.

@@ -15,12 +15,12 @@ never drift) and is then fitted to the terrain by the full-body IK.
 from __future__ import annotations
 
 import logging
-import weakref
 
 import numpy as np
 from canis.runtime import snapshot
 from canis.runtime.arguments import MAX_DOGS, controller_options, random_generator, whole_number
 from canis.runtime.control import COMMAND_FIELDS, SpeedCalibration, command, measured_speed_mps
+from canis.runtime.dog_ids import DogIds
 from canis.runtime.features import (
     ACTIONS,
     FPS,
@@ -29,6 +29,7 @@ from canis.runtime.features import (
 )
 from canis.runtime.inference import MotionModel, infer
 from canis.runtime.kinematics import FootLock, FullBodyIk
+from canis.runtime.look_at import LookAt
 from canis.runtime.machine import model_used
 from canis.runtime.pose import (
     OutputReader,
@@ -71,7 +72,7 @@ POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
 IS_POSTURE_ACTION = np.isin(np.arange(len(ACTIONS)), POSTURE_ACTION_INDICES)
 
 
-class Controller(Readouts):
+class Controller(Readouts, DogIds, LookAt):
     _shown_pose = staticmethod(shown_pose)  # the pose shown: runtime/pose.py, natively
 
     def __init__(
@@ -111,7 +112,8 @@ class Controller(Readouts):
         # waited for since the step before it): in no stage of the caller's thread.
         self.transition_worker_cpu_ms = 0.0
         self.transitions: TransitionPlayer | None = None
-        self.row_followers: weakref.WeakSet = weakref.WeakSet()  # PostureRequests: by row
+        self.next_dog_id = 0  # ids are never reused (runtime/dog_ids.py)
+        self.posture_waits: dict = {}  # PostureRequests waiting, by dog id (in the snapshot)
         self.count = count
         self.tau = tau
         self.terrain = terrain
@@ -128,20 +130,22 @@ class Controller(Readouts):
         self._bind(count)
         self._reader = OutputReader()  # y in float64, its views built once
         self.reset(start_pose=start_pose)
+        self.state.dog_id = self._new_ids(count)
 
     def reset(
-        self, root_xz_m=None, yaw_rad=None, start_pose: str = "stand", characters=None
+        self, root_xz_m=None, yaw_rad=None, start_pose: str = "stand", characters=None, ids=None
     ) -> None:
-        """Puts every dog (or only `characters`: indices or a boolean mask of N) standing
-        still at `root_xz_m` (n, 2) facing `yaw_rad` (n,) in `start_pose`; the other dogs go
-        on as they were."""
+        """Puts every dog (or only `characters`: indices or a boolean mask of N; or `ids`)
+        standing still at `root_xz_m` (n, 2) facing `yaw_rad` (n,) in `start_pose`; the other
+        dogs go on as they were. The dogs keep their ids and where they look."""
+        characters = self._named_rows(characters, ids, "reset")
         if characters is not None:
             rows = dog_rows(characters, self.count, "reset")
             fresh = self._fresh_state(len(rows), root_xz_m, yaw_rad, start_pose, "reset")
             self._settle_transitions()
             # The IK's easing, foot locks and transition rows go on; the shown pose is redrawn.
             kept = self.state.rows(rows)
-            for name in ("ik", "foot_lock", "transitions", *DISPLAY_ROWS):
+            for name in ("ik", "foot_lock", "transitions", "dog_id", "look_at", *DISPLAY_ROWS):
                 setattr(fresh, name, getattr(kept, name))
             self.state.put_rows(rows, fresh)
             if self.transitions is not None:
@@ -151,6 +155,7 @@ class Controller(Readouts):
         fresh = self._fresh_state(self.count, root_xz_m, yaw_rad, start_pose, "reset")
         if hasattr(self, "state"):  # the IK's easing goes on; the locks are let go below
             fresh.ik, fresh.foot_lock = self.state.ik, self.state.foot_lock
+            fresh.dog_id, fresh.look_at = self.state.dog_id, self.state.look_at
         if self.transitions is not None:
             self.transitions.close()
         rtn, worker = self.transition_model, self.transition_worker
@@ -178,7 +183,9 @@ class Controller(Readouts):
         (training/runtime_rollout.py). A state that does not fit is refused, the controller
         unchanged."""
         self.state.copy().put_rows(np.arange(self.count), state)  # refuses before any change
+        ids = self.state.dog_id.copy()  # the same dogs: their ids stay
         self.state.put_rows(np.arange(self.count), state)
+        self.state.dog_id[:] = ids
         self._has_prediction = True
         self.path_future_xz_m = None
         self._redraw()
@@ -194,12 +201,10 @@ class Controller(Readouts):
             fresh.transitions = TransitionRows.zeros(n, self.transition_model.noise_width)
         return fresh
 
-    def add(
-        self, count: int = 1, root_xz_m=None, yaw_rad=None, start_pose: str = "stand"
-    ) -> np.ndarray:
+    def add(self, count: int = 1, root_xz_m=None, yaw_rad=None, start_pose="stand") -> np.ndarray:
         """Adds `count` dogs standing still at `root_xz_m` (count, 2) facing `yaw_rad`
-        (count,); returns their indices (the last ones). Nothing changes on a bad argument
-        or past Controller.max_dogs."""
+        (count,); returns their ids (int64; their rows are the last ones). Nothing changes on
+        a bad argument or past Controller.max_dogs."""
         whole_number(count, 1, f"add: count must be a whole number of dogs >= 1, got {count!r}")
         if self.count + count > MAX_DOGS:
             raise ValueError(
@@ -212,18 +217,18 @@ class Controller(Readouts):
                 f"{self.max_dogs}"
             )
         fresh = self._fresh_state(count, root_xz_m, yaw_rad, start_pose, "add")
-        old = self.count
+        fresh.dog_id = self._new_ids(count)
         self._settle_transitions()
         self._set_state_object(concat_states(self.state, fresh))
-        self._resize(old + count)
+        self._resize(self.count + count)
         self._redraw()
-        self._rows_moved(np.arange(old))
-        return np.arange(old, old + count)
+        return fresh.dog_id.copy()
 
-    def remove(self, indices) -> None:
-        """Takes the dogs `indices` (or a boolean mask) out; the others keep their order and
-        renumber from 0. At least one dog stays."""
-        rows = dog_rows(indices, self.count, "remove", "indices")
+    def remove(self, indices=None, ids=None) -> None:
+        """Takes the dogs `indices` (rows, or a boolean mask) or `ids` out; the others keep
+        their order and ids, their rows renumbered from 0. At least one dog stays."""
+        named = self._named_rows(indices, ids, "remove")
+        rows = dog_rows(named, self.count, "remove", "indices" if ids is None else "ids")
         if not len(rows):  # nothing to take out: nothing changes (it reset the interpolation)
             return
         if len(rows) >= self.count:
@@ -233,12 +238,7 @@ class Controller(Readouts):
         self._set_state_object(self.state.rows(keep))
         self._resize(len(keep))
         self._settle_display()
-        self._rows_moved(keep)
-
-    def _rows_moved(self, kept) -> None:
-        """Tells what follows dogs by row (PostureRequests) which old rows the rows now are."""
-        for follower in list(self.row_followers):
-            follower.rows_moved(kept)
+        self._forget_removed_dogs()
 
     def _set_state_object(self, state: DogState) -> None:
         """`state` as the dogs' state, the IK, foot lock and transitions bound to its rows."""
@@ -273,10 +273,7 @@ class Controller(Readouts):
     def _bind(self, count: int, reuse=None) -> None:
         """The network's buffers for `count` dogs, and the views of x's fields that the
         features are written through (built once per binding, not per frame)."""
-        if reuse is None:
-            self._buffers = self.model.bind(count)
-        else:
-            self._buffers = self.model.bind(count, reuse=reuse)
+        self._buffers = self.model.bind(count, **({} if reuse is None else {"reuse": reuse}))
         self._x_views = input_views(self._buffers.inputs["x"])
 
     def get_state(self) -> dict:
@@ -419,13 +416,15 @@ class Controller(Readouts):
         action: str | None = None,
         variation: float = 0.0,
         seed: int | None = None,
+        ids=None,
     ) -> TransitionStart:
         """Hands `characters` (default all) to the transition network, which takes them from
         their last frames to `target` (a keyframe name or a Keyframe) in `frames` frames after
         a lead of LEAD_FRAMES steps, then back to the motion network holding `action` (default:
         the keyframe's). `variation` (0 to 1) samples a transition, from the controller's
-        generator or one seeded by `seed` (docs/EMBEDDING.md, "Transitions"). Returns where
-        each dog will stand when handed back, and when."""
+        generator or one seeded by `seed` (docs/EMBEDDING.md, "Transitions"); `ids` names
+        the dogs by id instead. Returns where each dog will stand when handed back, and when."""
+        characters = self._named_rows(characters, ids, "transition_to")
         if not isinstance(target, (str, Keyframe)):
             raise TypeError(
                 "transition_to: target must be a keyframe's name "

@@ -37,6 +37,7 @@ from canis.runtime.kinematics import (
     forward_kinematics,
     paws_below_ground,
 )
+from canis.runtime.look_at import note_shown, turned_pose
 from canis.runtime.root import rotate_xz, smoothing_factor, yaw_direction_xz
 from canis.runtime.skeleton import Skeleton
 from canis.runtime.state import DisplayOffset, DogState
@@ -377,11 +378,18 @@ def show(
     # when it lets go (10 cm in one frame standing -> sit, measured).
     posture = IS_POSTURE_ACTION[s.action_weights.argmax(axis=1)]
     lockable = ~(in_transition | posture)
-    shown = shown_with(skeleton, paws, s, with_offsets, lockable, ik, foot_lock, terrain, dt_s)
+    # Looking dogs' necks and heads turned on a copy of the state's pose (runtime/look_at.py):
+    # s.pose stays the network's, which its next input reads.
+    looked = turned_pose(s, skeleton, dt_s)
+    source = s if looked is None else dataclasses.replace(s, pose=looked)
+    shown = shown_with(skeleton, paws, source, with_offsets, lockable, ik, foot_lock, terrain, dt_s)
+    s.paw_xz_m, s.paw_speed_mps = source.paw_xz_m, source.paw_speed_mps  # what it updated
     if dt_s > 0:
         s.previous_display_positions = s.display_positions
         s.previous_display_rotations = s.display_rotations
     else:
         s.previous_display_positions, s.previous_display_rotations = shown[:2]
     s.display_positions, s.display_rotations, s.contacts = shown
+    if looked is not None:
+        note_shown(s, skeleton)
     return offsets_active

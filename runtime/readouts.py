@@ -126,12 +126,18 @@ def gaits(contact_history: np.ndarray, fast: np.ndarray, moving: np.ndarray) -> 
     return tuple(GAITS[i] if on else NO_GAIT_NAME for i, on in zip(index, moving, strict=True))
 
 
-# Readouts.events()' record types.
+# Readouts.events()' record types: `dog` is the dog's row now, `id` its id (runtime/dog_ids.py).
 FOOTFALL_EVENT = np.dtype(
-    [("dog", np.int64), ("paw", np.int64), ("touch_down", bool), ("position_m", np.float64, 3)]
+    [
+        ("dog", np.int64),
+        ("id", np.int64),
+        ("paw", np.int64),
+        ("touch_down", bool),
+        ("position_m", np.float64, 3),
+    ]
 )
-TRANSITION_EVENT = np.dtype([("dog", np.int64), ("started", bool)])
-GAIT_EVENT = np.dtype([("dog", np.int64), ("gait", "U6"), ("previous", "U6")])
+TRANSITION_EVENT = np.dtype([("dog", np.int64), ("id", np.int64), ("started", bool)])
+GAIT_EVENT = np.dtype([("dog", np.int64), ("id", np.int64), ("gait", "U6"), ("previous", "U6")])
 
 
 def footfalls(contact_history: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -145,9 +151,16 @@ def bounds_m(positions_m: np.ndarray, margin_m=BOUNDS_MARGIN_M) -> np.ndarray:
     padded by `margin_m` (below, above, sideways) so that it holds the body mesh; (0, 0, 0)
     gives the joints' own box."""
     below, above, sideways = margin_m
-    low = positions_m.min(axis=1) - [sideways, below, sideways]
-    high = positions_m.max(axis=1) + [sideways, above, sideways]
-    return np.stack([low, high], axis=1)
+    box = np.empty((len(positions_m), 2, 3))
+    # Axis by axis: numpy reduces a strided (N, J) slice three times faster than the middle
+    # axis of (N, J, 3) (0.8 ms for 256 dogs, a readout a game calls every step).
+    for axis, (low, high) in enumerate(
+        ((sideways, sideways), (below, above), (sideways, sideways))
+    ):
+        joints = positions_m[:, :, axis]
+        box[:, 0, axis] = joints.min(axis=1) - low
+        box[:, 1, axis] = joints.max(axis=1) + high
+    return box
 
 
 def interpolated(previous: tuple, current: tuple, alpha: float) -> tuple[np.ndarray, np.ndarray]:
@@ -244,8 +257,19 @@ class Readouts:
     def gaits(self) -> tuple[str, ...]:
         """Each dog's gait ("walk", "pace", "trot", "canter", "none" when not moving), from
         the runtime's footfall classifier: GAIT_LATENCY_S (0.5 s) late."""
-        moving = self.state.action_weights.argmax(axis=1) == int(Action.MOVE)
-        return gaits(self.state.contact_history, self.state.canter_speed, moving)
+        s = self.state
+        moving = s.action_weights.argmax(axis=1) == int(Action.MOVE)
+        read = (s.contact_history, s.canter_speed, moving)
+        # The last answer, while what it was read from is the same (checked by content, which
+        # costs a fiftieth of reading it): events() reads it too, and a game reads both.
+        seen = getattr(self, "_gaits_seen", None)
+        if seen is not None and all(
+            a.shape == b.shape and np.array_equal(a, b) for a, b in zip(seen[0], read, strict=True)
+        ):
+            return seen[1]
+        names = gaits(*read)
+        self._gaits_seen = (tuple(np.array(a) for a in read), names)
+        return names
 
     def actions(self) -> np.ndarray:
         """(N, len(Action)) each dog's action blend, columns in Action order."""
@@ -253,27 +277,37 @@ class Readouts:
 
     def events(self) -> dict[str, np.ndarray]:
         """What happened, as arrays a game hangs a sound, a dust puff or a log line on (call
-        it once a step; the gait and transition events are those since the last call):
-        "footfalls" (K,) records of this step's touch-downs and lift-offs: `dog`, `paw` (its
-        index in PAW_ORDER), `touch_down` (else a lift-off) and `position_m` (3,), the paw
-        where it is shown; "transitions" (K,): `dog`, `started` (else handed back); "gaits"
-        (K,): `dog`, `gait` and `previous` (names, "none" when not moving)."""
+        it once a step; the gait and transition events are those since the last call, matched
+        by dog id, so dogs added or removed in between do not confuse them; a dog added since
+        reports changes from its next call). Each record has `dog` (its row now) and `id`:
+        "footfalls" (K,) records of this step's touch-downs and lift-offs: `paw` (its index in
+        PAW_ORDER), `touch_down` (else a lift-off) and `position_m` (3,), the paw where it is
+        shown; "transitions" (K,): `started` (else handed back); "gaits" (K,): `gait` and
+        `previous` (names, "none" when not moving)."""
+        ids = self.state.dog_id
         down, up = self.footfalls()
         dogs, paws = np.nonzero(down | up)
         feet = np.zeros(len(dogs), dtype=FOOTFALL_EVENT)
-        feet["dog"], feet["paw"], feet["touch_down"] = dogs, paws, down[dogs, paws]
+        feet["dog"], feet["id"], feet["paw"] = dogs, ids[dogs], paws
+        feet["touch_down"] = down[dogs, paws]
         feet["position_m"] = self.display_positions[dogs, self.paws[paws]]
         playing, gait = self.in_transition(), np.array(self.gaits())
-        before = getattr(self, "_events_seen", None)
-        if before is None or len(before[0]) != self.count:  # the first call, or dogs came or went
-            before = (np.zeros(self.count, dtype=bool), gait)
-        changed = np.flatnonzero(playing != before[0])
+        was_playing, was_gait = playing.copy(), gait.copy()  # a dog not seen before: no change
+        seen = getattr(self, "_events_seen", None)
+        if seen is not None:
+            seen_ids, seen_playing, seen_gait = seen
+            here = np.isin(ids, seen_ids)
+            at = np.searchsorted(seen_ids, ids[here])  # ids are sorted (runtime/dog_ids.py)
+            was_playing[here], was_gait[here] = seen_playing[at], seen_gait[at]
+        changed = np.flatnonzero(playing != was_playing)
         transitions = np.zeros(len(changed), dtype=TRANSITION_EVENT)
-        transitions["dog"], transitions["started"] = changed, playing[changed]
-        moved = np.flatnonzero(gait != before[1])
+        transitions["dog"], transitions["id"] = changed, ids[changed]
+        transitions["started"] = playing[changed]
+        moved = np.flatnonzero(gait != was_gait)
         gaits_ = np.zeros(len(moved), dtype=GAIT_EVENT)
-        gaits_["dog"], gaits_["gait"], gaits_["previous"] = moved, gait[moved], before[1][moved]
-        self._events_seen = (playing, gait)
+        gaits_["dog"], gaits_["id"], gaits_["gait"] = moved, ids[moved], gait[moved]
+        gaits_["previous"] = was_gait[moved]
+        self._events_seen = (ids.copy(), playing, gait)
         return {"footfalls": feet, "transitions": transitions, "gaits": gaits_}
 
     def footfalls(self) -> tuple[np.ndarray, np.ndarray]:

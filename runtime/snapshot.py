@@ -11,6 +11,8 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 import numpy as np
+from canis.runtime import posture_waits
+from canis.runtime.dog_ids import check_dog_ids
 from canis.runtime.kinematics import FOOT_LOCK_ROWS
 from canis.runtime.state import DISPLAY_ROWS, transition_rows
 
@@ -23,10 +25,16 @@ SNAPSHOT_OWNED = ("ik", "foot_lock", "transitions") + DISPLAY_ROWS
 
 # 2: the speed tracking's asked-speed window and the gait readout's canter latch per dog.
 # 3: the shown paws' position and speed per dog, which the contacts are told from.
-FORMAT = 4  # 4: the settings (model files, terrain, foot lock, IK, tau) and the rng
+# 4: the settings (model files, terrain, foot lock, IK, tau) and the rng.
+# 5: the dogs' ids and the next id to give, where each dog looks, and the posture requests
+# waiting for their dogs to stop ("postures": runtime/posture_waits.py).
+FORMAT = 5
 # Scalars of the controller a step reads (everything else per dog is in arrays).
-SCALARS = ("frame", "_has_prediction", "offsets_active", "non_finite_events")
+SCALARS = ("frame", "_has_prediction", "offsets_active", "non_finite_events", "next_dog_id")
+WHOLE_NUMBERS = ("frame", "non_finite_events", "next_dog_id")
 DISPLAY = (*DISPLAY_ROWS, "path_future_xz_m")
+# Arrays whose values a step relies on staying within a range (a look's weights).
+BOUNDED = {"state.look_at.goal": (0.0, 1.0), "state.look_at.weight": (0.0, 1.0)}
 
 
 def _leaves(value, name: str):
@@ -93,10 +101,14 @@ def _terrain_identity(terrain) -> str:
     return f"heightmap {terrain.heights_m.shape} sha256 {h.hexdigest()[:16]}"
 
 
-def _digest(layout_: dict, scalars: dict, arrays: dict, rng: dict | None = None) -> str:
+def _digest(layout_: dict, scalars: dict, arrays: dict, rng=None, postures=None) -> str:
+    """The SHA-256 over a snapshot's parts: the waiting posture requests' arrays (a dict,
+    hashed after the dogs' as postures.<name>) included when given."""
     h = hashlib.sha256(repr((sorted(layout_.items()), sorted(scalars.items()))).encode())
     if rng is not None:  # snapshots from before it was kept have none, and keep their digest
         h.update(repr(rng).encode())
+    if postures is not None:
+        arrays = arrays | {f"postures.{name}": value for name, value in postures.items()}
     for name in sorted(arrays):
         value = arrays[name]
         h.update(name.encode())
@@ -113,13 +125,15 @@ def capture(controller) -> dict:
     # The generator transition_to(variation=...) draws from when no seed is given: without it
     # a restored controller's next sampled transition differed from the unbroken run's.
     rng = controller.rng.bit_generator.state
+    postures = posture_waits.to_arrays(controller.posture_waits, controller.skeleton.joint_count)
     return {
         "format": FORMAT,
         "layout": layout_,
         "scalars": scalars,
         "arrays": arrays,
         "rng": rng,
-        "sha256": _digest(layout_, scalars, arrays, rng),
+        "postures": postures,
+        "sha256": _digest(layout_, scalars, arrays, rng, postures),
     }
 
 
@@ -132,14 +146,16 @@ def restore(controller, snapshot) -> None:
     if not isinstance(snapshot, dict) or "format" not in snapshot:
         raise ValueError(f"set_state: not a canis controller snapshot (format {FORMAT})")
     if snapshot["format"] != FORMAT:
+        older = isinstance(snapshot["format"], int) and snapshot["format"] < FORMAT
         raise ValueError(
-            f"set_state: a snapshot of format {snapshot['format']!r}; this runtime reads "
-            f"format {FORMAT}"
+            f"set_state: a snapshot of format {snapshot['format']!r}"
+            f"{' (an older runtime saved it)' if older else ''}; this runtime reads format "
+            f"{FORMAT} only"
         )
     try:
         layout_, scalars, arrays = snapshot["layout"], snapshot["scalars"], snapshot["arrays"]
-        rng = snapshot.get("rng")
-        digest = _digest(layout_, scalars, arrays, rng)
+        rng, postures = snapshot.get("rng"), snapshot["postures"]
+        digest = _digest(layout_, scalars, arrays, rng, postures)
     except (KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"set_state: the snapshot is corrupted ({error!r})") from None
     if digest != snapshot.get("sha256"):
@@ -165,8 +181,17 @@ def restore(controller, snapshot) -> None:
                 _check_values(name, value, value)
             continue
         _check_values(name, value, now)
+    for name, (low, high) in BOUNDED.items():
+        if np.any((arrays[name] < low) | (arrays[name] > high)):
+            raise ValueError(f"set_state: {name} must be within [{low}, {high}]")
+    check_dog_ids(arrays["state.dog_id"], scalars["next_dog_id"], "set_state: state.dog_id")
+    joints, keyframes = controller.skeleton.joint_count, controller.keyframes
+    waits = posture_waits.from_arrays(postures, arrays["state.dog_id"], keyframes, joints)
+    if waits and controller.transition_model is None:
+        raise ValueError("set_state: posture requests wait, and this controller has no transitions")
     generator = _checked_generator(controller, rng)
     _write(controller, scalars, arrays)
+    controller.posture_waits = waits
     if generator is not None:
         controller.rng = generator
 
@@ -194,12 +219,12 @@ def _check_scalars(scalars) -> None:
     if not isinstance(scalars, dict) or set(scalars) != set(SCALARS):
         raise ValueError(f"set_state: the snapshot's scalars must be exactly {', '.join(SCALARS)}")
     for name, value in scalars.items():
-        if name in ("frame", "non_finite_events"):
+        if name in WHOLE_NUMBERS:
             ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
         else:
             ok = isinstance(value, bool)
         if not ok:
-            wanted = "a whole number >= 0" if name in ("frame", "non_finite_events") else "a bool"
+            wanted = "a whole number >= 0" if name in WHOLE_NUMBERS else "a bool"
             raise ValueError(f"set_state: scalar {name} must be {wanted}, got {value!r}")
 
 

@@ -43,6 +43,7 @@ from canis.runtime.features import (
     LocalPose,
 )
 from canis.runtime.kinematics import FootLockRows, IkRows
+from canis.runtime.look_at import LookAtRows
 from canis.runtime.poses import Keyframe, keyframe_pose
 from canis.runtime.readouts import GAIT_WINDOW_FRAMES, PAW_ORDER
 from canis.runtime.root import from_root_xz, yaw_direction_xz
@@ -108,6 +109,9 @@ class DogState:
     previous_display_positions: np.ndarray
     previous_display_rotations: np.ndarray
     contacts: np.ndarray
+    # (N,) int64 each dog's id (runtime/dog_ids.py): given by the controller, increasing.
+    dog_id: np.ndarray
+    look_at: LookAtRows  # where each dog looks (runtime/look_at.py): the shown pose only
     # Every dog's transition (runtime/transition_player.py; None without a transition model).
     transitions: TransitionRows | None = None
 
@@ -280,4 +284,6 @@ def still_state(
         previous_display_positions=np.zeros((n, skeleton.joint_count, 3), np.float32),
         previous_display_rotations=np.zeros((n, skeleton.joint_count, 4), np.float32),
         contacts=np.zeros((n, len(PAW_ORDER)), dtype=bool),
+        dog_id=np.full(n, -1, dtype=np.int64),  # the controller gives the ids
+        look_at=LookAtRows.zeros(n),
     )

@@ -34,6 +34,7 @@ from canis.runtime.actions import Action, action_index, action_indices
 from canis.runtime.arguments import per_dog, random_generator
 from canis.runtime.features import ACTIONS, FPS
 from canis.runtime.poses import KEYFRAME_ACTIONS, Keyframe, keyframe_pose
+from canis.runtime.posture_waits import PostureWait
 from canis.runtime.root import wrap_angle_rad, yaw_direction_xz, yaw_from_direction
 from canis.runtime.skeleton import Skeleton
 from canis.runtime.state import DogState, dog_rows
@@ -53,10 +54,11 @@ class TransitionStart:
     """What Controller.transition_to started: where each asked dog will stand when the
     transition hands it back (ask for that facing afterwards, so the dog stays put)."""
 
-    characters: np.ndarray  # (n,) the dogs it drives
+    characters: np.ndarray  # (n,) the dogs it drives: their rows when it was asked
     final_xz_m: np.ndarray  # (n, 2) world
     final_yaw_rad: np.ndarray  # (n,)
     frames: int  # steps from the request until the dogs are handed back
+    ids: np.ndarray | None = None  # (n,) int64 the same dogs' ids (runtime/dog_ids.py)
 
 
 def stopping_point(state: DogState, rows, moving_s: float, slowing_s: float):
@@ -153,34 +155,20 @@ def slow_down_left(frames_since_request):
     return np.maximum(left, 0.0) if isinstance(left, np.ndarray) else max(left, 0.0)
 
 
-@dataclass
-class _Request:
-    target: str | Keyframe
-    frames: int
-    action: object
-    facing_yaw_rad: float
-    speed_mps: float  # the dog's own when asked: the slow-down starts there
-    variation: float = 0.0
-    seed: int | None = None
-    waited_frames: int = 0
-
-
 class PostureRequests:
-    """Transitions that wait for each asked dog to stop (module docstring)."""
+    """Transitions that wait for each asked dog to stop (module docstring). The waiting
+    requests are the controller's (Controller.posture_waits, by dog id): they follow their
+    dog through add() and remove(), go with a removed dog, are in get_state(), and a
+    PostureRequests made after set_state() (in a fresh process, say) sees the restored ones."""
 
     def __init__(self, controller, stop_speed_mps: float = STOP_SPEED_MPS):
         self.controller = controller
         self.stop_speed_mps = stop_speed_mps
-        self.requests: dict[int, _Request] = {}  # dog -> its waiting request
-        self._count = controller.count
-        controller.row_followers.add(self)  # add() and remove() move the requests with the dogs
 
-    def rows_moved(self, kept) -> None:
-        """The controller's rows now are its old rows `kept` (in order): each waiting request
-        moves to its dog's new row; a removed dog's request goes with it."""
-        new_row = {int(old): new for new, old in enumerate(kept)}
-        self.requests = {new_row[r]: q for r, q in self.requests.items() if r in new_row}
-        self._count = self.controller.count
+    @property
+    def requests(self) -> dict[int, PostureWait]:
+        """The waiting requests by dog id, in the order they were asked."""
+        return self.controller.posture_waits
 
     def request(
         self,
@@ -190,18 +178,16 @@ class PostureRequests:
         action=None,
         variation: float = 0.0,
         seed: int | None = None,
+        ids=None,
     ) -> list[TransitionStart]:
-        """Asks `characters` (default all) for a transition to `target` (as
-        Controller.transition_to, `variation` and `seed` included). Dogs already slower than
-        the stop speed start it now (their TransitionStart is returned); the others stop first
-        and start in a later step()."""
+        """Asks `characters` (rows or a mask) or `ids` (default all) for a transition to
+        `target` (as Controller.transition_to, `variation` and `seed` included). Dogs already
+        slower than the stop speed start it now (their TransitionStart is returned); the
+        others stop first and start in a later step()."""
         c = self.controller
         if c.transition_model is None:
             raise RuntimeError("PostureRequests needs Controller(transition_model=...)")
-        self._forget_if_resized()
-        rows = (
-            np.arange(c.count) if characters is None else dog_rows(characters, c.count, "request")
-        )
+        rows = c._rows_named(characters, ids, "request")
         # Checked now, so that a bad target, length or action fails here and not frames later.
         target_keyframe(c.keyframes, target, action)
         c.transition_model.target_noise(0, variation, caller="request: variation")
@@ -211,11 +197,12 @@ class PostureRequests:
                 f"request: a transition of {frames} frames; the transition network was trained "
                 f"on {MIN_TRANSITION_FRAMES} to {MAX_TRANSITION_FRAMES}"
             )
+        label = None if action is None else action_index(action)
         for row in rows:
-            self.requests[int(row)] = _Request(
+            self.requests[int(c.state.dog_id[row])] = PostureWait(
                 target,
-                frames,
-                action,
+                int(frames),
+                label,
                 float(c.root_yaw_rad[row]),
                 float(np.linalg.norm(c.root_velocity_xz_mps[row])),
                 float(variation),
@@ -225,31 +212,30 @@ class PostureRequests:
 
     def waiting(self) -> np.ndarray:
         """(N,) dogs that are stopping before their transition."""
-        self._forget_if_resized()
-        mask = np.zeros(self.controller.count, dtype=bool)
-        mask[list(self.requests)] = True
-        return mask
+        return np.isin(self.controller.state.dog_id, list(self.requests))
 
-    def cancel(self, characters=None) -> None:
-        """Drops the waiting requests of `characters` (default all): they move as told again."""
-        if characters is None:
-            self.requests.clear()
-            return
-        for row in dog_rows(characters, self.controller.count, "cancel"):
-            self.requests.pop(int(row), None)
+    def cancel(self, characters=None, ids=None) -> None:
+        """Drops the waiting requests of `characters` (rows or a mask) or `ids` (default
+        all): they move as told again."""
+        c = self.controller
+        for row in c._rows_named(characters, ids, "cancel"):
+            self.requests.pop(int(c.state.dog_id[row]), None)
+
+    def _waiting_rows(self) -> list[tuple[int, int, PostureWait]]:
+        """(dog id, its row, its request) of every waiting request, in the order asked."""
+        ids = list(self.requests)
+        rows = self.controller.rows(ids) if ids else []
+        return [(dog, int(row), self.requests[dog]) for dog, row in zip(ids, rows, strict=True)]
 
     def control(self, control: ControlState) -> ControlState:
         """`control` with every waiting dog asked to slow down to a stop, facing where it faced
         when asked, then to idle."""
-        self._forget_if_resized()
         if not self.requests:
             return control
-        rows = np.array(list(self.requests))
         velocity = np.array(control.velocity_mps, dtype=np.float64)
         facing = np.array(control.facing_yaw_rad, dtype=np.float64)
         action = action_indices(control.action).copy()
-        for row in rows:
-            r = self.requests[row]
+        for _, row, r in self._waiting_rows():
             left = slow_down_left(r.waited_frames)
             velocity[row] = left * r.speed_mps * yaw_direction_xz(r.facing_yaw_rad)
             facing[row] = r.facing_yaw_rad
@@ -268,25 +254,17 @@ class PostureRequests:
         """Starts the waiting dogs that are slow enough, or have waited MAX_STOP_S."""
         c = self.controller
         speeds = np.linalg.norm(c.root_velocity_xz_mps, axis=1)
-        groups: dict[tuple, tuple[_Request, list[int]]] = {}
-        for row, r in list(self.requests.items()):
+        groups: dict[tuple, tuple[PostureWait, list[int]]] = {}
+        for dog, row, r in self._waiting_rows():
             if speeds[row] < self.stop_speed_mps or r.waited_frames >= MAX_STOP_S * FPS:
-                del self.requests[row]
-                key = (id(r.target), r.frames, repr(r.action), r.variation, r.seed)
-                groups.setdefault(key, (r, []))[1].append(row)
+                del self.requests[dog]
+                groups.setdefault(r.group(), (r, []))[1].append(row)
         return [
             c.transition_to(
                 r.target, r.frames, rows, action=r.action, variation=r.variation, seed=r.seed
             )
             for r, rows in groups.values()
         ]
-
-    def _forget_if_resized(self) -> None:
-        """Rows renumbered behind this object's back (not through add or remove, which move
-        the requests): the waiting requests are dropped then."""
-        if self.controller.count != self._count:
-            self.requests.clear()
-            self._count = self.controller.count
 
 
 def start_transition(
@@ -335,4 +313,5 @@ def start_transition(
     controller.profiler.instant(
         "transition start", to=keyframe.name, frames=frames, dogs=rows.tolist()
     )
-    return TransitionStart(rows, target_xz, target_yaw, LEAD_FRAMES + frames + 1)
+    ids = controller.state.dog_id[rows].copy()
+    return TransitionStart(rows, target_xz, target_yaw, LEAD_FRAMES + frames + 1, ids)

@@ -3,6 +3,7 @@
 import re
 import time
 
+import pytest
 from canis.evaluation import benchmark
 from canis.runtime.assets import shipped_models_dir
 
@@ -45,6 +46,47 @@ def test_a_small_benchmark_report():
     assert "With the foot lock on" in text and "Paced as a game's frames" in text
     assert re.search(r"\n\| paced \| \d+\.\d{3} \|", text)
     assert len(re.findall(r"\n\| 1 \| \d", text)) == 2  # one dog, without and with the lock
+
+
+def test_the_readout_benchmark_times_a_step_against_a_step_with_every_readout(tiny_model):
+    from canis.evaluation import readout_benchmark
+
+    report = readout_benchmark.benchmark_readouts(tiny_model, count=4, rounds=2, block=8)
+    assert report["readouts"]["calls"] == 16 and report["readouts"]["p50_ms"] > 0
+    assert report["characters"] == 4 and report["target_ratio"] == 1.2
+    for key in ("step", "step_and_readouts"):
+        assert 0 < report[key]["p50_ms"] <= report[key]["p99_ms"] and report[key]["calls"] == 12
+    assert report["ratio_p50"] == report["step_and_readouts"]["p50_ms"] / report["step"]["p50_ms"]
+    text = readout_benchmark.markdown(report, benchmark.benchmark_machine())
+    assert "## Readouts (tiny_mann4.onnx, 4 dogs trotting on hills" in text
+    assert re.search(r"\n\| step \+ readouts \| \d+\.\d\d \| \d+\.\d\d \| 12 \|", text)
+    assert "The readouts alone, timed inside the second: p50 " in text
+    assert "Measured on this machine: " in text and ".." not in text
+
+
+def test_bench_readouts_only_prints_the_readouts_and_writes_json(tmp_path, monkeypatch, capsys):
+    import json
+
+    from canis.evaluation import readout_benchmark
+
+    from canis.cli import main
+
+    timed = {"p50_ms": 2.0, "p99_ms": 3.0, "calls": 5}
+    fake = {"file": "m.onnx", "characters": 256, "terrain": "hills", "target_ratio": 1.2}
+    fake |= {"step": timed, "step_and_readouts": timed, "ratio_p50": 1.0, "ratio_p99": 1.0}
+    fake["readouts"] = timed
+    asked = []
+    monkeypatch.setattr(
+        readout_benchmark,
+        "run_readouts_only",
+        lambda model: asked.append(model) or {"machine": None, "readouts": fake},
+    )
+    assert main(["bench", "--readouts-only", "--json", str(tmp_path / "r.json")]) == 0
+    assert "| ratio | 1.000x | 1.000x | |" in capsys.readouterr().out
+    assert json.loads((tmp_path / "r.json").read_text())["readouts"]["characters"] == 256
+    assert asked[0].name == "mann8.int8.onnx"  # the shipped model, as the frames' timing
+    with pytest.raises(SystemExit, match="--readouts-only: prints"):
+        main(["bench", "--readouts-only", "--markdown", str(tmp_path / "page.md")])
 
 
 def test_the_report_explains_the_machine_and_the_floor():

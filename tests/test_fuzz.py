@@ -180,7 +180,7 @@ def _call(controller, call):
     from canis.runtime import snapshot
 
     saved["sha256"] = snapshot._digest(
-        saved["layout"], saved["scalars"], saved.get("arrays"), saved.get("rng")
+        saved["layout"], saved["scalars"], saved.get("arrays"), saved.get("rng"), saved["postures"]
     )
     return controller.set_state(saved)
 
