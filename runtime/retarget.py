@@ -28,10 +28,8 @@ from dataclasses import fields
 import numpy as np
 from canis.runtime.features import LocalPose
 from canis.runtime.kinematics import (
-    LEG_JOINT_WEIGHTS,
     FootLock,
     FullBodyIk,
-    ccd_solve,
     forward_kinematics,
     rotations_from_directions,
 )
@@ -39,6 +37,7 @@ from canis.runtime.pose import IS_POSTURE_ACTION, _shown_pose_native, with_displ
 from canis.runtime.poses import load_keyframes
 from canis.runtime.readouts import interpolated
 from canis.runtime.rig import Rig, standing_frame
+from canis.runtime.root import rotate_xz
 from canis.runtime.rotations import matrix_from_forward_up, quat_to_forward_up, quat_to_matrix
 from canis.runtime.skeleton import DOG_LEG_GROUPS, Skeleton, shipped_dog_skeleton_path
 from canis.runtime.state import dog_rows
@@ -107,21 +106,15 @@ class Retarget:
         # The paws' (contacts are told from them): their heights are the network's, so that
         # the contact test's thresholds mean what they mean for the dog.
         self.paw_scale = np.array([self.stride_scale, 1.0, self.stride_scale])
-        self.legs = [rig.skeleton.group(leg) for leg in DOG_LEG_GROUPS]
-        self.leg_weights = [
-            np.array(LEG_JOINT_WEIGHTS[: len(c) - 1], np.float32) for c in self.legs
-        ]
         # Where each rig paw stands beside the dog's (scaled) paw when both stand in the
         # keyframe (root frame): the rig's paws follow the dog's steps from there.
-        self.paw_offsets_m = np.zeros((len(self.rig_paws), 3))
         stand = stand_pose(skeleton)
-        self.paw_offsets_m = self._rig_paws(stand, follow=False) - self._dog_paws(stand)
+        self.stand_offsets_m = self._rig_paws(self.pose(stand)) - self._dog_paws(stand)
 
-    def pose(self, pose: LocalPose, follow: bool = True) -> LocalPose:
+    def pose(self, pose: LocalPose) -> LocalPose:
         """The rig's root-frame pose (N, J_rig, 3 each) for the dog's root-frame `pose`: the
         rotations as forwards and ups, the hips' and paws' positions and the paws' velocities
-        (what the display stage reads of positions and velocities). `follow`: the rig's
-        legs bent so that its paws step as the dog's do (_follow_paws)."""
+        (what the display stage reads of positions and velocities)."""
         dog = matrix_from_forward_up(pose.forwards, pose.ups)[:, self.drivers]  # (N, J, 3, 3)
         forwards = np.einsum("njab,jb->nja", dog, self.forward_in_driver)
         ups = np.einsum("njab,jb->nja", dog, self.up_in_driver)
@@ -131,10 +124,26 @@ class Retarget:
         positions[:, 0] = pose.positions_m[:, 0] * self.hips_scale
         positions[:, self.rig_paws] = pose.positions_m[:, self.dog_paws] * self.paw_scale
         velocities[:, self.rig_paws] = pose.velocities_mps[:, self.dog_paws] * self.paw_scale
-        if follow:
-            paws = self._dog_paws(pose) + self.paw_offsets_m
-            forwards, ups = self._follow_paws(forwards, ups, positions[:, 0], paws)
         return LocalPose(positions, forwards, ups, velocities)
+
+    def paw_offsets_m(self, pose: LocalPose, rig_pose: LocalPose) -> np.ndarray:
+        """(N, 4, 3) root frame: how far each of the rig's paws (as `rig_pose` draws them) is
+        to move so that it steps as the dog's does: from where it stands, the dog's paw's
+        motion scaled across the ground as the root's motion is, so that a paw the network
+        holds still stays still in the rig's world whatever the rig's proportions between the
+        hips and the paws (a corgi's long back over short legs); upward not scaled: each paw
+        is as high above the ground as the network holds the dog's (as the terrain IK keeps
+        it), so that a short-legged dog's paws clear the ground as the dog's do rather than
+        shuffle along it (its skating was 1.7 times as much, measured). The foot lock bends
+        the legs there (FootLock.apply's paw_offsets_m); for a rig of the dog's proportions
+        they are nothing, and nothing is bent."""
+        target = self._dog_paws(pose) + self.stand_offsets_m
+        drawn = self._rig_paws(rig_pose)
+        # Heights above the flat ground, as the terrain IK reads them: it lifts a paw below
+        # the ground onto it (runtime/kinematics.py), and neither height may undo that.
+        np.maximum(target[..., 1], 0.0, out=target[..., 1])
+        np.maximum(drawn[..., 1], 0.0, out=drawn[..., 1])
+        return target - drawn
 
     def _dog_paws(self, pose: LocalPose) -> np.ndarray:
         """(N, 4, 3) where the dog's paws are drawn in the root frame (its rotations through
@@ -145,49 +154,28 @@ class Retarget:
         drawn, _ = forward_kinematics(self.skeleton, local, pose.positions_m[:, 0])
         return drawn[:, self.dog_paws].astype(np.float64) * self.paw_scale
 
-    def _rig_paws(self, pose: LocalPose, follow: bool) -> np.ndarray:
-        """(N, 4, 3) the rig's paws in the root frame for the dog's `pose`."""
-        rig = self.pose(pose, follow)
-        n = len(rig.forwards)
-        local, _ = rotations_from_directions(self.rig.skeleton, rig.forwards, rig.ups, np.zeros(n))
-        drawn, _ = forward_kinematics(self.rig.skeleton, local, rig.positions_m[:, 0])
+    def _rig_paws(self, rig_pose: LocalPose) -> np.ndarray:
+        """(N, 4, 3) where the rig's paws are drawn in the root frame for its `rig_pose`."""
+        n = len(rig_pose.forwards)
+        skeleton = self.rig.skeleton
+        local, _ = rotations_from_directions(skeleton, rig_pose.forwards, rig_pose.ups, np.zeros(n))
+        drawn, _ = forward_kinematics(skeleton, local, rig_pose.positions_m[:, 0])
         return drawn[:, self.rig_paws].astype(np.float64)
 
-    def _follow_paws(self, forwards, ups, hips_m, paws_m):
-        """The rig's legs bent (CCD, runtime/kinematics.py) so that its paws are at `paws_m`:
-        from where each stands, the dog's paw's motion, scaled across the ground as the root's
-        motion is, so that a paw the network holds still stays still in the rig's world
-        whatever the rig's proportions between the hips and the paws (a corgi's long back
-        over short legs); upward not scaled: each paw is as high above the ground as the
-        network holds the dog's (as the terrain IK keeps it), so that a short-legged dog's
-        paws clear the ground as the dog's do rather than shuffle along it (their skating
-        doubled, measured). Legs already there (within FOLLOW_TOLERANCE_M: a rig of the dog's
-        proportions) are left as they are."""
-        n = len(forwards)
-        local, _ = rotations_from_directions(self.rig.skeleton, forwards, ups, np.zeros(n))
-        positions, _ = forward_kinematics(self.rig.skeleton, local, hips_m)
-        targets = paws_m
-        if np.abs(targets - positions[:, self.rig_paws]).max(initial=0.0) <= FOLLOW_TOLERANCE_M:
-            return forwards, ups
-        for k, leg in enumerate(self.legs):
-            ccd_solve(
-                self.rig.skeleton,
-                local,
-                hips_m,
-                leg,
-                targets[:, k],
-                self.leg_weights[k],
-                FOLLOW_ITERATIONS,
-                FOLLOW_TOLERANCE_M,
-            )
-        _, world = forward_kinematics(self.rig.skeleton, local, hips_m)
-        return quat_to_forward_up(world.astype(np.float64))
 
+class _FollowingLock:
+    """The rig dogs' foot lock, handed the paws' offsets (Retarget.paw_offsets_m, in the
+    world) to bend the legs to in the same solve: the display stage's foot lock step
+    (runtime/pose.py) then runs every frame, as it does whenever a lock is on."""
 
-# The rig's paws follow the dog's (Retarget._follow_paws) to within this, in this many CCD
-# iterations: a millimetre is a tenth of what the foot lock lets a held paw slide per frame.
-FOLLOW_TOLERANCE_M = 0.001
-FOLLOW_ITERATIONS = 8
+    def __init__(self, lock: FootLock, offsets_m: np.ndarray):
+        self.lock, self.offsets_m = lock, offsets_m
+
+    idle = False
+
+    def apply(self, local_rotations, hips_m, contacts, dt_s, terrain=None):
+        args = (local_rotations, hips_m, contacts, dt_s, terrain)
+        return self.lock.apply(*args, paw_offsets_m=self.offsets_m)
 
 
 class RigDogs:
@@ -253,17 +241,21 @@ class RigDogs:
             pose = LocalPose(*(getattr(pose, f.name)[self.rows] for f in fields(LocalPose)))
         posture = IS_POSTURE_ACTION[self._rows(s.action_weights).argmax(axis=1)]
         lockable = ~(self._rows(c.in_transition()) | posture)
+        rig_pose = self.retarget.pose(pose)
+        yaw = np.ascontiguousarray(self._rows(s.root_yaw_rad))
+        offsets = self.retarget.paw_offsets_m(pose, rig_pose)
+        offsets[..., ::2] = rotate_xz(offsets[..., ::2], yaw)  # (x, z) into the world
         shown = _shown_pose_native(
             self.rig.skeleton,
             self.retarget.rig_paws,
-            self.retarget.pose(pose),
+            rig_pose,
             np.ascontiguousarray(self.root_xz_m),
-            np.ascontiguousarray(self._rows(s.root_yaw_rad)),
+            yaw,
             self.paw_xz_m,
             self.paw_speed_mps,
             lockable,
             self.ik,
-            self.foot_lock,
+            _FollowingLock(self.foot_lock, offsets),
             self.terrain,
             dt_s,
         )
