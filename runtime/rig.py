@@ -43,16 +43,20 @@ class RigSkeleton:
     parents: np.ndarray  # (J,) int32, -1 for the hips
     offsets_m: np.ndarray  # (J, 3) float32
     groups: dict = field(repr=False)  # group name -> rig joint indices
+    controller_joints: dict = field(default_factory=dict, repr=False)  # dog joint -> index
 
     @property
     def joint_count(self) -> int:
         return len(self.joint_names)
 
     def index(self, name: str) -> int:
-        try:
+        """A joint by the rig's name or, failing that, by the controller's joint it plays
+        (what code written for the dog, such as the viewer's, asks for)."""
+        if name in self.joint_names:
             return self.joint_names.index(name)
-        except ValueError:
-            raise KeyError(f"rig has no joint named {name!r}") from None
+        if name in self.controller_joints:
+            return self.controller_joints[name]
+        raise KeyError(f"rig has no joint named {name!r}")
 
     def group(self, group_name: str) -> np.ndarray:
         if group_name not in self.groups:
@@ -75,6 +79,7 @@ class RigMesh:
     joints: np.ndarray  # (V, 4) uint8 or uint16, rig joint indices
     weights: np.ndarray  # (V, 4) float32
     inverse_bind_matrices: np.ndarray  # (J, 4, 4) float64
+    joint_names: tuple[str, ...] = ()
 
     @property
     def vertex_count(self) -> int:
@@ -173,7 +178,7 @@ def _build(source: GltfSkin, chosen: dict) -> Rig:
     new_names = tuple(names[j] for j in order)
     groups = {leg: tuple(mapping[j] for j in LEGS[leg]) for leg in DOG_LEG_GROUPS}
     groups["paws"] = tuple(paws)
-    skeleton = RigSkeleton(new_names, parents, offsets.astype(np.float32), groups)
+    skeleton = RigSkeleton(new_names, parents, offsets.astype(np.float32), groups, dict(mapping))
     _check_legs(path, skeleton, positions)
     mesh = None
     scale_matrices = np.repeat(np.eye(4)[None], len(order), axis=0)
@@ -194,6 +199,7 @@ def _build(source: GltfSkin, chosen: dict) -> Rig:
             # The pose's joint matrices carry no scale: a scaled joint's scale moves into its
             # inverse bind matrix, which is where the mesh meets it.
             scale_matrices @ source.inverse_bind[order],
+            new_names,
         )
     return Rig(path, skeleton, mapping, local, positions, rotations, mesh)
 
