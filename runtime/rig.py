@@ -144,15 +144,15 @@ def _reroot(parents: np.ndarray, hips: int) -> tuple[list[int], dict[int, int]]:
         if j == hips:
             continue
         new_parent[j] = hips if (p < 0 or p in above or j in above) else int(p)
-    order, placed = [hips], {hips}
-    while len(order) < len(parents):
-        before = len(order)
-        for j in range(len(parents)):  # skin order among siblings, parents first
-            if j not in placed and new_parent[j] in placed:
-                order.append(j)
-                placed.add(j)
-        if len(order) == before:  # only joints whose parent chain never reaches the hips
-            raise RigError("joints that never reach the hips")
+    children = {j: [] for j in range(len(parents))}
+    for j in range(len(parents)):  # siblings in the skin's order
+        if j != hips:
+            children[new_parent[j]].append(j)
+    order, stack = [], [hips]
+    while stack:  # depth first, as BVH lists joints (an export then keeps this order)
+        j = stack.pop()
+        order.append(j)
+        stack.extend(reversed(children[j]))
     return order, new_parent
 
 

@@ -33,6 +33,7 @@ LEGS = {
     "back_right_leg": DOG_GROUPS["back_right_leg"],
 }
 # The chains a rig must have, each in order from the body outward, and the optional joints.
+LEG_JOINTS = tuple(j for joints in LEGS.values() for j in joints)
 REQUIRED_CHAINS = {"hips": ("Hips",), "spine": ("Spine1",), "neck and head": ("Neck", "Head")}
 REQUIRED_CHAINS.update(LEGS)
 OPTIONAL_JOINTS = ("Spine", "HeadSite", "Tail", "Tail1", "Tail1Site")
@@ -69,7 +70,7 @@ def propose(path: Path, names, parents: np.ndarray, positions_m: np.ndarray) -> 
     """{dog joint: rig joint name} from the rig's names, else its topology (module docstring);
     RigError naming the file and what is missing when neither finds the legs."""
     by_name = {n.lower(): n for n in names}
-    if all(d.lower() in by_name for d in ("Hips", "Spine1", "Neck", "Head", *LEGS_FLAT)):
+    if all(d.lower() in by_name for d in ("Hips", "Spine1", "Neck", "Head", *LEG_JOINTS)):
         return {d: by_name[d.lower()] for d in DOG_JOINT_NAMES if d.lower() in by_name}
     parents = np.asarray(parents)
     children = _children(parents)
@@ -99,10 +100,12 @@ def propose(path: Path, names, parents: np.ndarray, positions_m: np.ndarray) -> 
             "(they meet at the same joint); give a mapping file"
         )
     hind, front = (pair_a, pair_b) if depth[0] < depth[1] else (pair_b, pair_a)
-    hips, chest = (
-        min(meet, key=lambda m: len(_path_from_root(parents, m))),
-        max(meet, key=lambda m: len(_path_from_root(parents, m))),
-    )
+    hips, chest = (meet[0], meet[1]) if depth[0] < depth[1] else (meet[1], meet[0])
+    if hips not in _path_from_root(parents, chest):
+        raise RigError(
+            f"{path}: its hind legs meet at {names[hips]!r}, which is not above the chest "
+            f"{names[chest]!r} where its front legs meet; the spine must hang from the hips"
+        )
     forward = positions_m[chest] - positions_m[hips]
     forward[1] = 0.0
     forward /= max(np.linalg.norm(forward), 1e-9)
@@ -111,7 +114,11 @@ def propose(path: Path, names, parents: np.ndarray, positions_m: np.ndarray) -> 
     spine = _below(parents, hips, chest)
     if len(spine) >= 2:
         mapping["Spine"] = names[spine[0]]
-    for (a, b), sides in ((front, ("front_left_leg", "front_right_leg")), (hind, sides_hind)):
+    pairs = (
+        (front, ("front_left_leg", "front_right_leg")),
+        (hind, ("back_left_leg", "back_right_leg")),
+    )
+    for (a, b), sides in pairs:
         pa, pb = paws[a], paws[b]
         left_first = positions_m[pa] @ left >= positions_m[pb] @ left
         for leg, paw in zip(sides, (pa, pb) if left_first else (pb, pa), strict=True):
@@ -129,10 +136,6 @@ def propose(path: Path, names, parents: np.ndarray, positions_m: np.ndarray) -> 
     _end_chain(path, names, parents, children, positions_m, chest, used, mapping, True)
     _end_chain(path, names, parents, children, positions_m, hips, used, mapping, False)
     return mapping
-
-
-sides_hind = ("back_left_leg", "back_right_leg")
-LEGS_FLAT = tuple(j for joints in LEGS.values() for j in joints)
 
 
 def _end_chain(path, names, parents, children, positions_m, top, used, mapping, head) -> None:

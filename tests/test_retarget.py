@@ -129,3 +129,38 @@ def test_canis_run_reports_on_the_rigs_own_paws(rigs, tmp_path, tiny_model):
     assert summary["steady_speed"]["parts"][0]["asked_mps"] == pytest.approx(0.8)
     with pytest.raises(ValueError, match="--rig drives a --script"):
         run(tiny_model, 1.0, path=tmp_path / "p.json", rig=rig_file)
+
+
+def test_a_rig_run_exports_on_the_rigs_skeleton(rigs, tmp_path, tiny_model):
+    from canis.training.bvh import read_bvh
+
+    script = tmp_path / "walk.json"
+    script.write_text('[{"t": 0, "move": [0, 1], "speed": 0.8, "action": "move"}]')
+    rig_file = make_rig("greyhound", tmp_path / "greyhound.glb", COARSE_MESH_STEP_M)
+    rig = Rig.load(rig_file)
+    for suffix in ("glb", "bvh"):
+        run(tiny_model, 1.0, script=script, rig=rig_file, export=tmp_path / f"run.{suffix}")
+    back = Rig.load(tmp_path / "run.glb")  # the export is a rig too
+    assert back.joint_names == rig.joint_names
+    assert np.allclose(back.skeleton.bone_lengths_m(), rig.skeleton.bone_lengths_m(), atol=1e-6)
+    motion = read_bvh(tmp_path / "run.bvh")
+    # The rig's joints in its order (depth first, as BVH lists them); BVH names no end site:
+    # the reader calls each one after its parent.
+    ends = set(range(len(rig.joint_names))) - set(rig.skeleton.parents[1:].tolist())
+    named = [j for j in range(len(rig.joint_names)) if j not in ends]
+    assert [motion.joint_names[j] for j in named] == [rig.joint_names[j] for j in named]
+    assert len(motion.joint_names) == len(rig.joint_names) and len(motion.local_rotations) == 60
+    lengths_m = np.linalg.norm(motion.offsets_cm, axis=1)[1:] / 100
+    assert np.allclose(lengths_m, rig.skeleton.bone_lengths_m()[1:], atol=1e-6)
+
+
+def test_canis_rig_make_and_info_on_the_command_line(tmp_path, capsys):
+    from canis.cli import main
+
+    assert main(["rig", "make", "--breed", "corgi", "--out", str(tmp_path / "no/c.glb")]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and len(err.splitlines()) == 1
+    assert main(["rig", "make", "--breed", "corgi", "--out", str(tmp_path / "c.gltf")]) == 2
+    assert not list(tmp_path.iterdir())  # nothing half-written
+    assert main(["rig", "info", str(tmp_path / "missing.glb")]) == 2
+    assert "missing.glb: no such rig file" in capsys.readouterr().err
