@@ -311,6 +311,9 @@ class FootLock:
             np.array(LEG_JOINT_WEIGHTS[: len(leg) - 1], np.float32) for leg in self.legs
         ]
         self.enabled = enabled  # off: every lock eases out, then nothing is solved
+        # How far the network may carry a held paw from its lock before it is let go: a
+        # rig's (runtime/retarget.py) is scaled with its legs.
+        self.max_slide_m = MAX_SLIDE_M
         self.reset(count)
 
     def reset(self, count: int) -> None:
@@ -359,7 +362,7 @@ class FootLock:
         self.locked_xz_m[landing] = shown_xz[landing]
         self.weight[landing] = 1.0
         self.holding |= landing
-        slid = np.linalg.norm(paws_xz - self.locked_xz_m, axis=-1) > MAX_SLIDE_M
+        slid = np.linalg.norm(paws_xz - self.locked_xz_m, axis=-1) > self.max_slide_m
         self.released |= self.holding & slid
         self.holding &= contacts & ~slid
         self.released &= contacts  # a new contact may lock again

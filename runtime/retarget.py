@@ -28,6 +28,7 @@ from dataclasses import fields
 import numpy as np
 from canis.runtime.features import LocalPose
 from canis.runtime.kinematics import (
+    CONTACT_SPEED_MPS,
     FootLock,
     FullBodyIk,
     forward_kinematics,
@@ -103,13 +104,18 @@ class Retarget:
         self.rig_paws = rig.skeleton.group("paws")
         # The hips' root-frame position: across the ground by the stride scale, up by heights.
         self.hips_scale = np.array([self.stride_scale, self.height_scale, self.stride_scale])
-        # The paws' (contacts are told from them): their heights are the network's, so that
-        # the contact test's thresholds mean what they mean for the dog.
+        # The paws' (contacts are told from them): across the ground as the root's motion,
+        # upward not at all (each paw as high above the ground as the network holds the
+        # dog's, the height the contact test reads).
         self.paw_scale = np.array([self.stride_scale, 1.0, self.stride_scale])
         # Where each rig paw stands beside the dog's (scaled) paw when both stand in the
-        # keyframe (root frame): the rig's paws follow the dog's steps from there.
+        # keyframe (root frame): the rig's paws follow the dog's steps from there, across the
+        # ground; upward they take the network's heights as they are (a greyhound standing
+        # in its rest pose would hold its paws 1.3 times as high, a corgi half as high: the
+        # corgi's paws then skated 2.3 times as much, measured).
         stand = stand_pose(skeleton)
         self.stand_offsets_m = self._rig_paws(self.pose(stand)) - self._dog_paws(stand)
+        self.stand_offsets_m[..., 1] = 0.0
 
     def pose(self, pose: LocalPose) -> LocalPose:
         """The rig's root-frame pose (N, J_rig, 3 each) for the dog's root-frame `pose`: the
@@ -194,6 +200,10 @@ class RigDogs:
         n = len(self.rows)
         self.ik = FullBodyIk(rig.skeleton, n)
         self.foot_lock = FootLock(rig.skeleton, n, enabled=foot_lock)
+        # Distances and speeds the lock and the contact test hold a paw to are the dog's,
+        # scaled as its steps are.
+        self.foot_lock.max_slide_m *= self.retarget.stride_scale
+        self.contact_speed_mps = CONTACT_SPEED_MPS * self.retarget.stride_scale
         self.paw_xz_m = np.zeros((n, len(self.retarget.rig_paws), 2))
         self.paw_speed_mps = np.zeros((n, len(self.retarget.rig_paws)))
         self.display_positions = self.display_rotations = self.contacts = None
@@ -258,6 +268,7 @@ class RigDogs:
             _FollowingLock(self.foot_lock, offsets),
             self.terrain,
             dt_s,
+            self.contact_speed_mps,
         )
         if self.display_positions is None or dt_s <= 0:
             self.previous_display_positions, self.previous_display_rotations = shown[:2]
