@@ -17,8 +17,9 @@ relative to the joint that carries it. The hips are placed where the network put
 scaled by stride_scale across the ground and by the ratio of the two standing hips' heights
 upward. The rotations go to the same native display stage as the dog's (runtime/pose.py) with
 the rig's skeleton: its bone offsets (so its bone lengths exactly), and its own terrain IK and
-foot lock on its own paws, whose contacts are told from the network's paws scaled as the
-root is.
+foot lock on its own paws. In the foot lock's solve each leg is also bent so that its paw
+steps as the dog's does (Retarget.paw_offsets_m), and the lock's and the contact test's
+distances and speeds are the dog's scaled as its steps are.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 import numpy as np
-from canis.runtime.features import LocalPose
+from canis.runtime.features import FPS, LocalPose
 from canis.runtime.kinematics import (
     CONTACT_SPEED_MPS,
     FootLock,
@@ -194,7 +195,7 @@ class RigDogs:
     def __init__(self, controller, rig: Rig, dogs=None, terrain=None, foot_lock: bool = False):
         self.controller, self.rig, self.terrain = controller, rig, terrain
         self.retarget = Retarget(rig, controller.skeleton)
-        count = controller.count
+        self.count = count = controller.count
         self.rows = np.arange(count) if dogs is None else dog_rows(dogs, count, "RigDogs")
         self.all_rows = len(self.rows) == count
         n = len(self.rows)
@@ -241,10 +242,13 @@ class RigDogs:
     def update(self, dt_s: float | None = None) -> None:
         """The rig pose of the controller's current frame (`dt_s` since the last update:
         default one step, 0 to redraw without moving the locks)."""
-        from canis.runtime.controller import DT_S
-
-        dt_s = DT_S if dt_s is None else dt_s
         c = self.controller
+        if c.count != self.count:
+            raise ValueError(
+                f"RigDogs: the controller has {c.count} dogs, {self.count} when this was "
+                "made: make the RigDogs again after add or remove"
+            )
+        dt_s = 1.0 / FPS if dt_s is None else dt_s
         s = c.state
         pose = with_display_offsets(s.pose, s.display_offset) if c.offsets_active else s.pose
         if not self.all_rows:

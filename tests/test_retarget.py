@@ -93,6 +93,9 @@ def test_one_controller_drives_dogs_of_different_breeds(rigs, model):
         lengths = np.linalg.norm(positions[0, 1:] - positions[0, parents[1:]], axis=-1)
         # Bone lengths are the rig's own, exactly (float32 positions).
         assert np.allclose(lengths, rig.skeleton.bone_lengths_m()[1:], atol=2e-6)
+    controller.add(1)
+    with pytest.raises(ValueError, match="make the RigDogs again after add or remove"):
+        corgi.update()
 
 
 def test_a_run_exported_as_gltf_loads_as_a_rig_and_is_driven(tmp_path, tiny_model, dog, model):
