@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pygltflib
 import pytest
 from canis.runtime.retarget import stride_scale
@@ -152,3 +153,40 @@ def test_a_rig_without_a_leg_is_refused_naming_the_chain(rigs, tmp_path):
     path = _edited(rigs["corgi"], tmp_path / "three_legs.glb", edit)
     message = _refused(path)
     assert "paw tips" in message or "leg" in message
+
+
+def test_a_rig_topology_cannot_read_loads_with_a_mapping_file(rigs, tmp_path, dog):
+    """All four legs hang from the pelvis (as some game rigs have them): the front legs
+    cannot be told from the hind ones by where they meet; a mapping file naming every joint
+    makes it a rig, driven like the others."""
+    from canis.runtime import Controller, ControlState, MotionModel, shipped_model_path
+    from canis.runtime.retarget import RigDogs
+    from canis.runtime.rig_gltf import _node_matrix
+
+    def legs_from_pelvis(g):
+        pelvis, chest = _node(g, "pelvis"), _node(g, "spine_02")
+        chest_from_pelvis = _node_matrix(_node(g, "spine_01")) @ _node_matrix(chest)
+        for side in ("l", "r"):
+            node = _node(g, f"scapula_{side}")
+            scapula = g.nodes.index(node)
+            chest.children = [c for c in chest.children if c != scapula]
+            pelvis.children = [*pelvis.children, scapula]
+            # Where it was: its transform now from the pelvis (glTF matrices column-major).
+            matrix = chest_from_pelvis @ _node_matrix(node)
+            node.matrix = matrix.T.reshape(-1).tolist()
+            node.translation = node.rotation = node.scale = None
+
+    path = _edited(rigs["corgi"], tmp_path / "legs_from_pelvis.glb", legs_from_pelvis)
+    _refused(path, "cannot tell its front legs from its hind legs")
+    mapping = tmp_path / "mapping.json"
+    mapping.write_text(json.dumps({"joints": {d: RIG_NAMES[d] for d in dog.joint_names}}))
+    rig = Rig.load(path, mapping=mapping)
+    assert rig.skeleton.parents[rig.skeleton.index("scapula_l")] == 0  # from the pelvis
+    controller = Controller(MotionModel(shipped_model_path()))
+    dogs = RigDogs(controller, rig)
+    for _ in range(30):
+        controller.step(dogs.control(ControlState.single((0.0, 1.0), 0.0, "move")))
+        dogs.update()
+    positions, _ = dogs.display_pose()
+    paws = positions[0, rig.skeleton.group("paws")]
+    assert np.isfinite(positions).all() and paws[:, 1].min() > -0.01
