@@ -61,14 +61,19 @@ class DemoApp(KeyBindings, DemoView, Captures):
         out_dir: Path = DEFAULT_OUT_DIR,
         status_file: Path | None = None,
         transition_worker: bool = True,
+        rigs=(),
     ):
         """`transition_model`: an RTN _step.onnx for X and the posture keys (None: the
         shipped one when it is there; without one, X says so on the HUD and the posture keys
         ask the motion network for the action). `out_dir`: screenshots and recordings,
         created when the first is written. `status_file`: one JSON line per simulated frame
         (demo/status.py). `transition_worker`: Controller(transition_worker=...): on by
-        default, as the window draws between steps (the worker's time)."""
+        default, as the window draws between steps (the worker's time). `rigs`: glTF dogs
+        to show the motion on (demo/rig_choice.py), the first shown, C cycling them."""
         import pyglet
+        from canis.demo.rig_choice import RigChoice
+
+        self.rig_choice = RigChoice(rigs)
 
         if headless:
             pyglet.options["headless"] = True
@@ -154,18 +159,19 @@ class DemoApp(KeyBindings, DemoView, Captures):
         name = self.model_name
         if self.controller is not None:
             self.controller.close()  # its transition worker's thread, if any
+        rig = self.rig_choice.rig  # a rig's network runs on flat ground; the rig on the terrain
         self.controller = Controller(
             self.models[name],
-            terrain=self.heightmap,
+            terrain=self.heightmap if rig is None else None,
             profiler=self.profiler,
             transition_model=self.transition_model,
-            foot_lock=True,
+            foot_lock=rig is None,
             speed_calibration=load_speed_calibration(self.model_paths[name]),
             transition_worker=self.transition_worker,
         )
         self.postures = PostureRequests(self.controller)
         self.step_times = StepTimes(self.profiler.budget_ms)  # this model's steps
-        self.scene.skeleton = self.controller.skeleton
+        self.rig_choice.attach(self.controller, self.heightmap, self.scene)
         self.scene.set_terrain(self.heightmap)
         self._forget_history()
 
@@ -176,8 +182,13 @@ class DemoApp(KeyBindings, DemoView, Captures):
         self.expert_history: list[np.ndarray] = []
         # Only the ends of the shown-speed window are read: a bounded deque, appended per step.
         self.root_track = deque(
-            [self.controller.root_xz_m[0].copy()], maxlen=SHOWN_SPEED_WINDOW_FRAMES + 1
+            [self.shown.root_xz_m[0].copy()], maxlen=SHOWN_SPEED_WINDOW_FRAMES + 1
         )
+
+    @property
+    def shown(self):
+        """What is drawn: the rig's dogs (demo/rig_choice.py) or the controller's."""
+        return self.rig_choice.shown(self.controller)
 
     def reset(self) -> None:
         """R: the dog stands at the origin again, and any held action (a sit) is dropped."""
@@ -268,19 +279,21 @@ class DemoApp(KeyBindings, DemoView, Captures):
             self.recorder.add(control)
         # The controller's frame, as a game pays it each 60 Hz tick (the HUD's budget line).
         started_ns = time.perf_counter_ns()
-        transitions = self.postures.step(control)
+        rig_dogs = self.rig_choice.dogs
+        transitions = self.postures.step(control if rig_dogs is None else rig_dogs.control(control))
+        if rig_dogs is not None:
+            with self.profiler.stage("retarget"):
+                rig_dogs.update()
         self.step_times.add((time.perf_counter_ns() - started_ns) / 1e6)
         for started in transitions:
             self._transition_started(self.asked_keyframe, started)
         self.steps += 1
-        self.contact_history = (self.contact_history + [self.controller.contacts[0].copy()])[
-            -FPS * 4 :
-        ]
+        self.contact_history = (self.contact_history + [self.shown.contacts[0].copy()])[-FPS * 4 :]
         if self.controller.expert_weights is not None:
             self.expert_history = (self.expert_history + [self.controller.expert_weights[0]])[
                 -FPS * 4 :
             ]
-        self.root_track.append(self.controller.root_xz_m[0].copy())
+        self.root_track.append(self.shown.root_xz_m[0].copy())
         if self.status is not None:
             self._write_status(control)
 

@@ -52,6 +52,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "what the HUD says) for scripts and tests to follow the demo",
     )
     demo.add_argument(
+        "--rig",
+        type=Path,
+        action="append",
+        default=[],
+        help="a skinned glTF dog (.glb/.gltf) to show the motion on; repeat for several, C "
+        "cycles them and the built-in dog (docs/EMBEDDING.md, 'Your own dog')",
+    )
+    demo.add_argument(
         "--camera-yaw",
         type=float,
         default=0.0,
@@ -125,6 +133,7 @@ def run_demo(args) -> int:
             out_dir=out_dir,
             status_file=args.status_file,
             transition_worker=args.transition_worker,
+            rigs=args.rig,
         )
         app.camera["yaw"] = math.radians(args.camera_yaw)
         try:
@@ -257,6 +266,7 @@ def _open_window(args):
             out_dir=args.out if args.out is not None else DEFAULT_OUT_DIR,
             status_file=args.status_file,
             transition_worker=args.transition_worker,
+            rigs=args.rig,
         )
     except Exception as error:
         # By name: importing pyglet.window or pyglet.gl to name the classes opens the

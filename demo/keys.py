@@ -21,7 +21,8 @@ CAMERA_KEY_RATE_RADPS = 1.5
 HELP = (
     "WASD/arrows move  Shift canter  Q/E turn  Space jump  1 stand 2 sit 3 beg 4 lie  "
     "X next keyframe  V vary them  R reset",
-    "drag/JLIK camera  wheel zoom  P pause  N step  M slow  G IK  F foot lock  B bones  T terrain",
+    "drag/JLIK camera  wheel zoom  P pause  N step  M slow  G IK  F foot lock  B bones  T terrain"
+    "  C dog (--rig)",
     "F1 model {models}  F5 record  F12 screenshot  H help  Esc quit",
 )
 ACTION_KEYS = {"_1": "idle", "_2": "sit", "_3": "beg", "_4": "lie", "SPACE": "jump"}
@@ -86,12 +87,17 @@ class KeyBindings:
             self.pending_steps += 1
         elif symbol == k.M:
             self.slow_motion = not self.slow_motion
+        elif symbol == k.C:
+            self._save_recording_first("C")
+            self.rig_choice.next()
+            self._new_controller()
+            self.notice.say(f"showing the {self.rig_choice.name}")
         elif symbol == k.G:
-            self.controller.ik.enabled = not self.controller.ik.enabled
+            self.shown.ik.enabled = not self.shown.ik.enabled
             if self.recorder is not None:
-                self.recorder.add_ik(self.controller.ik.enabled)
+                self.recorder.add_ik(self.shown.ik.enabled)
         elif symbol == k.F:
-            lock = self.controller.foot_lock
+            lock = self.shown.foot_lock
             lock.enabled = not lock.enabled
             if self.recorder is not None:
                 self.recorder.add_foot_lock(lock.enabled)
@@ -101,7 +107,10 @@ class KeyBindings:
             self._save_recording_first("T")
             self.terrain_index = (self.terrain_index + 1) % len(self.terrains)
             self.heightmap = load_terrain(self.terrain_name)
-            self.controller.terrain = self.heightmap
+            if self.rig_choice.dogs is not None:  # the rig stands on it; the network is flat
+                self.rig_choice.dogs.terrain = self.heightmap
+            else:
+                self.controller.terrain = self.heightmap
             self.scene.set_terrain(self.heightmap)
         elif symbol == k.F1:
             self._save_recording_first("F1")

@@ -248,6 +248,7 @@ class Scene:
         self.cylinder = self._mesh(self.program, *_cylinder())
         self.dog_mesh = None
         self.body = None  # the skinned body (demo/skinned_mesh.py), made on first use
+        self.body_mesh = None  # its mesh: None the shipped dog's, else a rig's (RigMesh)
         self.show_body = True  # False: the bone capsules (the B key)
         self.lines: list = []  # one kept vertex list per trajectory
         # Parts left out of the picture, to time what each costs (demo/draw_parts.py):
@@ -327,7 +328,7 @@ class Scene:
             if self.body is None:
                 from canis.demo.skinned_mesh import SkinnedDog
 
-                self.body = SkinnedDog()
+                self.body = SkinnedDog(self.body_mesh)
             glEnable(GL_CULL_FACE)
             self.body.draw(view_projection, LIGHT_DIRECTION, positions, rotations)
             self.program.use()

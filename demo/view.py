@@ -21,7 +21,7 @@ class DemoView:
 
         glClearColor(0.72, 0.8, 0.9, 1.0)
         self.window.clear()
-        positions, rotations = self.controller.display_pose()
+        positions, rotations = self.shown.display_pose()
         hips = positions[0, 0].astype(np.float64)
         self.scene.follow(hips[[0, 2]])
         c = self.camera
@@ -30,7 +30,7 @@ class DemoView:
         self.scene.draw(
             self.view_projection,
             positions,
-            self.controller.contacts,
+            self.shown.contacts,
             self._trajectories(),
             rotations,
         )
@@ -100,6 +100,8 @@ class DemoView:
             if future is None:
                 continue
             xz = np.concatenate([c.root_xz_m[:1], future.positions_xz_m[0]])
+            if self.rig_choice.dogs is not None:  # the network's units: the rig's world
+                xz = xz * self.rig_choice.dogs.stride_scale
             heights, _ = self.heightmap.sample(xz)
             lines.append((np.stack([xz[:, 0], heights + 0.02, xz[:, 1]], 1), colour))
         return lines
@@ -115,9 +117,11 @@ class DemoView:
         # classifier over a footfall window.
         gait = c.gaits()[0] if action == "move" else "-"
         render_ms = stats.get("render", {"p50_ms": float("nan")})["p50_ms"]
+        shown = self.shown
         flags = [
-            f"IK {'on' if c.ik.enabled else 'off'}",
-            f"foot lock {'on' if c.foot_lock.enabled else 'off'}",
+            self.rig_choice.name,
+            f"IK {'on' if shown.ik.enabled else 'off'}",
+            f"foot lock {'on' if shown.foot_lock.enabled else 'off'}",
         ]
         flags += ["transitions varied"] if self.vary_transitions else []
         flags += ["PAUSED"] if self.paused else []

@@ -57,6 +57,13 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="time only a step against a step with every readout (256 dogs), and print it",
     )
+    bench.add_argument(
+        "--rig",
+        type=Path,
+        help="time only frames of --dogs dogs retargeted onto this rig (.glb) beside the "
+        "built-in dog's, side by side (evaluation/rig_benchmark.py)",
+    )
+    bench.add_argument("--dogs", type=int, default=64, help="dogs for --rig (default: 64)")
     bench.set_defaults(handler=run_bench)
 
 
@@ -131,12 +138,20 @@ def run_readouts_only(args) -> int:
 def run_bench(args) -> int:
     import tempfile
 
+    modes = [
+        f for f in ("viewer_only", "readouts_only", "rig") if getattr(args, f) not in (None, False)
+    ]
+    if len(modes) > 1:
+        names = " and ".join("--" + m.replace("_", "-") for m in modes)
+        raise ValueError(f"{names}: each times only its own part; give one")
     if args.write_docs:
         args.markdown = RESULTS_DOC
     if args.viewer_only:
         return run_viewer_only(args)
     if args.readouts_only:
         return run_readouts_only(args)
+    if args.rig is not None:
+        return run_rig_bench(args)
 
     from canis.evaluation import benchmark
     from canis.evaluation.model_registry import MODEL_FILES
@@ -178,6 +193,22 @@ def run_bench(args) -> int:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
     print_summary(report)
     print(f"wrote {', '.join(str(p) for p in (args.markdown, args.json) if p) or 'nothing'}")
+    return 0
+
+
+def run_rig_bench(args) -> int:
+    from canis.evaluation.rig_benchmark import benchmark_rig_frames, summary_line
+    from canis.runtime.assets import shipped_model_path
+
+    if args.json:
+        from canis.runtime.profiler import check_output_path
+
+        check_output_path(args.json, "JSON")
+    model = args.models[0] if args.models else shipped_model_path()
+    report = benchmark_rig_frames(model, args.rig, count=args.dogs)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    print(summary_line(report))
     return 0
 
 

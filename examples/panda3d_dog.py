@@ -7,12 +7,16 @@ Needs the `panda3d` extra:  pip install 'canis[panda3d]'   (Panda3D, panda3d-glt
     python examples/panda3d_dog.py            a window: W/S or arrows trot forward/back,
                                               A/D turn, Shift canter, Space jump, 2 sit, Esc quit
     python examples/panda3d_dog.py --offscreen out.png    render a few frames, save the last
+    python examples/panda3d_dog.py --rig corgi.glb        a game's own dog (a skinned glTF,
+                                                          e.g. from `canis rig make`)
 
 The body (canis.runtime.body) goes to Panda3D as glTF through panda3d-gltf, the same .glb that
 `canis run --export` writes; each frame the runtime's joint rotations and the hips' position
 drive the model's joints (Actor.controlJoint) and Panda3D skins the mesh. Panda3D is z-up and
 panda3d-gltf converts the model from glTF's y-up, so the runtime's transforms are converted
-the same way (TO_PANDA below).
+the same way (TO_PANDA below). With --rig, the runtime retargets the motion onto that dog
+(canis.runtime.retarget: the network walks on flat ground, the rig on the hills with its own
+IK and foot lock) and the rig's joints are driven the same way.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ from canis.runtime.assets import shipped_model_path
 from canis.runtime.body import joint_matrices, load_body_mesh
 from canis.runtime.features import ACTIONS, FPS
 from canis.runtime.kinematics import local_rotations
-from canis.tools.motion_export import glb_bytes
+from canis.runtime.retarget import RigDogs
+from canis.runtime.rig import Rig
+from canis.tools.motion_export import SkinnedMeshArrays, glb_bytes, skinned_glb_bytes
 
 # Runtime/glTF frame (x left, y up, z forward) -> Panda3D's (x right, y forward, z up),
 # as panda3d-gltf converts models: (x, y, z) -> (x, -z, y).
@@ -86,8 +92,11 @@ def terrain_node(heightmap, centre_xz=(0.0, 0.0)):
 
 
 class DogGame:
-    def __init__(self, offscreen: bool = False, size=(960, 540)):
+    def __init__(self, offscreen: bool = False, size=(960, 540), rig: Path | None = None):
+        """`rig`: a skinned glTF dog to drive instead of the built-in one."""
         from panda3d.core import loadPrcFileData
+
+        rig = Rig.load(rig) if rig is not None else None  # refused before a window opens
 
         loadPrcFileData(
             "",
@@ -113,18 +122,27 @@ class DogGame:
         self.base.disableMouse()
         self.base.setBackgroundColor(0.72, 0.8, 0.9, 1.0)
         self.heightmap = procedural("hills")
-        self.controller = Controller(
-            MotionModel(shipped_model_path()), terrain=self.heightmap, foot_lock=True
-        )
-        self.skeleton = self.controller.skeleton
+        if rig is None:
+            self.controller = Controller(
+                MotionModel(shipped_model_path()), terrain=self.heightmap, foot_lock=True
+            )
+            self.shown, self.skeleton = self.controller, self.controller.skeleton
+        else:  # the network on flat ground, in its own units; the rig on the hills
+            self.controller = Controller(MotionModel(shipped_model_path()))
+            self.shown = RigDogs(self.controller, rig, terrain=self.heightmap, foot_lock=True)
+            self.skeleton = rig.skeleton
         self.loop = FixedTimestep()
         self.facing_rad, self.action = 0.0, "idle"
 
         # The body as glTF, loaded by panda3d-gltf like any asset a game would ship.
-        mesh = load_body_mesh()
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "dog.glb"
-            path.write_bytes(glb_bytes(mesh, self.skeleton))
+            if rig is None:
+                path.write_bytes(glb_bytes(load_body_mesh(), self.skeleton))
+            else:  # the rig as the runtime holds it: its hips the root, facing +z
+                rest = (rig.rest_local_rotations, rig.rest_positions_m[0])
+                arrays = SkinnedMeshArrays.of(rig.mesh)
+                path.write_bytes(skinned_glb_bytes(arrays, self.skeleton, *rest))
             model = NodePath(gltf.load_model(str(path)))
         self.dog = Actor(model)
         self.dog.reparentTo(self.base.render)
@@ -191,7 +209,7 @@ class DogGame:
         """The runtime's displayed pose onto the model's joints, interpolated between the last
         two steps by the loop's alpha (drawn at the display's rate, stepped at 60 Hz); the
         camera follows."""
-        positions, rotations = self.controller.display_pose(self.loop.alpha)
+        positions, rotations = self.shown.display_pose(self.loop.alpha)
         local = local_rotations(self.skeleton, rotations[0])
         translations = self.skeleton.offsets_m.astype(np.float64).copy()
         translations[0] = positions[0, 0]
@@ -209,7 +227,11 @@ class DogGame:
 
     def update(self, elapsed_s: float) -> None:
         for _ in range(self.loop.advance(elapsed_s)):
-            self.controller.step(self.control())
+            if self.shown is self.controller:
+                self.controller.step(self.control())
+            else:  # asked in the rig's world: the network is asked in its own units
+                self.controller.step(self.shown.control(self.control()))
+                self.shown.update()
         self.show_pose()
 
     def run(self) -> None:
@@ -240,9 +262,10 @@ class DogGame:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--offscreen", type=Path, help="render off-screen to this PNG and exit")
+    parser.add_argument("--rig", type=Path, help="a skinned glTF dog to drive (canis rig make)")
     args = parser.parse_args(argv)
     if args.offscreen:
-        game = DogGame(offscreen=True)
+        game = DogGame(offscreen=True, rig=args.rig)
         game.keys.add("w")
         for _ in range(90):
             game.update(1.0 / FPS)
@@ -253,7 +276,7 @@ def main(argv=None) -> int:
         # with or without ShowBase.destroy() first.
         sys.stdout.flush()
         os._exit(0)
-    DogGame().run()
+    DogGame(rig=args.rig).run()
     return 0
 
 

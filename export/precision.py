@@ -30,13 +30,13 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from canis.runtime.assets import file_sha256
 from canis.runtime.inference import (
     DEFAULT_PRECISION,
     PRECISION_KEY,
     PRECISIONS,
     declared_precision,
 )
-from canis.training.checkpoint import file_sha256  # noqa: F401  (its home is training)
 from onnx import numpy_helper
 
 # Mean absolute difference from fp32, in units of the output's standard deviation, above which

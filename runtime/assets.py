@@ -91,3 +91,11 @@ def referenced_model_path(reference: str, relative_to: Path) -> Path:
         return shipped_model_path(reference)
     path = Path(reference)
     return path if path.is_absolute() else relative_to / path
+
+
+def file_sha256(path) -> str:
+    """The file's SHA-256, hex: how a snapshot, a converted model and an averaged checkpoint
+    name the files they came from (torch-free, so the runtime's tools can use it)."""
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -311,6 +311,9 @@ class FootLock:
             np.array(LEG_JOINT_WEIGHTS[: len(leg) - 1], np.float32) for leg in self.legs
         ]
         self.enabled = enabled  # off: every lock eases out, then nothing is solved
+        # How far the network may carry a held paw from its lock before it is let go: a
+        # rig's (runtime/retarget.py) is scaled with its legs.
+        self.max_slide_m = MAX_SLIDE_M
         self.reset(count)
 
     def reset(self, count: int) -> None:
@@ -334,15 +337,20 @@ class FootLock:
         contacts: np.ndarray,
         dt_s: float,
         terrain: Heightmap | None = None,
+        paw_offsets_m: np.ndarray | None = None,
     ) -> np.ndarray:
         """Local rotations (N, J, 4) with planted paws pulled to their locks; `contacts`
         (N, 4) in DOG_LEG_GROUPS order. On a terrain a locked paw also takes the ground's
-        height change between where the pose put it and its lock. The input is not modified."""
-        if self.idle:
+        height change between where the pose put it and its lock. `paw_offsets_m` (N, 4, 3)
+        world: where each paw is to be shown, from where the pose puts it (a rig's paws
+        following the dog's steps, runtime/retarget.py); its leg is bent there in the same
+        solve, held or not. The input is not modified."""
+        if self.idle and paw_offsets_m is None:
             return local_rotations  # off and eased out: costs nothing
         local = np.array(local_rotations, dtype=np.float32, order="C")
         positions, _ = forward_kinematics(self.skeleton, local, hips_m)
-        paws = positions[:, self.paws].astype(np.float64)  # (N, 4, 3)
+        drawn = positions[:, self.paws].astype(np.float64)  # (N, 4, 3)
+        paws = drawn if paw_offsets_m is None else drawn + paw_offsets_m
         contacts = contacts & self.enabled
         landing = contacts & ~self.holding & ~self.released
         # A paw lands where it is shown, and is held there at once. Its last lock may still
@@ -354,22 +362,23 @@ class FootLock:
         self.locked_xz_m[landing] = shown_xz[landing]
         self.weight[landing] = 1.0
         self.holding |= landing
-        slid = np.linalg.norm(paws_xz - self.locked_xz_m, axis=-1) > MAX_SLIDE_M
+        slid = np.linalg.norm(paws_xz - self.locked_xz_m, axis=-1) > self.max_slide_m
         self.released |= self.holding & slid
         self.holding &= contacts & ~slid
         self.released &= contacts  # a new contact may lock again
         target = self.holding.astype(np.float64)
         self.weight = damp(self.weight, target, dt_s, LOCK_OUT_HALF_LIFE_S)
         self.weight[self.weight < 1e-4] = 0.0
-        if dt_s <= 0 or not np.any(self.weight > 1e-3):
+        if paw_offsets_m is None and (dt_s <= 0 or not np.any(self.weight > 1e-3)):
             return local
         goals = paws.copy()
         goals[..., [0, 2]] += (self.locked_xz_m - paws[..., [0, 2]]) * self.weight[..., None]
         if terrain is not None:
-            rise = terrain.sample(goals[..., [0, 2]])[0] - terrain.sample(paws[..., [0, 2]])[0]
+            rise = terrain.sample(goals[..., [0, 2]])[0] - terrain.sample(drawn[..., [0, 2]])[0]
             goals[..., 1] += rise
+        moved = np.abs(goals - drawn).max(axis=(0, 2)) > CCD_TOLERANCE_M  # (4,) any dog's
         for k, leg in enumerate(self.legs):
-            if np.any(self.weight[:, k] > 1e-3):
+            if moved[k] or (dt_s > 0 and np.any(self.weight[:, k] > 1e-3)):
                 ccd_solve(
                     self.skeleton,
                     local,

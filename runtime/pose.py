@@ -224,13 +224,15 @@ def _shown_pose_native(
     foot_lock: FootLock,
     terrain: Heightmap | None,
     dt_s: float,
+    contact_speed_mps: float = CONTACT_SPEED_MPS,
 ):
     """shown_pose of `pose` (offsets added) through one native call (canis_display_pose: the
     same contacts, rotations, placement, IK and FK, in sequence; it updates paw_xz_m and
     paw_speed_mps in place), with this module's and runtime/kinematics.py's settings. With the foot
     lock in play the call stops before FK (and, on flat ground, before the IK), and the rest
     runs as in shown_pose. The same pose to float32 rounding
-    (tests/test_native_frame.py)."""
+    (tests/test_native_frame.py). `contact_speed_mps`: the contact test's paw speed (a
+    rig's, runtime/retarget.py, is scaled with its legs)."""
     n, joints = pose.positions_m.shape[:2]
     ground = FLAT_GROUND if terrain is None else terrain
     weight = ik.next_weight(dt_s)
@@ -255,7 +257,7 @@ def _shown_pose_native(
         paw_speed_mps,
         dt_s,
         CONTACT_HEIGHT_M,
-        CONTACT_SPEED_MPS,
+        contact_speed_mps,
         weight.astype(np.float32),
         *ik.native_settings(ground),
         terrain is None,  # flat ground: the IK only where a paw is below it

@@ -183,14 +183,21 @@ def quat_from_matrix(m: np.ndarray) -> np.ndarray:
     return np.where(q[..., :1] < 0, -q, q)
 
 
-def quat_from_forward_up(forward: np.ndarray, up: np.ndarray) -> np.ndarray:
-    """The rotation whose local +z is `forward` and whose local +y is as close to `up` as
-    orthogonality allows (Gram-Schmidt: forward wins). Inputs need not be unit length."""
+def matrix_from_forward_up(forward: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """The rotation matrix (..., 3, 3) whose local +z is `forward` and whose local +y is as
+    close to `up` as orthogonality allows (Gram-Schmidt: forward wins). Inputs need not be
+    unit length."""
     z = forward / np.linalg.norm(forward, axis=-1, keepdims=True)
     x = cross(np.broadcast_to(up, z.shape), z)
     x = x / np.linalg.norm(x, axis=-1, keepdims=True)
     y = cross(z, x)
-    return quat_from_matrix(np.stack([x, y, z], axis=-1))
+    return np.stack([x, y, z], axis=-1)
+
+
+def quat_from_forward_up(forward: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """The rotation whose local +z is `forward` and whose local +y is as close to `up` as
+    orthogonality allows (matrix_from_forward_up)."""
+    return quat_from_matrix(matrix_from_forward_up(forward, up))
 
 
 def quat_to_forward_up(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime import posture_waits
+from canis.runtime.assets import file_sha256
 from canis.runtime.dog_ids import check_dog_ids
 from canis.runtime.kinematics import FOOT_LOCK_ROWS
 from canis.runtime.state import DISPLAY_ROWS, transition_rows
@@ -88,7 +89,7 @@ def _file_identity(model) -> str | None:
     if path is None:
         return None
     if getattr(model, "_snapshot_identity", None) is None:
-        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+        digest = file_sha256(path)[:16]
         model._snapshot_identity = f"{Path(path).name} sha256 {digest}"
     return model._snapshot_identity
 

@@ -969,3 +969,36 @@ def test_the_tour_script_walks_canters_turns_and_sits_in_10_seconds():
     assert min(s for s in speeds if s > 0) <= 0.7 and max(speeds) >= 3.0  # walk, canter
     assert any(e.get("turn") for e in events)
     assert events[-1]["transition"]["to"] == "sit" and events[-1]["t"] <= 8.5
+
+
+def test_a_rig_is_drawn_and_c_cycles_to_the_built_in_dog(tiny_model, tmp_path):
+    from canis.demo.app import DemoApp
+    from canis.tools.rig_make import make_rig
+
+    rig = make_rig("corgi", tmp_path / "corgi.glb", 0.012)
+    try:
+        app = DemoApp(
+            {"tiny": tiny_model}, terrain="hills", headless=True, width=320, height=200, rigs=[rig]
+        )
+    except Exception as error:  # no EGL/GL on this machine: nothing to render with
+        pytest.skip(f"no off-screen OpenGL here: {error}")
+    try:
+        press(app, app.key.W)
+        for _ in range(60):
+            app.step()
+        press(app, app.key.W, release=True)
+        app.window.switch_to()
+        app.on_draw()
+        positions, _ = app.shown.display_pose()
+        assert positions.shape[1] == app.rig_choice.rig.skeleton.joint_count  # the rig's joints
+        assert app.scene.body.mesh is app.rig_choice.rig.mesh
+        # The rig is on the demo's terrain; its network walks on flat ground.
+        assert app.controller.terrain is None and app.shown.terrain is app.heightmap
+        assert "corgi" in app.hud_lines()[1][0]
+        press(app, app.key.C)
+        assert app.rig_choice.rig is None and app.shown is app.controller
+        assert app.controller.terrain is app.heightmap
+        app.on_draw()  # the built-in dog's body again
+        assert app.scene.body.mesh is not app.rig_choice.rigs[0].mesh
+    finally:
+        app.close()

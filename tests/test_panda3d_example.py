@@ -82,3 +82,24 @@ def test_the_dog_stays_drawn_after_it_walks_off(game, tmp_path):
     r, g, b = pixels[..., 0], pixels[..., 1], pixels[..., 2]
     coat = (r > g + 20) & (g > b) & (r > 60)
     assert coat.sum() > 200, "the dog was culled"
+
+
+def test_a_rig_from_canis_rig_make_is_driven_in_panda3d(tmp_path):
+    """`--rig corgi.glb`: the runtime's motion retargeted onto a game's own dog, drawn by
+    Panda3D, in a process of its own (one ShowBase per process)."""
+    from canis.tools.rig_make import make_rig
+
+    rig = make_rig("corgi", tmp_path / "corgi.glb", 0.012)
+    frame = tmp_path / "corgi.png"
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--offscreen", str(frame), "--rig", str(rig)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    with Image.open(frame) as image:
+        pixels = np.asarray(image.convert("RGB")).astype(int)
+    r, g, b = pixels[..., 0], pixels[..., 1], pixels[..., 2]
+    coat = (r > g + 20) & (g > b) & (r > 60)
+    assert coat.sum() > 200, "no corgi in the picture"

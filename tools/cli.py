@@ -1,4 +1,4 @@
-"""Subcommands of the harness (canis.tools): run, soak, mesh, compare."""
+"""Subcommands of the harness (canis.tools): run, soak, rig, mesh, compare."""
 
 from __future__ import annotations
 
@@ -72,6 +72,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="start a frame every 1/60 s, as a game does, instead of back to back (the real "
         "time the run takes; frame times exclude the wait, which the worker can use)",
     )
+    run.add_argument(
+        "--rig",
+        type=Path,
+        help="a skinned glTF dog (.glb/.gltf) to retarget the motion onto: the figures are "
+        "then the rig's (docs/EMBEDDING.md, 'Your own dog')",
+    )
+    run.add_argument("--mapping", type=Path, help="the rig's joint mapping file (with --rig)")
     run.set_defaults(handler=run_headless)
 
     soak = commands.add_parser(
@@ -96,6 +103,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "speed calibration), or none (default: default)",
     )
     soak.set_defaults(handler=run_soak)
+
+    from canis.tools import rig_make
+
+    rig_make.add_command(commands)
 
     mesh = commands.add_parser(
         "mesh", help="regenerate the dog's body mesh from the skeleton (needs canis[mesh])"
@@ -273,6 +284,8 @@ def run_headless(args) -> int:
         start_xz_m=start.get("xz_m"),
         start_yaw_rad=start.get("yaw_rad"),
         speed_calibration=header.get("speed_calibration", False),
+        rig=args.rig,
+        mapping=args.mapping,
     )
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1) + "\n")

@@ -109,13 +109,16 @@ def skin_weights(
 
 
 def make_dog_mesh(
-    skeleton: Skeleton, step_m: float = GRID_STEP_M, target_vertices: int = TARGET_VERTICES
+    skeleton: Skeleton,
+    step_m: float = GRID_STEP_M,
+    target_vertices: int = TARGET_VERTICES,
+    chest_depth: float = 1.0,
 ) -> BodyMesh:
     from fast_simplification import simplify
     from skimage.measure import marching_cubes
 
     local, positions, rotations = bind_pose(skeleton)
-    prims = dog_primitives(skeleton, positions)
+    prims = dog_primitives(skeleton, positions, chest_depth)
     field, origin = sample_field(prims, step_m)
     vertices, faces, _, _ = marching_cubes(field, 0.0, spacing=(step_m,) * 3)
     vertices = vertices + origin

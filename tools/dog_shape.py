@@ -215,7 +215,9 @@ def _flat_cone(joint, a, b, r1, r2, thin, squash, blend_m, colour=COAT) -> Primi
     return Primitive(joint, distance, np.minimum(a, b) - r, np.maximum(a, b) + r, blend_m, colour)
 
 
-def dog_primitives(skeleton: Skeleton, positions: np.ndarray) -> list[Primitive]:
+def dog_primitives(
+    skeleton: Skeleton, positions: np.ndarray, chest_depth: float = 1.0
+) -> list[Primitive]:
     """The dog's shapes around the bind pose's joints, and colour patches (shape=False).
     Sizes in metres, for the mocap dog (hips 0.47 m high), shaped after a long-coated
     shepherd (a Belgian Tervuren: fawn, with a dark mask, ears, saddle and tail tip): narrow
@@ -243,7 +245,15 @@ def dog_primitives(skeleton: Skeleton, positions: np.ndarray) -> list[Primitive]
             (0.072, 0.105, 0.14),
             0.06,
         ),
-        _blob(J("Spine1"), spine1 + [0, -0.055, 0.11], fwd, up, (0.086, 0.172, 0.178), 0.06),
+        # chest_depth deepens the ribcage downward (a sighthound's keel), its top kept
+        _blob(
+            J("Spine1"),
+            spine1 + [0, 0.117 - 0.172 * chest_depth, 0.11],
+            fwd,
+            up,
+            (0.086, 0.172 * chest_depth, 0.178),
+            0.06,
+        ),
         _blob(J("Spine1"), spine1 + [0, -0.06, 0.25], fwd, up, (0.06, 0.1, 0.09), 0.04),
         # the back muscles over the spine: a level topline from the croup to the withers
         _blob(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -62,8 +63,11 @@ def export_motion(
     rotations: np.ndarray,
     fps: float,
     mesh: BodyMesh | None = None,
+    rig=None,
 ) -> Path:
-    """Writes the motion to path (.glb or .bvh, by its suffix) atomically."""
+    """Writes the motion to path (.glb or .bvh, by its suffix) atomically. With `rig` (a
+    runtime.rig.Rig, `skeleton` its RigSkeleton), the .glb holds the rig's own mesh and its
+    rest pose as the nodes' transforms."""
     path = check_export_path(path)
     positions_m, rotations = np.asarray(positions_m), np.asarray(rotations)
     frames, joints = rotations.shape[:2]
@@ -72,7 +76,15 @@ def export_motion(
             f"export needs positions (F, {skeleton.joint_count}, 3) and rotations "
             f"(F, {skeleton.joint_count}, 4), got {positions_m.shape} and {rotations.shape}"
         )
-    if path.suffix.lower() == ".glb":
+    if path.suffix.lower() == ".glb" and rig is not None:
+        if rig.mesh is None:
+            raise ValueError(f"--export {path}: the rig {rig.path} has no mesh to write")
+        hips = rig.rest_positions_m[0]
+        arrays = SkinnedMeshArrays.of(rig.mesh)
+        args = (arrays, skeleton, rig.rest_local_rotations, hips, positions_m, rotations, fps)
+        data = skinned_glb_bytes(*args)
+        _write_atomically(path, lambda temporary: temporary.write_bytes(data))
+    elif path.suffix.lower() == ".glb":
         data = glb_bytes(mesh or load_body_mesh(), skeleton, positions_m, rotations, fps)
         _write_atomically(path, lambda temporary: temporary.write_bytes(data))
     else:
@@ -137,10 +149,55 @@ def glb_bytes(
     """A .glb holding the body mesh skinned to a node per joint (the bind pose as the nodes'
     rest transforms) and, when a motion is given, one animation of it: each joint's local
     rotation and the hips' translation per frame, linearly interpolated."""
-    import pygltflib as gl
-
     if mesh.joint_names != skeleton.joint_names:
         raise ValueError("the body mesh was made for another skeleton (joint names differ)")
+    return skinned_glb_bytes(
+        SkinnedMeshArrays.of(mesh),
+        skeleton,
+        mesh.bind_local_rotations,
+        mesh.bind_positions_m[0],
+        positions_m,
+        rotations,
+        fps,
+    )
+
+
+@dataclass(frozen=True)
+class SkinnedMeshArrays:
+    """What a skinned glTF mesh holds: bind-space vertices, sRGB colours, up to 4 joint
+    influences per vertex and each joint's inverse bind matrix (row-major)."""
+
+    positions_m: np.ndarray
+    normals: np.ndarray
+    colours: np.ndarray
+    triangles: np.ndarray
+    joints: np.ndarray
+    weights: np.ndarray
+    inverse_bind_matrices: np.ndarray
+
+    @classmethod
+    def of(cls, mesh) -> SkinnedMeshArrays:
+        """From a BodyMesh or a runtime.rig.RigMesh (the same fields)."""
+        return cls(*(getattr(mesh, f.name) for f in fields(cls)))
+
+
+def skinned_glb_bytes(
+    mesh: SkinnedMeshArrays,
+    skeleton,
+    rest_local_rotations: np.ndarray,
+    hips_position_m: np.ndarray,
+    positions_m: np.ndarray | None = None,
+    rotations: np.ndarray | None = None,
+    fps: float = 60.0,
+) -> bytes:
+    """A .glb of a mesh skinned to a node per joint of `skeleton` (a Skeleton or a rig's
+    RigSkeleton: names, parents first, offsets in each parent's frame), the nodes at
+    `rest_local_rotations` with the hips at `hips_position_m`, and, when a motion is given
+    (world positions (F, J, 3), rotations (F, J, 4)), one animation of it: each joint's local
+    rotation and the hips' translation per frame."""
+    import pygltflib as gl
+
+    joint_names, parents, offsets_m = skeleton.joint_names, skeleton.parents, skeleton.offsets_m
     blob = bytearray()
     views, accessors = [], []
 
@@ -168,13 +225,13 @@ def glb_bytes(
         )
         return len(accessors) - 1
 
-    float32, u8, u32 = gl.FLOAT, gl.UNSIGNED_BYTE, gl.UNSIGNED_INT
+    float32, u16, u32 = gl.FLOAT, gl.UNSIGNED_SHORT, gl.UNSIGNED_INT
     vertex, index = gl.ARRAY_BUFFER, gl.ELEMENT_ARRAY_BUFFER
     attributes = gl.Attributes(
         POSITION=add(mesh.positions_m.astype(np.float32), gl.VEC3, float32, vertex, bounds=True),
         NORMAL=add(mesh.normals.astype(np.float32), gl.VEC3, float32, vertex),
         COLOR_0=add(_srgb_to_linear(mesh.colours), gl.VEC3, float32, vertex),
-        JOINTS_0=add(mesh.joints.astype(np.uint8), gl.VEC4, u8, vertex),
+        JOINTS_0=add(mesh.joints.astype(np.uint16), gl.VEC4, u16, vertex),
         WEIGHTS_0=add(mesh.weights.astype(np.float32), gl.VEC4, float32, vertex),
     )
     indices = add(mesh.triangles.reshape(-1).astype(np.uint32), gl.SCALAR, u32, index, bounds=True)
@@ -183,19 +240,19 @@ def glb_bytes(
         mesh.inverse_bind_matrices.transpose(0, 2, 1).astype(np.float32), gl.MAT4, float32
     )
 
-    joints = skeleton.joint_count
+    joints = len(joint_names)
     children = [[] for _ in range(joints)]
     for j in range(1, joints):
-        children[int(skeleton.parents[j])].append(j)
+        children[int(parents[j])].append(j)
     xyzw = lambda q: np.asarray(q, np.float64)[..., [1, 2, 3, 0]]  # noqa: E731
     nodes = []
-    for j, name in enumerate(skeleton.joint_names):
-        translation = mesh.bind_positions_m[0] if j == 0 else skeleton.offsets_m[j]
+    for j, name in enumerate(joint_names):
+        translation = hips_position_m if j == 0 else offsets_m[j]
         nodes.append(
             gl.Node(
                 name=name,
                 translation=[float(v) for v in translation],
-                rotation=[float(v) for v in xyzw(mesh.bind_local_rotations[j])],
+                rotation=[float(v) for v in xyzw(rest_local_rotations[j])],
                 children=children[j] or None,
             )
         )

@@ -91,6 +91,46 @@ class MotionTally:
         }
 
 
+class SteadySpeed:
+    """The speed on the steady parts of a run (dog 0): the asked speed held unchanged for
+    STEADY_AFTER_S and on, its paws' mean position's path over them (sampled every
+    STEADY_SAMPLE_FRAMES, a stride or so, so that the paws' own stepping does not count) over
+    the time, beside the asked speed."""
+
+    def __init__(self):
+        self.asked_mps, self.centres_xz_m = [], []
+
+    def add(self, asked_mps: float, paws_m: np.ndarray) -> None:
+        self.asked_mps.append(asked_mps)
+        self.centres_xz_m.append(paws_m[:, [0, 2]].mean(axis=0))
+
+    def summary(self) -> dict:
+        asked, centres = np.array(self.asked_mps), np.array(self.centres_xz_m)
+        parts, start = [], 0
+        for end in [*np.flatnonzero(np.abs(np.diff(asked)) > 1e-9) + 1, len(asked)]:
+            first = start + int(round(STEADY_AFTER_S / DT_S))
+            samples = np.arange(first, end, STEADY_SAMPLE_FRAMES)
+            if asked[start] > 0 and len(samples) >= 3:
+                steps = np.linalg.norm(np.diff(centres[samples], axis=0), axis=1)
+                measured = steps.sum() / ((samples[-1] - samples[0]) * DT_S)
+                parts.append(
+                    {
+                        "from_s": first * DT_S,
+                        "to_s": samples[-1] * DT_S,
+                        "asked_mps": float(asked[start]),
+                        "measured_mps": float(measured),
+                        "error": float(measured / asked[start] - 1.0),
+                    }
+                )
+            start = end
+        worst = max((abs(p["error"]) for p in parts), default=None)
+        return {"parts": parts, "worst_error": worst}
+
+
+STEADY_AFTER_S = 3.0
+STEADY_SAMPLE_FRAMES = 30
+
+
 def run(
     model_path,
     seconds: float,
@@ -111,6 +151,8 @@ def run(
     start_yaw_rad: float | None = None,
     speed_calibration: bool = False,
     pace: bool = False,
+    rig=None,
+    mapping=None,
 ) -> dict:
     """`transition_model_path` None: the shipped RTN, loaded only if the script has
     transition events. `trace`: a Chrome trace; `csv`: per-frame stage times; `threads` and
@@ -122,7 +164,10 @@ def run(
     network's steps run on a thread of their own (Controller(transition_worker=True)).
     `pace`: each frame starts 1/60 s after the one before, as a game's (the time left after a
     step is slept, as a game draws or waits for vsync), instead of back to back; what a
-    frame costs then includes nothing of the wait, and the transition worker can run in it."""
+    frame costs then includes nothing of the wait, and the transition worker can run in it.
+    `rig`: a skinned glTF of a dog the motion is retargeted onto (runtime/retarget.py), with a
+    `mapping` file or None; the motion figures and the export are then the rig's, on its
+    paws and in its world, and the controller itself runs on flat ground in the network's."""
     if (script is None) == (path is None):
         raise ValueError("give exactly one of a script or a path")
     if not (isinstance(characters, int) and characters >= 1):
@@ -137,6 +182,14 @@ def run(
         from canis.tools.motion_export import check_export_path
 
         check_export_path(export)
+    loaded_rig = None
+    if rig is not None:  # checked before the model loads: a bad rig costs nothing
+        from canis.runtime.retarget import RigDogs
+        from canis.runtime.rig import Rig
+
+        if path is not None:
+            raise ValueError("--rig drives a --script; a --path run is the built-in dog's")
+        loaded_rig = Rig.load(rig, mapping=mapping)
     model = MotionModel(model_path, device=device, threads=threads)
     events = load_script(script) if script else None
     transitions = None
@@ -150,10 +203,10 @@ def run(
         model,
         count=characters,
         tau=PATH_TAU if path else 0.5,
-        terrain=heightmap,
+        terrain=None if loaded_rig else heightmap,
         profiler=profiler,
         transition_model=transitions,
-        foot_lock=foot_lock,
+        foot_lock=foot_lock and not loaded_rig,
         speed_calibration=load_speed_calibration(model_path) if speed_calibration else None,
         transition_worker=transition_worker,
     )
@@ -171,8 +224,13 @@ def run(
     elif characters > 1:  # side by side
         offsets_x = CHARACTER_SPACING_M * np.arange(characters)
         controller.reset(np.stack([offsets_x, np.zeros(characters)], axis=1))
-    paws = controller.skeleton.group("paws")
+    shown = controller
+    if loaded_rig is not None:  # after the resets: it starts from where they put the dogs
+        shown = RigDogs(controller, loaded_rig, terrain=heightmap, foot_lock=foot_lock)
+    skeleton = loaded_rig.skeleton if loaded_rig else controller.skeleton
+    paws = skeleton.group("paws")
     frames = int(round(seconds / DT_S))
+    steady = SteadySpeed()
     tally = MotionTally(heightmap)
     recorded = {"positions": [], "rotations": [], "roots": [], "contacts": []}
     keep = record is not None or export is not None
@@ -183,20 +241,33 @@ def run(
         # The frame opens before the script is read: a transition it starts is paid here.
         profiler.begin_frame()
         control = driver.control(frame * DT_S, controller)
+        if shown is not controller:
+            asked = control
+            control = shown.control(control)
         controller.step(control)
+        if shown is not controller:
+            with profiler.stage("retarget"):
+                shown.update()
+        else:
+            asked = control
         profiler.end_frame()  # headless: nothing is drawn, so no render stage is timed
-        positions, rotations = controller.display_pose()
+        positions, rotations = shown.display_pose()
+        paws_m = positions[0, paws].astype(np.float64)
         tally.add(
             positions,
-            positions[0, paws].astype(np.float64),
-            controller.contacts[0],
-            float(np.linalg.norm(controller.root_velocity_xz_mps[0])),
+            paws_m,
+            shown.contacts[0],
+            float(np.linalg.norm(shown.root_velocity_xz_mps[0])),
         )
+        steady.add(float(np.linalg.norm(np.reshape(asked.velocity_mps, (-1, 2))[0])), paws_m)
         if keep:  # only a recording or an export keeps every frame
             recorded["positions"].append(positions[0])
             recorded["rotations"].append(rotations[0])
-            recorded["roots"].append(controller.root_position_m[0].copy())
-            recorded["contacts"].append(controller.contacts[0].copy())
+            root = controller.root_position_m[0].copy()
+            if loaded_rig is not None:  # the rig's world: the network's scaled
+                root[[0, 2]] *= shown.stride_scale
+            recorded["roots"].append(root)
+            recorded["contacts"].append(shown.contacts[0].copy())
     controller.close()
     used = model_used(model)
     summary = {
@@ -216,8 +287,16 @@ def run(
         "machine": describe_machine(**used),
         "frame_time": profiler.summary(),
         **tally.summary(),
+        "steady_speed": steady.summary(),
         "non_finite_model_outputs": controller.non_finite_events,
     }
+    if loaded_rig is not None:
+        summary["rig"] = {
+            "path": str(rig),
+            "joints": loaded_rig.skeleton.joint_count,
+            "stride_scale": shown.stride_scale,
+            "leg_lengths_m": loaded_rig.leg_lengths_m.tolist(),
+        }
     if isinstance(driver, PathDriver):
         summary["path_deviation"] = {
             "position_cm": float(np.mean(driver.position_errors_m)) * 100,
@@ -232,10 +311,11 @@ def run(
 
         export_motion(
             export,
-            controller.skeleton,
+            skeleton,
             np.array(recorded["positions"]),
             np.array(recorded["rotations"]),
             fps=1.0 / DT_S,
+            rig=loaded_rig,
         )
         summary["export"] = str(export)
     if csv is not None:
@@ -247,6 +327,6 @@ def run(
             rotations=np.array(recorded["rotations"], np.float32),
             roots=np.array(recorded["roots"], np.float32),
             contacts=np.array(recorded["contacts"]),
-            joint_names=np.array(controller.skeleton.joint_names),
+            joint_names=np.array(skeleton.joint_names),
         )
     return summary

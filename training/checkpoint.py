@@ -5,7 +5,6 @@ atomically (temporary file, then rename), so a crash never leaves a corrupt late
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -169,8 +168,3 @@ def done_line(run_dir: Path) -> str:
     if not files:
         return f"nothing written to {run_dir}: no epoch or step finished"
     return f"done: {run_dir} ({', '.join(files)})"
-
-
-def file_sha256(path: Path) -> str:
-    """The file's SHA-256, hex (the sources a converted or averaged model names)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

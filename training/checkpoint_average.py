@@ -19,8 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from canis.runtime.assets import file_sha256
 from canis.training.checkpoint import (
-    file_sha256,
     load_checkpoint,
     tensor_differences,
     write_checkpoint,
