@@ -33,6 +33,12 @@ def checked_ids(ids, caller: str) -> np.ndarray:
     return array.astype(np.int64)
 
 
+def _listed(ids: np.ndarray, most: int = 12) -> str:
+    """The ids for an error message: all of them, or the first few and how many more."""
+    shown = ", ".join(map(str, ids[:most].tolist()))
+    return shown if len(ids) <= most else f"{shown} and {len(ids) - most} more"
+
+
 def rows_of_ids(dog_id: np.ndarray, ids, caller: str) -> np.ndarray:
     """The rows (int64, in the order of `ids`) of the dogs `ids` among the sorted `dog_id`."""
     wanted = checked_ids(ids, caller)
@@ -43,7 +49,7 @@ def rows_of_ids(dog_id: np.ndarray, ids, caller: str) -> np.ndarray:
         unknown = wanted[~found].tolist()
         raise UnknownDogIdError(
             f"{caller}: no dog has id {', '.join(map(str, unknown))} (removed, or never given; "
-            f"the ids now are controller.ids)"
+            f"the ids now: {_listed(dog_id)})"
         )
     return rows.astype(np.int64)
 

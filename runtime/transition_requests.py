@@ -79,7 +79,7 @@ def stopping_point(state: DogState, rows, moving_s: float, slowing_s: float):
 
 
 def target_keyframe(
-    keyframes: dict[str, Keyframe], target: str | Keyframe, action
+    keyframes: dict[str, Keyframe], target: str | Keyframe, action, caller: str = "transition_to"
 ) -> tuple[Keyframe, int]:
     """The keyframe `target` names (or is), checked, and the action index the dogs are handed
     back with: `action` (a name, an Action or an index; runtime/actions.py), by default the
@@ -87,7 +87,7 @@ def target_keyframe(
     keyframe = keyframes.get(target) if isinstance(target, str) else target
     if keyframe is None:
         raise ValueError(
-            f"transition_to: no keyframe {target!r}; the library has {', '.join(keyframes)}"
+            f"{caller}: no keyframe {target!r}; the library has {', '.join(keyframes)}"
         )
     keyframe = keyframe.checked()
     if action is None:
@@ -189,7 +189,7 @@ class PostureRequests:
             raise RuntimeError("PostureRequests needs Controller(transition_model=...)")
         rows = c._rows_named(characters, ids, "request")
         # Checked now, so that a bad target, length or action fails here and not frames later.
-        target_keyframe(c.keyframes, target, action)
+        target_keyframe(c.keyframes, target, action, "request")
         c.transition_model.target_noise(0, variation, caller="request: variation")
         random_generator(seed, "request: seed")
         if not MIN_TRANSITION_FRAMES <= frames <= MAX_TRANSITION_FRAMES:

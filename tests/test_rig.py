@@ -190,3 +190,21 @@ def test_a_rig_topology_cannot_read_loads_with_a_mapping_file(rigs, tmp_path, do
     positions, _ = dogs.display_pose()
     paws = positions[0, rig.skeleton.group("paws")]
     assert np.isfinite(positions).all() and paws[:, 1].min() > -0.01
+
+
+def test_rig_make_without_the_mesh_extra_names_it_before_writing(tmp_path, monkeypatch):
+    """The body mesh needs fast_simplification (canis[mesh]): without it, one line naming the
+    extra instead of a traceback, and no file."""
+    import importlib.util
+
+    from canis.tools.rig_make import make_rig
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "fast_simplification" else real(name, *a),
+    )
+    with pytest.raises(ValueError, match=r"pip install 'canis\[mesh\]'"):
+        make_rig("corgi", tmp_path / "corgi.glb")
+    assert not list(tmp_path.iterdir())

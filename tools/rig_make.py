@@ -122,10 +122,17 @@ def rig_glb_bytes(breed: Breed, mesh_step_m: float | None = None) -> bytes:
 
 def make_rig(breed_name: str, out: Path, mesh_step_m: float | None = None) -> Path:
     """Writes the breed's rig to `out` (.glb) atomically."""
+    import importlib.util
+
     from canis.tools.motion_export import _write_atomically
 
     if breed_name not in BREEDS:
         raise ValueError(f"unknown breed {breed_name!r}; known: {', '.join(BREEDS)}")
+    if importlib.util.find_spec("fast_simplification") is None:  # the body's mesh decimation
+        raise ValueError(
+            "making a rig builds its body mesh, which needs the mesh extra: "
+            "pip install 'canis[mesh]' (./run canis has it)"
+        )
     out = Path(out)
     if out.suffix.lower() != ".glb":
         raise ValueError(f"--out {out}: a rig is written as .glb")
