@@ -347,7 +347,7 @@ def _transitions(model, verdicts: _Verdicts, name: str) -> None:
     import numpy as np
     from canis.runtime.controller import Controller
     from canis.runtime.features import ACTIONS
-    from canis.runtime.kinematics import forward_kinematics
+    from canis.runtime.poses import keyframe_shown_m
     from canis.runtime.root import from_root_xz
     from canis.runtime.trajectory import ControlState
     from canis.runtime.transition import TransitionModel, shipped_transition_model_path
@@ -366,10 +366,7 @@ def _transitions(model, verdicts: _Verdicts, name: str) -> None:
         ms = (time.perf_counter() - started) * 1e3
         for _ in range(start.frames):  # the lead, the 30 frames and the arrival
             c.step(trot)
-        wanted, _ = forward_kinematics(
-            c.skeleton, key.local_rotations[None], np.array([[0.0, key.hips_height_m, 0.0]])
-        )
-        wanted = wanted.astype(np.float64)
+        wanted = keyframe_shown_m(c.skeleton, key)[None].astype(np.float64)
         wanted[..., [0, 2]] = from_root_xz(wanted[..., [0, 2]], c.root_xz_m, c.root_yaw_rad)
         error_cm = np.linalg.norm(c.display_pose()[0] - wanted, axis=-1).max() * 100
         verdicts.judge(

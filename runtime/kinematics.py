@@ -17,15 +17,31 @@ Full-body IK onto uneven terrain, as a post-process of the network's flat-ground
    under it: paws in stance land on the terrain, swinging paws keep their lift. A paw the
    network's rotations put below its flat ground (its lie and sit sink a front paw up to
    24 cm; hind paws sink up to 13 cm in sits, lies, stands and strides) is lifted onto the
-   ground. On flat ground the controller runs the IK only on frames whose shown pose has such
-   a paw (`paws_below_ground`), so the usual flat frame still costs nothing here.
+   ground. On flat ground the controller runs the IK only on frames whose shown pose has a
+   joint under it (`joints_below_ground`), so the usual flat frame still costs nothing here.
 3. Targets are clamped short of the leg's full reach. CCD bends each front leg to its target
    (the shoulder joint moves least); each hind leg (hip, knee, hock) is solved in closed form,
    its knee kept in the plane it bends in and its hock-paw bone's rotation kept, so it cannot
    fold the other way between frames as CCD did (native/src/two_bone.h).
 4. A front paw still under the ground after its leg's solve (a leg at its reach over a
    step's edge) lifts the body by its depth beyond 5 mm, and the hind legs are solved again.
-5. Everything is scaled by a blend weight that eases in and out when IK is switched.
+5. Every other joint is kept less than 5 mm under the ground (BELOW_GROUND_M), each by a
+   correction that starts from nothing at that depth (where flat ground's IK starts) and
+   grows with it, so none pops when it starts:
+   - the torso (not the legs past their first joint, not the tail past its root) lifts the
+     body by its deepest joint's depth, before the legs reach down (a lie on its side);
+   - a front leg's shoulder, elbow and wrist (the network's lie sinks an elbow 9 cm, its
+     lying down a wrist 6.8 cm) are lifted from the top down: the bone below the joint
+     pivots up about its end (a forearm on the ground tilts up from its wrist), CCD bends the
+     leg above to it and the joints below turn back onto where they were, so the paw stays;
+     what a leg cannot lift lifts the body as in 4;
+   - a hind knee swings up about the hip-hock line (hip, hock and paw stay). A hock is left:
+     the closed form keeps its hock-paw bone, so on a slope rising behind the paw the hock
+     can be 1-2 cm under; pivoting that bone moved a sitting dog's folded knee 5 times as far;
+   - the tail (its group in runtime/skeleton.py), which the network's sit and beg hold up to
+     4.4 cm under flat ground, bends up: from the root out, each bone whose end is under
+     pivots up about its first joint (CCD on that one joint) in the vertical plane it lies in.
+6. Everything is scaled by a blend weight that eases in and out when IK is switched.
 
 Foot locking: a paw the network puts down stays where it landed until it lifts.
 
@@ -164,13 +180,15 @@ CONTACT_SPEED_MPS = 0.35
 # The terrain for the IK on flat ground: one cell, which the native sampler extends flat
 # beyond its edges, so every point is at y = 0.
 FLAT_GROUND = Heightmap(np.zeros((1, 1), dtype=np.float32), 1.0)
-# A shown paw this far below flat ground makes the controller run the IK there.
+# A shown joint this far below flat ground makes the controller run the IK there; the IK
+# leaves a joint other than a paw as deep (native/src/ik.cpp kJointSlack, the same 5 mm), so
+# its correction starts from nothing where the IK starts.
 BELOW_GROUND_M = 0.005
 
 
-def paws_below_ground(paw_heights_m: np.ndarray) -> bool:
-    """Whether any paw (world heights (N, 4) on flat ground at y = 0) is under it."""
-    return bool((paw_heights_m < -BELOW_GROUND_M).any())
+def joints_below_ground(joint_heights_m: np.ndarray) -> bool:
+    """Whether any joint (world heights (N, J) on flat ground at y = 0) is under it."""
+    return bool((joint_heights_m < -BELOW_GROUND_M).any())
 
 
 @dataclass
@@ -224,6 +242,7 @@ class FullBodyIk:
         self.leg_lengths_m = np.array(
             [skeleton.bone_lengths_m()[c[1:]].sum() for c in chains], dtype=np.float32
         )
+        self.tail_joints = skeleton.group("tail").astype(np.int32)
         self.enabled = True
         self.rows = IkRows(np.ones(count))
 
@@ -275,6 +294,7 @@ class FullBodyIk:
             self.leg_joints,
             self.leg_joint_weights,
             self.leg_lengths_m,
+            self.tail_joints,
             MAX_REACH,
             ITERATIONS,
             TOLERANCE_M,

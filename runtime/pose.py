@@ -35,7 +35,7 @@ from canis.runtime.kinematics import (
     FootLock,
     FullBodyIk,
     forward_kinematics,
-    paws_below_ground,
+    joints_below_ground,
 )
 from canis.runtime.look_at import note_shown, turned_pose
 from canis.runtime.root import rotate_xz, smoothing_factor, yaw_direction_xz
@@ -189,12 +189,12 @@ def _locked_and_shown(
     skeleton, paws, local, hips, contacts, lockable, ik, foot_lock, terrain, yaw_rad, dt_s
 ):
     """The shown pose's last part, after the terrain IK: the foot lock, FK, and on flat ground
-    the IK only when the shown pose sinks a paw below the ground (the network's rotations
-    disagree with its positions in some lies and sits). Returns (positions, rotations,
-    contacts)."""
+    the IK only when the shown pose sinks a joint below the ground (the network's rotations
+    disagree with its positions in some lies and sits, and it holds the tail low). Returns
+    (positions, rotations, contacts)."""
     local = foot_lock.apply(local, hips, contacts & lockable[:, None], dt_s, terrain)
     positions, rotations = forward_kinematics(skeleton, local, hips)
-    if terrain is None and paws_below_ground(positions[:, paws, 1]):
+    if terrain is None and joints_below_ground(positions[..., 1]):
         n = len(yaw_rad)
         local, hips, _ = ik.solve(local, hips, np.zeros(n), _facing(yaw_rad), FLAT_GROUND, dt_s)
         positions, rotations = forward_kinematics(skeleton, local, hips)
@@ -260,7 +260,7 @@ def _shown_pose_native(
         contact_speed_mps,
         weight.astype(np.float32),
         *ik.native_settings(ground),
-        terrain is None,  # flat ground: the IK only where a paw is below it
+        terrain is None,  # flat ground: the IK only where a joint is below it
         BELOW_GROUND_M,
         locking,
         local,

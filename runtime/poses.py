@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from canis.runtime.assets import asset_path
 from canis.runtime.features import LocalPose
-from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.kinematics import FLAT_GROUND, FullBodyIk, forward_kinematics
 from canis.runtime.root import body_facing, yaw_from_direction, yaw_quaternion
 from canis.runtime.rotations import (
     quat_conjugate,
@@ -88,6 +88,19 @@ def keyframe_pose(skeleton: Skeleton, keyframe: Keyframe) -> LocalPose:
     forwards, ups = quat_to_forward_up(rotations.astype(np.float64))
     zeros = np.zeros_like(forwards)
     return LocalPose(positions.astype(np.float64), forwards, ups, zeros)
+
+
+def keyframe_shown_m(skeleton: Skeleton, keyframe: Keyframe) -> np.ndarray:
+    """The keyframe's joint positions (J, 3) in its root frame as the runtime shows it on flat
+    ground, through the full-body IK: it keeps every joint above the ground, where the sit's
+    and the beg's tails are 4.3-4.4 cm under it."""
+    local = np.asarray(keyframe.local_rotations, dtype=np.float32)[None]
+    hips = np.array([[0.0, keyframe.hips_height_m, 0.0]])
+    facing = np.array([[0.0, 0.0, 1.0]])  # the keyframe faces +z
+    local, hips, _ = FullBodyIk(skeleton, 1).solve(
+        local, hips, np.zeros(1), facing, FLAT_GROUND, 0.0
+    )
+    return forward_kinematics(skeleton, local, hips)[0][0]
 
 
 def shipped_keyframes_path() -> Path:

@@ -163,7 +163,8 @@ def test_a_hind_leg_is_lifted_in_closed_form_without_a_pop(dog, pose):
     knee only (native/src/two_bone.h; CCD turns the hock bone too, and folded a lifted hind
     leg the other way between frames: a 7.9 cm pop, sit to stand). Lowered 1 mm a step,
     the paw stays on the ground and no joint of the leg moves more than 6 mm a step; a leg
-    whose paw is on or above the ground is left as it was."""
+    whose paw is on or above the ground is left as it was, unless the body rose for a joint
+    under the ground (the lie's elbows): its hip then rose with the body."""
     from canis.runtime.kinematics import FLAT_GROUND
 
     keyframe = load_keyframes()[pose]
@@ -184,7 +185,7 @@ def test_a_hind_leg_is_lifted_in_closed_form_without_a_pop(dog, pose):
             if before[0, paw, 1] < -0.005:
                 same = np.abs(np.sum(before_rotations[0, hock] * after_rotations[0, hock]))
                 assert same > 1 - 1e-5, (drop_m, same)
-            elif before[0, paw, 1] >= 0:
+            elif before[0, paw, 1] >= 0 and hips2[0, 1] == np.float32(hips[0, 1]):
                 assert np.abs(after[0, chain] - before[0, chain]).max() < 1e-4, drop_m
         if previous is not None:
             worst_step_m = max(worst_step_m, np.linalg.norm(after[0, leg] - previous, axis=1).max())

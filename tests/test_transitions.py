@@ -11,7 +11,7 @@ from canis.runtime.controller import Controller
 from canis.runtime.features import ACTIONS
 from canis.runtime.inference import ModelError, MotionModel
 from canis.runtime.kinematics import forward_kinematics
-from canis.runtime.poses import Keyframe
+from canis.runtime.poses import Keyframe, keyframe_shown_m
 from canis.runtime.root import from_root_xz
 from canis.runtime.trajectory import ControlState
 from canis.runtime.transition import TransitionModel
@@ -230,9 +230,7 @@ def test_transition_reaches_its_target_and_hands_back(tiny_rtn):
     # read with its joints' velocities, diverged after the hand-back (transition_player.py).
     assert not c.pose.velocities_mps.any()
     key = c.keyframes["sit"]
-    local = np.repeat(key.local_rotations[None], 2, axis=0)
-    wanted, _ = forward_kinematics(c.skeleton, local, np.array([[0.0, key.hips_height_m, 0.0]] * 2))
-    wanted = wanted.astype(np.float64)
+    wanted = np.repeat(keyframe_shown_m(c.skeleton, key)[None], 2, axis=0).astype(np.float64)
     wanted[..., [0, 2]] = from_root_xz(wanted[..., [0, 2]], c.root_xz_m, c.root_yaw_rad)
     np.testing.assert_allclose(c.root_xz_m, place, atol=1e-5)  # where it was asked to be
     positions, _ = c.display_pose()

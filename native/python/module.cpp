@@ -99,9 +99,9 @@ void rotations_from_directions(In<int32_t> parents, In<float> forwards, In<float
 void fullbody_ik(In<int32_t> parents, In<float> offsets, Out<float> local_rotations,
                  Out<float> hips, In<float> ground_y, In<float> facing, In<float> weights,
                  int front_legs, In<int32_t> leg_starts, In<int32_t> leg_joints,
-                 In<float> leg_joint_weights, In<float> leg_lengths, float max_reach,
-                 int iterations, float tolerance, In<float> heights, float cell_size,
-                 float origin_x, float origin_z, Out<float> targets) {
+                 In<float> leg_joint_weights, In<float> leg_lengths, In<int32_t> tail_joints,
+                 float max_reach, int iterations, float tolerance, In<float> heights,
+                 float cell_size, float origin_x, float origin_z, Out<float> targets) {
     long joints = static_cast<long>(parents.shape(0));
     long characters = local_rotations.ndim() == 3 ? static_cast<long>(local_rotations.shape(0)) : -1;
     long legs = static_cast<long>(leg_lengths.shape(0));
@@ -115,6 +115,7 @@ void fullbody_ik(In<int32_t> parents, In<float> offsets, Out<float> local_rotati
     require_shape(weights, "weights", {characters});
     require_shape(leg_starts, "leg_starts", {legs + 1});
     require_shape(leg_joint_weights, "leg_joint_weights", {flat});
+    require_shape(tail_joints, "tail_joints", {-1});
     require_shape(heights, "heights", {-1, -1});
     require_shape(targets, "targets", {characters, legs, 3});
     const int32_t* starts = leg_starts.data();
@@ -127,8 +128,10 @@ void fullbody_ik(In<int32_t> parents, In<float> offsets, Out<float> local_rotati
     check(canis_fullbody_ik(characters, joints, parents.data(), offsets.data(),
                             local_rotations.data(), hips.data(), ground_y.data(), facing.data(),
                             weights.data(), legs, front_legs, starts, leg_joints.data(),
-                            leg_joint_weights.data(), leg_lengths.data(), max_reach, iterations,
-                            tolerance, heights.data(), static_cast<int32_t>(heights.shape(0)),
+                            leg_joint_weights.data(), leg_lengths.data(),
+                            static_cast<int32_t>(tail_joints.shape(0)), tail_joints.data(),
+                            max_reach, iterations, tolerance, heights.data(),
+                            static_cast<int32_t>(heights.shape(0)),
                             static_cast<int32_t>(heights.shape(1)), cell_size, origin_x,
                             origin_z, targets.data()));
 }
@@ -292,7 +295,8 @@ void display_pose(In<int32_t> parents, In<float> offsets, In<double> positions_r
                   Out<double> paw_speeds, double dt_s, double contact_height_m,
                   double contact_speed_mps, In<float> ik_weights,
                   int front_legs, In<int32_t> leg_starts, In<int32_t> leg_joints,
-                  In<float> leg_joint_weights, In<float> leg_lengths, float max_reach,
+                  In<float> leg_joint_weights, In<float> leg_lengths,
+                  In<int32_t> tail_joints, float max_reach,
                   int iterations, float tolerance, In<float> heights, float cell_size,
                   float origin_x, float origin_z, bool only_below_ground, float below_ground_m,
                   bool stop_before_fk, Out<float> local_rotations, Out<float> hips,
@@ -317,6 +321,7 @@ void display_pose(In<int32_t> parents, In<float> offsets, In<double> positions_r
     require_shape(ik_weights, "ik_weights", {characters});
     require_shape(leg_starts, "leg_starts", {legs + 1});
     require_shape(leg_joint_weights, "leg_joint_weights", {flat});
+    require_shape(tail_joints, "tail_joints", {-1});
     require_shape(heights, "heights", {-1, -1});
     // The outputs the call does not write may be empty arrays.
     if (stop_before_fk) {
@@ -338,7 +343,8 @@ void display_pose(In<int32_t> parents, In<float> offsets, In<double> positions_r
         root_yaw.data(), paw_count, paws.data(), paw_xz.data(), paw_speeds.data(), dt_s,
         contact_height_m, contact_speed_mps,
         ik_weights.data(), legs, front_legs, starts, leg_joints.data(), leg_joint_weights.data(),
-        leg_lengths.data(), max_reach, iterations, tolerance, heights.data(),
+        leg_lengths.data(), static_cast<int32_t>(tail_joints.shape(0)), tail_joints.data(),
+        max_reach, iterations, tolerance, heights.data(),
         static_cast<int32_t>(heights.shape(0)), static_cast<int32_t>(heights.shape(1)),
         cell_size, origin_x, origin_z, only_below_ground ? 1 : 0, below_ground_m,
         stop_before_fk ? 1 : 0, local_rotations.data(), hips.data(), positions.data(),
@@ -366,8 +372,9 @@ NB_MODULE(_kinematics, m) {
           "local_rotations"_a.noconvert(), "hips"_a.noconvert(), "ground_y"_a.noconvert(),
           "facing"_a.noconvert(), "weights"_a.noconvert(), "front_legs"_a,
           "leg_starts"_a.noconvert(), "leg_joints"_a.noconvert(),
-          "leg_joint_weights"_a.noconvert(), "leg_lengths"_a.noconvert(), "max_reach"_a,
-          "iterations"_a, "tolerance"_a, "heights"_a.noconvert(), "cell_size"_a, "origin_x"_a,
+          "leg_joint_weights"_a.noconvert(), "leg_lengths"_a.noconvert(),
+          "tail_joints"_a.noconvert(), "max_reach"_a, "iterations"_a, "tolerance"_a,
+          "heights"_a.noconvert(), "cell_size"_a, "origin_x"_a,
           "origin_z"_a, "targets"_a.noconvert());
     m.def("terrain_sample", &terrain_sample, "heights"_a.noconvert(), "cell_size"_a,
           "origin_x"_a, "origin_z"_a, "points_xz"_a.noconvert(), "out_heights"_a.noconvert(),
@@ -408,9 +415,9 @@ NB_MODULE(_kinematics, m) {
           "contact_height_m"_a, "contact_speed_mps"_a,
           "ik_weights"_a, "front_legs"_a, "leg_starts"_a.noconvert(),
           "leg_joints"_a.noconvert(), "leg_joint_weights"_a.noconvert(),
-          "leg_lengths"_a.noconvert(), "max_reach"_a, "iterations"_a, "tolerance"_a,
-          "heights"_a.noconvert(), "cell_size"_a, "origin_x"_a, "origin_z"_a,
-          "only_below_ground"_a, "below_ground_m"_a, "stop_before_fk"_a,
+          "leg_lengths"_a.noconvert(), "tail_joints"_a.noconvert(), "max_reach"_a,
+          "iterations"_a, "tolerance"_a, "heights"_a.noconvert(), "cell_size"_a, "origin_x"_a,
+          "origin_z"_a, "only_below_ground"_a, "below_ground_m"_a, "stop_before_fk"_a,
           "local_rotations"_a.noconvert(), "hips"_a.noconvert(), "positions"_a.noconvert(),
           "rotations"_a.noconvert(), "contacts"_a.noconvert(), "solved"_a.noconvert());
 }

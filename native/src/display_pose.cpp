@@ -18,8 +18,8 @@ extern "C" int canis_display_pose(
     int32_t paw_count, const int32_t* paws, double* paw_xz, double* paw_speeds, double dt_s,
     double contact_height_m, double contact_speed_mps, const float* ik_weights,
     int32_t leg_count, int32_t front_legs, const int32_t* leg_starts, const int32_t* leg_joints,
-    const float* leg_joint_weights, const float* leg_lengths, float max_reach,
-    int32_t iterations, float tolerance, const float* heights, int32_t rows, int32_t cols,
+    const float* leg_joint_weights, const float* leg_lengths, int32_t tail_length,
+    const int32_t* tail_joints, float max_reach, int32_t iterations, float tolerance, const float* heights, int32_t rows, int32_t cols,
     float cell_size, float origin_x, float origin_z, int32_t only_below_ground,
     float below_ground_m, int32_t stop_before_fk, float* local_rotations, float* hips_out,
     float* positions, float* rotations, uint8_t* contacts, int32_t* solved) {
@@ -81,9 +81,9 @@ extern "C" int canis_display_pose(
         return canis_fullbody_ik(n_characters, n_joints, parents, offsets, local.data(),
                                  hips.data(), ground.data(), facing.data(), ik_weights,
                                  leg_count, front_legs, leg_starts, leg_joints,
-                                 leg_joint_weights, leg_lengths, max_reach, iterations,
-                                 tolerance, heights, rows, cols, cell_size, origin_x, origin_z,
-                                 nullptr);
+                                 leg_joint_weights, leg_lengths, tail_length, tail_joints,
+                                 max_reach, iterations, tolerance, heights, rows, cols,
+                                 cell_size, origin_x, origin_z, nullptr);
     };
     auto shape = [&]() {
         return canis_forward_kinematics(n_characters, n_joints, parents, offsets, local.data(),
@@ -100,14 +100,11 @@ extern "C" int canis_display_pose(
         return CANIS_OK;
     }
     if (!only_below_ground) return shape();
-    // Flat ground: the IK runs only when the shown pose puts a paw below it
-    // (runtime/kinematics.py paws_below_ground), for every dog.
+    // Flat ground: the IK runs only when the shown pose puts a joint below it
+    // (runtime/kinematics.py joints_below_ground), for every dog.
     if ((status = shape()) != CANIS_OK) return status;
     bool below = false;
-    for (int32_t i = 0; i < n_characters && !below; ++i)
-        for (int32_t k = 0; k < paw_count && !below; ++k)
-            below = positions[(static_cast<int64_t>(i) * n_joints + paws[k]) * 3 + 1] <
-                    -below_ground_m;
+    for (int64_t v = 1; v < values && !below; v += 3) below = positions[v] < -below_ground_m;
     if (!below) return CANIS_OK;
     if ((status = fit()) != CANIS_OK) return status;
     *solved = 1;

@@ -14,20 +14,47 @@
 constexpr float kMaxChestPitch = 1.0471976f;  // 60 degrees
 // How deep a front paw may end under the ground before the body rises for it.
 constexpr float kFrontPawSlack = 0.005f;
+// How deep any other joint may be under the ground before the body rises for it, or the tail
+// bends up out of it: runtime/kinematics.py BELOW_GROUND_M, below which a flat ground's IK
+// runs at all, so the correction starts from nothing where the IK starts.
+constexpr float kJointSlack = 0.005f;
+// One CCD step turns a single joint exactly onto its goal: a bone pivoted out of the ground.
+constexpr float kPivotWeights[2] = {1.0f, 0.0f};
+
+namespace {
+
+using canis::Vec3;
+
+// Where `end` goes when the bone from `pivot` to it turns up about `pivot` by `lift` metres
+// of height, in the vertical plane the bone lies in (`away` when it is vertical): as far from
+// the pivot as before, so a CCD step turns the bone exactly there, and `end` itself at no lift.
+Vec3 pivoted_up(Vec3 pivot, Vec3 end, float lift, Vec3 away) {
+    Vec3 bone = end - pivot, across{bone.x, 0.0f, bone.z};
+    float bone_length = canis::length(bone), across_length = canis::length(across);
+    float up = std::clamp(bone.y + lift, -bone_length, bone_length);
+    if (across_length > 1e-6f) away = across * (1.0f / across_length);
+    float out = std::sqrt(std::max(bone_length * bone_length - up * up, 0.0f));
+    return pivot + away * out + Vec3{0.0f, up, 0.0f};
+}
+
+}  // namespace
 
 extern "C" int canis_fullbody_ik(
     int32_t n_characters, int32_t n_joints, const int32_t* parents, const float* offsets,
     float* local_rotations, float* hips, const float* ground_y, const float* facing,
     const float* weights, int32_t leg_count, int32_t front_legs, const int32_t* leg_starts,
     const int32_t* leg_joints, const float* leg_joint_weights, const float* leg_lengths,
-    float max_reach, int32_t iterations, float tolerance, const float* heights, int32_t rows,
-    int32_t cols, float cell_size, float origin_x, float origin_z, float* targets) {
+    int32_t tail_length, const int32_t* tail_joints, float max_reach, int32_t iterations,
+    float tolerance, const float* heights, int32_t rows, int32_t cols, float cell_size,
+    float origin_x, float origin_z, float* targets) {
     if (!parents || !offsets || !local_rotations || !hips || !ground_y || !facing || !weights ||
         !leg_starts || !leg_joints || !leg_joint_weights || !leg_lengths || !heights)
         return CANIS_ERROR_NULL_POINTER;
     if (n_characters < 0 || n_joints < 1 || leg_count < 1 || front_legs < 1 ||
-        front_legs >= leg_count || rows < 1 || cols < 1 || !(cell_size > 0.0f))
+        front_legs >= leg_count || rows < 1 || cols < 1 || !(cell_size > 0.0f) ||
+        tail_length < 0 || tail_length == 1)
         return CANIS_ERROR_BAD_SIZE;
+    if (tail_length > 0 && !tail_joints) return CANIS_ERROR_NULL_POINTER;
     if (!canis::hierarchy_is_valid(n_joints, parents)) return CANIS_ERROR_BAD_HIERARCHY;
     std::vector<canis::Chain> legs;
     for (int32_t k = 0; k < leg_count; ++k) {
@@ -37,16 +64,59 @@ extern "C" int canis_fullbody_ik(
             return CANIS_ERROR_BAD_CHAIN;
         legs.push_back(canis::make_chain(n_joints, parents, length, chain));
     }
+    if (tail_length > 0 && !canis::chain_is_valid(n_joints, parents, tail_length, tail_joints))
+        return CANIS_ERROR_BAD_CHAIN;
+    // The tail bends bone by bone: each pivots about its first joint (a chain of one joint).
+    // So does a CCD leg (a front leg), each of its bones: leg_bones[k][i] turns about joint
+    // i; leg_uppers[k][i] is the leg from its first joint to joint i.
+    std::vector<canis::Chain> tail_bones;
+    std::vector<std::vector<canis::Chain>> leg_bones(leg_count), leg_uppers(leg_count);
+    for (int32_t i = 1; i < tail_length; ++i)
+        tail_bones.push_back(canis::make_chain(n_joints, parents, 2, tail_joints + i - 1));
+    for (int32_t k = 0; k < leg_count; ++k) {
+        const int32_t length = static_cast<int32_t>(legs[k].joints.size());
+        if (length < 3 || (k >= front_legs && canis::is_three_bone_leg(legs[k]))) continue;
+        const int32_t* joints = legs[k].joints.data();
+        leg_uppers[k].resize(length - 1);  // from joint 1 to the wrist (the one above the paw)
+        for (int32_t i = 0; i + 1 < length; ++i) {
+            leg_bones[k].push_back(canis::make_chain(n_joints, parents, 2, joints + i));
+            if (i > 0) leg_uppers[k][i] = canis::make_chain(n_joints, parents, i + 1, joints);
+        }
+    }
+    // The torso's joints, which the body rises for before the legs reach down: all but the
+    // legs past their first joint and the tail past its root, which bends instead. The limbs'
+    // joints, which the body rises for after the legs if their legs left them under: a CCD
+    // leg's past its first joint, but its paw (the paws have their own rule); a closed-form
+    // hind leg's are solved again to their goals after a rise, so a hock would go back down
+    // with its paw.
+    std::vector<int32_t> torso_joints, limb_joints;
+    {
+        std::vector<char> torso(n_joints, 1);
+        for (int32_t k = 0; k < leg_count; ++k) {
+            const std::vector<int32_t>& joints = legs[k].joints;
+            for (size_t i = 1; i < joints.size(); ++i) torso[joints[i]] = 0;
+            if (!leg_bones[k].empty())
+                limb_joints.insert(limb_joints.end(), joints.begin() + 1, joints.end() - 1);
+        }
+        for (int32_t i = 1; i < tail_length; ++i) torso[tail_joints[i]] = 0;
+        for (int32_t j = 0; j < n_joints; ++j)
+            if (torso[j]) torso_joints.push_back(j);
+    }
 
-    using canis::Vec3;
     std::vector<float> positions(3 * static_cast<size_t>(n_joints));
     std::vector<float> rotations(4 * static_cast<size_t>(n_joints));
     std::vector<Vec3> paws(leg_count), goals(leg_count);
+    std::vector<Vec3> below(n_joints);  // a leg's joints below one being lifted, by position
     std::vector<float> under(leg_count);
     for (int32_t n = 0; n < n_characters; ++n) {
         float* local = local_rotations + 4 * static_cast<size_t>(n) * n_joints;
         float* hip = hips + 3 * n;
         const float w = weights[n], ground = ground_y[n];
+        auto floor_at = [&](Vec3 p) {  // the ground as the weight blends it in
+            return ground + w * (canis::terrain_height(heights, rows, cols, cell_size, origin_x,
+                                                       origin_z, p.x, p.z, nullptr) -
+                                 ground);
+        };
         canis::forward_kinematics_one(n_joints, parents, offsets, local, hip, positions.data(),
                                       rotations.data(), 0);
         Vec3 front{0, 0, 0}, hind{0, 0, 0};
@@ -146,6 +216,20 @@ extern "C" int canis_fullbody_ik(
             }
         }
 
+        // Any joint of the torso still under the ground after that pitch (a lie on its side
+        // holds its head and a shoulder under) lifts the body by the deepest one's depth
+        // beyond kJointSlack times the weight, before the legs reach down to their goals.
+        float torso_depth = 0.0f;
+        for (int32_t j : torso_joints) {
+            Vec3 joint = canis::load3(positions.data() + 3 * j);
+            torso_depth = std::max(torso_depth, floor_at(joint) - kJointSlack - joint.y);
+        }
+        if (w * torso_depth > 0.0f) {
+            hip[1] += w * torso_depth;
+            canis::forward_kinematics_one(n_joints, parents, offsets, local, hip,
+                                          positions.data(), rotations.data(), 0);
+        }
+
         // Each paw keeps its height above the flat ground, now above the terrain, short of
         // the leg's full reach. A paw the network's rotations put below its flat ground (its
         // own lie and sit sink a front paw up to 24 cm, a hind paw 13 cm, measured) is lifted
@@ -154,6 +238,52 @@ extern "C" int canis_fullbody_ik(
         // folded a lifted hind leg the other way from one frame to the next (the hock flipped
         // 7.9 cm in one frame from sit to stand, tests/test_demo.py). Legs are disjoint
         // subtrees, so one leg's solve leaves the others' transforms current.
+        // A CCD leg's joints can still be under the ground with its paw on it: the network's
+        // lie sinks an elbow 9 cm under flat ground, its lying down a wrist 6.8 cm. Each,
+        // from the top down, beyond kJointSlack: the bone below it pivots up about that
+        // bone's end by that depth times the weight (a forearm lying on the ground tilts up
+        // from its wrist), CCD bends the leg above to it, and the joints below turn back
+        // onto where they were, down to the paw. Pivoting the bone above about its start
+        // instead bent the leg below back to the paw with the wrist 3.7 cm up for an elbow
+        // 1.2 cm under, which fell back at 2-3 cm a frame as the dog got up. A closed-form
+        // hind leg's knee under the ground (4.3 cm in a lie on its side) swings up about the
+        // hip-hock line by that depth. Its hock-paw bone is kept: pivoting it lifted a hock
+        // 1.1 cm under a hill's slope in a sit, but the knee of that folded leg (its hip and
+        // hock 3 cm apart) swung out 3 cm in one frame for a 6 mm lift.
+        auto solve_leg = [&](int32_t k) {
+            if (leg_bones[k].empty()) {
+                canis::two_bone_one(legs[k], parents, offsets, local, positions.data(),
+                                    rotations.data(), goals[k], f);
+                Vec3 knee = canis::load3(positions.data() + 3 * legs[k].joints[1]);
+                float lift = w * (floor_at(knee) - kJointSlack - knee.y);
+                if (lift > 0.0f)
+                    canis::swing_knee_up(legs[k], parents, offsets, local, positions.data(),
+                                         rotations.data(), lift);
+                return;
+            }
+            const float* joint_weights = leg_joint_weights + leg_starts[k];
+            canis::ccd_one(legs[k], parents, offsets, local, positions.data(), rotations.data(),
+                           joint_weights, goals[k], iterations, tolerance);
+            const std::vector<int32_t>& joints = legs[k].joints;
+            const size_t paw = joints.size() - 1;
+            for (size_t i = 1; i < paw; ++i) {
+                Vec3 c = canis::load3(positions.data() + 3 * joints[i]);
+                float lift = w * (floor_at(c) - kJointSlack - c.y);
+                if (!(lift > 0.0f)) continue;
+                for (size_t m = i + 1; m <= paw; ++m)
+                    below[m] = canis::load3(positions.data() + 3 * joints[m]);
+                canis::ccd_one(leg_uppers[k][i], parents, offsets, local, positions.data(),
+                               rotations.data(), joint_weights,
+                               pivoted_up(below[i + 1], c, lift, f * -1.0f), iterations, 0.0f);
+                for (size_t m = i; m < paw; ++m) {
+                    canis::forward_kinematics_one(n_joints, parents, offsets, local, hip,
+                                                  positions.data(), rotations.data(),
+                                                  joints[m + 1]);
+                    canis::ccd_one(leg_bones[k][m], parents, offsets, local, positions.data(),
+                                   rotations.data(), kPivotWeights, below[m + 1], 1, 0.0f);
+                }
+            }
+        };
         for (int32_t k = 0; k < leg_count; ++k) {
             Vec3 goal = paws[k];
             float sunk = std::max(ground - paws[k].y, 0.0f);
@@ -163,13 +293,7 @@ extern "C" int canis_fullbody_ik(
             float distance = canis::length(reach), limit = max_reach * leg_lengths[k];
             if (distance > limit) goal = start + reach * (limit / distance);
             goals[k] = goal;
-            if (k >= front_legs && canis::is_three_bone_leg(legs[k]))
-                canis::two_bone_one(legs[k], parents, offsets, local, positions.data(),
-                                    rotations.data(), goal, f);
-            else
-                canis::ccd_one(legs[k], parents, offsets, local, positions.data(),
-                               rotations.data(), leg_joint_weights + leg_starts[k], goal,
-                               iterations, tolerance);
+            solve_leg(k);
             if (targets) canis::store3(targets + 3 * (static_cast<size_t>(n) * leg_count + k),
                                        goal);
         }
@@ -177,32 +301,44 @@ extern "C" int canis_fullbody_ik(
         // A front leg at its reach can still end under the ground (a dived lie over a step's
         // edge: its goal was the ground under where the network put the paw, 4.5 cm out of
         // reach, and the upper step 6 cm higher where the paw ended: 5.56 cm under in the
-        // hour's soak). The body rises by the deepest front paw's depth beyond a 5 mm slack
-        // (a continuous amount; CCD's own residual is within it) and the hind legs are solved
-        // again to their goals.
-        float front_depth = 0.0f;
+        // hour's soak); so can a joint of a leg that could not bend it out. The body rises by
+        // the deepest front paw's depth beyond a 5 mm slack (a continuous amount; CCD's own
+        // residual is within it), or the deepest such joint's beyond kJointSlack times the
+        // weight, whichever is more, and the hind legs are solved again to their goals.
+        float front_depth = 0.0f, limb_depth = 0.0f;
         for (int32_t k = 0; k < front_legs; ++k) {
             Vec3 paw = canis::load3(positions.data() + 3 * legs[k].joints.back());
-            // The ground as the weight blends it in: easing the IK out lowers it with the paws.
-            float floor = ground + w * (canis::terrain_height(heights, rows, cols, cell_size,
-                                                              origin_x, origin_z, paw.x, paw.z,
-                                                              nullptr) -
-                                        ground);
-            front_depth = std::max(front_depth, floor - paw.y - kFrontPawSlack);
+            front_depth = std::max(front_depth, floor_at(paw) - paw.y - kFrontPawSlack);
         }
-        if (front_depth > 0.0f) {
-            hip[1] += front_depth;
+        for (int32_t j : limb_joints) {
+            Vec3 joint = canis::load3(positions.data() + 3 * j);
+            limb_depth = std::max(limb_depth, floor_at(joint) - kJointSlack - joint.y);
+        }
+        float rise = std::max(front_depth, w * limb_depth);
+        if (rise > 0.0f) {
+            hip[1] += rise;
             canis::forward_kinematics_one(n_joints, parents, offsets, local, hip,
                                           positions.data(), rotations.data(), 0);
-            for (int32_t k = front_legs; k < leg_count; ++k) {
-                if (canis::is_three_bone_leg(legs[k]))
-                    canis::two_bone_one(legs[k], parents, offsets, local, positions.data(),
-                                        rotations.data(), goals[k], f);
-                else
-                    canis::ccd_one(legs[k], parents, offsets, local, positions.data(),
-                                   rotations.data(), leg_joint_weights + leg_starts[k],
-                                   goals[k], iterations, tolerance);
-            }
+            for (int32_t k = front_legs; k < leg_count; ++k) solve_leg(k);
+        }
+
+        // The network's sit and beg put the tail's tip 4.4 cm under flat ground and the hills
+        // twice that (its own data holds the tail low). From the root out, each tail bone
+        // under the ground beyond kJointSlack pivots about its first joint, in the vertical
+        // plane it lies in, until its end is up by that depth times the weight: continuous in
+        // the depth, nothing at its onset, the end held at the slack when the weight is 1.
+        for (size_t i = 0; i < tail_bones.size(); ++i) {
+            const int32_t end = tail_joints[i + 1];
+            Vec3 to = canis::load3(positions.data() + 3 * end);
+            float lift = w * (floor_at(to) - kJointSlack - to.y);
+            if (!(lift > 0.0f)) continue;
+            // A bone hanging straight down swings backward, away from the torso's direction.
+            Vec3 goal = pivoted_up(canis::load3(positions.data() + 3 * tail_joints[i]), to, lift,
+                                   f * -1.0f);
+            canis::ccd_one(tail_bones[i], parents, offsets, local, positions.data(),
+                           rotations.data(), kPivotWeights, goal, 1, 0.0f);
+            canis::forward_kinematics_one(n_joints, parents, offsets, local, hip,
+                                          positions.data(), rotations.data(), end);
         }
     }
     return CANIS_OK;

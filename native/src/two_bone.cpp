@@ -27,6 +27,18 @@ Quat arc(Vec3 from, Vec3 to) {
     return from_axis_angle(axis * (1.0f / sin_length), angle_between(from, to));
 }
 
+// Keeps the leg's global transforms below its hip current (the hip's own position does not
+// move) after its hip's rotation and the locals below it changed.
+void update_below_hip(const Chain& chain, const int32_t* parents, const float* offsets,
+                      const float* local, float* positions, float* rotations) {
+    for (size_t i = 1; i < chain.joints.size(); ++i) {
+        const int32_t j = chain.joints[i], p = parents[j];
+        const Quat parent = load4(rotations + 4 * p);
+        store3(positions + 3 * j, load3(positions + 3 * p) + rotate(parent, load3(offsets + 3 * j)));
+        store4(rotations + 4 * j, parent * load4(local + 4 * j));
+    }
+}
+
 }  // namespace
 
 bool is_three_bone_leg(const Chain& chain) {
@@ -88,14 +100,37 @@ void two_bone_one(const Chain& chain, const int32_t* parents, const float* offse
     store4(local + 4 * knee, normalized(conjugate(new_hip) * new_knee));
     store4(local + 4 * hock, normalized(conjugate(new_knee) * hock_rotation));
 
-    // Keep the leg's global transforms current (the hip's own position does not move).
     store4(rotations + 4 * hip, new_hip);
-    for (int32_t j : {knee, hock, paw}) {
-        const int32_t p = parents[j];
-        const Quat parent = load4(rotations + 4 * p);
-        store3(positions + 3 * j, load3(positions + 3 * p) + rotate(parent, load3(offsets + 3 * j)));
-        store4(rotations + 4 * j, parent * load4(local + 4 * j));
-    }
+    update_below_hip(chain, parents, offsets, local, positions, rotations);
+}
+
+void swing_knee_up(const Chain& chain, const int32_t* parents, const float* offsets,
+                   float* local, float* positions, float* rotations, float lift) {
+    const int32_t hip = chain.joints[0], knee = chain.joints[1], hock = chain.joints[2];
+    const Vec3 a = load3(positions + 3 * hip), b = load3(positions + 3 * knee),
+               c = load3(positions + 3 * hock);
+    const Vec3 along = unit_or_zero(c - a);
+    if (length(along) == 0.0f) return;
+    // The knee's circle about the hip-hock line: centre, and its offset r with r turned a
+    // quarter turn about the line; the knee's height at angle t is centre.y + R cos(t - top).
+    const Vec3 centre = a + along * dot(b - a, along), r = b - centre, s = cross(along, r);
+    const float radius = std::sqrt(r.y * r.y + s.y * s.y);
+    if (radius < 1e-6f) return;
+    const float top = std::atan2(s.y, r.y);
+    const float reach = std::acos(std::clamp((b.y + lift - centre.y) / radius, -1.0f, 1.0f));
+    const float angle = top - std::copysign(reach, top);  // 0 at no lift
+    const Quat turn = from_axis_angle(along, angle);
+    const Quat hip_rotation = load4(rotations + 4 * hip),
+               knee_rotation = load4(rotations + 4 * knee),
+               hock_rotation = load4(rotations + 4 * hock);
+    const Quat new_hip = normalized(turn * hip_rotation);
+    const int32_t hip_parent = parents[hip];
+    const Quat parent_rotation =
+        hip_parent < 0 ? Quat{1, 0, 0, 0} : load4(rotations + 4 * hip_parent);
+    store4(local + 4 * hip, normalized(conjugate(parent_rotation) * new_hip));
+    store4(local + 4 * hock, normalized(conjugate(turn * knee_rotation) * hock_rotation));
+    store4(rotations + 4 * hip, new_hip);
+    update_below_hip(chain, parents, offsets, local, positions, rotations);
 }
 
 }  // namespace canis

@@ -24,4 +24,11 @@ bool is_three_bone_leg(const Chain& chain);
 void two_bone_one(const Chain& chain, const int32_t* parents, const float* offsets,
                   float* local, float* positions, float* rotations, Vec3 target, Vec3 forward);
 
+// Raises the knee of a three-bone leg by `lift` metres (no further than the top of its circle)
+// by turning the hip and knee about the hip-hock line: the hip, hock and paw stay where they
+// are, the hock-paw bone keeps its rotation, and no lift leaves the leg as it was.
+// `positions`/`rotations` as for two_bone_one; the leg's are kept current.
+void swing_knee_up(const Chain& chain, const int32_t* parents, const float* offsets,
+                   float* local, float* positions, float* rotations, float lift);
+
 }  // namespace canis

@@ -89,13 +89,19 @@ int canis_rotations_from_directions(int32_t n_characters, int32_t n_joints,
  * max_reach of each leg's length, CCD bends each front leg and a closed-form solve each
  * three-bone hind leg (its hock-paw bone's rotation kept). A chest under the ground pitches
  * the body nose-up (then lifts it), and a front paw still under the ground lifts the body.
- * weights (0..1) scale the whole correction per character.
+ * Any other joint more than 5 mm under the ground is brought up to that depth (a hind leg's
+ * hock excepted): the torso's by lifting the body before the legs reach down, a CCD leg's by
+ * bending that leg with its paw kept (what it cannot lift lifts the body), a hind knee by
+ * swinging it about the hip-hock line, the tail's by pivoting each bone up about its first
+ * joint. weights (0..1) scale the whole correction per character.
  *   local_rotations [N][J][4], hips [N][3]       in/out (hips place the root joint)
  *   ground_y [N], facing [N][3] (horizontal unit: breaks the tie of an upright torso),
  *   weights [N]
  *   legs: chain k is leg_joints[leg_starts[k] .. leg_starts[k+1]), from its first joint to
  *     the paw; the first front_legs chains are front legs; leg_joint_weights has the same
  *     layout (CCD weights; a chain's last entry is unused); leg_lengths [leg_count]
+ *   tail_joints [tail_length]: the tail from its root (which only the body moves) to its tip,
+ *     each joint an ancestor of the next; tail_length 0 for none (tail_joints may be NULL)
  *   heights [rows][cols] etc.: the terrain, as in canis_terrain_sample
  *   targets [N][leg_count][3]  output: the paw targets used (may be NULL)
  */
@@ -104,9 +110,10 @@ int canis_fullbody_ik(int32_t n_characters, int32_t n_joints, const int32_t* par
                       const float* ground_y, const float* facing, const float* weights,
                       int32_t leg_count, int32_t front_legs, const int32_t* leg_starts,
                       const int32_t* leg_joints, const float* leg_joint_weights,
-                      const float* leg_lengths, float max_reach, int32_t iterations,
-                      float tolerance, const float* heights, int32_t rows, int32_t cols,
-                      float cell_size, float origin_x, float origin_z, float* targets);
+                      const float* leg_lengths, int32_t tail_length, const int32_t* tail_joints,
+                      float max_reach, int32_t iterations, float tolerance,
+                      const float* heights, int32_t rows, int32_t cols, float cell_size,
+                      float origin_x, float origin_z, float* targets);
 
 /*
  * Bilinear terrain sampling of a heightmap.
@@ -203,7 +210,7 @@ int canis_advance_root(int32_t n_characters, int32_t n_joints, int32_t future,
  * 0 of positions_root [N][J][3]) placed in the world from root_xz [N][2]; the facing; then
  * canis_fullbody_ik (its arguments as there; the flat ground it lifts onto at y = 0) and
  * canis_forward_kinematics into positions [N][J][3] and rotations [N][J][4]. With
- * only_below_ground, the IK runs (for every character) only when the first FK puts a paw of
+ * only_below_ground, the IK runs (for every character) only when the first FK puts a joint of
  * any character more than below_ground_m under y = 0 (flat ground). contacts [N][paw_count]
  * (output, 0/1): each paw (paws [paw_count], joint indices) lower than contact_height_m in the
  * root frame and slower than contact_speed_mps on the ground plane by either of two speeds:
@@ -225,7 +232,8 @@ int canis_display_pose(int32_t n_characters, int32_t n_joints, const int32_t* pa
                        double contact_height_m, double contact_speed_mps,
                        const float* ik_weights, int32_t leg_count, int32_t front_legs,
                        const int32_t* leg_starts, const int32_t* leg_joints,
-                       const float* leg_joint_weights, const float* leg_lengths, float max_reach,
+                       const float* leg_joint_weights, const float* leg_lengths,
+                       int32_t tail_length, const int32_t* tail_joints, float max_reach,
                        int32_t iterations, float tolerance, const float* heights, int32_t rows,
                        int32_t cols, float cell_size, float origin_x, float origin_z,
                        int32_t only_below_ground, float below_ground_m,
