@@ -178,6 +178,7 @@ def _build(source: GltfSkin, chosen: dict) -> Rig:
     new_names = tuple(names[j] for j in order)
     groups = {leg: tuple(mapping[j] for j in LEGS[leg]) for leg in DOG_LEG_GROUPS}
     groups["paws"] = tuple(paws)
+    groups["tail"] = _tail_chain(mapping, parents)
     skeleton = RigSkeleton(new_names, parents, offsets.astype(np.float32), groups, dict(mapping))
     _check_legs(path, skeleton, positions)
     mesh = None
@@ -223,6 +224,20 @@ def _matrix(q: np.ndarray) -> np.ndarray:
     from canis.runtime.rotations import quat_to_matrix
 
     return quat_to_matrix(np.asarray(q, dtype=np.float64))
+
+
+def _tail_chain(mapping: dict, parents: np.ndarray) -> tuple[int, ...]:
+    """The rig's tail as the IK keeps it above the ground (runtime/kinematics.py): its joints
+    from the one playing Tail to the furthest mapped one, every rig joint between included
+    (a chain the IK can bend); none when the rig has no tail."""
+    root = mapping.get("Tail")
+    tips = [mapping.get(name) for name in ("Tail1Site", "Tail1") if mapping.get(name) is not None]
+    if root is None or not tips:
+        return ()
+    chain = [tips[0]]
+    while chain[-1] != root and parents[chain[-1]] >= 0:
+        chain.append(int(parents[chain[-1]]))
+    return tuple(reversed(chain)) if chain[-1] == root else ()
 
 
 def _check_legs(path: Path, skeleton: RigSkeleton, positions: np.ndarray) -> None:

@@ -39,6 +39,10 @@ def test_made_rigs_map_by_topology_with_their_own_names_and_extra_joints(rigs, d
         paws = rig.skeleton.group("paws")
         assert rig.rest_positions_m[paws, 1].min() == pytest.approx(0.0, abs=1e-9)
         assert rig.rest_positions_m[0, [0, 2]] == pytest.approx([0.0, 0.0], abs=1e-9)
+        # The tail the IK keeps above the ground: a chain from the joint playing Tail out.
+        tail = rig.skeleton.group("tail")
+        assert [names[j] for j in tail[[0, -1]]] == [RIG_NAMES["Tail"], RIG_NAMES["Tail1Site"]]
+        assert all(rig.skeleton.parents[b] == a for a, b in zip(tail[:-1], tail[1:], strict=True))
 
 
 def test_round_trip_keeps_every_bone_length(rigs, dog):
