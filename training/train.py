@@ -63,9 +63,7 @@ class TrainConfig:
     hidden: int | None = None  # units per hidden layer; None: the paper's (training/models.py)
     seed: int = 0
     oversample: bool = True
-    # True: rows drawn evening out the (gait, action) classes (dataset.balanced_weights)
-    # instead of the paper's trot/canter oversampling
-    balanced: bool = False
+    balanced: bool = False  # True: rows drawn by dataset.balanced_weights, not oversample's
     steps_per_epoch: int | None = None  # None: one pass over the training rows per epoch
     precision: str = "fp32"  # "bf16": autocast matmuls; "auto": see precision_for_run
     dataset: str = ""
