@@ -223,7 +223,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 def run_evaluate_replay(args) -> int:
     import json
 
-    from canis.evaluation import after_actions, replay
+    from canis.evaluation import after_actions, head_sweep, replay
     from canis.evaluation.controllers import load_clips
     from canis.evaluation.model_registry import model_paths, parse_models
     from canis.runtime.inference import MotionModel
@@ -236,6 +236,7 @@ def run_evaluate_replay(args) -> int:
     if mocap is None or not Path(mocap).is_dir():
         raise FileNotFoundError(f"no mocap folder at {mocap}: give --bvh. {DOWNLOAD_HINT}")
     clips = list(load_clips(Path(mocap), progress=False))
+    every_clip = clips  # the mocap's head at each speed is the whole data's
     if args.clips == "held-out":
         clips = replay.held_out(clips, models.values())
     if not clips:
@@ -244,15 +245,17 @@ def run_evaluate_replay(args) -> int:
         )
     results = replay.evaluate_replay(models, clips)
     skeleton = clips[0].skeleton
+    loaded = {name: MotionModel(path, threads=1) for name, path in models.items()}
     results["after_actions"] = {
-        name: after_actions.after_actions(MotionModel(path, threads=1), skeleton)
-        for name, path in models.items()
+        name: after_actions.after_actions(model, skeleton) for name, model in loaded.items()
     }
+    results["head_sweep"] = head_sweep.head_sweep(loaded, every_clip)
     command = f"./run canis evaluate replay --models {args.models}"
     command += "" if args.clips == "held-out" else f" --clips {args.clips}"
     m = describe_machine()
     text = replay.markdown(results, command, f"{m['cpu']}, {m['logical_cores']} threads")
     text += after_actions.markdown(results["after_actions"])
+    text += head_sweep.markdown(results["head_sweep"])
     print(text)
     if results["missing"]:  # said, not NaN: a gait no clip of the set has frames of
         print(f"no frames of: {', '.join(results['missing'])} in these clips")

@@ -147,6 +147,32 @@ def test_after_actions_read_the_pose_a_second_after(tiny_model, clip):
     assert "| tiny | jump from a stand |" in markdown({"tiny": rows})
 
 
+def test_the_head_sweep_sets_the_network_beside_the_mocap_at_each_speed(tiny_model, clip):
+    """evaluation/head_sweep.py: the synthetic trot moves at about 1.5 m/s, so the mocap has
+    head pitches there and says "no frames" far from it instead of NaN; the network's median
+    at every speed is the pitch of its shown Head -> HeadSite."""
+    from canis.evaluation import head_sweep
+    from canis.evaluation.replay import pose_measures
+    from canis.runtime.inference import MotionModel
+
+    truth = head_sweep.mocap_head_pitch([clip], speeds_mps=(0.3, 1.6))
+    assert truth[0.3] is None
+    low, mid, high = truth[1.6]
+    labels = clip.labels
+    near = (np.abs(labels.root_speed_mps - 1.6) <= head_sweep.BAND_MPS) & (labels.gait_index >= 0)
+    pitch = pose_measures(clip.skeleton, clip.positions_m, labels.ground_m)["head_pitch_deg"]
+    assert low <= mid <= high and mid == pytest.approx(np.median(pitch[near]))
+
+    model = MotionModel(tiny_model, threads=1)
+    sweep = {
+        "mocap": truth,
+        "tiny": head_sweep.network_head_pitch(model, clip.skeleton, (0.3, 1.6)),
+    }
+    assert all(-90 <= p <= 90 for p in sweep["tiny"].values())
+    text = head_sweep.markdown(sweep)
+    assert "| 0.3 | no frames |" in text and "| 1.6 | " in text
+
+
 def test_evaluate_replay_says_when_no_clip_is_there(tmp_path, capsys):
     from canis.cli import main
 
