@@ -249,3 +249,11 @@ def tiny_rtn() -> Path:
     """A tiny RTN (32 LSTM units) with tiny_rtn_init.onnx beside it, made and committed like
     tiny_model; test_transitions checks that the export matches torch."""
     return FIXTURES / "tiny_rtn_step.onnx"
+
+
+def moving(n: int, speed: float = 1.0):
+    """n dogs asked to move straight ahead (+z, facing +z) at `speed` m/s."""
+    from canis.runtime.actions import Action
+    from canis.runtime.trajectory import ControlState
+
+    return ControlState(np.tile([0.0, speed], (n, 1)), np.zeros(n), np.full(n, int(Action.MOVE)))

@@ -14,15 +14,12 @@ from canis.runtime.inference import MotionModel
 from canis.runtime.trajectory import ControlState
 from canis.runtime.transition import TransitionModel
 from canis.runtime.transition_player import LEAD_FRAMES
+from conftest import moving
 
 
 @pytest.fixture(scope="module")
 def model(tiny_model):
     return MotionModel(tiny_model)
-
-
-def moving(n: int, speed: float = 1.0) -> ControlState:
-    return ControlState(np.tile([0.0, speed], (n, 1)), np.zeros(n), np.full(n, int(Action.MOVE)))
 
 
 def test_count_zero_is_a_one_line_error(model):

@@ -9,22 +9,17 @@ import re
 
 import numpy as np
 import pytest
-from canis.runtime.actions import Action
 from canis.runtime.controller import Controller
 from canis.runtime.dog_ids import UnknownDogIdError
 from canis.runtime.inference import MotionModel
-from canis.runtime.trajectory import ControlState
 from canis.runtime.transition import TransitionModel
 from canis.runtime.transition_requests import PostureRequests
+from conftest import moving
 
 
 @pytest.fixture(scope="module")
 def model(tiny_model):
     return MotionModel(tiny_model)
-
-
-def moving(n: int, speed: float = 1.0) -> ControlState:
-    return ControlState(np.tile([0.0, speed], (n, 1)), np.zeros(n), np.full(n, int(Action.MOVE)))
 
 
 def test_ids_survive_removes_and_are_never_reused(model):

@@ -27,6 +27,28 @@ def game():
     return example, game
 
 
+def rendered_coat(tmp_path: Path, *arguments: str) -> np.ndarray:
+    """Runs the example as a user does, `examples/panda3d_dog.py --offscreen out.png ARGS` (in
+    a process of its own: one ShowBase per process), and returns the mask of the picture's
+    pixels in the dog's tan."""
+    frame = tmp_path / "frame.png"
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--offscreen", str(frame), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    with Image.open(frame) as image:
+        return tan_pixels(np.asarray(image.convert("RGB")))
+
+
+def tan_pixels(rgb: np.ndarray) -> np.ndarray:
+    """The mask of the dog's tan in an RGB picture: grass and sky are not red."""
+    r, g, b = (rgb[..., k].astype(int) for k in range(3))
+    return (r > g + 20) & (g > b) & (r > 60)
+
+
 def test_one_offscreen_frame_shows_the_dog(tmp_path):
     """The example as a user runs it, `examples/panda3d_dog.py --offscreen out.png` (90 frames
     trotting, then the picture), in a process of its own. In the full suite this picture came
@@ -34,23 +56,12 @@ def test_one_offscreen_frame_shows_the_dog(tmp_path):
     X pipe opened ":0.0", where test_demo_x11's Xvfb (a worker beside) was running. The
     example now renders off-screen through EGL only (p3headlessgl). Run so, the example also
     showed that it aborted at exit (134) after writing the picture: it must exit 0."""
-    frame = tmp_path / "frame.png"
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--offscreen", str(frame)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    with Image.open(frame) as image:
-        pixels = np.asarray(image.convert("RGB")).astype(int)
-    r, g, b = pixels[..., 0], pixels[..., 1], pixels[..., 2]
-    coat = (r > g + 20) & (g > b) & (r > 60)  # the dog's tan: grass and sky are not red
+    coat = rendered_coat(tmp_path)
     assert coat.sum() > 200, "no dog in the picture"
     rows, cols = np.nonzero(coat)
     # The follow camera keeps the dog near the middle of the picture.
-    assert 0.25 < cols.mean() / pixels.shape[1] < 0.75
-    assert 0.25 < rows.mean() / pixels.shape[0] < 0.85
+    assert 0.25 < cols.mean() / coat.shape[1] < 0.75
+    assert 0.25 < rows.mean() / coat.shape[0] < 0.85
 
 
 def test_panda3d_joints_sit_where_the_runtime_puts_them(game):
@@ -78,9 +89,7 @@ def test_the_dog_stays_drawn_after_it_walks_off(game, tmp_path):
         game.keys.discard("w")
     hips = game.controller.display_pose()[0][0, 0]
     assert np.linalg.norm(hips[[0, 2]]) > 5.0  # it did walk off
-    pixels = game.render_to(tmp_path / "walked.png")[..., :3].astype(int)
-    r, g, b = pixels[..., 0], pixels[..., 1], pixels[..., 2]
-    coat = (r > g + 20) & (g > b) & (r > 60)
+    coat = tan_pixels(game.render_to(tmp_path / "walked.png"))
     assert coat.sum() > 200, "the dog was culled"
 
 
@@ -90,16 +99,5 @@ def test_a_rig_from_canis_rig_make_is_driven_in_panda3d(tmp_path):
     from canis.tools.rig_make import make_rig
 
     rig = make_rig("corgi", tmp_path / "corgi.glb", 0.012)
-    frame = tmp_path / "corgi.png"
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--offscreen", str(frame), "--rig", str(rig)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    with Image.open(frame) as image:
-        pixels = np.asarray(image.convert("RGB")).astype(int)
-    r, g, b = pixels[..., 0], pixels[..., 1], pixels[..., 2]
-    coat = (r > g + 20) & (g > b) & (r > 60)
+    coat = rendered_coat(tmp_path, "--rig", str(rig))
     assert coat.sum() > 200, "no corgi in the picture"
