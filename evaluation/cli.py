@@ -9,31 +9,10 @@ import argparse
 import math
 from pathlib import Path
 
-from canis.evaluation.doc_sections import RESULTS_DOC
+from canis.evaluation import replay_commands
+from canis.evaluation.doc_sections import RESULTS_DOC, add_doc_options, results_doc
 from canis.evaluation.release import OUT_DIR, PARTS, run_evaluate_all
 from canis.runtime.assets import shipped_model_path
-
-
-def add_doc_options(parser: argparse.ArgumentParser) -> None:
-    """--write-docs and --doc: where this part's section of the results page goes (none by
-    default: only the terminal and --json)."""
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument(
-        "--write-docs",
-        action="store_true",
-        help=f"rewrite this part's section of the tracked results page, {RESULTS_DOC}",
-    )
-    where.add_argument(
-        "--doc", type=Path, help="rewrite this part's section of this Markdown file instead"
-    )
-
-
-def results_doc(args) -> Path | None:
-    """The page this run writes its section into: --doc, else the tracked page with
-    --write-docs, else none."""
-    if args.doc is not None:
-        return None if str(args.doc) == "-" else args.doc
-    return RESULTS_DOC if args.write_docs else None
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -85,7 +64,24 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     replay_eval.add_argument("--json", type=Path, help="write the figures here")
     add_doc_options(replay_eval)
-    replay_eval.set_defaults(handler=run_evaluate_replay)
+    replay_eval.set_defaults(handler=replay_commands.run_evaluate_replay)
+
+    ablation_eval = evaluate_commands.add_parser(
+        "ablation",
+        help="which fine-tuning terms earn their keep: networks fine-tuned with one term off, "
+        "replayed on the held-out clips beside the recipe's, against its spread between seeds",
+    )
+    ablation_eval.add_argument(
+        "--models",
+        required=True,
+        help="comma-separated ROW@SEED=PATH.onnx, the recipe's own rows first (e.g. "
+        "'every term@1=a.onnx,every term@2=b.onnx,no moving skating@1=c.onnx')",
+    )
+    ablation_eval.add_argument("--bvh", type=Path, help="folder of .bvh clips (default: the mocap)")
+    ablation_eval.set_defaults(clips="held-out")
+    ablation_eval.add_argument("--json", type=Path, help="write the figures here")
+    add_doc_options(ablation_eval)
+    ablation_eval.set_defaults(handler=replay_commands.run_evaluate_ablation)
 
     transitions_eval = evaluate_commands.add_parser(
         "transitions", help="RTN vs interpolation and zero velocity: L2P, L2Q, NPSS"
@@ -218,55 +214,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     add_doc_options(speed_eval)
     speed_eval.set_defaults(handler=run_evaluate_speed)
-
-
-def run_evaluate_replay(args) -> int:
-    import json
-
-    from canis.evaluation import after_actions, head_sweep, replay
-    from canis.evaluation.controllers import load_clips
-    from canis.evaluation.model_registry import model_paths, parse_models
-    from canis.runtime.inference import MotionModel
-    from canis.runtime.machine import describe_machine
-    from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
-
-    args.doc = results_doc(args)
-    models = model_paths(*parse_models(args.models))
-    mocap = args.bvh or default_mocap_dir()
-    if mocap is None or not Path(mocap).is_dir():
-        raise FileNotFoundError(f"no mocap folder at {mocap}: give --bvh. {DOWNLOAD_HINT}")
-    clips = list(load_clips(Path(mocap), progress=False))
-    every_clip = clips  # the mocap's head at each speed is the whole data's
-    if args.clips == "held-out":
-        clips = replay.held_out(clips, models.values())
-    if not clips:
-        raise ValueError(
-            f"{mocap}: none of the clips to replay ({args.clips}: held out by every model) is there"
-        )
-    results = replay.evaluate_replay(models, clips)
-    skeleton = clips[0].skeleton
-    loaded = {name: MotionModel(path, threads=1) for name, path in models.items()}
-    results["after_actions"] = {
-        name: after_actions.after_actions(model, skeleton) for name, model in loaded.items()
-    }
-    results["head_sweep"] = head_sweep.head_sweep(loaded, every_clip)
-    command = f"./run canis evaluate replay --models {args.models}"
-    command += "" if args.clips == "held-out" else f" --clips {args.clips}"
-    m = describe_machine()
-    text = replay.markdown(results, command, f"{m['cpu']}, {m['logical_cores']} threads")
-    text += after_actions.markdown(results["after_actions"])
-    text += head_sweep.markdown(results["head_sweep"])
-    print(text)
-    if results["missing"]:  # said, not NaN: a gait no clip of the set has frames of
-        print(f"no frames of: {', '.join(results['missing'])} in these clips")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1) + "\n")
-    if args.doc is not None:
-        from canis.evaluation.doc_sections import replace_section
-
-        replace_section(args.doc, "replay", text)
-    print(f"wrote {', '.join(str(p) for p in (args.json, args.doc) if p) or 'nothing'}")
-    return 0
 
 
 def run_evaluate_variation(args) -> int:

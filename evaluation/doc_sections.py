@@ -4,6 +4,7 @@ stay. Torch-free, so the runtime's benchmarks use it as the training's evaluatio
 
 from __future__ import annotations
 
+import argparse
 import os
 import tempfile
 from pathlib import Path
@@ -34,3 +35,25 @@ def replace_section(doc: Path, name: str, markdown: str, title: str = "# Results
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def add_doc_options(parser: argparse.ArgumentParser) -> None:
+    """--write-docs and --doc: where this part's section of the results page goes (none by
+    default: only the terminal and --json)."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--write-docs",
+        action="store_true",
+        help=f"rewrite this part's section of the tracked results page, {RESULTS_DOC}",
+    )
+    where.add_argument(
+        "--doc", type=Path, help="rewrite this part's section of this Markdown file instead"
+    )
+
+
+def results_doc(args) -> Path | None:
+    """The page this run writes its section into: --doc, else the tracked page with
+    --write-docs, else none."""
+    if args.doc is not None:
+        return None if str(args.doc) == "-" else args.doc
+    return RESULTS_DOC if args.write_docs else None
