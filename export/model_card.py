@@ -8,12 +8,7 @@ import csv
 import json
 from pathlib import Path
 
-from canis.export.finetune_card import (
-    averaged_lines,
-    fine_tuning_lines,
-    fine_tuning_log,
-    fine_tuning_reproduce,
-)
+from canis.export.finetune_card import fine_tuning_lines, fine_tuning_log, fine_tuning_reproduce
 from canis.export.onnx_export import LICENCE
 from canis.training.schedules import DROPOUT, WEIGHT_DECAY
 
@@ -130,11 +125,6 @@ def write_card(
     train = config["train"]["config"]
     rows = _log_rows(checkpoint_path.parent)
     checkpoint_name = checkpoint_path.name
-    if config.get("averaged_from"):
-        from canis.training.train import LAST
-
-        if checkpoint_name == LAST:  # a mean written over the run's last: reproduced beside it
-            checkpoint_name = "average.safetensors"
     fine_tuned = "closed_loop" in config  # `canis finetune`: its log.csv is the fine-tuning's
     throughput = [float(r["samples_per_s"]) for r in rows if "samples_per_s" in r]
     name = {"mann": f"MANN-{config.get('experts')}", "pfnn": "PFNN", "vnn": "Vanilla NN"}[
@@ -173,9 +163,8 @@ def write_card(
             else "throughput not logged."
         ),
         *(fine_tuning_lines(config, rows) if fine_tuned else []),
-        *(averaged_lines(config) if config.get("averaged_from") else []),
         "- **Final loss** (MSE on standardised outputs"
-        + (", after fine-tuning; train adds the weighted contact term" if fine_tuned else "")
+        + (", after fine-tuning; train adds the weighted terms" if fine_tuned else "")
         + f"): train {float(config['last']['train_loss']):.4f}, validation "
         f"{float(config['last']['validation_loss']):.4f} (best validation "
         f"{config['best_validation_loss']:.4f}" + (" before fine-tuning)." if fine_tuned else ")."),

@@ -128,7 +128,7 @@ def finetune_stage(recipe: dict, config_path: Path, start: Path, dataset_path: P
     if last.exists() and load_checkpoint(last).config["closed_loop_epoch"] >= settings.epochs:
         print(f"finetune: {run_dir} ({settings.epochs} epochs, done)")
         return last
-    source = {"file": str(config_path), "values": values, "overrides": {}}
+    source = {"file": str(config_path), "values": values}
     fine_tune(settings, loop, run_dir, resume=last.exists(), recipe=source)
     return last
 

@@ -251,6 +251,20 @@ def tiny_rtn() -> Path:
     return FIXTURES / "tiny_rtn_step.onnx"
 
 
+def finetune_run(dataset, start, out, resume=False, **settings) -> int:
+    """`canis finetune` of `start` into `out` with `settings` (training/finetune_config.py's
+    keys), written as its config file beside `out` (OUT.json); its exit code."""
+    import json
+
+    from canis.cli import main
+
+    out = Path(out)
+    config = out.parent / f"{out.name}.json"
+    config.write_text(json.dumps(settings))
+    run = ["finetune", "--config", str(config), "--start", str(start), "--dataset", str(dataset)]
+    return main([*run, "--out", str(out)] + (["--resume"] if resume else []))
+
+
 def moving(n: int, speed: float = 1.0):
     """n dogs asked to move straight ahead (+z, facing +z) at `speed` m/s."""
     from canis.runtime.actions import Action

@@ -1,5 +1,5 @@
-"""A dog in its axes' rest pose whose shown paws slide by given distances (the paw terms' tests:
-test_moving_skating.py, test_moving_gait.py)."""
+"""A dog in its axes' rest pose whose shown paws slide by given distances (the moving-skating
+term's tests, test_moving_skating.py)."""
 
 import numpy as np
 import torch

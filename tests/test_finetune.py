@@ -132,7 +132,7 @@ def test_stretch_feeds_back_pfnns_phase_as_the_runtime_advances_it():
     expected = [5.0, 0.5, (0.5 + 2.1) % (2 * np.pi), (0.5 + 4.2) % (2 * np.pi)]
     np.testing.assert_allclose(torch.cat(seen).numpy(), expected, atol=1e-6)
     # Controller.step's update (phase + increment, modulo 2pi) written out, over three steps
-    # that wrap (tests/test_placed_speed.py holds the unrolls to the runtime itself).
+    # that wrap (tests/test_moving_dogs.py holds the unrolls to the runtime itself).
     runtime_phase = (np.float64(5.0) + 2.1 * 3) % (2 * np.pi)
     ours = standard.next_phase_rad(torch.tensor([5.0]), torch.full((1, 364), increment))
     ours = standard.next_phase_rad(ours, torch.full((1, 364), increment))
@@ -256,31 +256,17 @@ def started(tiny_dataset, tmp_path_factory):
     return folder / LAST
 
 
-def finetune(dataset, start, out, *extra):
-    from canis.cli import main
+# Two short epochs, the curriculum growing over both.
+SHORT = {
+    "epochs": 2, "steps_per_epoch": 2, "batch_size": 4, "own_frames": 3, "curriculum_epochs": 2,
+}  # fmt: skip
 
-    return main(
-        [
-            "finetune",
-            "--start",
-            str(start),
-            "--dataset",
-            str(dataset),
-            "--out",
-            str(out),
-            "--epochs",
-            "2",
-            "--steps-per-epoch",
-            "2",
-            "--batch-size",
-            "4",
-            "--own-frames",
-            "3",
-            "--curriculum-epochs",
-            "2",
-            *extra,
-        ]
-    )
+
+def finetune(dataset, start, out, resume=False, **settings):
+    """`canis finetune` from a config file of SHORT and `settings` (conftest.finetune_run)."""
+    from conftest import finetune_run
+
+    return finetune_run(dataset, start, out, resume, **(SHORT | settings))
 
 
 def test_a_jump_share_without_jumps_in_the_data_is_refused(tiny_dataset, started, tmp_path, capsys):
@@ -288,64 +274,48 @@ def test_a_jump_share_without_jumps_in_the_data_is_refused(tiny_dataset, started
     from canis.training.dataset import load as load_dataset
 
     assert not (load_dataset(str(tiny_dataset))["action"] == ACTIONS.index("jump")).any()
-    assert finetune(tiny_dataset, started, tmp_path / "run", "--jump-share", "0.25") == 2
+    assert finetune(tiny_dataset, started, tmp_path / "run", jump_share=0.25) == 2
     error = capsys.readouterr().err
-    assert "--jump-share:" in error and "has no training stretch through a jump" in error
+    assert f"{tiny_dataset} has no training stretch through a jump" in error
 
 
 def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, tmp_path, capsys):
     out = tmp_path / "run"
-    assert finetune(tiny_dataset, started, out, "--contact-weight", "0.01") == 0
+    assert finetune(tiny_dataset, started, out, contact_weight=0.01) == 0
     log = (out / "log.csv").read_text().splitlines()
     assert len(log) == 3 and "validation_closed_loop_loss" in log[0]
     rows = [dict(zip(log[0].split(","), line.split(","), strict=True)) for line in log[1:]]
     assert [r["own_frames"] for r in rows] == ["2", "3"]  # the curriculum
     assert float(rows[0]["contact_term"]) > 0
     # Resuming with the same settings continues (nothing left to do at 2 epochs).
-    assert finetune(tiny_dataset, started, out, "--contact-weight", "0.01", "--resume") == 0
+    assert finetune(tiny_dataset, started, out, resume=True, contact_weight=0.01) == 0
     capsys.readouterr()
-    assert finetune(tiny_dataset, started, out, "--resume") == 2
+    assert finetune(tiny_dataset, started, out, resume=True) == 2
     error = capsys.readouterr().err
     assert "canis finetune: error:" in error and "last.safetensors" in error
     assert "another loss configuration: contact_weight 0.01 (now 0.0)" in error
-    assert finetune(tiny_dataset, started, out, "--contact-weight", "-1") == 2
-    assert "--contact-weight -1.0: must be finite and >= 0" in capsys.readouterr().err
-    # The leg-motion term too (training/finetune_losses.py).
-    args = ("--contact-weight", "0.01", "--resume", "--leg-motion-weight", "0.1")
-    assert finetune(tiny_dataset, started, out, *args) == 2
-    assert "leg_motion_weight 0.0 (now 0.1)" in capsys.readouterr().err
-    assert finetune(tiny_dataset, started, out, "--leg-motion-weight", "nan") == 2
-    assert "--leg-motion-weight nan: must be finite and >= 0" in capsys.readouterr().err
+    # A bad value is refused by its key in the config file (written beside the run: run.json).
+    assert finetune(tiny_dataset, started, out, contact_weight=-1) == 2
+    error = capsys.readouterr().err
+    assert f"{tmp_path / 'run.json'}: contact_weight -1.0: must be finite and >= 0" in error
     # And the placed-stillness term (training/placed_stillness.py).
-    args = ("--contact-weight", "0.01", "--resume", "--placed-stillness-weight", "1")
-    assert finetune(tiny_dataset, started, out, *args) == 2
+    resumed = {"resume": True, "contact_weight": 0.01}
+    assert finetune(tiny_dataset, started, out, **resumed, placed_stillness_weight=1) == 2
     assert "placed_stillness_weight 0.0 (now 1.0)" in capsys.readouterr().err
-    assert finetune(tiny_dataset, started, out, "--placed-stillness-weight", "inf") == 2
-    assert "--placed-stillness-weight inf: must be finite and >= 0" in capsys.readouterr().err
+    assert finetune(tiny_dataset, started, out, placed_stillness_weight=float("inf")) == 2
+    assert "placed_stillness_weight inf: must be finite and >= 0" in capsys.readouterr().err
+    assert finetune(tiny_dataset, started, out, placed_stillness_weight=1, placed_dogs=1) == 2
+    assert "placed_dogs 1: needs 2 or more" in capsys.readouterr().err
+    # And the moving-skating term (training/moving_skating.py), on the moving dogs.
+    assert finetune(tiny_dataset, started, out, **resumed, moving_skating_weight=1) == 2
+    assert "moving_skating_weight 0.0 (now 1.0)" in capsys.readouterr().err
+    assert finetune(tiny_dataset, started, out, moving_skating_weight=-2) == 2
+    assert "moving_skating_weight -2.0: must be finite and >= 0" in capsys.readouterr().err
+    assert finetune(tiny_dataset, started, out, moving_skating_weight=1, placed_dogs=0) == 2
+    assert "placed_dogs 0: needs 1 or more" in capsys.readouterr().err
     # An option of a term, without the term's weight, is refused, not ignored.
-    assert finetune(tiny_dataset, started, out, "--moving-paws-down") == 2
-    assert "--moving-paws-down: needs --moving-skating-weight" in capsys.readouterr().err
-    args = ("--placed-stillness-weight", "1", "--placed-dogs", "1")
-    assert finetune(tiny_dataset, started, out, *args) == 2
-    assert "--placed-dogs 1: needs 2 or more" in capsys.readouterr().err
-    # And the placed-speed term (training/placed_speed.py).
-    args = ("--contact-weight", "0.01", "--resume", "--placed-speed-weight", "1")
-    assert finetune(tiny_dataset, started, out, *args) == 2
-    assert "placed_speed_weight 0.0 (now 1.0)" in capsys.readouterr().err
-    assert finetune(tiny_dataset, started, out, "--placed-speed-weight", "-2") == 2
-    assert "--placed-speed-weight -2.0: must be finite and >= 0" in capsys.readouterr().err
-    args = ("--placed-speed-weight", "1", "--placed-dogs", "0")
-    assert finetune(tiny_dataset, started, out, *args) == 2
-    assert "--placed-dogs 0: needs 1 or more" in capsys.readouterr().err
-    # And the moving-legs term (training/finetune_moving.py), on the same dogs.
-    args = ("--contact-weight", "0.01", "--resume", "--moving-legs-weight", "1")
-    assert finetune(tiny_dataset, started, out, *args) == 2
-    assert "moving_legs_weight 0.0 (now 1.0)" in capsys.readouterr().err
-    assert finetune(tiny_dataset, started, out, "--moving-legs-weight", "nan") == 2
-    assert "--moving-legs-weight nan: must be finite and >= 0" in capsys.readouterr().err
-    args = ("--moving-legs-weight", "1", "--placed-dogs", "0")
-    assert finetune(tiny_dataset, started, out, *args) == 2
-    assert "--placed-dogs 0: needs 1 or more" in capsys.readouterr().err
+    assert finetune(tiny_dataset, started, out, moving_paws_down=1.0) == 2
+    assert "moving_paws_down: needs moving_skating_weight" in capsys.readouterr().err
     assert len((out / "log.csv").read_text().splitlines()) == 3  # the run is untouched
 
 
@@ -362,7 +332,7 @@ def test_finetune_starts_from_an_exported_model(tiny_dataset, started, tmp_path)
     model = tmp_path / "m.onnx"
     export_onnx(started, model, tiny_dataset)
     # A bad weight is refused before the start is converted into the run folder.
-    assert finetune(tiny_dataset, model, tmp_path / "refused", "--contact-weight", "nan") == 2
+    assert finetune(tiny_dataset, model, tmp_path / "refused", contact_weight=float("nan")) == 2
     assert not (tmp_path / "refused").exists()
     converted = checkpoint_from_onnx(model, tiny_dataset, tmp_path / "c.safetensors")
     assert converted["kind"] == "mann"
@@ -388,9 +358,13 @@ def test_finetune_starts_from_an_exported_model(tiny_dataset, started, tmp_path)
     export = ["export", str(out / "last.safetensors"), "--out", str(tuned)]
     assert main([*export, "--dataset", str(tiny_dataset), "--card", "--card-seconds", "1"]) == 0
     card = tuned.with_suffix(".md").read_text()
+    config = tmp_path / "run.json"  # conftest.finetune_run's config file
+    assert f"- **Fine-tuning** (`canis finetune --config {config}`, " in card
     assert f"from `{model}`, 2 epochs of 2 steps, batch 4 stretches" in card
-    assert "## Fine-tuning log" in card and f"canis finetune --start {model} --out" in card
-    assert "--dropout 0.3 --weight-decay 0.0025 " in card  # an export's: the defaults
+    assert "dropout 0.3, weight decay 0.0025;" in card  # an export's: the defaults
+    assert "settings: own_frames 3, curriculum_epochs 2;" in card  # those not the defaults
+    assert "## Fine-tuning log" in card
+    assert f"`./run canis finetune --config {config} --start {model} --out runs/NAME` then" in card
     assert tuned.with_suffix(".closed_loop.json").is_file()
     for prop in graph.metadata_props:
         if prop.key == "canis.precision":
@@ -456,12 +430,12 @@ def test_finetune_records_its_dropout_and_refuses_another_on_resume(
     from canis.training.checkpoint import load_checkpoint
 
     out = tmp_path / "run"
-    assert finetune(tiny_dataset, started, out, "--dropout", "0") == 0
+    assert finetune(tiny_dataset, started, out, dropout=0.0) == 0
     identity = load_checkpoint(out / "last.safetensors").config["closed_loop"]
     assert identity["dropout"] == 0.0 and identity["weight_decay"] == 2.5e-3
-    assert finetune(tiny_dataset, started, out, "--resume") == 0  # its own, unset: resumes
+    assert finetune(tiny_dataset, started, out, resume=True) == 0  # its own, unset: resumes
     capsys.readouterr()
-    assert finetune(tiny_dataset, started, out, "--resume", "--dropout", "0.3") == 2
+    assert finetune(tiny_dataset, started, out, resume=True, dropout=0.3) == 2
     assert "dropout 0.0 (now 0.3)" in capsys.readouterr().err
 
 

@@ -1,14 +1,14 @@
-"""The moving-skating term (training/finetune_moving.py): the mocap's shown paws by speed from its
+"""The moving-skating term (training/moving_skating.py): the mocap's shown paws by speed from its
 locomotion frames; nothing for a dog that skates no more than that and carries its paws no
-higher (beyond the allowance), each dog paying its own excess; the fine-tuning logs it and the
-card names it."""
+higher (beyond the allowance), each dog paying its own excess; the fine-tuning logs it, refreshes
+its dogs as told, stops on a step that is not finite, and the card names it."""
 
 import numpy as np
 import pytest
 import torch
 from canis.runtime.features import OUTPUT
-from canis.training import finetune_moving
-from canis.training.finetune_moving import (
+from canis.training import moving_skating
+from canis.training.moving_skating import (
     DOWN_SHARE_ALLOWANCE,
     DOWN_SHARE_COST_CM,
     HEIGHT_ALLOWANCE_CM,
@@ -40,10 +40,10 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
     expected = [skating_cm[:40].mean().item(), skating_cm[40:].mean().item()]
     assert expected[1] > expected[0] + 0.1
     action = np.full(len(x), MOVE)
-    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 41)
-    with pytest.raises(ValueError, match="--moving-skating-weight: the training clips"):
+    monkeypatch.setattr(moving_skating, "MIN_BIN_ROWS", 41)
+    with pytest.raises(ValueError, match="moving_skating_weight: the training clips"):
         skating_by_speed(x, y, action)
-    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 40)
+    monkeypatch.setattr(moving_skating, "MIN_BIN_ROWS", 40)
     centres, paws = skating_by_speed(x, y, action)
     assert paws.shape == (2, 13)
     np.testing.assert_allclose(paws[:, 0], expected, rtol=1e-5)
@@ -53,7 +53,7 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
     np.testing.assert_allclose(paws[0, 9:13], lift.square().mean(0), rtol=1e-5, atol=1e-6)
     # Rows not asked to move are left out: counted, the slow bin would move.
     action[:10] = MOVE + 1
-    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 30)
+    monkeypatch.setattr(moving_skating, "MIN_BIN_ROWS", 30)
     y_moved = y.clone()
     y_moved[:10, Y_HIPS[2]] += 0.05
     np.testing.assert_allclose(skating_by_speed(x, y_moved, action)[1][:, 0], expected, rtol=1e-5)
@@ -207,56 +207,115 @@ def test_the_swing_held_only_under_its_speed():
         moving_skating_loss(x, flattened, reference, swing_below_mps=1.2, **swing)
 
 
+# One short epoch of 4 moving dogs (conftest.finetune_run's settings).
+SHORT = {"epochs": 1, "steps_per_epoch": 2, "batch_size": 4, "own_frames": 3, "placed_dogs": 4}
+
+
+def _start(tiny_dataset, tmp_path, monkeypatch):
+    """A one-step network trained on the synthetic dogs, whose clips are short: the reference's
+    bins may hold fewer rows."""
+    from canis.training.train import LAST, train
+    from conftest import tiny_config
+
+    monkeypatch.setattr(moving_skating, "MIN_BIN_ROWS", 10)
+    train(tiny_config(tiny_dataset), tmp_path / "one_step", progress=False)
+    return tmp_path / "one_step" / LAST
+
+
 def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch, capsys):
+    from canis.training.moving_dogs import MovingDogs
     from canis.training.train import LAST
-    from test_moving_legs import _finetune_args
+    from conftest import finetune_run
 
     from canis.cli import main
 
+    refreshed = []
+    refresh = MovingDogs.refresh
+
+    def counted(dogs, generator):
+        refreshed.append(dogs.dogs)
+        return refresh(dogs, generator)
+
+    monkeypatch.setattr(MovingDogs, "refresh", counted)
+    start = _start(tiny_dataset, tmp_path, monkeypatch)
     out = tmp_path / "paws"
-    run = _finetune_args(tiny_dataset, tmp_path, monkeypatch, out, "0")
-    run += [
-        "--moving-max-turn-degps",
-        "90",
-        "--moving-skating-weight",
-        "2",
-        "--moving-unroll-frames",
-        "4",
-    ]
-    assert main(run) == 0
+    paws = SHORT | {
+        "moving_max_turn_degps": 90.0, "moving_skating_weight": 2.0, "moving_unroll_frames": 4,
+        "placed_refresh_steps": 1,
+    }  # fmt: skip
+    assert finetune_run(tiny_dataset, start, out, **paws) == 0
+    assert refreshed == [4, 4]  # at the epoch's start and after its first step
     header, row = (out / "log.csv").read_text().splitlines()
     logged = dict(zip(header.split(","), row.split(","), strict=True))
     assert float(logged["moving_skating_term"]) > 0  # an untrained dog's paws slide
-    assert float(logged["moving_legs_term"]) == 0
+    assert float(logged["rollout_seconds"]) > 0
     tuned = tmp_path / "paws.onnx"
     export = ["export", str(out / LAST), "--out", str(tuned), "--dataset", str(tiny_dataset)]
     assert main([*export, "--card", "--card-seconds", "1"]) == 0
     card = tuned.with_suffix(".md").read_text()
     assert (
-        "--moving-skating-weight 2.0 --moving-max-turn-degps 90.0 --moving-unroll-frames 4 "
-        "--placed-dogs 4" in card
+        "settings: own_frames 3, placed_dogs 4, placed_refresh_steps 1, moving_unroll_frames 4, "
+        "moving_skating_weight 2, moving_max_turn_degps 90;" in card
     )
-    assert "moving-skating weight 2.0 on 4 moving dogs" in card
-    assert main([*run[:-4], "--moving-skating-weight", "1", "--epochs", "2", "--resume"]) == 2
+    # A resume with another weight, or the dogs refreshed otherwise, is another configuration.
+    again = paws | {"epochs": 2}
+    assert finetune_run(tiny_dataset, start, out, True, **again | {"moving_skating_weight": 1}) == 2
     assert "moving_skating_weight 2.0 (now 1.0)" in capsys.readouterr().err
-    assert main([*run[:-3], "nan"]) == 2
-    assert "--moving-skating-weight nan: must be finite and >= 0" in capsys.readouterr().err
-    assert main([*run, "--moving-max-turn-degps", "200"]) == 2
-    assert "--moving-max-turn-degps 200.0: must be between 0 and 180" in capsys.readouterr().err
-    assert main([*run, "--moving-max-turn-degps", "nan"]) == 2
-    assert "--moving-max-turn-degps nan: must be between 0 and 180" in capsys.readouterr().err
+    unrefreshed = {k: v for k, v in again.items() if k != "placed_refresh_steps"}
+    assert finetune_run(tiny_dataset, start, out, True, **unrefreshed) == 2
+    assert "placed_refresh_steps 1 (now 0)" in capsys.readouterr().err
+    # Out of range: refused by the config file's key.
+    refused = {
+        "moving_skating_weight": (float("nan"), "nan: must be finite and >= 0"),
+        "moving_max_turn_degps": (200, "200.0: must be between 0 and 180"),
+        "placed_refresh_steps": (-1, "-1: must be 0 (each epoch) or more"),
+        "moving_unroll_frames": (17, "17: must be between 1 and 16"),
+    }
+    for key, (value, message) in refused.items():
+        assert finetune_run(tiny_dataset, start, out, **paws | {key: value}) == 2
+        assert f"{key} {message}" in capsys.readouterr().err
+    assert finetune_run(tiny_dataset, start, out, **paws | {"moving_max_turn_degps": np.nan}) == 2
+    assert "moving_max_turn_degps nan: must be between 0 and 180" in capsys.readouterr().err
 
     # The paws held both ways: one epoch runs, and a resume without it is refused by name.
     both_ways = tmp_path / "both_ways"
-    held = [*run[:-6], "--moving-skating-weight", "2"]
-    assert main([*held[:-2], "--moving-paws-both-ways"]) == 2
-    assert "--moving-paws-both-ways: needs --moving-skating-weight" in capsys.readouterr().err
-    held.append("--moving-paws-both-ways")
-    held[held.index("--out") + 1] = str(both_ways)
-    assert main(held) == 0
-    assert main([*held[:-1], "--epochs", "2", "--resume"]) == 2
+    held = SHORT | {"moving_skating_weight": 2.0, "moving_paws_both_ways": True}
+    unweighed = {k: v for k, v in held.items() if k != "moving_skating_weight"}
+    assert finetune_run(tiny_dataset, start, both_ways, **unweighed) == 2
+    assert "moving_paws_both_ways: needs moving_skating_weight" in capsys.readouterr().err
+    assert finetune_run(tiny_dataset, start, both_ways, **held) == 0
+    unheld = {k: v for k, v in held.items() if k != "moving_paws_both_ways"} | {"epochs": 2}
+    assert finetune_run(tiny_dataset, start, both_ways, True, **unheld) == 2
     assert "moving_paws_both_ways True (now False)" in capsys.readouterr().err
-    assert main([*held[:-3], "--moving-paws-down"]) == 2
-    assert "--moving-paws-down: needs --moving-skating-weight" in capsys.readouterr().err
-    assert main([*held, "--moving-paws-down", "-1"]) == 2
-    assert "--moving-paws-down -1.0: must be a finite weight >= 0" in capsys.readouterr().err
+    assert finetune_run(tiny_dataset, start, both_ways, **SHORT | {"moving_paws_down": 1.0}) == 2
+    assert "moving_paws_down: needs moving_skating_weight" in capsys.readouterr().err
+    assert finetune_run(tiny_dataset, start, both_ways, **held | {"moving_paws_down": -1}) == 2
+    assert "moving_paws_down -1.0: must be finite and >= 0" in capsys.readouterr().err
+
+
+def test_a_non_finite_step_stops_the_run_and_keeps_the_checkpoint(
+    tiny_dataset, tmp_path, monkeypatch, capsys
+):
+    """A loss or gradient that is not finite stops the fine-tuning before the optimiser steps,
+    naming the epoch, the step and the terms; the run's checkpoint stays as the last finished
+    epoch wrote it."""
+    from canis.training.moving_dogs import MovingDogs
+    from canis.training.train import LAST
+    from conftest import finetune_run
+
+    start = _start(tiny_dataset, tmp_path, monkeypatch)
+    out = tmp_path / "run"
+    settings = SHORT | {"moving_skating_weight": 1.0}
+    assert finetune_run(tiny_dataset, start, out, **settings) == 0
+    saved = (out / LAST).read_bytes()
+    measured = MovingDogs.loss
+
+    def poisoned(dogs, predict, count, generator):
+        return measured(dogs, predict, count, generator) * float("nan")
+
+    monkeypatch.setattr(MovingDogs, "loss", poisoned)
+    assert finetune_run(tiny_dataset, start, out, True, **settings | {"epochs": 2}) == 2
+    error = capsys.readouterr().err
+    assert "fine-tuning epoch 2, step 1: the loss (nan) or its gradient is not finite" in error
+    assert "moving_skating nan" in error
+    assert (out / LAST).read_bytes() == saved

@@ -104,31 +104,26 @@ def test_placed_dogs_inputs_are_the_runtimes(tiny_dataset, tiny_model):
     assert (distance < 1e-4).all()
 
 
-def test_finetune_logs_the_placed_terms_and_names_them(tiny_dataset, tmp_path):
-    """The placed-stillness and placed-speed (training/placed_speed.py) terms in one run."""
+def test_finetune_logs_the_placed_stillness_term_and_names_it(tiny_dataset, tmp_path):
     from canis.training.train import LAST, train
-    from conftest import tiny_config
+    from conftest import finetune_run, tiny_config
 
     from canis.cli import main
 
     train(tiny_config(tiny_dataset), tmp_path / "one_step", progress=False)
     out = tmp_path / "placed"
-    run = [
-        "finetune", "--start", str(tmp_path / "one_step" / LAST), "--dataset", str(tiny_dataset),
-        "--out", str(out), "--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "4",
-        "--own-frames", "3", "--placed-stillness-weight", "2", "--placed-dogs", "4",
-        "--placed-speed-weight", "3",
-    ]  # fmt: skip
-    assert main(run) == 0
+    settings = {
+        "epochs": 1, "steps_per_epoch": 2, "batch_size": 4, "own_frames": 3,
+        "placed_stillness_weight": 2.0, "placed_dogs": 4,
+    }  # fmt: skip
+    assert finetune_run(tiny_dataset, tmp_path / "one_step" / LAST, out, **settings) == 0
     header, row = (out / "log.csv").read_text().splitlines()
     logged = dict(zip(header.split(","), row.split(","), strict=True))
     assert float(logged["placed_stillness_term"]) > 0  # an untrained dog stirs
     assert float(logged["rollout_seconds"]) > 0
-    assert float(logged["placed_speed_term"]) > 0  # an untrained dog misses the speed asked
+    assert float(logged["moving_skating_term"]) == 0  # not asked
     tuned = tmp_path / "placed.onnx"
     export = ["export", str(out / LAST), "--out", str(tuned), "--dataset", str(tiny_dataset)]
     assert main([*export, "--card", "--card-seconds", "1"]) == 0
     card = tuned.with_suffix(".md").read_text()
-    assert "--placed-stillness-weight 2.0 --placed-dogs 4" in card
-    assert "placed-stillness weight 2.0 on 4 placed dogs" in card
-    assert "--placed-speed-weight 3.0" in card and "placed-speed weight 3.0 on 4" in card
+    assert "settings: own_frames 3, placed_stillness_weight 2, placed_dogs 4;" in card

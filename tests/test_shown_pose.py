@@ -9,8 +9,8 @@ from canis.runtime.kinematics import forward_kinematics, rotations_from_directio
 from canis.runtime.pose import next_local_pose
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.training.finetune_losses import paw_world_velocity_mps, step_skating_cm
-from canis.training.finetune_moving import shown_paw_steps
 from canis.training.finetune_stretches import local_pose_of
+from canis.training.moving_skating import shown_paw_steps
 from canis.training.shown_pose import shown_hips_m, shown_positions_m, shown_step_m
 
 

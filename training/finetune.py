@@ -2,11 +2,10 @@
 outputs (issue 17 item 1): `canis finetune` (training/cli_finetune.py) runs fine_tune.
 
 Each step's loss is the stretches' (training/finetune_stretches.py: the mocap's inputs, then
-the network's own, the MSE with the contact and leg-motion terms) plus the terms on the
+the network's own, the MSE with the contact term) plus the terms on the
 runtime's own dogs, placed or driven each epoch by the network exported from the weights it
-starts from (training/placed_stillness.py, placed_speed.py with finetune_moving.py's terms,
-stopping_pops.py, getting_up_pops.py, posture_stillness.py). The settings are
-training/finetune_config.py's.
+starts from (training/placed_stillness.py; moving_dogs.py with moving_skating.py's term). The
+settings are training/finetune_config.py's.
 """
 
 from __future__ import annotations
@@ -27,24 +26,19 @@ from canis.training.finetune_config import (
     check_resumable,
     start_regularisation,
 )
-from canis.training.finetune_moving import gait_by_speed, leg_turn_by_speed, skating_by_speed
 from canis.training.finetune_stretches import (
     TERMS,
     Standardiser,
     StretchData,
     closed_loop_validation,
     draw_stretches,
-    leg_motion_stretch,
     stretch_loss,
     stretch_starts,
     stretches_through,
 )
-from canis.training.getting_up_pops import GettingUpDogs
-from canis.training.placed_speed import MovingDogs
+from canis.training.moving_dogs import MovingDogs
+from canis.training.moving_skating import skating_by_speed
 from canis.training.placed_stillness import PlacedDogs
-from canis.training.posture_stillness import PostureDogs
-from canis.training.stopping_pops import DOGS_PER_STEP as STOPPING_DOGS_PER_STEP
-from canis.training.stopping_pops import StoppingDogs, joint_steps_by_speed
 from torch import nn
 
 
@@ -72,7 +66,7 @@ def fine_tune(
     """Fine-tunes a trained controller in closed loop into run_dir (last.safetensors after
     every epoch, log.csv, config.json: the settings as a config file); resumable. Returns the
     log rows. `recipe`: where the settings came from ({"file": a config file, "values": its
-    settings, "overrides": the flags given beside it}), recorded in the checkpoint for the
+    settings}), recorded in the checkpoint for the
     model card. PFNN's phase is fed back with its
     pose: in the own-output frames and the runtime's dogs it is the runtime's, advanced by the
     predicted increment (Standardiser.next_phase_rad)."""
@@ -157,26 +151,14 @@ def fine_tune(
         with autocast(settings.precision, cpu):
             return _predict(model, kind, x, phase).float()
 
-    placed = moving = stopping = getting_up = posture = None
+    placed = moving = None
     if loop.placed_stillness_weight > 0:
         placed = PlacedDogs(model, saved, data, train_split, standard, run_dir, loop.placed_dogs)
     if loop.moves_dogs():
         mocap = standard.x_raw(train_split.x), standard.y_raw(train_split.y), train_split.action
-        legs = leg_turn_by_speed(*mocap) if loop.moving_legs_weight > 0 else None
-        paws = skating_by_speed(*mocap) if loop.moving_skating_weight > 0 else None
-        gaits = (
-            gait_by_speed(
-                *mocap,
-                train_split.after,
-                train_split.gait if loop.moving_gait_reference == "most-used" else None,
-            )
-            if loop.moving_gait_weight > 0
-            else None
-        )
         moving = MovingDogs(
-            model, saved, data, standard, run_dir, loop.placed_dogs, legs,
-            loop.moving_unroll_frames, loop.moving_legs_both_ways, paws,
-            loop.moving_max_turn_degps, loop.moving_turn_switch_s,
+            model, saved, data, standard, run_dir, loop.placed_dogs, skating_by_speed(*mocap),
+            loop.moving_unroll_frames, loop.moving_max_turn_degps, loop.moving_turn_switch_s,
             {
                 "heights_both_ways": loop.moving_paws_both_ways,
                 "paws_down": loop.moving_paws_down,
@@ -185,35 +167,14 @@ def fine_tune(
                 "paws_swing": loop.moving_paws_swing,
                 "swing_below_mps": loop.moving_paws_swing_below_mps,
             },
-            loop.moving_course_weight > 0, gaits,
-            legs_below_mps=loop.moving_legs_below_mps,
         )  # fmt: skip
-    if loop.stopping_pops_weight > 0 or loop.getting_up_pops_weight > 0:
-        mocap = standard.x_raw(train_split.x), standard.y_raw(train_split.y), train_split.action
-        steps_reference = joint_steps_by_speed(*mocap)
-    if loop.stopping_pops_weight > 0:
-        stopping = StoppingDogs(
-            model, saved, data, standard, run_dir, loop.placed_dogs,
-            steps_reference, loop.moving_unroll_frames,
-        )  # fmt: skip
-    if loop.getting_up_pops_weight > 0:
-        getting_up = GettingUpDogs(
-            model, saved, data, standard, run_dir, loop.placed_dogs,
-            steps_reference, loop.moving_unroll_frames, loop.getting_up_settling,
-        )  # fmt: skip
-    if loop.posture_stillness_weight > 0:
-        posture = PostureDogs(
-            model, saved, data, standard, run_dir, loop.placed_dogs, loop.moving_unroll_frames
-        )
     for epoch in range(first_epoch, settings.epochs):
         own = loop.own_frames_at(epoch)
         length = loop.ground_truth_frames + own
         generator = np.random.default_rng(settings.seed * 1_000_003 + epoch)
         torch.manual_seed(settings.seed * 7919 + epoch)
         rollout_seconds = 0.0
-        placed_terms = [
-            dogs for dogs in (placed, moving, stopping, getting_up, posture) if dogs is not None
-        ]
+        placed_terms = [dogs for dogs in (placed, moving) if dogs is not None]
         for dogs in placed_terms:  # this epoch's placed dogs, by the weights it starts from
             rollout_seconds += dogs.refresh(generator)
         jumps = None
@@ -227,7 +188,7 @@ def fine_tune(
             )
             if len(jumps) == 0:
                 raise ValueError(
-                    f"--jump-share: {settings.dataset} has no training stretch through a jump"
+                    f"jump_share: {settings.dataset} has no training stretch through a jump"
                 )
         model.train()
         started, loss_sum, term_sums = time.perf_counter(), 0.0, dict.fromkeys(TERMS, 0.0)
@@ -240,46 +201,14 @@ def fine_tune(
             loss, terms = stretch_loss(
                 predict_training, train_split, batch, standard, loop.ground_truth_frames, own, loop
             )
-            if loop.leg_motion_weight > 0:
-                motion, motion_terms = leg_motion_stretch(
-                    model, predict_training, train_split, batch, standard, loop, own
-                )
-                loss = loss + motion
-                terms["leg_motion"] += motion_terms["leg_motion"]
             if placed is not None:  # as many steps as a batch of stretches has own frames
                 still = placed.loss(predict_training, settings.batch_size * max(own, 1), generator)
                 loss = loss + loop.placed_stillness_weight * still
                 terms["placed_stillness"] = still.item()
             if moving is not None:
-                dogs = loop.moving_dogs_per_step
-                speed, legs, paws, course = moving.loss(predict_training, dogs, generator)
-                loss = (
-                    loss
-                    + loop.placed_speed_weight * speed
-                    + loop.moving_legs_weight * legs
-                    + loop.moving_skating_weight * paws
-                    + loop.moving_course_weight * course
-                )
-                terms["placed_speed"] = speed.item()
-                terms["moving_legs"] = legs.item()
+                paws = moving.loss(predict_training, loop.moving_dogs_per_step, generator)
+                loss = loss + loop.moving_skating_weight * paws
                 terms["moving_skating"] = paws.item()
-                terms["moving_course"] = course.item()
-                if loop.moving_gait_weight > 0:
-                    gait = moving.gait_loss(predict_training, dogs)
-                    loss = loss + loop.moving_gait_weight * gait
-                    terms["moving_gait"] = gait.item()
-            if stopping is not None:
-                pops = stopping.loss(predict_training, STOPPING_DOGS_PER_STEP, generator)
-                loss = loss + loop.stopping_pops_weight * pops
-                terms["stopping_pops"] = pops.item()
-            if getting_up is not None:
-                pops = getting_up.loss(predict_training, STOPPING_DOGS_PER_STEP, generator)
-                loss = loss + loop.getting_up_pops_weight * pops
-                terms["getting_up_pops"] = pops.item()
-            if posture is not None:
-                still = posture.loss(predict_training, STOPPING_DOGS_PER_STEP, generator)
-                loss = loss + loop.posture_stillness_weight * still
-                terms["posture_stillness"] = still.item()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             check_finite_step(model, loss, terms, epoch, step, run_dir / LAST)
@@ -311,10 +240,8 @@ def fine_tune(
         }
         rows.append(row)
         _append_log(run_dir / "log.csv", row)
-        # A start written by `canis average` names its sources; this run's weights are not
-        # that mean, so the record stays with the start (the card would say they were); so
-        # does the config file a fine-tuned start was run from.
-        gone = ("averaged_from", "closed_loop_config")
+        # The config file a fine-tuned start was run from stays with the start.
+        gone = ("closed_loop_config",)
         kept = {key: value for key, value in saved.items() if key not in gone}
         state = kept | {
             "closed_loop": identity,

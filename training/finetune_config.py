@@ -1,8 +1,8 @@
 """Closed-loop fine-tuning's settings (training/finetune.py): the loss configuration
 (ClosedLoopConfig) and the run's (FineTuneSettings), each checked in range where it is made; a
-config file of them (`canis finetune --config`, training/configs/*.json: the shipped recipes),
-read and refused in one line naming the key; and what a resume must share with the run it
-continues (check_resumable).
+config file of them (`canis finetune --config FILE.json`; a recipe's [finetune] table,
+training/configs/*.toml, holds the same keys), read and refused in one line naming the key;
+and what a resume must share with the run it continues (check_resumable).
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
-from canis.training.finetune_moving import GAIT_REFERENCES
-from canis.training.placed_speed import DOGS_PER_STEP, FRAMES_PER_DOG, MAX_TURN_DEGPS
+from canis.training.moving_dogs import DOGS_PER_STEP, FRAMES_PER_DOG, MAX_TURN_DEGPS
 from canis.training.schedules import DROPOUT, WEIGHT_DECAY
 
 MAX_UNROLL_FRAMES = FRAMES_PER_DOG  # a moving dog's steps in a batch
@@ -26,9 +25,6 @@ class ClosedLoopConfig:
     own_frames: int = 8  # frames fed the network's own output, at the curriculum's end
     curriculum_epochs: int = 4  # own frames grow linearly from 1 over these epochs
     contact_weight: float = 0.0  # 0: no contact term (training/finetune_losses.py)
-    # 0: no leg-motion term (training/finetune_losses.py): on the stretches' own frames, each
-    # leg joint's mean turn over each frame's batch against the mocap's.
-    leg_motion_weight: float = 0.0
     # 0: no placed-stillness term (training/placed_stillness.py): the runtime's own dogs placed
     # standing and asked nothing, refreshed each epoch, `placed_dogs` of them, kept still.
     placed_stillness_weight: float = 0.0
@@ -37,32 +33,14 @@ class ClosedLoopConfig:
     # as well as at each epoch's start (0: at each epoch's start only). A one-step term on the
     # same dogs for a whole epoch can fit their steps without changing how a fresh dog moves.
     placed_refresh_steps: int = 0
-    # 0: no placed-speed term (training/placed_speed.py): the runtime's own dogs asked a speed
-    # with its speed tracking off, refreshed each epoch, `placed_dogs` of them, brought to it.
-    placed_speed_weight: float = 0.0
-    # 0: no moving-legs term (training/finetune_moving.py): on the placed-speed term's dogs, each
-    # leg joint's turn held up to the mocap's at the dog's asked speed.
-    moving_legs_weight: float = 0.0
-    # > 1: the moving dogs' terms run over stretches of this many steps with the pose fed back
-    # with its gradient (placed_speed.MovingDogs); 1: one step from each recorded input.
+    # > 1: the moving-skating term runs over stretches of this many steps with the pose fed back
+    # with its gradient (moving_dogs.MovingDogs); 1: one step from each recorded input.
     moving_unroll_frames: int = 1
-    moving_legs_both_ways: bool = False  # the moving-legs term counts legs moving too much too
-    # > 0: the moving-legs term counts only the dogs asked under this speed (m/s): a walk's
-    # stiff legs raised without pressing on the canter, whose hind paws hovered under it.
-    moving_legs_below_mps: float = 0.0
-    # 0: no moving-skating term (training/finetune_moving.py): on the placed-speed term's dogs,
-    # the shown paws' skating and heights held down to the mocap's at the dog's asked speed.
+    # 0: no moving-skating term (training/moving_skating.py): on the runtime's own dogs asked a
+    # steady speed (training/moving_dogs.py), the shown paws' skating and heights held down to
+    # the mocap's at the dog's asked speed.
     moving_skating_weight: float = 0.0
-    # 0: no moving-course term (training/finetune_moving.py): on the same dogs, the root turned
-    # toward the facing asked (a dog asked straight ahead goes straight ahead).
-    moving_course_weight: float = 0.0
-    # 0: no moving-gait term (training/finetune_moving.py): on the same dogs asked straight ahead,
-    # unrolled over a gait window, the paws' footfall pattern held to the mocap's.
-    moving_gait_weight: float = 0.0
-    # The moving-gait term's reference at a speed: the mean of all the mocap's windows there
-    # ("all", as (GS10) was trained) or of those of the gait it uses most there ("most-used").
-    moving_gait_reference: str = "all"
-    # The moving dogs' fastest turn either way, deg/s (half of them turn; placed_speed.py). The
+    # The moving dogs' fastest turn either way, deg/s (half of them turn; moving_dogs.py). The
     # controllers evaluation's turn asks 76.8 deg/s, beyond the default's.
     moving_max_turn_degps: float = MAX_TURN_DEGPS
     # The moving-skating term counts paws carried lower than the mocap's too.
@@ -90,19 +68,6 @@ class ClosedLoopConfig:
     # jump (0: every stretch alike). Jumps are about 1% of the rows and no placed or moving dog
     # is asked one, so the terms on those dogs can wear the jump away unseen.
     jump_share: float = 0.0
-    # 0: no stopping-pops term (training/stopping_pops.py): `placed_dogs` of the runtime's own
-    # dogs, asked a speed and then to stop, no shown joint faster in a frame than the mocap's.
-    stopping_pops_weight: float = 0.0
-    # 0: no getting-up-pops term (training/getting_up_pops.py): `placed_dogs` of the runtime's
-    # own dogs taken to a posture and back up through the transition network, the same bar on
-    # their steps after the hand-back.
-    getting_up_pops_weight: float = 0.0
-    # This share of the getting-up dogs is kept for its first second after the way down (the
-    # posture held) instead of after getting up (0: none).
-    getting_up_settling: float = 0.0
-    # 0: no posture-stillness term (training/posture_stillness.py): `placed_dogs` of the
-    # runtime's own dogs taken to a posture through the transition network and held, kept still.
-    posture_stillness_weight: float = 0.0
     # The mocap stretches' frames labelled jump weigh this many times the others in the MSE
     # (1: all alike): beside the moving dogs' terms the stretches' own loss is about an eighth
     # of the whole, and a jump's frames a hundredth of that.
@@ -111,29 +76,19 @@ class ClosedLoopConfig:
     def __post_init__(self):
         for option, weight in (
             ("--contact-weight", self.contact_weight),
-            ("--leg-motion-weight", self.leg_motion_weight),
             ("--placed-stillness-weight", self.placed_stillness_weight),
-            ("--placed-speed-weight", self.placed_speed_weight),
-            ("--moving-legs-weight", self.moving_legs_weight),
             ("--moving-skating-weight", self.moving_skating_weight),
-            ("--moving-course-weight", self.moving_course_weight),
-        ):
-            if not (np.isfinite(weight) and weight >= 0):
-                raise ValueError(f"{option} {weight}: must be finite and >= 0")
-        for option, weight in (
-            ("--moving-gait-weight", self.moving_gait_weight),
-            ("--stopping-pops-weight", self.stopping_pops_weight),
-            ("--getting-up-pops-weight", self.getting_up_pops_weight),
-            ("--posture-stillness-weight", self.posture_stillness_weight),
             ("--moving-paws-down", self.moving_paws_down),
         ):
             if not (np.isfinite(weight) and weight >= 0):
-                raise ValueError(f"{option} {weight}: must be a finite weight >= 0")
+                raise ValueError(f"{option} {weight}: must be finite and >= 0")
         if self.placed_stillness_weight > 0 and self.placed_dogs < 2:
             raise ValueError(
                 f"--placed-dogs {self.placed_dogs}: needs 2 or more (the keyframe's dogs and "
                 "the mocap's)"
             )
+        if self.moves_dogs() and self.placed_dogs < 1:
+            raise ValueError(f"--placed-dogs {self.placed_dogs}: needs 1 or more")
         if not 1 <= self.moving_unroll_frames <= MAX_UNROLL_FRAMES:
             raise ValueError(
                 f"--moving-unroll-frames {self.moving_unroll_frames}: must be between 1 and "
@@ -152,25 +107,6 @@ class ClosedLoopConfig:
             raise ValueError(
                 f"--moving-dogs-per-step {self.moving_dogs_per_step}: must be at least 1"
             )
-        moving_options = (
-            ("--moving-dogs-per-step", self.moving_dogs_per_step != DOGS_PER_STEP),
-            ("--moving-turn-switch-s", self.moving_turn_switch_s),
-        )
-        for option, given in moving_options:
-            if given and not self.moves_dogs():
-                raise ValueError(
-                    f"{option}: needs a moving dogs' term (--placed-speed-weight, "
-                    "--moving-legs-weight or --moving-skating-weight)"
-                )
-        if self.moving_gait_reference not in GAIT_REFERENCES:
-            raise ValueError(
-                f"--moving-gait-reference {self.moving_gait_reference}: one of "
-                f"{', '.join(GAIT_REFERENCES)}"
-            )
-        if self.moving_gait_reference != "all" and self.moving_gait_weight == 0:
-            raise ValueError(
-                f"--moving-gait-reference {self.moving_gait_reference}: needs --moving-gait-weight"
-            )
         below = self.moving_paws_swing_below_mps
         if not (np.isfinite(below) and below >= 0):
             raise ValueError(
@@ -187,32 +123,17 @@ class ClosedLoopConfig:
             ("--moving-skating-scale", scale != 1.0),
             ("--moving-paws-down", self.moving_paws_down),
             ("--moving-paws-both-ways", self.moving_paws_both_ways),
+            ("--moving-dogs-per-step", self.moving_dogs_per_step != DOGS_PER_STEP),
+            ("--moving-turn-switch-s", self.moving_turn_switch_s),
         )
         for option, given in skating_options:
-            if given and self.moving_skating_weight == 0:
+            if given and not self.moves_dogs():
                 raise ValueError(f"{option}: needs --moving-skating-weight")
-        if self.moving_legs_both_ways and self.moving_legs_weight == 0:
-            raise ValueError("--moving-legs-both-ways: needs --moving-legs-weight")
-        legs_below = self.moving_legs_below_mps
-        if not (np.isfinite(legs_below) and legs_below >= 0):
-            raise ValueError(
-                f"--moving-legs-below-mps {legs_below}: must be a finite speed >= 0 (m/s)"
-            )
-        if legs_below and self.moving_legs_weight == 0:
-            raise ValueError("--moving-legs-below-mps: needs --moving-legs-weight")
         if self.placed_refresh_steps < 0:
             raise ValueError(
                 f"--placed-refresh-steps {self.placed_refresh_steps}: must be 0 (each epoch) "
                 "or more"
             )
-        dogs_driven = (
-            self.moves_dogs()
-            or self.stopping_pops_weight
-            or self.getting_up_pops_weight
-            or self.posture_stillness_weight
-        )
-        if dogs_driven and self.placed_dogs < 1:
-            raise ValueError(f"--placed-dogs {self.placed_dogs}: needs 1 or more")
         if not (np.isfinite(self.jump_share) and 0 <= self.jump_share < 1):
             raise ValueError(
                 f"--jump-share {self.jump_share}: must be a share of the batch, 0 or more and "
@@ -220,23 +141,10 @@ class ClosedLoopConfig:
             )
         if not (np.isfinite(self.jump_weight) and self.jump_weight >= 1):
             raise ValueError(f"--jump-weight {self.jump_weight}: must be a finite weight >= 1")
-        if not (np.isfinite(self.getting_up_settling) and 0 <= self.getting_up_settling <= 1):
-            raise ValueError(
-                f"--getting-up-settling {self.getting_up_settling}: must be a share of the "
-                "dogs, 0 to 1"
-            )
-        if self.getting_up_settling and not self.getting_up_pops_weight:
-            raise ValueError("--getting-up-settling: needs --getting-up-pops-weight")
 
     def moves_dogs(self) -> bool:
-        """Whether a term runs on the moving dogs (placed_speed.MovingDogs)."""
-        return (
-            self.placed_speed_weight > 0
-            or self.moving_legs_weight > 0
-            or self.moving_skating_weight > 0
-            or self.moving_course_weight > 0
-            or self.moving_gait_weight > 0
-        )
+        """Whether a term runs on the moving dogs (moving_dogs.MovingDogs)."""
+        return self.moving_skating_weight > 0
 
     def own_frames_at(self, epoch: int) -> int:
         """The own-output stretch in `epoch` (0-based): 0 turns closed loop off."""
@@ -308,7 +216,7 @@ def check_run_settings(values: dict) -> None:
 
 def read_config(path) -> dict:
     """The settings of a config file: a JSON object of config_fields' keys (numbers as floats
-    where the field is one, as the flags give them). A file that is not such an object, an
+    where the field is one). A file that is not such an object, an
     unknown key, a wrong type or an out-of-range value is refused in one line naming the key,
     before any work."""
     path = Path(path)
@@ -389,6 +297,19 @@ DELETED_FIELDS = {
     "bone_weight": 0.0,
     "bone_positions_only": False,
     "clip_grad_norm": 0.0,
+    # Deleted by the fine-tuning terms' ablation on the held-out clips (docs/RESULTS.md).
+    "placed_speed_weight": 0.0,
+    "moving_legs_weight": 0.0,
+    "moving_legs_both_ways": False,
+    "moving_legs_below_mps": 0.0,
+    "moving_course_weight": 0.0,
+    "moving_gait_weight": 0.0,
+    "moving_gait_reference": "all",
+    "stopping_pops_weight": 0.0,
+    "getting_up_pops_weight": 0.0,
+    "getting_up_settling": 0.0,
+    "posture_stillness_weight": 0.0,
+    "leg_motion_weight": 0.0,
 }
 
 

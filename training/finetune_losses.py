@@ -2,7 +2,7 @@
 as free functions of raw inputs and predictions (x, y), and the pieces of geometry the terms on
 the runtime's dogs measure with.
 
-The contact term (issue 17 item 2): a paw that the labels say is planted in y's frame should
+The contact term: a paw that the labels say is planted in y's frame should
 not move in the world. Its motion is measured through the predicted root update: the paw's
 predicted position (in the new root's frame) is carried back into the previous root's frame by
 the predicted turn and step, and compared with where it was in x.
@@ -11,25 +11,15 @@ Beside it, the pieces the other terms measure paws with: world_velocity_mps (poi
 back into the previous root's frame) and step_skating_cm (the evaluation's own foot-skating
 measure, runtime/motion_metrics.py: any paw moving while under 2.5 cm).
 
-The leg-motion term (issue 17, leg stiffness): how far the leg joints turn per predicted step,
-on average over each frame's batch, against how far the mocap's turned in the same frames
-(docs/EVALUATION.md in git history, the eighth to tenth sessions of the fine-tuning).
-
-Every shipped network moves its legs less than the mocap (walk 1.52 against 2.95 deg/frame),
-and the walk's excess skating is the same deficit: swings of too little amplitude carried low
-(docs/RESULTS.md). The MSE rewards that: where the phase of a swing is uncertain, the mean
-of the possible poses is a leg that hardly moves. This term compares each joint's mean turn
-over a group of rows only, so it asks for as much leg motion as the mocap's and not for it at
-the mocap's moment (the mocap's turns are heavy-tailed besides: a mean of 2 deg/frame, an RMS of
-3.9). It is measured on the network run without dropout (finetune_stretches.
-leg_motion_stretch): under dropout the predicted steps jitter by several degrees a frame.
+leg_turn_deg: how far each leg joint turns per predicted step (the placed-stillness term
+holds a standing dog's legs still by it).
 
 The angle is the whole rotation of the joint's frame (forward, up and their cross product)
 between x's frame and y's, seen from x's root (y's axes turned back by the predicted yaw step,
 as contact_loss carries the paws): for orthonormal frames A and B the sum of |b_i - a_i|^2 over
 the three axes is 8 sin^2(theta / 2). Root frame, not parent-relative as the evaluation's
 stiffness (evaluation/controller_metrics.py), since the leg is what is seen to swing;
-tests/test_leg_motion_loss.py checks it against the evaluation's angular update of the same
+tests/test_leg_turn.py checks it against the evaluation's angular update of the same
 root-frame rotations.
 """
 
@@ -159,34 +149,6 @@ def axes_turn_deg(
     # The floor keeps the gradient of the square root finite for a joint that does not turn;
     # the ceiling under 1 that of the arcsine for one that turns half a circle, whose chord
     # can round past 8: at 1 the clamp's zero times the arcsine's infinite slope is NaN, and
-    # one such joint made a fine-tune's weights NaN (docs/EVALUATION.md in git history, the
-    # fifteenth session).
+    # one such joint made a fine-tune's weights NaN.
     half_sine_sq = (chord_sq / 8.0).clamp(min=1e-12, max=1.0 - HALF_TURN_MARGIN)
     return torch.rad2deg(2.0 * torch.asin(half_sine_sq.sqrt()))
-
-
-def leg_motion_loss(
-    x_raw: torch.Tensor,
-    y_raw: torch.Tensor,
-    x_mocap_raw: torch.Tensor,
-    y_mocap_raw: torch.Tensor,
-    groups: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Mean over the leg joints of the squared difference (deg/frame)^2 between the joint's
-    mean predicted turn and the mocap's over the same rows, the mean taken over each group of
-    rows (`groups` (B,) integer labels; None: the whole batch is one group) and the groups
-    weighed by their rows. Within a group motion can move between rows; across groups it
-    cannot, so a standing dog's stirring legs do not pay for a walking dog's short swings."""
-    if groups is None:
-        groups = torch.zeros(x_raw.shape[0], dtype=torch.int64)
-    _, member = torch.unique(groups, return_inverse=True)
-    share = torch.nn.functional.one_hot(member).to(x_raw.dtype)  # (B, G)
-    rows = share.sum(0)
-    share = share / rows  # each group's column sums to 1: its mean
-
-    def group_means(turn: torch.Tensor) -> torch.Tensor:  # (G, L)
-        return share.T @ turn
-
-    truth = group_means(leg_turn_deg(x_mocap_raw, y_mocap_raw).detach())
-    shortfall = (group_means(leg_turn_deg(x_raw, y_raw)) - truth).square().mean(1)
-    return (shortfall * rows).sum() / rows.sum()

@@ -30,7 +30,7 @@ from canis.runtime.features import (
 )
 from canis.runtime.pose import next_local_pose
 from canis.training.finetune_config import ClosedLoopConfig
-from canis.training.finetune_losses import contact_loss, leg_motion_loss
+from canis.training.finetune_losses import contact_loss
 from torch import nn
 
 JOINT_FIELDS = ("position", "forward", "up", "velocity")
@@ -135,10 +135,7 @@ class Standardiser:
 
 
 # The loss's terms beside the MSE, as logged.
-TERMS = (
-    "contact", "leg_motion", "placed_stillness", "placed_speed", "moving_legs", "moving_skating",
-    "stopping_pops", "getting_up_pops", "moving_course", "moving_gait", "posture_stillness",
-)  # fmt: skip
+TERMS = ("contact", "placed_stillness", "moving_skating")
 
 
 def frame_loss(
@@ -151,8 +148,7 @@ def frame_loss(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """One frame's loss: the MSE of the prediction from x (standardised) against the mocap's
     y of `rows`, plus the per-frame terms `weights` weighs (None: the MSE alone); returns
-    (loss, each term's value for logging). The leg-motion term is not a per-frame one:
-    leg_motion_stretch."""
+    (loss, each term's value for logging)."""
     if weights is not None and weights.jump_weight != 1:
         jumping = torch.as_tensor(split.action[rows] == ACTIONS.index("jump"))
         scale = torch.where(jumping, weights.jump_weight, 1.0).to(prediction.dtype)
@@ -223,45 +219,6 @@ def stretch_loss(
         term_totals = {name: term_totals[name] + terms[name] for name in TERMS}
         total = total + loss
     return total / length, {name: value / length for name, value in term_totals.items()}
-
-
-def leg_motion_stretch(
-    model, predict, split, starts, standard: Standardiser, loop: ClosedLoopConfig, own: int
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """The weighted leg-motion term over the stretches from `starts`, on their own frames only
-    (from the mocap's x the turn would mostly measure how far the prediction lands from the
-    mocap's pose, not how the legs move), the network run without dropout and fed its own
-    outputs, as in the game. Under dropout every predicted step jitters and the term would ask
-    the legs to move less: on training stretches the shipped MANN-8's leg joints turn 1.0-2.3
-    deg/frame over 16 own frames without dropout (the mocap's 1.1-3.4), 4.9-7.4 with dropout
-    0.3, and the term is 0.2-0.9 (deg/frame)^2 a frame without, 15-22 with.
-
-    The means are taken over each frame's rows (leg_motion_loss's groups), over all the own
-    frames. It counts over the stretch as the per-frame terms do (the ground-truth frames
-    adding nothing). Returns (weighted term, TERMS' values)."""
-    x_raws, y_raws, all_rows, frames = [], [], [], []
-    model.eval()
-    try:
-        for frame, is_own, x, rows, prediction in stretch_frames(
-            predict, split, starts, standard, loop.ground_truth_frames, own
-        ):
-            if is_own:
-                x_raws.append(standard.x_raw(x))
-                y_raws.append(standard.y_raw(prediction))
-                all_rows.append(rows)
-                frames.append(np.full(len(rows), frame))
-    finally:
-        model.train()
-    terms = dict.fromkeys(TERMS, 0.0)
-    if not all_rows:
-        return torch.zeros(()), terms
-    rows, frames = np.concatenate(all_rows), np.concatenate(frames)
-    x_raw, y_raw = torch.cat(x_raws), torch.cat(y_raws)
-    share = own / (loop.ground_truth_frames + own)
-    mocap = standard.x_raw(split.x[rows]), standard.y_raw(split.y[rows])
-    term = leg_motion_loss(x_raw, y_raw, *mocap, torch.as_tensor(frames)) * share
-    terms["leg_motion"] = term.item()
-    return loop.leg_motion_weight * term, terms
 
 
 class StretchData:

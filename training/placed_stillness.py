@@ -36,7 +36,7 @@ import torch
 from canis.runtime.features import ACTIONS, FPS
 from canis.runtime.trajectory import ControlState
 from canis.training.finetune_losses import ROTATING_ROWS, leg_turn_deg
-from canis.training.placed_speed import root_speed_mps
+from canis.training.moving_dogs import root_speed_mps
 
 # A placed dog's motion that costs nothing, per frame: each joint's turn (about the mocap's
 # idle median, 0.52) and the root's step (1.2 cm/s: 10 s before the foot lock, which lets go
@@ -155,7 +155,7 @@ class PlacedDogs:
 
     def loss(self, predict, rows: int, generator: np.random.Generator) -> torch.Tensor:
         """placed_stillness_loss over `rows` steps drawn from the placed dogs, the network run
-        without dropout (as the game runs it; leg_motion_stretch says why)."""
+        without dropout (as the game runs it: under dropout every predicted step jitters)."""
         picked = generator.choice(len(self.xs), rows)
         x = self.standard.x_standard(self.xs[picked])
         self.model.eval()

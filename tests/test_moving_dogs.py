@@ -1,51 +1,27 @@
-"""The placed-speed term (training/placed_speed.py): nothing for a dog whose mean speed is within
-the allowance of the asked, however its speed rises and falls within the stride; growing
-beyond, with a gradient toward the asked speed; the moving dogs' inputs are the runtime's own."""
+"""The moving dogs (training/moving_dogs.py): their inputs are the runtime's own, their unrolls
+feed back what the runtime would (PFNN's phase too), the turning dogs turn as asked; the moving
+dogs' options are checked and named on the card; a PFNN fine-tunes with every kept term."""
 
 from dataclasses import replace
 
 import numpy as np
 import torch
 from canis.runtime.features import INPUT, OUTPUT
-from canis.training import finetune_moving
-from canis.training.placed_speed import (
-    SPEED_ALLOWANCE,
-    placed_speed_loss,
-    root_speed_mps,
-)
+from canis.training import moving_skating
+from canis.training.moving_dogs import root_speed_mps
 
 VELOCITY = OUTPUT.field(np.arange(OUTPUT.size), "root_update", "velocity")[0]
 
 
-def _moving(speeds_mps: np.ndarray) -> torch.Tensor:
-    """y rows (dogs * frames) whose root moves forward (+z) at the given speeds (dogs, frames)."""
-    y = torch.zeros(speeds_mps.size, OUTPUT.size)
-    y[:, VELOCITY[1]] = torch.as_tensor(speeds_mps.reshape(-1), dtype=torch.float32)
-    return y
-
-
-def test_the_mean_speed_counts_beyond_the_allowance_and_the_stride_is_free():
-    asked = torch.tensor([0.5, 2.0])
-    stride = 1 + 0.3 * np.sin(np.linspace(0, 2 * np.pi, 16, endpoint=False))  # mean 1
-    on_speed = _moving(asked.numpy()[:, None] * stride[None])
-    assert placed_speed_loss(on_speed, asked).item() < 1e-9
-    within = _moving(asked.numpy()[:, None] * (1 - 0.8 * SPEED_ALLOWANCE) * np.ones((2, 16)))
-    assert placed_speed_loss(within, asked).item() < 1e-9
-    # The first dog at 60% of its speed, the second on it: (0.4 - allowance)^2 / 2.
-    slow = _moving(np.array([[0.3] * 16, [2.0] * 16])).requires_grad_()
-    loss = placed_speed_loss(slow, asked)
-    np.testing.assert_allclose(loss.item(), (0.4 - SPEED_ALLOWANCE) ** 2 / 2, rtol=1e-5)
-    loss.backward()  # its gradient speeds the slow dog up and leaves the other alone
-    assert (slow.grad[:16, VELOCITY[1]] < 0).all() and (slow.grad[16:] == 0).all()
-    fast = _moving(np.array([[0.5] * 16, [3.0] * 16]))
-    np.testing.assert_allclose(
-        placed_speed_loss(fast, asked).item(), (0.5 - SPEED_ALLOWANCE) ** 2 / 2, rtol=1e-5
-    )
-    # The speed is the velocity's length, whichever way the root goes.
-    sideways = torch.zeros(1, OUTPUT.size)
-    sideways[0, VELOCITY[0]], sideways[0, VELOCITY[1]] = 0.6, -0.8
-    np.testing.assert_allclose(root_speed_mps(sideways).item(), 1.0, rtol=1e-6)
-    assert placed_speed_loss(on_speed[:0], asked[:0]).item() == 0.0
+def test_the_root_speed_is_the_velocitys_length_whichever_way_it_goes():
+    """The speed the moving-skating term bins the mocap by (moving_skating.by_speed)."""
+    y = torch.zeros(3, OUTPUT.size)
+    y[0, VELOCITY[0]], y[0, VELOCITY[1]] = 0.6, -0.8  # sideways and back
+    y[1, VELOCITY[1]] = 2.0  # straight ahead
+    np.testing.assert_allclose(root_speed_mps(y).numpy(), [1.0, 2.0, 0.0], atol=1e-5)
+    still = y[2:].clone().requires_grad_()
+    root_speed_mps(still).backward()  # a root that does not move: a finite gradient
+    assert torch.isfinite(still.grad).all()
 
 
 def test_moving_dogs_inputs_are_the_runtimes(tiny_model):
@@ -55,7 +31,7 @@ def test_moving_dogs_inputs_are_the_runtimes(tiny_model):
     from canis.runtime.inference import MotionModel
     from canis.runtime.root import yaw_direction_xz
     from canis.runtime.trajectory import ControlState
-    from canis.training.placed_speed import (
+    from canis.training.moving_dogs import (
         LEAD_IN_FRAMES,
         MOVE,
         SETTLE_FRAMES,
@@ -91,7 +67,7 @@ def _unrolled_steps(checkpoint_path, dataset_path, run_dir, advance_phase=True):
     from canis.training.checkpoint import load_checkpoint
     from canis.training.finetune_stretches import Standardiser
     from canis.training.models import restored_model
-    from canis.training.placed_speed import MovingDogs
+    from canis.training.moving_dogs import MovingDogs
     from canis.training.train import TrainingData, _predict
 
     checkpoint = load_checkpoint(checkpoint_path)
@@ -102,7 +78,7 @@ def _unrolled_steps(checkpoint_path, dataset_path, run_dir, advance_phase=True):
     if not advance_phase:
         standard.next_phase_rad = lambda phase_rad, prediction: phase_rad
     run_dir.mkdir()
-    dogs = MovingDogs(model, checkpoint.config, data, standard, run_dir, 3)
+    dogs = MovingDogs(model, checkpoint.config, data, standard, run_dir, 3, skating=None)
     dogs.refresh(np.random.default_rng(0))
     chosen, unroll = np.arange(3), 6
     with torch.no_grad():
@@ -136,14 +112,9 @@ def test_pfnn_is_unrolled_as_the_runtime_runs_it(tiny_dataset, tmp_path):
 
 def test_the_turning_dogs_turn_up_to_the_asked_rate():
     from canis.training.finetune_config import ClosedLoopConfig
-    from canis.training.placed_speed import MAX_TURN_DEGPS, asked_commands
+    from canis.training.moving_dogs import MAX_TURN_DEGPS, asked_commands
 
-    from canis.cli import build_parser
-
-    parsed = build_parser().parse_args(["finetune", "--start", "s", "--out", "o"])
-    assert parsed.moving_max_turn_degps is None  # left to ClosedLoopConfig's default
-    assert ClosedLoopConfig().moving_max_turn_degps == MAX_TURN_DEGPS
-
+    assert ClosedLoopConfig().moving_max_turn_degps == MAX_TURN_DEGPS  # unless told
     for max_degps in (MAX_TURN_DEGPS, 90.0):
         _, turn_radps, _ = asked_commands(400, np.random.default_rng(0), max_degps)
         turning = np.degrees(np.abs(turn_radps[turn_radps != 0]))
@@ -151,11 +122,9 @@ def test_the_turning_dogs_turn_up_to_the_asked_rate():
         assert turning.max() <= max_degps and turning.max() > 0.9 * max_degps
 
 
-def _reproduce_line(loop) -> str:
-    """The card's reproduce line for a one-epoch fine-tune with this loss configuration."""
-    from pathlib import Path
-
-    from canis.export.finetune_card import fine_tuning_reproduce
+def _settings_line(loop) -> str:
+    """The card's Fine-tuning line for a one-epoch fine-tune with this loss configuration."""
+    from canis.export.finetune_card import fine_tuning_lines
 
     settings = {"steps_per_epoch": 1, "batch_size": 4, "lr": 1e-5, "seed": 0}
     config = {
@@ -163,12 +132,13 @@ def _reproduce_line(loop) -> str:
         "closed_loop_start": "mann8.onnx",
         "closed_loop_epoch": 1,
     }
-    return fine_tuning_reproduce(config, Path("m.onnx"), "last.safetensors")
+    (line,) = fine_tuning_lines(config, [])
+    return line
 
 
 def test_the_jump_share_and_weight_are_checked_and_named():
-    """--jump-share: a share of the batch under 1, of the mocap's stretches; --jump-weight: 1
-    or more; on the card's reproduce line and in the loss configuration (a resume with another
+    """jump_share: a share of the batch under 1, of the mocap's stretches; jump_weight: 1 or
+    more; on the card's Fine-tuning line and in the loss configuration (a resume with another
     value is refused)."""
     import pytest
     from canis.training.finetune_config import ClosedLoopConfig
@@ -178,109 +148,97 @@ def test_the_jump_share_and_weight_are_checked_and_named():
             ClosedLoopConfig(jump_share=bad)
     loop = ClosedLoopConfig(contact_weight=0.05, jump_share=0.25)
     assert loop.identity()["jump_share"] == 0.25
-    assert "--jump-share 0.25" in _reproduce_line(loop)
-    assert "--jump-share" not in _reproduce_line(ClosedLoopConfig(contact_weight=0.05))
+    assert "settings: contact_weight 0.05, jump_share 0.25." in _settings_line(loop)
+    assert "jump_share" not in _settings_line(ClosedLoopConfig(contact_weight=0.05))
     for bad in (0.5, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--jump-weight .*: must be a finite weight >= 1"):
             ClosedLoopConfig(jump_weight=bad)
-    assert "--jump-weight 10" in _reproduce_line(ClosedLoopConfig(jump_weight=10))
-    assert "--jump-weight" not in _reproduce_line(ClosedLoopConfig())
+    assert "settings: jump_weight 10." in _settings_line(ClosedLoopConfig(jump_weight=10.0))
+    assert "settings: defaults." in _settings_line(ClosedLoopConfig())
 
 
 def test_the_turn_swaps_and_the_paw_options_are_checked_and_named():
-    """--moving-turn-switch-s: refused when negative, not finite, or without moving dogs; the
-    card's reproduce line names it; a resume with another value is refused (the loss
-    configuration holds it)."""
+    """The moving dogs' and the moving-skating term's options: refused out of range or without
+    the moving-skating term (the only one on the moving dogs); the card's Fine-tuning line
+    names those a run set; a resume with another value is refused (the loss configuration
+    holds them)."""
 
     import pytest
     from canis.training.finetune_config import ClosedLoopConfig
 
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--moving-turn-switch-s .*: must be 0 .*or a"):
-            ClosedLoopConfig(placed_speed_weight=1, moving_turn_switch_s=bad)
-    with pytest.raises(ValueError, match="--moving-turn-switch-s: needs a moving dogs' term"):
-        ClosedLoopConfig(moving_turn_switch_s=5)
-    loop = ClosedLoopConfig(placed_speed_weight=1, moving_turn_switch_s=5)
+            ClosedLoopConfig(moving_skating_weight=1.0, moving_turn_switch_s=bad)
+    with pytest.raises(ValueError, match="--moving-turn-switch-s: needs --moving-skating-weight"):
+        ClosedLoopConfig(moving_turn_switch_s=5.0)
+    loop = ClosedLoopConfig(moving_skating_weight=1.0, moving_turn_switch_s=5.0)
     assert loop.identity()["moving_turn_switch_s"] == 5
-    reproduce = _reproduce_line(loop)
-    assert "--placed-speed-weight 1 --moving-turn-switch-s 5" in reproduce
+    assert "moving_skating_weight 1, moving_turn_switch_s 5." in _settings_line(loop)
     loop = ClosedLoopConfig(
-        moving_skating_weight=1,
+        moving_skating_weight=1.0,
         moving_paws_both_ways=True,
-        moving_paws_down=True,
+        moving_paws_down=1.0,
         moving_skating_relative=True,
     )
-    reproduce = _reproduce_line(loop)
     assert (
-        "--moving-skating-weight 1 --moving-paws-both-ways --moving-paws-down "
-        "--moving-skating-relative" in reproduce
+        "settings: moving_skating_weight 1, moving_paws_both_ways True, moving_paws_down 1, "
+        "moving_skating_relative True." in _settings_line(loop)
     )
-    weighed = ClosedLoopConfig(moving_skating_weight=1, moving_paws_down=4.0)
-    assert "--moving-paws-down 4 " in _reproduce_line(weighed) + " "
+    weighed = ClosedLoopConfig(moving_skating_weight=1.0, moving_paws_down=4.0)
+    assert "moving_paws_down 4." in _settings_line(weighed)
     for bad in (0, -8):
         with pytest.raises(ValueError, match="--moving-dogs-per-step .*: must be at least 1"):
-            ClosedLoopConfig(placed_speed_weight=1, moving_dogs_per_step=bad)
-    with pytest.raises(ValueError, match="--moving-dogs-per-step: needs a moving dogs' term"):
+            ClosedLoopConfig(moving_skating_weight=1.0, moving_dogs_per_step=bad)
+    with pytest.raises(ValueError, match="--moving-dogs-per-step: needs --moving-skating-weight"):
         ClosedLoopConfig(moving_dogs_per_step=32)
-    loop = ClosedLoopConfig(placed_speed_weight=1, moving_dogs_per_step=32)
-    assert "--placed-speed-weight 1 --moving-dogs-per-step 32" in _reproduce_line(loop)
-    assert "--moving-dogs-per-step" not in _reproduce_line(ClosedLoopConfig(placed_speed_weight=1))
-    swing = ClosedLoopConfig(moving_skating_weight=1, moving_paws_swing=True)
-    assert "--moving-skating-weight 1 --moving-paws-swing" in _reproduce_line(swing)
-    assert "--moving-paws-swing-below-mps" not in _reproduce_line(swing)
+    loop = ClosedLoopConfig(moving_skating_weight=1.0, moving_dogs_per_step=32)
+    assert "moving_skating_weight 1, moving_dogs_per_step 32." in _settings_line(loop)
+    plain = ClosedLoopConfig(moving_skating_weight=1.0)
+    assert "moving_dogs_per_step" not in _settings_line(plain)
+    swing = ClosedLoopConfig(moving_skating_weight=1.0, moving_paws_swing=True)
+    assert "moving_skating_weight 1, moving_paws_swing True." in _settings_line(swing)
     walk_swing = replace(swing, moving_paws_swing_below_mps=1.2)
-    assert "--moving-paws-swing --moving-paws-swing-below-mps 1.2" in _reproduce_line(walk_swing)
+    line = _settings_line(walk_swing)
+    assert "moving_paws_swing True, moving_paws_swing_below_mps 1.2." in line
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--moving-paws-swing-below-mps .*: must be a finite"):
             replace(swing, moving_paws_swing_below_mps=bad)
     with pytest.raises(ValueError, match="--moving-paws-swing-below-mps: needs --moving-paws-sw"):
-        ClosedLoopConfig(moving_skating_weight=1, moving_paws_swing_below_mps=1.2)
-    scaled = ClosedLoopConfig(moving_skating_weight=2, moving_skating_scale=0.8)
-    assert "--moving-skating-weight 2 --moving-skating-scale 0.8" in _reproduce_line(scaled)
-    assert "--moving-skating-scale" not in _reproduce_line(replace(scaled, moving_skating_scale=1))
+        ClosedLoopConfig(moving_skating_weight=1.0, moving_paws_swing_below_mps=1.2)
+    scaled = ClosedLoopConfig(moving_skating_weight=2.0, moving_skating_scale=0.8)
+    assert "moving_skating_weight 2, moving_skating_scale 0.8." in _settings_line(scaled)
+    unscaled = replace(scaled, moving_skating_scale=1.0)
+    assert "moving_skating_scale" not in _settings_line(unscaled)
     for bad in (0.0, -0.5, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--moving-skating-scale .*: must be a finite number"):
             replace(scaled, moving_skating_scale=bad)
+    # Another term's weight is not the moving-skating term's: its options are refused beside it.
     with pytest.raises(ValueError, match="--moving-skating-scale: needs --moving-skating-weight"):
-        ClosedLoopConfig(placed_speed_weight=1, moving_skating_scale=0.8)
+        ClosedLoopConfig(placed_stillness_weight=1.0, moving_skating_scale=0.8)
     options = ("moving_paws_down", "moving_skating_relative", "moving_paws_both_ways")
     for option in (*options, "moving_paws_swing"):
         with pytest.raises(ValueError, match="needs --moving-skating-weight"):
-            ClosedLoopConfig(placed_speed_weight=1, **{option: True})
+            ClosedLoopConfig(placed_stillness_weight=1.0, **{option: True})
 
 
-def test_pfnn_is_fine_tuned_with_every_placed_term(tiny_dataset, tmp_path, monkeypatch):
-    """One step of PFNN with each term that drives the runtime's dogs: every one is computed
-    (logged finite and above 0: a term skipped would log 0) on dogs that carry PFNN's
-    phase."""
+def test_pfnn_is_fine_tuned_with_every_term(tiny_dataset, tmp_path, monkeypatch):
+    """One step of PFNN with each term, the moving dogs unrolled over two steps: every one is
+    computed (logged finite and above 0: a term skipped would log 0), the placed and moving
+    ones on dogs that carry PFNN's phase."""
+    from canis.training.finetune_stretches import TERMS
     from canis.training.train import LAST, train
-    from conftest import tiny_config
+    from conftest import finetune_run, tiny_config
 
-    from canis.cli import main
-
-    monkeypatch.setattr(finetune_moving, "MIN_BIN_ROWS", 10)  # the synthetic clips are short
+    monkeypatch.setattr(moving_skating, "MIN_BIN_ROWS", 10)  # the synthetic clips are short
     train(tiny_config(tiny_dataset, kind="pfnn"), tmp_path / "pfnn", progress=False)
-    terms = {
-        "--placed-stillness-weight": "placed_stillness",
-        "--placed-speed-weight": "placed_speed",
-        "--moving-legs-weight": "moving_legs",
-        "--moving-skating-weight": "moving_skating",
-        "--moving-gait-weight": "moving_gait",
-        "--stopping-pops-weight": "stopping_pops",
-        "--getting-up-pops-weight": "getting_up_pops",
-        "--posture-stillness-weight": "posture_stillness",
-    }
+    settings = {
+        "epochs": 1, "steps_per_epoch": 1, "batch_size": 4, "own_frames": 2, "placed_dogs": 4,
+        "moving_unroll_frames": 2, **{f"{term}_weight": 1.0 for term in TERMS},
+    }  # fmt: skip
     out = tmp_path / "tuned"
-    run = [
-        "finetune", "--start", str(tmp_path / "pfnn" / LAST), "--dataset", str(tiny_dataset),
-        "--out", str(out), "--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "4",
-        "--own-frames", "2", "--placed-dogs", "4", "--moving-unroll-frames", "2",
-        *(part for option in terms for part in (option, "1")),
-        "--getting-up-settling", "0.5",  # half the getting-up dogs kept lying, sitting or begging
-    ]  # fmt: skip
-    assert main(run) == 0
+    assert finetune_run(tiny_dataset, tmp_path / "pfnn" / LAST, out, **settings) == 0
     header, row = (out / "log.csv").read_text().splitlines()
     logged = dict(zip(header.split(","), row.split(","), strict=True))
-    for term in terms.values():  # an untrained dog costs something under every term
+    for term in TERMS:  # an untrained dog costs something under every term
         value = float(logged[f"{term}_term"])
         assert np.isfinite(value) and value > 0, term
