@@ -61,5 +61,8 @@ def part_parsers() -> dict[str, argparse.ArgumentParser]:
     bench.add_command(commands)
     evaluate = commands.choices["evaluate"]
     parts = dict(evaluate._subparsers._group_actions[0].choices)
+    # The ablation judges networks fine-tuned by hand for it (evaluation/ablation.py): not a
+    # release's measurement of the shipped models.
+    del parts["ablation"]
     parts["bench"] = commands.choices["bench"]
     return parts

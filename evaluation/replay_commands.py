@@ -3,6 +3,7 @@ ablation` (the fine-tuning terms judged on it), which share its run."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from canis.evaluation.doc_sections import results_doc
@@ -83,6 +84,6 @@ def run_evaluate_ablation(args) -> int:
     results, _, _ = _replayed(args)
     if results["missing"]:
         raise ValueError(f"the held-out clips have no frames of: {', '.join(results['missing'])}")
-    command = f"./run canis evaluate ablation --models {args.models}"
+    command = f"./run canis evaluate ablation --models {shlex.quote(args.models)}"
     _write_part(args, results, ablation.markdown(results, command, _machine()), "ablation")
     return 0

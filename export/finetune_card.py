@@ -37,7 +37,8 @@ def fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
         f"`{fine_tuning_start(config)}`, {config['closed_loop_epoch']} epochs of "
         f"{loop['steps_per_epoch']} steps, batch {loop['batch_size']} stretches, AdamW lr "
         f"{loop['lr']}, seed {loop['seed']}, dropout {dropout}, weight decay {decay}; "
-        f"settings: {settings}" + (f"; {min(speed):.0f}-{max(speed):.0f} frames/s." if speed else "."),
+        f"settings: {settings}"
+        + (f"; {min(speed):.0f}-{max(speed):.0f} frames/s." if speed else "."),
     ]
 
 
