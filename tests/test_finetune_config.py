@@ -42,8 +42,8 @@ def test_the_recipes_finetune_table_is_a_config_of_the_kept_terms(tmp_path):
     ("content", "message"),
     [
         ({"epochs": 1, "moving_skating_wieght": 2}, r"unknown key moving_skating_wieght"),
-        # A setting of a deleted term (finetune_config.DELETED_FIELDS) is an unknown key.
-        ({"placed_speed_weight": 1.0}, r"unknown key placed_speed_weight"),
+        # A setting of a deleted term (finetune_config.DELETED_FIELDS) says it was deleted.
+        ({"placed_speed_weight": 1.0}, r"placed_speed_weight: a setting this version no longer"),
         ({"moving_skating_weight": "2"}, r'moving_skating_weight "2": must be a number$'),
         ({"epochs": 1.5}, r"epochs 1.5: must be an integer$"),
         ({"moving_paws_swing": 1}, r"moving_paws_swing 1: must be true or false$"),

@@ -235,6 +235,11 @@ def check_config_values(values: dict, where: str, table: str = "") -> dict:
     that starts with `where` and names the key (after `table`, as "finetune.")."""
     known = config_fields()
     for key, value in values.items():
+        if key in DELETED_FIELDS:
+            raise ValueError(
+                f"{where}{table}{key}: a setting this version no longer has (deleted with its "
+                "term: docs/DECISIONS.md, 'Fine-tuning keeps three loss terms')"
+            )
         if key not in known:
             raise ValueError(f"{where}unknown key {table}{key} (the keys: {', '.join(known)})")
         kinds = [kind.strip() for kind in known[key].split("|")]  # "float | None"
