@@ -69,12 +69,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     ablation_eval = evaluate_commands.add_parser(
         "ablation",
         help="which fine-tuning terms earn their keep: networks fine-tuned with one term off, "
-        "replayed on the held-out clips beside the recipe's, against its spread between seeds",
+        "replayed on the held-out clips beside a reference's, against its spread between seeds",
     )
     ablation_eval.add_argument(
         "--models",
         required=True,
-        help="comma-separated ROW@SEED=PATH.onnx, the recipe's own rows first (e.g. "
+        help="comma-separated ROW@SEED=PATH.onnx, the reference's rows first (e.g. "
         "'every term@1=a.onnx,every term@2=b.onnx,no moving skating@1=c.onnx')",
     )
     ablation_eval.add_argument("--bvh", type=Path, help="folder of .bvh clips (default: the mocap)")
