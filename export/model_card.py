@@ -219,14 +219,6 @@ def _study_options(train: dict) -> list[tuple[str, str]]:
         options.append((f"holdout {train['holdout']}", f"--holdout {train['holdout']}"))
     if not train.get("mirrored", True):
         options.append(("no mirrored clips", "--no-mirrored"))
-    if train.get("pose_residual"):
-        keep = float(train["pose_residual"])
-        options.append(
-            (
-                f"the next pose predicted as {keep:g} of the current one plus a change",
-                "--pose-residual" + ("" if keep == 1 else f" {keep:g}"),
-            )
-        )
     return options
 
 

@@ -21,7 +21,6 @@ from canis.training.onnx_graph import (  # noqa: F401  (export's names: their ho
     INPUT_RANGE_MARGIN,
     LICENCE,
     OPSET,
-    POSE_RESIDUAL_KEY,
     ExportedModel,
     _example_inputs,
     input_range,

@@ -415,12 +415,11 @@ def test_a_cards_reproduce_line_names_the_training_options_a_run_changed():
         "input_noise": 0.1,
         "holdout": "within-clips",
         "mirrored": False,
-        "pose_residual": 0.9,
         "oversample": False,
     }
     assert _training_options(changed) == (
         " --hidden 256 --dropout 0.0 --weight-decay 0.01 --input-noise 0.1 --holdout within-clips "
-        "--no-mirrored --pose-residual 0.9 --no-oversample"
+        "--no-mirrored --no-oversample"
     )
 
 
@@ -487,34 +486,3 @@ def test_a_run_of_another_split_is_not_fine_tuned(tiny_dataset, tmp_path, capsys
             "was trained with --holdout within-clips --no-mirrored; fine-tuning trains on"
             in capsys.readouterr().err
         )
-
-
-def test_a_pose_residual_model_fine_tunes_from_its_onnx(tiny_dataset, tmp_path):
-    """A --pose-residual network shipped as ONNX comes back as a residual checkpoint with
-    its weights exact, fine-tunes in closed loop (its own frames through the same skip), and
-    exports again as a residual network."""
-    import onnx
-    from canis.export.onnx_export import POSE_RESIDUAL_KEY, export_onnx
-    from canis.training.checkpoint import load_checkpoint
-    from canis.training.checkpoint_from_onnx import checkpoint_from_onnx
-    from canis.training.train import LAST, train
-    from conftest import tiny_config
-
-    residual = tiny_config(tiny_dataset)
-    residual.pose_residual = 0.9
-    train(residual, tmp_path / "one_step", progress=False)
-    model = tmp_path / "r.onnx"
-    export_onnx(tmp_path / "one_step" / LAST, model, tiny_dataset)
-    converted = checkpoint_from_onnx(model, tiny_dataset, tmp_path / "c.safetensors")
-    assert converted["pose_residual"] == 0.9
-    original = load_checkpoint(tmp_path / "one_step" / LAST).section("model/")
-    back = load_checkpoint(tmp_path / "c.safetensors").section("model/")
-    assert back.keys() == original.keys() and "skip_scale" in back
-    for name, weights in original.items():
-        assert torch.equal(back[name], weights), name
-    out = tmp_path / "run"
-    assert finetune(tiny_dataset, model, out) == 0
-    assert load_checkpoint(out / "last.safetensors").config["pose_residual"] == 0.9
-    export_onnx(out / "last.safetensors", tmp_path / "again.onnx", tiny_dataset)
-    graph = onnx.load(str(tmp_path / "again.onnx"))
-    assert {p.key: p.value for p in graph.metadata_props}[POSE_RESIDUAL_KEY] == "0.9"

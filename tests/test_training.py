@@ -406,85 +406,28 @@ def test_cli_refuses_bad_generalisation_options(tiny_dataset, tmp_path, capsys):
     assert "invalid choice: 'frames'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("kind", ["mann", "pfnn", "vnn"])
-def test_pose_residual_keeps_the_pose_and_travels_through_export(tiny_dataset, tmp_path, kind):
-    """--pose-residual: with the network's own output zero, the exported model's next pose
-    is the input's pose exactly and the rest of y the dataset's mean; a trained residual
-    run exports with its parity check and says so in its metadata, and a resume without the
-    option is refused, naming it."""
-    from canis.export.onnx_export import POSE_RESIDUAL_KEY, ExportedModel
-    from canis.runtime.features import INPUT, OUTPUT
-    from canis.training.training_data import TrainingData
+def test_a_pose_residual_run_of_an_earlier_version_is_refused_by_name(tiny_dataset, tmp_path):
+    """--pose-residual was deleted (docs/DECISIONS.md): a checkpoint or an export of such a
+    network is refused in one line that says so, not loaded into a plain network."""
+    import onnx
+    from canis.training.checkpoint import Checkpoint
+    from canis.training.checkpoint_from_onnx import checkpoint_from_onnx
+    from canis.training.models import restored_model
+    from canis.training.onnx_graph import POSE_RESIDUAL_KEY
 
-    residual = config(tiny_dataset, kind=kind, epochs=1)
-    residual.pose_residual = 1.0
-    train(residual, tmp_path, progress=False)
-    checkpoint = load_checkpoint(tmp_path / LAST)
-    assert checkpoint.config["pose_residual"] == 1.0
-    assert checkpoint.config["train"]["identity"]["pose_residual"] == 1.0
-    out = tmp_path / f"{kind}.onnx"
-    report = export_onnx(tmp_path / LAST, out, tiny_dataset)
-    assert max(report["parity_max_abs_error"].values()) < 1e-4
-    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
-    assert session.get_modelmeta().custom_metadata_map[POSE_RESIDUAL_KEY] == "1"
-
-    data = TrainingData(str(tiny_dataset), kind, torch.device("cpu"))
-    zero = create_model(kind, 4, TINY_HIDDEN, pose_residual=data.normalisation)
-    with torch.no_grad():
-        for parameter in zero.parameters():
-            parameter.zero_()
-    wrapped = ExportedModel(zero, data.normalisation)
-    x = dataset.load(tiny_dataset)["X"][:16]
-    phase = torch.zeros(16)
-    with torch.no_grad():
-        out_y = (
-            wrapped(torch.as_tensor(x), phase) if kind == "pfnn" else wrapped(torch.as_tensor(x))
-        )
-    y = (out_y[0] if isinstance(out_y, tuple) else out_y).numpy()
-    joints_in, joints_out = INPUT.block_slice("joints"), OUTPUT.block_slice("joints")
-    # x is clamped to the training range first: the tiny dataset's own rows are inside it
-    assert np.allclose(y[:, joints_out], x[:, joints_in], atol=1e-5)
-    rest = np.r_[0 : joints_out.start, joints_out.stop : OUTPUT.size]
-    assert np.allclose(y[:, rest], data.normalisation["y_mean"].numpy()[rest], atol=1e-5)
-
-    plain = config(tiny_dataset, kind=kind, epochs=2)
-    with pytest.raises(ValueError, match=r"other settings: pose_residual 1.0 \(now 0.0\)"):
-        train(plain, tmp_path, resume=True, progress=False)
-
-
-def test_a_pose_residual_checkpoint_does_not_load_into_a_plain_network(tiny_dataset, tmp_path):
-    """The residual network's weights sit under another name: given to a plain network (or
-    the reverse) they are refused, naming what is missing, not loaded half-way."""
-    residual = config(tiny_dataset, epochs=1)
-    residual.pose_residual = 1.0
-    train(residual, tmp_path, progress=False)
-    with pytest.raises(ValueError, match="missing gating"):
-        restore_model(load_checkpoint(tmp_path / LAST), create_model("mann", 4, TINY_HIDDEN))
-
-
-def test_a_pose_residual_that_keeps_a_share_pulls_the_pose_toward_the_mean(tiny_dataset):
-    """--pose-residual 0.5: with the network's own output zero, the next pose is halfway
-    between the current one and the dataset's mean next pose (raw units), so an error in the
-    pose fed back halves every frame instead of staying; shares outside (0, 1] are refused."""
-    from canis.export.onnx_export import ExportedModel
-    from canis.runtime.features import INPUT, OUTPUT
-    from canis.training.train import TrainConfig, TrainingData
-
-    data = TrainingData(str(tiny_dataset), "mann", torch.device("cpu"))
-    half = create_model("mann", 4, TINY_HIDDEN, pose_residual=data.normalisation, pose_keep=0.5)
-    with torch.no_grad():
-        for parameter in half.parameters():
-            parameter.zero_()
-        x = dataset.load(tiny_dataset)["X"][:8]
-        y = ExportedModel(half, data.normalisation)(torch.as_tensor(x))[0].numpy()
-    mean = data.normalisation["y_mean"].numpy()[OUTPUT.block_slice("joints")]
-    current = x[:, INPUT.block_slice("joints")]
-    assert np.allclose(y[:, OUTPUT.block_slice("joints")], mean + 0.5 * (current - mean), atol=1e-5)
-    for share in (1.5, -0.1, float("nan")):
-        with pytest.raises(ValueError, match="share of the pose kept"):
-            TrainConfig(pose_residual=share)
-    with pytest.raises(ValueError, match="share of the pose kept"):
-        create_model("mann", 4, TINY_HIDDEN, pose_residual=data.normalisation, pose_keep=0)
+    train(config(tiny_dataset, epochs=1), tmp_path, progress=False)
+    saved = load_checkpoint(tmp_path / LAST)
+    residual = Checkpoint(saved.tensors, saved.config | {"pose_residual": 1.0})
+    with pytest.raises(ValueError, match=r"was trained with --pose-residual, which this version"):
+        restored_model(residual, tmp_path / LAST)
+    model = tmp_path / "m.onnx"
+    export_onnx(tmp_path / LAST, model, tiny_dataset)
+    graph = onnx.load(str(model))
+    graph.metadata_props.add(key=POSE_RESIDUAL_KEY, value="1")
+    onnx.save(graph, str(model))
+    with pytest.raises(ValueError, match=r"m.onnx: was trained with --pose-residual"):
+        checkpoint_from_onnx(model, tiny_dataset, tmp_path / "c.safetensors")
+    assert not (tmp_path / "c.safetensors").exists()
 
 
 @pytest.mark.parametrize(

@@ -66,13 +66,14 @@ def checkpoint_from_onnx(onnx_path: str | Path, dataset_path: str | Path, out: s
         for k, v in weights.items()
         if k.startswith(WEIGHT_PREFIX)
     }
-    keep = float(meta.get(POSE_RESIDUAL_KEY, "0"))
+    if float(meta.get(POSE_RESIDUAL_KEY, "0")) > 0:
+        raise ValueError(
+            f"{onnx_path}: was trained with --pose-residual, which this version no longer has "
+            "(docs/DECISIONS.md, 'The next pose is predicted whole')"
+        )
     experts = int(meta["canis.experts"]) if meta.get("canis.experts") else None
     hidden = next(v.shape[-1] for k, v in tensors.items() if k.endswith("layers.0.bias"))
-    residual = data.normalisation if keep > 0 else None
-    network = create_model(kind, experts or 8, hidden, pose_residual=residual, pose_keep=keep)
-    if residual is not None:  # the skip is the dataset's statistics (checked equal above)
-        tensors |= {k: v for k, v in network.state_dict().items() if k.startswith("skip_")}
+    network = create_model(kind, experts or 8, hidden)
     missing = sorted(set(network.state_dict()) ^ set(tensors))
     if missing:
         raise ValueError(f"{onnx_path}: its weights do not fit a {kind} network: {missing[:6]}")
@@ -83,7 +84,6 @@ def checkpoint_from_onnx(onnx_path: str | Path, dataset_path: str | Path, out: s
         "kind": kind,
         "experts": experts,
         "hidden": hidden,
-        "pose_residual": keep,
         "train": {"config": schedule | {"dataset": str(dataset_path)}, "identity": None},
         "epoch": schedule.get("epochs_completed"),
         "last": result.get("last"),

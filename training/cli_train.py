@@ -88,16 +88,6 @@ def add_commands(commands: argparse._SubParsersAction, recipe=None) -> None:
         "keeps both)",
     )
     train.add_argument(
-        "--pose-residual",
-        type=float,
-        nargs="?",
-        const=1.0,
-        metavar="KEEP",
-        help="predict the next pose as the current one plus a change (the output's joint "
-        "block adds the input's; training/models.PoseResidual) instead of whole; KEEP < 1 "
-        "carries only that share of the pose's offset from the mean pose (default 1)",
-    )
-    train.add_argument(
         "--resume", action="store_true", help="continue the run in --out from its last checkpoint"
     )
     train.add_argument(
@@ -264,7 +254,6 @@ def run_train(args) -> int:
         input_noise=args.input_noise,
         holdout=args.holdout,
         mirrored=False if args.no_mirrored else None,
-        pose_residual=args.pose_residual,
     )
     if not args.dataset.exists():
         raise FileNotFoundError(

@@ -23,7 +23,6 @@ from torch.nn import functional as F
 MODEL_KINDS = ("mann", "pfnn", "vnn")
 # The input's and the output's joint blocks carry the same fields for the same joints (the
 # current pose, and the next one): the pose residual adds the one to the other.
-INPUT_JOINTS, OUTPUT_JOINTS = INPUT.block_slice("joints"), OUTPUT.block_slice("joints")
 GATING_HIDDEN = 32
 MOTION_HIDDEN = 512
 VNN_HIDDEN = 2048
@@ -168,111 +167,36 @@ class VanillaNetwork(nn.Module):
         return x
 
 
-def pose_skip(normalisation: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    """(scale, offset) that carry the standardised input's joint block (the current pose)
-    into the standardised output's (the next pose kept as it is): through raw units, x_s *
-    x_std / y_std + (x_mean - y_mean) / y_std."""
-    x_mean, x_std = (
-        torch.as_tensor(normalisation[k]).float()[INPUT_JOINTS] for k in ("x_mean", "x_std")
-    )
-    y_mean, y_std = (
-        torch.as_tensor(normalisation[k]).float()[OUTPUT_JOINTS] for k in ("y_mean", "y_std")
-    )
-    return (x_std / y_std).clone(), ((x_mean - y_mean) / y_std).clone()
-
-
-def carried_pose(x: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
-    """The standardised input's joint block carried into the output's joint block by a
-    pose_skip (scale, offset): the next pose as the current one."""
-    return x[:, INPUT_JOINTS] * scale + offset
-
-
-class PoseResidual(nn.Module):
-    """A network whose next pose is the current pose plus what it predicts: the output's
-    joint block (next pose, next root's frame) is the input's (current pose, current root's
-    frame) plus the network's output there, in raw units; the rest of y is the network's own.
-
-    Why: without it each frame's pose is predicted whole, and on held-out clips the shipped
-    MANN-8's joint positions erred 300x as much as keeping the current pose would (standardised
-    MSE 0.942 against 0.003; validation_breakdown, docs/RESULTS.md "The pose kept"): the
-    network reproduces poses of the clips it saw instead of moving on from the pose it is in.
-    Here keeping the pose is free and the network learns the change. The loss is unchanged
-    (MSE of the standardised y); only the parametrisation is.
-    The skip is fixed (buffers from the dataset's standardisation, saved with the weights).
-
-    `keep` < 1 carries only that share of the current pose's offset from the mean pose (the
-    rest is the network's to predict): in closed loop an error the network's changes leave
-    then shrinks by that factor every frame instead of adding up, which with keep = 1 pulls
-    the fed-back pose apart within seconds (training/pose_drift.py, docs/RESULTS.md).
-    """
-
-    def __init__(
-        self, network: nn.Module, normalisation: dict[str, torch.Tensor], keep: float = 1.0
-    ):
-        super().__init__()
-        if not 0 < keep <= 1:
-            raise ValueError(
-                f"--pose-residual {keep}: the share of the pose kept must be in (0, 1]"
-            )
-        self.network = network
-        self.kind = network.kind
-        scale, offset = pose_skip(normalisation)
-        # keep * (the pose carried over - the mean pose), standardised: the mean is y's zero
-        self.register_buffer("skip_scale", keep * scale)
-        self.register_buffer("skip_offset", keep * offset)
-
-    def forward(self, x: torch.Tensor, *rest):
-        out = self.network(x, *rest)
-        y, others = (out[0], out[1:]) if isinstance(out, tuple) else (out, None)
-        kept = carried_pose(x, self.skip_scale, self.skip_offset)
-        y = torch.cat(
-            [
-                y[:, : OUTPUT_JOINTS.start],
-                y[:, OUTPUT_JOINTS] + kept,
-                y[:, OUTPUT_JOINTS.stop :],  # PFNN's phase increment comes last
-            ],
-            dim=1,
-        )
-        return y if others is None else (y, *others)
-
-
 def create_model(
     kind: str,
     experts: int = 8,
     hidden: int | None = None,
     dropout: float = DROPOUT,
-    pose_residual: dict[str, torch.Tensor] | None = None,
-    pose_keep: float = 1.0,
 ) -> nn.Module:
     """`hidden`: units per hidden layer, None for the paper's (512; the vanilla network's
     2048). Smaller networks are for test fixtures. `dropout`: the probability of dropping an
-    input of each layer in training (no effect in eval mode, so exports need not know it).
-    `pose_residual`: the dataset's standardisation (x_mean, x_std, y_mean, y_std) to make a
-    PoseResidual network keeping `pose_keep` of the pose; None for the paper's."""
+    input of each layer in training (no effect in eval mode, so exports need not know it)."""
     size = ({} if hidden is None else {"hidden": hidden}) | {"dropout": dropout}
     if kind == "mann":
-        network = MANN(experts, **size)
-    elif kind == "pfnn":
-        network = PFNN(**size)
-    elif kind == "vnn":
-        network = VanillaNetwork(**size)
-    else:
-        raise ValueError(f"unknown model kind {kind!r}; choose one of {', '.join(MODEL_KINDS)}")
-    if pose_residual is None:
-        return network
-    return PoseResidual(network, pose_residual, pose_keep)
+        return MANN(experts, **size)
+    if kind == "pfnn":
+        return PFNN(**size)
+    if kind == "vnn":
+        return VanillaNetwork(**size)
+    raise ValueError(f"unknown model kind {kind!r}; choose one of {', '.join(MODEL_KINDS)}")
 
 
 def restored_model(checkpoint, path, dropout: float = DROPOUT) -> nn.Module:
     """The network a checkpoint (training/checkpoint.py) holds, its weights loaded: its kind,
-    experts, width and pose residual from the checkpoint's config."""
+    experts and width from the checkpoint's config."""
     from canis.training.checkpoint import restore_model
 
     config = checkpoint.config
-    keep = float(config.get("pose_residual") or 0.0)  # 0: none, the pose predicted whole
-    residual = checkpoint.section("norm/") if keep > 0 else None
-    model = create_model(
-        config["kind"], config.get("experts") or 8, config.get("hidden"), dropout, residual, keep
-    )
+    if config.get("pose_residual"):
+        raise ValueError(
+            f"{path}: was trained with --pose-residual, which this version no longer has "
+            "(docs/DECISIONS.md, 'The next pose is predicted whole')"
+        )
+    model = create_model(config["kind"], config.get("experts") or 8, config.get("hidden"), dropout)
     restore_model(checkpoint, model, path)
     return model

@@ -31,9 +31,8 @@ from torch import nn
 from canis import __version__
 
 OPSET = 17
-# The share of the pose a training/models.PoseResidual keeps ("1": its next pose the current
-# one plus its change); "0" (and absent, in models exported before it): predicted whole.
-# checkpoint_from_onnx rebuilds the network from it.
+# Written by versions that had --pose-residual ("0": the pose predicted whole); read only to
+# refuse a residual network's file (checkpoint_from_onnx).
 POSE_RESIDUAL_KEY = "canis.pose_residual"
 INPUT_RANGE_MARGIN = 0.1
 LICENCE = (
@@ -98,7 +97,6 @@ def metadata(config: dict) -> dict[str, str]:
         "canis.kind": config["kind"],
         PRECISION_KEY: "fp32",  # export/precision.py makes the fp16 and int8 variants
         "canis.experts": str(config.get("experts") or ""),
-        POSE_RESIDUAL_KEY: f"{float(config.get('pose_residual') or 0):g}",
         "canis.layout_hash": layout_hash(),
         "canis.contract_version": str(CONTRACT_VERSION),
         "canis.contract": json.dumps(contract_description()),

@@ -73,7 +73,6 @@ class TrainConfig:
     mirrored: bool = True  # False: train on the captured rows only, not their mirrors
     # > 0: the next pose as this share of the current one plus the network's change (models.
     # PoseResidual); 0: predicted whole, the paper's
-    pose_residual: float = 0.0
 
     def __post_init__(self):
         for name in ("epochs", "batch_size", "experts"):
@@ -88,11 +87,6 @@ class TrainConfig:
             raise ValueError(f"--input-noise {self.input_noise}: must be 0 or more, finite")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"--dropout {self.dropout}: must be at least 0 and below 1")
-        if not 0 <= self.pose_residual <= 1:
-            raise ValueError(
-                f"--pose-residual {self.pose_residual}: the share of the pose kept must be "
-                "between 0 (none: the pose predicted whole) and 1"
-            )
         if self.balanced and not self.oversample:
             raise ValueError("--balanced and --no-oversample: choose one way to draw the rows")
         if self.holdout not in HOLDOUTS:
@@ -240,10 +234,7 @@ def train(
             f"--batch-size {config.batch_size}: more than the {len(data.x_train)} training rows"
         )
     torch.manual_seed(config.seed)  # the initial weights are part of what the seed fixes
-    residual = data.normalisation if config.pose_residual else None
-    model = create_model(
-        config.kind, config.experts, config.hidden, config.dropout, residual, config.pose_residual
-    )
+    model = create_model(config.kind, config.experts, config.hidden, config.dropout)
     model = model.to(device)
     optimizer = torch.optim.AdamW(
         model.parameters(),
@@ -344,7 +335,6 @@ def train(
             "kind": config.kind,
             "experts": config.experts if config.kind == "mann" else None,
             "hidden": config.hidden,
-            "pose_residual": config.pose_residual,
             "train": {"identity": config.identity(), "config": asdict(config)},
             "dataset": {
                 k: data.metadata[k] for k in ("built", "validation_clips", "licence", "layout_hash")
