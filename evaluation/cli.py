@@ -162,7 +162,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     precision_eval = evaluate_commands.add_parser(
         "precision",
-        help="the quality gate: fp16, int8 and top-2 gating beside fp32, in closed loop",
+        help="the quality gate: fp16 and int8 beside fp32, in closed loop",
     )
     precision_eval.add_argument(
         "--model",
@@ -282,7 +282,7 @@ def run_evaluate_controllers(args) -> int:
     from canis.evaluation.controllers import evaluate
     from canis.evaluation.controllers_report import write
     from canis.evaluation.model_registry import default_models, parse_models
-    from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
+    from canis.training.clips import DOWNLOAD_HINT, default_mocap_dir
 
     if args.models is None:
         present, note = default_models()
@@ -311,7 +311,7 @@ def run_evaluate_precision(args) -> int:
     args.doc = results_doc(args)
     from canis.evaluation.precision_gate import NUDGES, VARIANTS, evaluate, write
     from canis.runtime.machine import benchmark_machine
-    from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
+    from canis.training.clips import DOWNLOAD_HINT, default_mocap_dir
 
     nudges = NUDGES if args.nudges is None else args.nudges
     if nudges < 0:

@@ -16,7 +16,7 @@ def _replayed(args) -> tuple[dict, list, dict]:
     from canis.evaluation.controllers import load_clips
     from canis.evaluation.model_registry import model_paths, parse_models
     from canis.runtime.inference import MotionModel
-    from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
+    from canis.training.clips import DOWNLOAD_HINT, default_mocap_dir
 
     models = model_paths(*parse_models(args.models))
     mocap = args.bvh or default_mocap_dir()

@@ -1,6 +1,6 @@
 """`canis evaluate transitions`: the exported RTN against interpolation and zero velocity on
 the held-out clips, at the transition lengths RMI reports (5, 15, 30, 45 frames), by L2P, L2Q
-and NPSS (training/transition_metrics.py). The RTN runs through the runtime's ONNX code with the
+and NPSS (training/transition_data.py). The RTN runs through the runtime's ONNX code with the
 target blend on, as the game uses it. Windows start every WINDOW_STRIDE frames of every held-out
 clip (as captured and mirrored).
 """
@@ -18,10 +18,17 @@ from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.runtime.transition import TransitionModel
 from canis.runtime.transition_frames import CONTEXT_FRAMES, target_blend
 from canis.training.train_rtn import windows
-from canis.training.transition_data import TransitionData
+from canis.training.transition_data import (
+    TransitionData,
+    error_report,
+    global_pose,
+    interpolation,
+    l2p,
+    l2q,
+    npss,
+    upsample_frames,
+)
 from canis.training.transition_data import load as load_transitions
-from canis.training.transition_metrics import global_pose, interpolation, l2p, l2q, npss
-from canis.training.upsample import error_report, upsample_frames
 
 LENGTHS = (5, 15, 30, 45)
 WINDOW_STRIDE = 20

@@ -27,8 +27,8 @@ from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.runtime.transition import TransitionModel
 from canis.runtime.transition_frames import target_blend
 from canis.training.train_rtn import windows
+from canis.training.transition_data import global_pose, l2p
 from canis.training.transition_data import load as load_transitions
-from canis.training.transition_metrics import global_pose, l2p
 
 LEVELS = (0.0, 0.5, 1.0)
 SAMPLES = 4

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import fields
 from pathlib import Path
 
-from canis.training.schedules import DROPOUT, WEIGHT_DECAY
+from canis.training.optimisation import DROPOUT, WEIGHT_DECAY
 
 
 def _changed_settings(loop: dict) -> list[str]:

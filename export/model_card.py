@@ -10,7 +10,7 @@ from pathlib import Path
 
 from canis.export.finetune_card import fine_tuning_lines, fine_tuning_log, fine_tuning_reproduce
 from canis.export.onnx_export import LICENCE
-from canis.training.schedules import DROPOUT, WEIGHT_DECAY
+from canis.training.optimisation import DROPOUT, WEIGHT_DECAY
 
 PARITY_NOTE = (
     "256 random input rows in the training range through the runtime; mean and max |difference| "

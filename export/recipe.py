@@ -70,7 +70,7 @@ def _write_text(path: Path, text: str) -> None:
 
 def build_dataset(recipe: dict, path: Path) -> None:
     from canis.training import dataset
-    from canis.training.data_paths import DOWNLOAD_HINT, default_mocap_dir
+    from canis.training.clips import DOWNLOAD_HINT, default_mocap_dir
 
     if path.exists():
         print(f"dataset: {path} (built)")

@@ -77,7 +77,7 @@ def _check_ranges(path: Path, recipe: dict) -> None:
     if train["model"] not in MODELS:
         refuse("train.model", train["model"], f"one of {', '.join(MODELS)}")
     if train["schedule"] not in ("paper", "cpu"):
-        refuse("train.schedule", train["schedule"], "paper or cpu (training/schedules.py)")
+        refuse("train.schedule", train["schedule"], "paper or cpu (training/optimisation.py)")
     if train["precision"] not in ("bf16", "fp32"):
         refuse("train.precision", train["precision"], "bf16 or fp32")
     for key in ("experts", "hidden", "epochs", "batch_size", "seed"):

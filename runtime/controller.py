@@ -180,7 +180,7 @@ class Controller(Readouts, DogIds, LookAt):
         """Puts every dog in `state` (a DogState with a row per dog, as rows() gives), its
         predicted_future taken as the network's last prediction, as though the dogs had been
         moving: training's rollouts start dogs in the mocap's state at a frame
-        (training/runtime_rollout.py). A state that does not fit is refused, the controller
+        (training/torch_runtime.py). A state that does not fit is refused, the controller
         unchanged."""
         self.state.copy().put_rows(np.arange(self.count), state)  # refuses before any change
         ids = self.state.dog_id.copy()  # the same dogs: their ids stay

@@ -25,7 +25,7 @@ from canis.runtime.rotations import (
 )
 from canis.runtime.skeleton import DOG_JOINT_NAMES, Skeleton
 
-# Keyframe name -> the action it is chosen from (training/keyframes.py) and that holds it.
+# Keyframe name -> the action it is chosen from (training/clips.py) and that holds it.
 KEYFRAME_ACTIONS = {"stand": "idle", "sit": "sit", "lie": "lie", "beg": "stand"}
 
 

@@ -12,7 +12,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
-from canis.training.data_paths import default_mocap_dir
+from canis.training.clips import default_mocap_dir
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

@@ -4,7 +4,7 @@ term's tests, test_moving_skating.py)."""
 import numpy as np
 import torch
 from canis.runtime.features import FPS, INPUT, OUTPUT, PAW_ROWS
-from canis.training.shown_pose import shown_positions_m
+from canis.training.torch_runtime import shown_positions_m
 
 X_HIPS = INPUT.field(np.arange(INPUT.size), "joints", "position")[0]
 Y_HIPS = OUTPUT.field(np.arange(OUTPUT.size), "joints", "position")[0]

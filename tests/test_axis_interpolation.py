@@ -11,14 +11,14 @@ from canis.runtime.rotations import (
     quat_to_forward_up,
 )
 from canis.runtime.transition_frames import CONTEXT_FRAMES, FORWARDS, FRAME_SIZE, ROTATED_COUNT, UPS
-from canis.training.axis_interpolation import (
+from canis.training.rtn import ARC_JOINTS, empty_rtn, rollout
+from canis.training.torch_runtime import (
     ARC_FROM_DEG,
     ARC_FULL_DEG,
     axes_from_quaternions,
     interpolate_axes,
     quaternions_from_axes,
 )
-from canis.training.rtn import ARC_JOINTS, empty_rtn, rollout
 
 
 def _random_axes(rng, n):

@@ -379,7 +379,7 @@ def test_a_finetune_keeps_its_starts_dropout_unless_told():
     """A network trained without dropout (the generalisation study's finding) is fine-tuned
     without it, not with the schedule's 0.3; a fine-tune of a fine-tune keeps the latter's;
     an export's converted checkpoint records neither and reads as the training defaults."""
-    from canis.training.schedules import DROPOUT, WEIGHT_DECAY
+    from canis.training.optimisation import DROPOUT, WEIGHT_DECAY
 
     unset = finetune_config.FineTuneSettings(start="s", dataset="d")
     trained = {"train": {"config": {"dropout": 0.0, "weight_decay": 0.01}}}
@@ -471,7 +471,7 @@ def test_a_run_with_a_deleted_setting_resumes_only_where_it_was_off():
 def test_a_run_of_another_split_is_not_fine_tuned(tiny_dataset, tmp_path, capsys):
     """Fine-tuning, which trains on the dataset's split, refuses a `--holdout within-clips
     --no-mirrored` run by name."""
-    from canis.training import holdout
+    from canis.training import dataset as holdout
     from canis.training.train import LAST, train
     from conftest import tiny_config
 

@@ -8,7 +8,7 @@ from canis.runtime.rotations import (
 )
 from canis.runtime.skeleton import LATERAL_AXIS, Skeleton
 from canis.training.bvh import read_bvh
-from canis.training.mirror import (
+from canis.training.clips import (
     _mean_rotation,
     data_set_corrections,
     mirror_clip,

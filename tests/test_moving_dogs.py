@@ -1,4 +1,4 @@
-"""The moving dogs (training/moving_dogs.py): their inputs are the runtime's own, their unrolls
+"""The moving dogs (training/moving_skating.py): their inputs are the runtime's own, their unrolls
 feed back what the runtime would (PFNN's phase too), the turning dogs turn as asked; the moving
 dogs' options are checked and named on the card; a PFNN fine-tunes with every kept term."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from canis.runtime.features import INPUT, OUTPUT
 from canis.training import moving_skating
-from canis.training.moving_dogs import root_speed_mps
+from canis.training.moving_skating import root_speed_mps
 
 VELOCITY = OUTPUT.field(np.arange(OUTPUT.size), "root_update", "velocity")[0]
 
@@ -31,7 +31,7 @@ def test_moving_dogs_inputs_are_the_runtimes(tiny_model):
     from canis.runtime.inference import MotionModel
     from canis.runtime.root import yaw_direction_xz
     from canis.runtime.trajectory import ControlState
-    from canis.training.moving_dogs import (
+    from canis.training.moving_skating import (
         LEAD_IN_FRAMES,
         MOVE,
         SETTLE_FRAMES,
@@ -67,7 +67,7 @@ def _unrolled_steps(checkpoint_path, dataset_path, run_dir, advance_phase=True):
     from canis.training.checkpoint import load_checkpoint
     from canis.training.finetune_stretches import Standardiser
     from canis.training.models import restored_model
-    from canis.training.moving_dogs import MovingDogs
+    from canis.training.moving_skating import MovingDogs
     from canis.training.train import TrainingData, _predict
 
     checkpoint = load_checkpoint(checkpoint_path)
@@ -112,7 +112,7 @@ def test_pfnn_is_unrolled_as_the_runtime_runs_it(tiny_dataset, tmp_path):
 
 def test_the_turning_dogs_turn_up_to_the_asked_rate():
     from canis.training.finetune_config import ClosedLoopConfig
-    from canis.training.moving_dogs import MAX_TURN_DEGPS, asked_commands
+    from canis.training.moving_skating import MAX_TURN_DEGPS, asked_commands
 
     assert ClosedLoopConfig().moving_max_turn_degps == MAX_TURN_DEGPS  # unless told
     for max_degps in (MAX_TURN_DEGPS, 90.0):

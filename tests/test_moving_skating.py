@@ -223,7 +223,7 @@ def _start(tiny_dataset, tmp_path, monkeypatch):
 
 
 def test_finetune_logs_the_term_and_the_card_names_it(tiny_dataset, tmp_path, monkeypatch, capsys):
-    from canis.training.moving_dogs import MovingDogs
+    from canis.training.moving_skating import MovingDogs
     from canis.training.train import LAST
     from conftest import finetune_run
 
@@ -299,7 +299,7 @@ def test_a_non_finite_step_stops_the_run_and_keeps_the_checkpoint(
     """A loss or gradient that is not finite stops the fine-tuning before the optimiser steps,
     naming the epoch, the step and the terms; the run's checkpoint stays as the last finished
     epoch wrote it."""
-    from canis.training.moving_dogs import MovingDogs
+    from canis.training.moving_skating import MovingDogs
     from canis.training.train import LAST
     from conftest import finetune_run
 

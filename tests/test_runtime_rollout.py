@@ -1,4 +1,4 @@
-"""The mocap's state as the runtime holds it (training/runtime_rollout.py): a dog placed there
+"""The mocap's state as the runtime holds it (training/torch_runtime.py): a dog placed there
 first sees the mocap's own input; a start needs its history and the path ahead."""
 
 import numpy as np
@@ -9,7 +9,7 @@ from canis.runtime.inference import MotionModel
 from canis.runtime.trajectory import ControlState
 from canis.training.dataset import load
 from canis.training.finetune_stretches import successors
-from canis.training.runtime_rollout import BACK_FRAMES, MocapRun, mocap_state, rollout_starts
+from canis.training.torch_runtime import BACK_FRAMES, MocapRun, mocap_state, rollout_starts
 
 FRAMES = 6
 

@@ -1,4 +1,4 @@
-"""training/shown_pose.py is the runtime's own shown pose in torch: the hips by
+"""training/torch_runtime.py is the runtime's own shown pose in torch: the hips by
 runtime/pose.next_local_pose, the joints by the runtime's forward kinematics of the
 predicted axes; and the moving-skating term's paws are those."""
 
@@ -11,7 +11,7 @@ from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.training.finetune_losses import paw_world_velocity_mps, step_skating_cm
 from canis.training.finetune_stretches import local_pose_of
 from canis.training.moving_skating import shown_paw_steps
-from canis.training.shown_pose import shown_hips_m, shown_positions_m, shown_step_m
+from canis.training.torch_runtime import shown_hips_m, shown_positions_m, shown_step_m
 
 
 def _rows(layout, count: int, generator: np.random.Generator) -> np.ndarray:
@@ -90,7 +90,7 @@ def test_the_pose_fed_back_is_the_runtimes():
     """fed_back_input is finetune_stretches.next_input (the runtime's next_local_pose and
     write_joints) in torch, and its gradient reaches the prediction."""
     from canis.training.finetune_stretches import next_input
-    from canis.training.shown_pose import fed_back_input
+    from canis.training.torch_runtime import fed_back_input
 
     generator = np.random.default_rng(5)
     x_raw, y_raw = _rows(INPUT, 6, generator), _rows(OUTPUT, 6, generator)

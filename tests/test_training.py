@@ -216,7 +216,7 @@ def test_bf16_training_is_close_to_fp32(tiny_dataset, tmp_path):
 
 
 def test_auto_precision_follows_the_cpu(monkeypatch):
-    from canis.training import precision
+    from canis.training import optimisation as precision
 
     cpu = torch.device("cpu")
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
@@ -289,7 +289,7 @@ def test_within_clip_holdout_keeps_windows_apart():
     frame window (trajectory -50..+60, output +1) shared with a training row's; held-out clips
     stay out of both; a clip and its mirror are cut at the same frame."""
     from canis.runtime.features import TRAJECTORY_OFFSETS_FRAMES
-    from canis.training.holdout import split_rows
+    from canis.training.dataset import split_rows
 
     arrays = synthetic_rows([2000, 900, 1000, 300], held_out={1})
     training, within = split_rows(arrays, "within-clips")
@@ -326,7 +326,7 @@ def test_generalisation_options_train_and_refuse_another_resume(
     """--dropout, --weight-decay, --input-noise, --holdout and --no-mirrored reach the
     training, are part of the run's identity (a resume with others is refused, naming them),
     and the held-out-clip validation loss is the same yardstick in every run."""
-    from canis.training import holdout
+    from canis.training import dataset as holdout
     from canis.training.train import validation_loss
     from canis.training.training_data import TrainingData
 
@@ -338,7 +338,7 @@ def test_generalisation_options_train_and_refuse_another_resume(
     rows = train(varied, tmp_path / "varied", progress=False)
     # Training is deterministic, so any difference is the options' doing. It is small: one
     # epoch of 32 units barely moves off the mean, and the synthetic dog's mirrored rows now
-    # keep its captured rows' axis conventions (training/mirror.py), so dropping them
+    # keep its captured rows' axis conventions (training/clips.py), so dropping them
     # changes the loss by about 1e-5.
     assert rows[0]["train_loss"] != plain[0]["train_loss"]
     assert np.isfinite(rows[0]["within_clip_validation_loss"])

@@ -27,7 +27,7 @@ from canis.runtime.transition_frames import (
 from canis.runtime.transition_player import LEAD_FRAMES, STEPS_PER_FRAME, blend_window
 from canis.training.rtn import LSTM_UNITS, Rtn, empty_rtn, parameter_bytes, rollout, tta_embedding
 from canis.training.train_rtn import train_rtn
-from canis.training.transition_metrics import l2p, l2q, npss
+from canis.training.transition_data import l2p, l2q, npss
 from conftest import tiny_rtn_config
 
 MANN = Path(__file__).resolve().parent.parent / "assets" / "models" / "mann8.onnx"
@@ -425,7 +425,7 @@ def test_evaluation_and_upsampling_on_the_synthetic_dogs(tiny_rtn, tiny_transiti
 
 def test_upsample_keeps_the_kept_frames(tiny_rtn, tmp_path):
     from canis.training.bvh import read_bvh
-    from canis.training.upsample import keyframe_indices, upsample_clip
+    from canis.training.transition_data import keyframe_indices, upsample_clip
     from synthetic_dog import standard_clips
 
     assert keyframe_indices(200, 60) == [69, 129, 189, 199]  # a 9-frame tail: one more

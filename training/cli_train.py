@@ -10,8 +10,8 @@ from pathlib import Path
 def add_commands(commands: argparse._SubParsersAction, recipe=None) -> None:
     """`recipe`: the handler of `canis train --config` (export/recipe.py, wired in by
     canis/cli.py: the recipe ends in the export, a layer above this one)."""
-    from canis.training import holdout  # torch-free, as schedules
-    from canis.training.schedules import DROPOUT, WEIGHT_DECAY, describe  # torch-free
+    from canis.training import dataset  # torch-free, as optimisation
+    from canis.training.optimisation import DROPOUT, WEIGHT_DECAY, describe  # torch-free
 
     train = commands.add_parser("train", help="train MANN, PFNN or the vanilla network")
     train.add_argument("--model", choices=("mann", "pfnn", "vnn"), default="mann")
@@ -36,7 +36,7 @@ def add_commands(commands: argparse._SubParsersAction, recipe=None) -> None:
         "--schedule",
         choices=("paper", "cpu"),
         default="paper",
-        help=f"{describe('paper')}; {describe('cpu')} (see training/schedules.py)",
+        help=f"{describe('paper')}; {describe('cpu')} (see training/optimisation.py)",
     )
     train.add_argument("--epochs", type=int, help="override the schedule's epoch count")
     train.add_argument("--batch-size", type=int, help="override the schedule's batch size")
@@ -75,11 +75,11 @@ def add_commands(commands: argparse._SubParsersAction, recipe=None) -> None:
     )
     train.add_argument(
         "--holdout",
-        choices=holdout.HOLDOUTS,
+        choices=dataset.HOLDOUTS,
         help="clips (default): validate on the dataset's held-out clips; within-clips: also "
-        f"hold out the last {holdout.TAIL_FRACTION:.0%} of every training clip, "
-        f"{holdout.GAP_FRAMES} frames dropped each side of the cut, logged as "
-        "within_clip_validation_loss (training/holdout.py)".replace("%", "%%"),
+        f"hold out the last {dataset.TAIL_FRACTION:.0%} of every training clip, "
+        f"{dataset.GAP_FRAMES} frames dropped each side of the cut, logged as "
+        "within_clip_validation_loss (training/dataset.py)".replace("%", "%%"),
     )
     train.add_argument(
         "--no-mirrored",
@@ -158,7 +158,7 @@ def add_commands(commands: argparse._SubParsersAction, recipe=None) -> None:
 
 
 def add_speed_options(parser: argparse.ArgumentParser) -> None:
-    """--precision and --threads, shared by the training commands (training/precision.py)."""
+    """--precision and --threads, shared by the training commands (training/optimisation.py)."""
     parser.add_argument(
         "--precision",
         choices=("auto", "bf16", "fp32"),
@@ -178,7 +178,7 @@ def add_speed_options(parser: argparse.ArgumentParser) -> None:
 
 def apply_speed_options(args) -> str:
     """Sets the thread count; returns --precision ("auto" is resolved by the training: a
-    resumed run's own, else by the hardware; training/precision.py)."""
+    resumed run's own, else by the hardware; training/optimisation.py)."""
     import torch
 
     if args.threads is not None:
@@ -316,7 +316,7 @@ def run_train_rtn(args) -> int:
 
 def run_upsample(args) -> int:
     from canis.runtime.profiler import check_output_path
-    from canis.training.upsample import upsample_clip
+    from canis.training.transition_data import upsample_clip
 
     check_output_path(args.out, "upsampled clip", make_folders=True)
 

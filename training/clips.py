@@ -1,13 +1,20 @@
 """One clip, from BVH motion to world-space kinematics, root, trajectory, labels, and its
-training pairs (X, Y) built through the runtime's feature contract (runtime/features.py)."""
+training pairs (X, Y) built through the runtime's feature contract (runtime/features.py); where
+the mocap is, and the keyframe library picked out of it.
+
+The dog motion capture is CC BY-NC 4.0 and never committed: the project reads it from
+$CANIS_MOCAP_DIR, or from ../shared/data/dog-mocap beside the checkout when present.
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from canis.runtime.features import (
+    ACTIONS,
     FPS,
     FUTURE_OFFSETS_FRAMES,
     TRAJECTORY_OFFSETS_FRAMES,
@@ -17,12 +24,19 @@ from canis.runtime.features import (
     build_output,
 )
 from canis.runtime.kinematics import forward_kinematics
+from canis.runtime.poses import KEYFRAME_ACTIONS, Keyframe, keyframe_from_world_pose
 from canis.runtime.root import body_facing, rotate_xz, yaw_from_direction, yaw_quaternion
-from canis.runtime.skeleton import Skeleton, not_dog_reason
+from canis.runtime.rotations import (
+    mirror_positions,
+    mirror_quaternions,
+    quat_angle_rad,
+    quat_conjugate,
+    quat_multiply,
+)
+from canis.runtime.skeleton import LATERAL_AXIS, Skeleton, not_dog_reason
 from canis.runtime.trajectory import ControlState
-from canis.training.bvh import BvhMotion, same_rate
+from canis.training.bvh import BvhMotion, read_bvh, same_rate
 from canis.training.labels import Labels, label_clip, rolling
-from canis.training.mirror import mirror_clip
 
 # Facing is averaged over this many frames either side: the across-body vectors wobble with
 # every stride, and the trajectory should turn with the body, not with the gait.
@@ -191,3 +205,168 @@ def clip_commands(
     if given.any():
         future = np.where(given[:, None, None], dog_xz_m[:, None] + steps, np.nan)
     return ControlState(velocity, yaw_rad[n, ahead[:, -1]] + turn, action[n, f], future)
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MOCAP_ENV_VAR = "CANIS_MOCAP_DIR"
+SHARED_MOCAP_DIR = REPO_ROOT.parent / "shared" / "data" / "dog-mocap"
+DOWNLOAD_HINT = (
+    "The dog motion capture comes with 'Mode-Adaptive Neural Networks for Quadruped Motion "
+    "Control' (Zhang et al., SIGGRAPH 2018): get MotionCapture.zip from the AI4Animation "
+    "repository (SIGGRAPH_2018 folder), unzip its .bvh files into a folder and set "
+    f"{MOCAP_ENV_VAR} to it (licence CC BY-NC 4.0)."
+)
+
+
+def default_mocap_dir() -> Path | None:
+    """The mocap folder to use by default, or None when none is available."""
+    configured = os.environ.get(MOCAP_ENV_VAR)
+    if configured:
+        return Path(configured)
+    return SHARED_MOCAP_DIR if SHARED_MOCAP_DIR.is_dir() else None
+
+
+# The candidate corrections: no turn, then half turns about the joint's x, y and z axes
+# (w, x, y, z). As rotations each is its own inverse and M C M = C, so mirroring twice
+# undoes itself.
+HALF_TURNS = np.array(
+    [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]]
+)
+# A half turn is taken only when it brings the mirrored frames this much closer to the
+# captured ones; otherwise the plain reflection stays. In the dog mocap a symmetric joint's
+# means differ by the motion's own asymmetry (up to about 20 degrees); the head's gain was
+# 72 degrees in its least clear clip and 150-180 in the others.
+MIN_GAIN_RAD = np.radians(45.0)
+# A half turn about an axis keeps a child's bone only if the bone lies along that axis
+# (within 3 mm: RightArm's offset is 1.5 mm off its shoulder's x axis).
+BONE_KEPT_M = 3e-3
+
+
+def mirror_motion(
+    skeleton: Skeleton,
+    root_positions: np.ndarray,
+    local_rotations: np.ndarray,
+    corrections: np.ndarray | None = None,
+    axis: int = LATERAL_AXIS,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mirrored (root_positions (F, 3), local_rotations (F, J, 4)); any length unit.
+    `corrections` (J, 4), from mirror_corrections: each joint's half turn (None: none)."""
+    mirrored = mirror_quaternions(local_rotations[:, skeleton.mirror_index], axis)
+    if corrections is not None:
+        mirrored = _corrected(skeleton, mirrored, corrections)
+    return mirror_positions(root_positions, axis), mirrored
+
+
+def _corrected(skeleton: Skeleton, mirrored: np.ndarray, corrections: np.ndarray) -> np.ndarray:
+    """Local rotations (F, J, 4) whose global frames are turned by `corrections` (J, 4)."""
+    parent_turns = np.tile(HALF_TURNS[0], (skeleton.joint_count, 1))
+    parent_turns[1:] = corrections[skeleton.parents[1:]]
+    return _turned(mirrored, parent_turns, corrections)
+
+
+def _turned(local: np.ndarray, parent_turn: np.ndarray, turn: np.ndarray) -> np.ndarray:
+    """C_parent^-1 R C: a local rotation once its own and its parent's frames are turned."""
+    return quat_multiply(quat_conjugate(parent_turn), quat_multiply(local, turn))
+
+
+def mirror_corrections(
+    skeleton: Skeleton, local_rotations: np.ndarray, axis: int = LATERAL_AXIS
+) -> np.ndarray:
+    """(J, 4) the half turn each joint's mirrored frame needs (HALF_TURNS[0] for none) so
+    that the mirrored clip's local rotations match the captured ones' (F, J, 4) on average.
+    Parents first, since a parent's turn changes its children's local rotations. Only turns
+    that keep every child bone in place are tried, so the mirrored pose is unchanged."""
+    mirrored = mirror_quaternions(local_rotations[:, skeleton.mirror_index], axis)
+    corrections = np.tile(HALF_TURNS[0], (skeleton.joint_count, 1))
+    for j in range(1, skeleton.joint_count):
+        children = np.flatnonzero(skeleton.parents == j)
+        parent_turn = corrections[skeleton.parents[j]]
+        captured_mean = _mean_rotation(local_rotations[:, j])
+        angles = [
+            quat_angle_rad(
+                captured_mean, _mean_rotation(_turned(mirrored[:, j], parent_turn, turn))
+            )
+            if _keeps_bones(turn, skeleton.offsets_m[children])
+            else np.inf
+            for turn in HALF_TURNS
+        ]
+        best = int(np.argmin(angles))
+        if angles[best] < angles[0] - MIN_GAIN_RAD:
+            corrections[j] = HALF_TURNS[best]
+    return corrections
+
+
+def _keeps_bones(turn: np.ndarray, offsets: np.ndarray) -> bool:
+    if turn[0] == 1.0:
+        return True
+    axis = int(np.argmax(np.abs(turn[1:])))
+    across = np.delete(offsets, axis, axis=1)  # a half turn negates these components
+    return bool(np.all(np.abs(across) < BONE_KEPT_M))
+
+
+def _mean_rotation(q: np.ndarray) -> np.ndarray:
+    """The chordal mean of quaternions (F, 4): the principal eigenvector of sum q q^T, which
+    does not care about each quaternion's sign."""
+    _, vectors = np.linalg.eigh(np.einsum("fi,fj->ij", q, q))
+    return vectors[:, -1]
+
+
+def mirror_clip(motion, corrections: np.ndarray | None = None):
+    """A BvhMotion (training.bvh) mirrored left/right. `corrections` (J, 4): the half turns
+    to use (a data set's, so that all its clips share one convention); by default those the
+    clip itself asks for (mirror_corrections)."""
+    skeleton = motion.skeleton()
+    if corrections is None:
+        corrections = mirror_corrections(skeleton, motion.local_rotations)
+    roots, rotations = mirror_motion(
+        skeleton, motion.root_positions_cm, motion.local_rotations, corrections
+    )
+    return motion.with_motion(roots, rotations)
+
+
+def data_set_corrections(motions) -> np.ndarray:
+    """The half turns (J, 4) that mirror_corrections finds over every frame of `motions`
+    (BvhMotions of one skeleton): one convention for a whole data set."""
+    rotations = np.concatenate([m.local_rotations for m in motions])
+    return mirror_corrections(motions[0].skeleton(), rotations)
+
+
+def turned_joints(skeleton: Skeleton, corrections: np.ndarray) -> dict[str, str]:
+    """{joint name: axis} of the joints that `corrections` turn, for metadata and logs."""
+    return {
+        skeleton.joint_names[j]: "xyz"[int(np.argmax(np.abs(c[1:])))]
+        for j, c in enumerate(corrections)
+        if c[0] != 1.0
+    }
+
+
+# Frames this close to a label change are skipped: the pose is still blending there.
+MARGIN_FRAMES = 30
+
+
+def pick_keyframes(bvh_files: list[Path]) -> list[Keyframe]:
+    best: dict[str, tuple[float, Keyframe]] = {}
+    for path in bvh_files:
+        clip = process_clip(read_bvh(path))
+        labels = clip.labels
+        stillness = np.linalg.norm(clip.velocities_mps, axis=-1).sum(axis=1)
+        for name, action in KEYFRAME_ACTIONS.items():
+            inside = labels.action_index == ACTIONS.index(action)
+            # Only frames deep inside a run of the label.
+            window = np.ones(2 * MARGIN_FRAMES + 1)
+            deep = np.convolve(inside.astype(float), window, mode="same") >= len(window)
+            if not deep.any():
+                continue
+            frame = int(np.flatnonzero(deep)[np.argmin(stillness[deep])])
+            if name in best and best[name][0] <= stillness[frame]:
+                continue
+            keyframe = keyframe_from_world_pose(
+                name,
+                clip.skeleton,
+                clip.rotations[frame],
+                clip.root_rotations[frame],
+                float(labels.hips_height_m[frame]),
+                f"{path.stem} frame {frame}",
+            )
+            best[name] = (float(stillness[frame]), keyframe)
+    return [best[name][1] for name in KEYFRAME_ACTIONS if name in best]

@@ -1,10 +1,10 @@
 """Closed-loop (auto-conditioned, acRNN-style) fine-tuning of a trained controller on its own
-outputs (issue 17 item 1): `canis finetune` (training/cli_finetune.py) runs fine_tune.
+outputs (issue 17 item 1): `canis finetune` (training/cli.py) runs fine_tune.
 
 Each step's loss is the stretches' (training/finetune_stretches.py: the mocap's inputs, then
 the network's own, the MSE with the contact term) plus the terms on the
 runtime's own dogs, placed or driven each epoch by the network exported from the weights it
-starts from (training/placed_stillness.py; moving_dogs.py with moving_skating.py's term). The
+starts from (training/placed_stillness.py, training/moving_skating.py). The
 settings are training/finetune_config.py's.
 """
 
@@ -36,8 +36,7 @@ from canis.training.finetune_stretches import (
     stretch_starts,
     stretches_through,
 )
-from canis.training.moving_dogs import MovingDogs
-from canis.training.moving_skating import skating_by_speed
+from canis.training.moving_skating import MovingDogs, skating_by_speed
 from canis.training.placed_stillness import PlacedDogs
 from torch import nn
 
@@ -76,7 +75,7 @@ def fine_tune(
         save_checkpoint,
     )
     from canis.training.models import restored_model
-    from canis.training.precision import autocast, fused_optimiser, precision_for_run
+    from canis.training.optimisation import autocast, fused_optimiser, precision_for_run
     from canis.training.train import (
         LAST,
         _append_log,

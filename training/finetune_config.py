@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
-from canis.training.moving_dogs import DOGS_PER_STEP, FRAMES_PER_DOG, MAX_TURN_DEGPS
-from canis.training.schedules import DROPOUT, WEIGHT_DECAY
+from canis.training.moving_skating import DOGS_PER_STEP, FRAMES_PER_DOG, MAX_TURN_DEGPS
+from canis.training.optimisation import DROPOUT, WEIGHT_DECAY
 
 MAX_UNROLL_FRAMES = FRAMES_PER_DOG  # a moving dog's steps in a batch
 
@@ -37,11 +37,12 @@ class ClosedLoopConfig:
     # with its gradient (moving_dogs.MovingDogs); 1: one step from each recorded input.
     moving_unroll_frames: int = 1
     # 0: no moving-skating term (training/moving_skating.py): on the runtime's own dogs asked a
-    # steady speed (training/moving_dogs.py), the shown paws' skating and heights held down to
+    # steady speed (training/moving_skating.py), the shown paws' skating and heights held down to
     # the mocap's at the dog's asked speed.
     moving_skating_weight: float = 0.0
-    # The moving dogs' fastest turn either way, deg/s (half of them turn; moving_dogs.py). The
-    # controllers evaluation's turn asks 76.8 deg/s, beyond the default's.
+    # The moving dogs' fastest turn either way, deg/s (half of them turn;
+    # training/moving_skating.py). The controllers evaluation's turn asks 76.8 deg/s, beyond
+    # the default's.
     moving_max_turn_degps: float = MAX_TURN_DEGPS
     # The moving-skating term counts paws carried lower than the mocap's too.
     moving_paws_both_ways: bool = False

@@ -16,13 +16,11 @@ import math
 
 import torch
 from canis.runtime.features import INPUT, OUTPUT, gating_indices
-from canis.training.schedules import DROPOUT
+from canis.training.optimisation import DROPOUT
 from torch import nn
 from torch.nn import functional as F
 
 MODEL_KINDS = ("mann", "pfnn", "vnn")
-# The input's and the output's joint blocks carry the same fields for the same joints (the
-# current pose, and the next one): the pose residual adds the one to the other.
 GATING_HIDDEN = 32
 MOTION_HIDDEN = 512
 VNN_HIDDEN = 2048

@@ -1,7 +1,7 @@
 """The ONNX graph of a network in memory, as the runtime loads it: the network wrapped with its
 standardisation (raw features in, raw outputs out, inputs clamped to the training range) and the
 canis.* metadata that say what it is. Training writes it for the runtime's own dogs in
-fine-tuning (training/moving_dogs.py, placed_stillness.py), export/onnx_export.py for `canis
+fine-tuning (training/moving_skating.py, placed_stillness.py), export/onnx_export.py for `canis
 export` (which adds the parity check); it lives here, the lower layer, so that training
 imports nothing of export's.
 """

@@ -36,7 +36,7 @@ import torch
 from canis.runtime.features import ACTIONS, FPS
 from canis.runtime.trajectory import ControlState
 from canis.training.finetune_losses import ROTATING_ROWS, leg_turn_deg
-from canis.training.moving_dogs import root_speed_mps
+from canis.training.moving_skating import root_speed_mps
 
 # A placed dog's motion that costs nothing, per frame: each joint's turn (about the mocap's
 # idle median, 0.52) and the root's step (1.2 cm/s: 10 s before the foot lock, which lets go
@@ -65,7 +65,7 @@ def standing_starts(after: np.ndarray, action_index: np.ndarray, gait: np.ndarra
     """Rows a mocap dog stands idle in (action idle, off locomotion) with the history behind
     them that runtime_rollout.mocap_state reads."""
     from canis.runtime.readouts import NO_GAIT
-    from canis.training.runtime_rollout import rollout_starts
+    from canis.training.torch_runtime import rollout_starts
 
     starts = rollout_starts(after, 0)
     return starts[(action_index[starts] == IDLE) & (gait[starts] == NO_GAIT)]
@@ -89,7 +89,7 @@ def placed_inputs(
     (PFNN's; zeros for the others)."""
     from canis.runtime.controller import Controller
     from canis.runtime.inference import MotionModel
-    from canis.training.runtime_rollout import MocapRun, mocap_state
+    from canis.training.torch_runtime import MocapRun, mocap_state
 
     model = MotionModel(model_path, threads=1)
     from_keyframe = max(1, round(dogs * KEYFRAME_SHARE))

@@ -8,7 +8,7 @@ correction to that: with a zero correction the rollout is exactly the linear int
 the last context frame (the INT baseline), so the network learns what interpolation misses
 (the idea of Oreshkin et al.'s Delta-interpolator, 2023). The frame's root velocity is then the
 motion between the two placements. "rotations" is "interpolation" with each joint's axes moved
-along the rotation they stand for (training/axis_interpolation.py) instead of channel by
+along the rotation they stand for (training/torch_runtime.py) instead of channel by
 channel, which passes through zero when the rotations are far apart. Each is measured in
 docs/RESULTS.md.
 
@@ -48,8 +48,7 @@ from canis.runtime.transition_frames import (
     TTA_CLAMP_FRAMES,
     UPS,
 )
-from canis.training.axis_interpolation import interpolate_axes
-from canis.training.shown_pose import chain_positions, joint_axes
+from canis.training.torch_runtime import chain_positions, interpolate_axes, joint_axes
 from torch import nn
 
 FRAME_ENCODER = (512, 512)
@@ -330,7 +329,7 @@ class Rtn(nn.Module):
         return torch.cat([motion, pose[:, 3:]], dim=1), next_placements, h, c
 
     def _axes_turned(self, base, frames, targets, share):
-        """`base` with its joint axes the rotations' own blend (training/axis_interpolation.py)
+        """`base` with its joint axes the rotations' own blend (training/torch_runtime.py)
         rather than the channels' linear one, standardised as the rest of it."""
         n = frames.shape[0]
 

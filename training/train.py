@@ -26,11 +26,17 @@ from canis.training.checkpoint import (
     restore_optimizer,
     save_checkpoint,
 )
-from canis.training.holdout import HOLDOUTS
+from canis.training.dataset import HOLDOUTS
 from canis.training.models import create_model
-from canis.training.precision import autocast, fused_optimiser, precision_for_run
-from canis.training.schedules import DROPOUT, SCHEDULES, WEIGHT_DECAY
-from canis.training.schedules import cycle_ends as schedule_cycle_ends
+from canis.training.optimisation import (
+    DROPOUT,
+    SCHEDULES,
+    WEIGHT_DECAY,
+    autocast,
+    fused_optimiser,
+    precision_for_run,
+)
+from canis.training.optimisation import cycle_ends as schedule_cycle_ends
 from canis.training.training_data import TrainingData
 from torch import nn
 
@@ -69,7 +75,7 @@ class TrainConfig:
     dataset: str = ""
     dropout: float = DROPOUT  # probability of dropping each layer's input in training
     input_noise: float = 0.0  # std of Gaussian noise on the standardised training inputs
-    holdout: str = "clips"  # training/holdout.py
+    holdout: str = "clips"  # training/dataset.py
     mirrored: bool = True  # False: train on the captured rows only, not their mirrors
     # > 0: the next pose as this share of the current one plus the network's change (models.
     # PoseResidual); 0: predicted whole, the paper's

@@ -49,7 +49,7 @@ from canis.training.checkpoint import (
     restore_optimizer,
     save_checkpoint,
 )
-from canis.training.precision import autocast, fused_optimiser, precision_for_run
+from canis.training.optimisation import autocast, fused_optimiser, precision_for_run
 from canis.training.rtn import (
     LSTM_UNITS,
     Rtn,
@@ -59,7 +59,7 @@ from canis.training.rtn import (
     rollout,
     to_target_frame,
 )
-from canis.training.shown_pose import skeleton_tensors
+from canis.training.torch_runtime import skeleton_tensors
 from canis.training.train import identity_difference
 from canis.training.transition_data import TransitionData
 from canis.training.transition_data import load as load_transitions

@@ -1,13 +1,12 @@
 """The dataset as training reads it: standardised tensors on the training device, split into
-training and validation rows (training/holdout.py), and the input range the export clamps to."""
+training and validation rows (training/dataset.py), and the input range the export clamps to."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-from canis.training.dataset import balanced_weights
+from canis.training.dataset import balanced_weights, split_rows
 from canis.training.dataset import load as load_dataset
-from canis.training.holdout import split_rows
 
 
 class TrainingData:
@@ -34,7 +33,7 @@ class TrainingData:
         # The exported graph clamps its input to the range seen in training (see
         # export/onnx_export.py): a closed loop that leaves it otherwise runs away.
         # Held-out clips (`validation`) are every run's validation set, so runs compare on
-        # the same rows; `within` is the within-clip one (training/holdout.py). The
+        # the same rows; `within` is the within-clip one (training/dataset.py). The
         # standardisation stays the dataset's (all rows of the training clips).
         training, within = split_rows(data.arrays, holdout, mirrored)
         self.normalisation |= input_range(data["X"][training])
