@@ -269,44 +269,6 @@ def finetune(dataset, start, out, resume=False, **settings):
     return finetune_run(dataset, start, out, resume, **(SHORT | settings))
 
 
-def test_an_int8_aware_network_computes_what_its_int8_export_computes(started, tmp_path):
-    """int8_aware's forward (models.int8_rows, int8_columns) is the int8 file's arithmetic:
-    ONNX Runtime's int8 outputs sit within float rounding of it, and far closer than to the
-    float32 forward's, so fine-tuning with it fits the file the runtime ships."""
-    from canis.export.onnx_export import export_onnx, load_for_export
-    from canis.export.precision import convert_motion_model
-    from canis.training.models import set_int8_aware
-
-    export_onnx(started, tmp_path / "fp32.onnx")
-    convert_motion_model(tmp_path / "fp32.onnx", tmp_path / "int8.onnx", "int8")
-    wrapper, _ = load_for_export(started)
-    rng = np.random.default_rng(3)
-    noise = torch.as_tensor(rng.normal(size=(16, INPUT.size)))
-    x = (wrapper.x_mean + wrapper.x_std * noise).float()
-    got = MotionModel(tmp_path / "int8.onnx").run(x.numpy())["y"]
-    with torch.no_grad():
-        plain = wrapper(x)[0].numpy()
-        set_int8_aware(wrapper.model, True)
-        aware = wrapper(x)[0].numpy()
-    spread = got.std(axis=0) + 1e-3
-    aware_error = np.abs(aware - got).max(axis=0) / spread
-    plain_error = np.abs(plain - got).max(axis=0) / spread
-    assert aware_error.max() < 1e-3
-    assert plain_error.mean() > 10 * aware_error.mean()
-
-
-def test_int8_aware_on_a_network_without_blended_layers_is_refused(tiny_dataset, tmp_path, capsys):
-    """The vanilla network has no blended layers: int8_aware would change nothing, so it is
-    refused in one line and no run folder is made."""
-    from canis.training.train import LAST, train
-    from conftest import tiny_config
-
-    train(tiny_config(tiny_dataset, kind="vnn"), tmp_path / "vnn", progress=False)
-    assert finetune(tiny_dataset, tmp_path / "vnn" / LAST, tmp_path / "run", int8_aware=True) == 2
-    assert "int8_aware: the vnn network has no blended layers" in capsys.readouterr().err
-    assert not (tmp_path / "run").exists()
-
-
 def test_a_jump_share_without_jumps_in_the_data_is_refused(tiny_dataset, started, tmp_path, capsys):
     from canis.runtime.features import ACTIONS
     from canis.training.dataset import load as load_dataset

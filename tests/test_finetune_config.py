@@ -47,7 +47,6 @@ def test_the_recipes_finetune_table_is_a_config_of_the_kept_terms(tmp_path):
         ({"moving_skating_weight": "2"}, r'moving_skating_weight "2": must be a number$'),
         ({"epochs": 1.5}, r"epochs 1.5: must be an integer$"),
         ({"moving_paws_swing": 1}, r"moving_paws_swing 1: must be true or false$"),
-        ({"int8_aware": 1}, r"int8_aware 1: must be true or false$"),
         ({"moving_skating_scale": 0}, r"moving_skating_scale 0.0: must be a finite number > 0$"),
         ({"moving_paws_down": 1.0}, r"moving_paws_down: needs moving_skating_weight$"),
         ({"epochs": 0}, r"epochs 0: must be at least 1$"),

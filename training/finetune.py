@@ -74,7 +74,7 @@ def fine_tune(
         restore_optimizer,
         save_checkpoint,
     )
-    from canis.training.models import restored_model, set_int8_aware
+    from canis.training.models import restored_model
     from canis.training.optimisation import autocast, fused_optimiser, precision_for_run
     from canis.training.train import (
         LAST,
@@ -119,7 +119,6 @@ def fine_tune(
     data = TrainingData(settings.dataset, kind, torch.device("cpu"))
     _check_same_dataset(checkpoint, data, SimpleNamespace(dataset=settings.dataset), source)
     model = restored_model(checkpoint, source, settings.dropout)
-    set_int8_aware(model, loop.int8_aware)
     optimizer = torch.optim.AdamW(
         model.parameters(),
         lr=settings.lr,

@@ -27,35 +27,8 @@ VNN_HIDDEN = 2048
 PFNN_CONTROL_POINTS = 4
 
 
-def int8_rows(x: torch.Tensor) -> torch.Tensor:
-    """`x` (B, inputs) as the int8 file's layer reads it: each row quantised on its own to
-    uint8 over its range widened to hold 0 (ONNX Runtime's DynamicQuantizeLinear, a row at a
-    time: export/precision.py quantise_rows), then read back. The gradient passes straight
-    through the rounding."""
-    low = x.detach().amin(dim=-1, keepdim=True).clamp(max=0)
-    high = x.detach().amax(dim=-1, keepdim=True).clamp(min=0)
-    scale = ((high - low) / 255).clamp(min=1e-12)
-    zero = torch.round(-low / scale).clamp(0, 255)
-    rounded = (torch.round(x.detach() / scale) + zero).clamp(0, 255)
-    return x + ((rounded - zero) * scale - x).detach()
-
-
-def int8_columns(weight: torch.Tensor) -> torch.Tensor:
-    """`weight` (inputs, outputs) as the int8 file stores it: each output column quantised
-    symmetrically to [-127, 127] with its own scale (quantize_dynamic, per_channel=True), then
-    read back; the gradient passes straight through the rounding."""
-    scale = (weight.detach().abs().amax(dim=0, keepdim=True) / 127).clamp(min=1e-12)
-    rounded = torch.round(weight.detach() / scale).clamp(-127, 127)
-    return weight + (rounded * scale - weight).detach()
-
-
 class BlendedLinear(nn.Module):
-    """A linear layer with `sets` weight sets blended by per-sample weights (B, sets).
-    `int8_aware`: the layer computes as the int8 export does (int8_rows, int8_columns), so
-    fine-tuning fits the file the runtime ships, its rollouts' graphs included; a network
-    restored from a checkpoint (and so every export) computes in float32."""
-
-    int8_aware = False
+    """A linear layer with `sets` weight sets blended by per-sample weights (B, sets)."""
 
     def __init__(self, inputs: int, outputs: int, sets: int):
         super().__init__()
@@ -67,10 +40,7 @@ class BlendedLinear(nn.Module):
         nn.init.uniform_(self.weight, -bound, bound)
 
     def forward(self, x: torch.Tensor, blend: torch.Tensor) -> torch.Tensor:
-        weight = self.weight
-        if self.int8_aware:
-            x, weight = int8_rows(x), int8_columns(weight)
-        per_set = (x @ weight).view(-1, self.sets, self.outputs) + self.bias
+        per_set = (x @ self.weight).view(-1, self.sets, self.outputs) + self.bias
         return (blend.unsqueeze(-1) * per_set).sum(dim=1)
 
     def forward_blending_weights(self, x: torch.Tensor, blend: torch.Tensor) -> torch.Tensor:
@@ -228,16 +198,3 @@ def restored_model(checkpoint, path, dropout: float = DROPOUT) -> nn.Module:
     model = create_model(config["kind"], config.get("experts") or 8, config.get("hidden"), dropout)
     restore_model(checkpoint, model, path)
     return model
-
-
-def set_int8_aware(model: nn.Module, aware: bool) -> None:
-    """Every blended layer of `model` computes as the int8 export does (or not): fine-tuning's
-    `int8_aware` setting."""
-    layers = [layer for layer in model.modules() if isinstance(layer, BlendedLinear)]
-    if aware and not layers:
-        raise ValueError(
-            f"int8_aware: the {model.kind} network has no blended layers to compute as int8 "
-            "(MANN and PFNN have)"
-        )
-    for layer in layers:
-        layer.int8_aware = aware
