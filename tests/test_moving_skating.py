@@ -16,7 +16,7 @@ from canis.training.moving_skating import (
     lift_cm,
     moving_skating_loss,
     reference_at,
-    shown_skating_and_height_cm,
+    shown_paw_steps,
     skating_by_speed,
     soft_down,
 )
@@ -36,7 +36,7 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
 
     slow, fast = _at_speed(0.1, 0.5, 40), _at_speed(0.6, 1.5, 40)
     x, y = torch.cat([slow[0], fast[0]]), torch.cat([slow[1], fast[1]])
-    skating_cm, height_cm = shown_skating_and_height_cm(x, y)
+    skating_cm, height_cm = shown_paw_steps(x, y)[:2]
     expected = [skating_cm[:40].mean().item(), skating_cm[40:].mean().item()]
     assert expected[1] > expected[0] + 0.1
     action = np.full(len(x), MOVE)
@@ -63,7 +63,7 @@ def test_the_reference_is_the_mocaps_paws_by_speed(monkeypatch):
 
 def test_each_dog_pays_its_own_excess():
     x, y = _steps(np.full(8, 0.1), 0.0)  # 2 dogs of 4 rows
-    skating_cm, height_cm = shown_skating_and_height_cm(x, y)
+    skating_cm, height_cm = shown_paw_steps(x, y)[:2]
     reference = torch.cat([skating_cm.mean(1, keepdim=True), height_cm], 1)[::4]  # (2, 5)
     assert moving_skating_loss(x, y, reference).item() < 1e-6
     # The first dog slides 0.4 cm a frame, the second none: the first's 0.3 over, halved.
@@ -118,7 +118,7 @@ def test_paws_held_down_as_often_as_the_mocaps():
     x, y = _steps(np.zeros(8), 0.0)  # 2 dogs of 4 rows, their paws at the ground, still
     stepping = y.clone()  # half of each dog's steps with its paws lifted 10 cm
     stepping[[2, 3, 6, 7], Y_HIPS[1]] += 0.2  # shown 0.1 higher: the blend takes half
-    skating, height = shown_skating_and_height_cm(x, stepping)
+    skating, height = shown_paw_steps(x, stepping)[:2]
     columns = torch.cat([skating.mean(1, keepdim=True), height, soft_down(height)], 1)
     reference = columns.reshape(2, 4, 9).mean(1)  # the swing's columns left out: not asked
     # The rest pose's front paws are its highest (its hind paws stay under the ground).
@@ -129,7 +129,7 @@ def test_paws_held_down_as_often_as_the_mocaps():
     hovering.requires_grad_()
     assert moving_skating_loss(x, hovering, reference, heights_both_ways=True).item() < 1e-5
     loss = moving_skating_loss(x, hovering, reference, True, paws_down=True)
-    _, hover_cm = shown_skating_and_height_cm(x, hovering.detach())
+    _, hover_cm = shown_paw_steps(x, hovering.detach())[:2]
     short = reference[:, 5:] - soft_down(hover_cm).reshape(2, 4, 4).mean(1) - DOWN_SHARE_ALLOWANCE
     expected = DOWN_SHARE_COST_CM * short.clamp(min=0).mean()
     assert expected > 2.0
@@ -156,7 +156,7 @@ def _stepping_and_flattened():
     stepping[[3, 7], Y_HIPS[1]] += 0.4  # shown 0.2 higher: the blend takes half
     flattened = y.clone()
     flattened[[2, 3, 6, 7], Y_HIPS[1]] += 2 * 0.01 * (2.5 + 17.5 / 2)
-    return x, stepping, flattened, _reference(*shown_skating_and_height_cm(x, stepping))
+    return x, stepping, flattened, _reference(*shown_paw_steps(x, stepping)[:2])
 
 
 def test_paws_held_up_to_the_mocaps_swing():
@@ -167,7 +167,7 @@ def test_paws_held_up_to_the_mocaps_swing():
     swing = {"heights_both_ways": True, "paws_swing": True}
     assert moving_skating_loss(x, stepping, reference, **swing).item() < 1e-6
     flattened.requires_grad_()
-    _, flat_cm = shown_skating_and_height_cm(x, flattened.detach())
+    _, flat_cm = shown_paw_steps(x, flattened.detach())[:2]
     lift = lift_cm(flat_cm).reshape(2, 4, 4)
     # Its mean heights nearly met: the front paws 0.625 cm higher (the lift counts from 2.5 cm).
     means_only = {"heights_both_ways": True}

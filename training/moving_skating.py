@@ -319,14 +319,6 @@ def shown_paw_steps(
     return step_skating_cm(velocity, after), after[..., 1] * 100.0, speed
 
 
-def shown_skating_and_height_cm(
-    x_raw: torch.Tensor, y_raw: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, 4) each shown paw's skating over the step (cm/frame) and its height after it (cm)."""
-    skating, height, _ = shown_paw_steps(x_raw, y_raw)
-    return skating, height
-
-
 def soft_down(height_cm: torch.Tensor) -> torch.Tensor:
     """How far each paw counts as down (0-1) at its height: 1/2 at the measure's 2.5 cm."""
     return torch.sigmoid((SKATING_HEIGHT_CM - height_cm) / DOWN_SOFTNESS_CM)
