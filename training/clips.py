@@ -207,6 +207,7 @@ def clip_commands(
     return ControlState(velocity, yaw_rad[n, ahead[:, -1]] + turn, action[n, f], future)
 
 
+# Where the mocap is (the module's docstring says why it is not in the repository).
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MOCAP_ENV_VAR = "CANIS_MOCAP_DIR"
 SHARED_MOCAP_DIR = REPO_ROOT.parent / "shared" / "data" / "dog-mocap"
@@ -225,6 +226,26 @@ def default_mocap_dir() -> Path | None:
         return Path(configured)
     return SHARED_MOCAP_DIR if SHARED_MOCAP_DIR.is_dir() else None
 
+
+# Left/right mirroring of motion clips, which doubles the training data.
+#
+# The reflection M flips the skeleton's lateral axis (z for the dog). Every joint's local
+# rotation becomes M R M taken from its mirror joint, and the root path is reflected, so each
+# global transform becomes M G M of the mirror joint's. That equals the reflected pose exactly
+# when the bone offsets are themselves left/right symmetric; the dog's are within 1.6 mm
+# (RightArm carries a 1.5 mm lateral offset that LeftArm lacks).
+#
+# M G M reflects a joint's frame by negating its z axis. A frame is only a mirror image of
+# itself that way when z is the joint's lateral axis. In the dog mocap it is not for the head
+# (rolled 90 degrees about its bone relative to the neck) nor the shoulders: M G M gives them a
+# frame turned 180 degrees about the bone from the captured one (the mean captured and mirrored
+# local rotations were 167-179 degrees apart). The pose is the same, since the turn is about the
+# bone, but the networks' features hold each joint's forward and up axes, so they saw two
+# conventions for those joints, one in the captured clips and one in the mirrors. When unsure
+# which clip they were in, they predicted the average of the two, an axis near zero length,
+# which the decode turns into a head that spins. `mirror_corrections` finds, for each joint,
+# the half turn about one of its own axes that keeps its bones where they are and makes the
+# mirrored frames match the captured ones; the mirrored global frame is then M G M C.
 
 # The candidate corrections: no turn, then half turns about the joint's x, y and z axes
 # (w, x, y, z). As rotations each is its own inverse and M C M = C, so mirroring twice
@@ -339,6 +360,9 @@ def turned_joints(skeleton: Skeleton, corrections: np.ndarray) -> dict[str, str]
         if c[0] != 1.0
     }
 
+
+# The keyframe library (runtime/poses.py) picked out of the labelled mocap: for each pose, the
+# stillest frame among those labelled with its action, re-expressed in its root frame.
 
 # Frames this close to a label change are skipped: the pose is still blending there.
 MARGIN_FRAMES = 30
