@@ -158,6 +158,7 @@ def shown_step_m(
     return before, after
 
 
+# The mocap's state at a training frame, as the runtime holds it (the docstring's second part).
 DT_S = 1.0 / FPS
 # Each chain reaches this far back (the history, and one frame more for its first velocity)
 # and past its last step (the commands' path ahead).
@@ -285,6 +286,7 @@ def mocap_state(template, run: MocapRun, x_raw: np.ndarray, phase_rad: np.ndarra
     return state
 
 
+# Joint axes moved along their rotation, for the RTN's step (the docstring's third part).
 # Shepperd's method's smallest divisor: the candidate chosen has 4q^2 >= 1; the others are
 # clamped only so that their (unused) gradients stay finite.
 _FLOOR = 1e-6
