@@ -221,8 +221,6 @@ class MovingDogs:
     def loss(self, predict, dogs: int, generator: np.random.Generator) -> torch.Tensor:
         """moving_skating_loss over `dogs` dogs drawn from this epoch's, FRAMES_PER_DOG of each
         one's kept steps, the network run without dropout (as the game runs it)."""
-        from canis.training.moving_skating import moving_skating_loss, reference_at
-
         chosen, x_raw, y_raw, _ = self._drawn_steps(predict, dogs, generator)
         asked_mps = self.asked_mps[chosen]
         asked = torch.as_tensor(asked_mps, dtype=y_raw.dtype)
@@ -230,9 +228,9 @@ class MovingDogs:
         return moving_skating_loss(x_raw, y_raw, reference, asked_mps=asked, **self.skating_options)
 
 
+# The moving-skating term: the mocap's reference by speed, and the loss against it.
 SPEED_BIN_MPS = 0.2
 MIN_BIN_ROWS = 100  # a speed bin with fewer locomotion frames is left out of the reference
-MOVE = ACTIONS.index("move")
 
 
 def by_speed(

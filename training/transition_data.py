@@ -191,6 +191,7 @@ def load(path: str | Path) -> TransitionData:
     return TransitionData(path, arrays, metadata)
 
 
+# The in-betweening metrics (the docstring's second part).
 def global_pose(skeleton: Skeleton, frames: np.ndarray, placements: np.ndarray):
     """Positions (M, J, 3) and global rotations (M, J, 4) in the target's root frame of frames
     (M, D) whose roots stand at placements (M, 4)."""
@@ -270,6 +271,7 @@ def npss(predicted_rotations, true_rotations) -> float:
     return float(np.average(emd, weights=weights))
 
 
+# `canis upsample` (the docstring's third part).
 @dataclass
 class Upsampled:
     frames: np.ndarray  # (F, D) kept and regenerated frames
