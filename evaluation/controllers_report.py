@@ -63,9 +63,8 @@ def _paws_down_line(results, names) -> list[str]:
     """The share of paw-steps the skating measure counts at all (under 2.5 cm), all paws and
     front and hind apart: a dog that carries its paws higher than the mocap's skates less by
     the measure without planting them better, and one that never puts its hind paws down
-    (the one-step start's canters, docs/EVALUATION.md in git history, the thirtieth session) skates
-    nothing
-    with them."""
+    (as a network trained on one-step losses only did in its canters) skates nothing with
+    them."""
 
     def shares(n, key):
         return " / ".join(f"{results[n][key][s]:.0%}" for s in SCENARIOS)

@@ -11,11 +11,9 @@ them).
   becomes idle, as when a game's player lets go (and as a posture asked while moving starts):
   the largest distance any shown joint moves in one frame over the STOP_WATCH_S after the
   request, against the gait's own largest over its last second, the worst over the phases, and
-  which joint. A stop whose fastest frame outruns the gait it stops from is a pop: a network
-  candidate of 2026-11-29 (docs/EVALUATION.md in git history, the twenty-first session) flipped its
-  left upper
-  arm stopping from a trot (27.7 cm in a frame, the trot's own worst 11.4) where its predicted
-  forward axis for that joint shrank to 0.11.
+  which joint. A stop whose fastest frame outruns the gait it stops from is a pop: one
+  candidate network flipped its left upper arm stopping from a trot (27.7 cm in a frame, the
+  trot's own worst 11.4) where its predicted forward axis for that joint shrank to 0.11.
 
     python -m canis.evaluation.jumps_and_stops MODEL.onnx [MODEL.onnx ...]
 """

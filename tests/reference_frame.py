@@ -157,10 +157,9 @@ def estimate_contacts(
 
     Each speed misses some planted paws. The shown speed is a backward difference: it sees a
     landing a frame or two after the predicted velocity does. The predicted velocity runs the
-    hind paws at 1.4-1.9x the mocap's speed in the closed loop while the shown paws stand
-    (docs/EVALUATION.md in git history, the twenty-fifth session): from it alone the hind paws were
-    never
-    planted. With the foot lock, either alone skated more than both (the twenty-sixth)."""
+    hind paws at 1.4-1.9x the mocap's speed in the closed loop while the shown paws stand: from
+    it alone the hind paws were never planted. With the foot lock, either alone skated more
+    than both."""
     predicted = norm_xz(paw_velocities_mps[..., ::2])  # (x, z)
     slowest = np.minimum(paw_speeds_mps, predicted)
     return (paw_heights_m < CONTACT_HEIGHT_M) & (slowest < CONTACT_SPEED_MPS)

@@ -471,14 +471,14 @@ def test_a_run_with_a_deleted_setting_resumes_only_where_it_was_off():
 def test_a_run_of_another_split_is_not_fine_tuned(tiny_dataset, tmp_path, capsys):
     """Fine-tuning, which trains on the dataset's split, refuses a `--holdout within-clips
     --no-mirrored` run by name."""
-    from canis.training import dataset as holdout
+    from canis.training import dataset
     from canis.training.train import LAST, train
     from conftest import tiny_config
 
     config = tiny_config(tiny_dataset)
     config.holdout, config.mirrored = "within-clips", False
     with pytest.MonkeyPatch.context() as patch:  # the synthetic clips are 69-189 frames
-        patch.setattr(holdout, "GAP_FRAMES", 5)
+        patch.setattr(dataset, "GAP_FRAMES", 5)
         train(config, tmp_path / "run", progress=False)
         checkpoint = tmp_path / "run" / LAST
         assert finetune(tiny_dataset, checkpoint, tmp_path / "f") == 2

@@ -216,22 +216,22 @@ def test_bf16_training_is_close_to_fp32(tiny_dataset, tmp_path):
 
 
 def test_auto_precision_follows_the_cpu(monkeypatch):
-    from canis.training import optimisation as precision
+    from canis.training import optimisation
 
     cpu = torch.device("cpu")
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
-    assert precision.resolve_precision("auto", cpu) == "fp32"  # e.g. AMD Zen 1: emulated
+    assert optimisation.resolve_precision("auto", cpu) == "fp32"  # e.g. AMD Zen 1: emulated
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
-    assert precision.resolve_precision("auto", cpu) == "bf16"
-    assert precision.resolve_precision("fp32", cpu) == "fp32"
+    assert optimisation.resolve_precision("auto", cpu) == "bf16"
+    assert optimisation.resolve_precision("fp32", cpu) == "fp32"
     with pytest.raises(ValueError, match="--precision 'half': choose one of auto, bf16, fp32"):
-        precision.resolve_precision("half", cpu)
+        optimisation.resolve_precision("half", cpu)
     # A resumed run keeps its own under auto; an explicit choice is passed on (and checked).
-    assert precision.precision_for_run("auto", cpu, {"precision": "bf16"}) == "bf16"
-    assert precision.precision_for_run("auto", cpu, {}) == "fp32"  # written before the setting
-    assert precision.precision_for_run("auto", cpu, None) == "bf16"  # a new run: the hardware
-    assert precision.precision_for_run("fp32", cpu, {"precision": "bf16"}) == "fp32"
+    assert optimisation.precision_for_run("auto", cpu, {"precision": "bf16"}) == "bf16"
+    assert optimisation.precision_for_run("auto", cpu, {}) == "fp32"  # written before the setting
+    assert optimisation.precision_for_run("auto", cpu, None) == "bf16"  # a new run: the hardware
+    assert optimisation.precision_for_run("fp32", cpu, {"precision": "bf16"}) == "fp32"
 
 
 def test_cli_refuses_bad_speed_options(tiny_dataset, tmp_path, capsys):
@@ -326,11 +326,10 @@ def test_generalisation_options_train_and_refuse_another_resume(
     """--dropout, --weight-decay, --input-noise, --holdout and --no-mirrored reach the
     training, are part of the run's identity (a resume with others is refused, naming them),
     and the held-out-clip validation loss is the same yardstick in every run."""
-    from canis.training import dataset as holdout
     from canis.training.train import validation_loss
     from canis.training.training_data import TrainingData
 
-    monkeypatch.setattr(holdout, "GAP_FRAMES", 5)  # the synthetic clips are 69-189 frames
+    monkeypatch.setattr(dataset, "GAP_FRAMES", 5)  # the synthetic clips are 69-189 frames
     plain = train(config(tiny_dataset, epochs=1), tmp_path / "plain", progress=False)
     varied = config(tiny_dataset, epochs=1)
     varied.dropout, varied.weight_decay, varied.input_noise = 0.0, 0.01, 0.3

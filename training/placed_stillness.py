@@ -1,18 +1,16 @@
-"""The placed-stillness term (issue 17): the runtime's own standing dog, asked nothing, kept still.
+"""The placed-stillness term: the runtime's own standing dog, asked nothing, kept still.
 
-The leg-motion term that halved the walk's skating (docs/EVALUATION.md in git history, the eighth
-session,
-(M0.5)) made the demo's placed dog stir (its head and front legs up to 1.8 cm a frame with no
-key held), and a stillness term on the training stretches' standing rows did not stop it (the
-tenth session): those rows' trajectories are the mocap's, and there the network already moved
-no more than the shipped one. The stirring shows where the game puts the dog: standing in the
+Fine-tuning on the mocap's stretches alone can leave the demo's placed dog stirring (its head
+and front legs up to 1.8 cm a frame with no key held), and a stillness term on the stretches'
+standing rows does not stop it: those rows' trajectories are the mocap's, and there the
+network already stands still. The stirring shows where the game puts the dog: standing in the
 standing keyframe (Controller.reset, the demo's R) or come to rest, its past and future built
 by the runtime from a command of nothing.
 
 So each epoch the network exported from the current weights drives such dogs through the
 runtime (no second implementation of the contract: the Controller builds every input): a
 share placed by Controller.reset in the standing keyframe, the others in the mocap's state at
-a standing frame (runtime_rollout.mocap_state), all asked to stand where they are (velocity 0,
+a standing frame (torch_runtime.mocap_state), all asked to stand where they are (velocity 0,
 their own facing, action idle) for `frames` steps. The term is then one step from those
 inputs, the network run without dropout as in the game: each rotating joint's turn beyond
 JOINT_ALLOWANCE_DEG a frame, squared and averaged over the joints, plus the root's step beyond
@@ -21,9 +19,9 @@ is free; the demo's standing test allows no joint more than 1 cm a frame. The ro
 its own since a slow slide is what undoes a standing dog in the demo: the foot lock holds its
 paws until the network has carried them 12 cm (runtime/kinematics.py), then lets them go, and
 the dog seems to shuffle. Measured on 64 placed dogs (Intel Xeon family 6 model 207): the
-shipped MANN-8's keyframe dog slides 0.44 mm/frame (5 cm in 2 s), the tenth session's (ST5),
-whose demo dog shuffled, 0.71, and (M0.5), whose head stirred, 1.46 with joints turning up to
-5.1 deg/frame (the shipped one's 2.5); mocap dogs standing idle turn their joints 0.52
+shipped MANN-8's keyframe dog slides 0.44 mm/frame (5 cm in 2 s), a network whose demo dog
+shuffled 0.71, and one whose head stirred 1.46 with joints turning up to 5.1 deg/frame (the
+shipped one's 2.5); mocap dogs standing idle turn their joints 0.52
 deg/frame and move their root 1.0 mm/frame at the median.
 """
 

@@ -79,8 +79,7 @@ RESIDUALS = ("interpolation", "rotations", "previous")
 # windows (the limbs in 0.2% or fewer): an arc there leaves the level by up to 8e-3, forty
 # deviations in the standardised loss. With the tail's arcs the shipped weights' loss on
 # training windows was 7-18x the interpolation residual's (1.5-1.9x with the arc only past
-# 150 degrees); without them it is the same (docs/EVALUATION.md in git history, the thirteenth
-# session).
+# 150 degrees); without them it is the same.
 ARC_JOINTS = torch.tensor(
     [0.0 if DOG_JOINT_NAMES[j].startswith("Tail") else 1.0 for j in ROTATED_JOINTS]
 )
