@@ -1,10 +1,11 @@
-"""`canis evaluate ablation`: which fine-tuning terms earn their keep, on the held-out replay.
+"""`canis evaluate ablation`: which fine-tuning terms earn their keep, and which of the recipe's
+settings move the held-out figures, on the held-out replay.
 
-Each row is a network fine-tuned with one term off (or the recipe as it is), named
-NAME@SEED; the first name is the reference every other row is compared with at the same
-seed. A term earns its keep when turning it off moves a held-out figure by more than the
-reference moves between seeds (the spread: the largest difference between two seeds' runs
-of the reference). The figures are the replay's (evaluation/replay.py) and the pose after a
+Each row is a network made with one term off or one setting changed (or the recipe as it
+is), named NAME@SEED; the first name is the reference every other row is compared with at
+the same seed. A change counts when it moves a held-out figure by more than the reference
+moves between seeds (the spread: the largest difference between two seeds' runs of the
+reference). The figures are the replay's (evaluation/replay.py) and the pose after a
 jump and a stop (after_actions.py)."""
 
 from __future__ import annotations
@@ -20,6 +21,20 @@ FIGURES = {
     "moving speed reached": lambda r: r["moving"]["speed_reached"],
 }
 HEAD = "head pitch deg (moving median)"
+# The results page's sections this command writes: (section title, what each row is).
+SECTIONS = {
+    "ablation": (
+        "Fine-tuning terms, one off at a time (held-out replay)",
+        "Each row is fine-tuned from the plain network of its seed with one term off; "
+        "`{reference}` has every term.",
+    ),
+    "generalisation": (
+        "The recipe's settings (held-out replay)",
+        "Each row is the recipe (training/configs/mann8.toml) with one setting changed, "
+        "made by its command from a copy of the file so changed; `{reference}` is the recipe "
+        "as it is.",
+    ),
+}
 
 
 def parse_row(name: str) -> tuple[str, str]:
@@ -77,18 +92,19 @@ def _cell(label: str, value: float, sign: str = "") -> str:
     return f"{value:{sign}.0f}" if label == HEAD else f"{value:{sign}.2f}"
 
 
-def markdown(results: dict, command: str, machine: str) -> str:
+def markdown(results: dict, command: str, machine: str, section: str = "ablation") -> str:
+    title, rows_are = SECTIONS[section]
     rows = table(results)
     reference = rows[0]["row"]
     limit = spread(results, reference)
     truth = results["GT"]["moving"]["pose_p10_p50_p90"]["head_pitch_deg"][1]
     labels = [*FIGURES, HEAD]
     lines = [
-        "## Fine-tuning terms, one off at a time (held-out replay)",
+        f"## {title}",
         "",
-        f"Reproduce: `{command}` ({machine}). Clips: {', '.join(results['clips'])}. Each row "
-        f"is fine-tuned from the plain network of its seed with one term off; `{reference}` "
-        f"has every term. A change counts when it is larger than `{reference}`'s spread "
+        f"Reproduce: `{command}` ({machine}). Clips: {', '.join(results['clips'])}. "
+        + rows_are.format(reference=reference)
+        + f" A change counts when it is larger than `{reference}`'s spread "
         "between seeds (marked **bold**). Skating is x the mocap's on the same frames; the "
         f"mocap's head pitch median is {truth:.0f} deg; after a jump / a stop: the head's "
         "height 1 s later as a share of the standing pose's.",

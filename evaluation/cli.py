@@ -78,6 +78,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "'every term@1=a.onnx,every term@2=b.onnx,no moving skating@1=c.onnx')",
     )
     ablation_eval.add_argument("--bvh", type=Path, help="folder of .bvh clips (default: the mocap)")
+    ablation_eval.add_argument(
+        "--section",
+        choices=("ablation", "generalisation"),
+        default="ablation",
+        help="the results page's section: ablation (fine-tuning terms, one off at a time; "
+        "default) or generalisation (the recipe with one setting changed)",
+    )
     ablation_eval.set_defaults(clips="held-out")
     ablation_eval.add_argument("--json", type=Path, help="write the figures here")
     add_doc_options(ablation_eval)

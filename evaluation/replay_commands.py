@@ -85,5 +85,8 @@ def run_evaluate_ablation(args) -> int:
     if results["missing"]:
         raise ValueError(f"the held-out clips have no frames of: {', '.join(results['missing'])}")
     command = f"./run canis evaluate ablation --models {shlex.quote(args.models)}"
-    _write_part(args, results, ablation.markdown(results, command, _machine()), "ablation")
+    if args.section != "ablation":
+        command += f" --section {args.section}"
+    text = ablation.markdown(results, command, _machine(), args.section)
+    _write_part(args, results, text, args.section)
     return 0
