@@ -166,7 +166,6 @@ def fine_tune(
                 "paws_swing": loop.moving_paws_swing,
                 "swing_below_mps": loop.moving_paws_swing_below_mps,
             },
-            loop.moving_reference_reached,
         )  # fmt: skip
     for epoch in range(first_epoch, settings.epochs):
         own = loop.own_frames_at(epoch)

@@ -55,10 +55,6 @@ class ClosedLoopConfig:
     # The moving-skating term's bar: the mocap's skating at the dog's speed times this (1: the
     # mocap's own; under 1 asks for less sliding than the mocap's, whose planted paws slide).
     moving_skating_scale: float = 1.0
-    # The moving-skating term's reference (the mocap's skating and paws by speed) is taken at
-    # the speed each dog reaches (its predicted root speed over its steps) instead of the one
-    # it is asked: at the asked speed, a dog that falls short meets a faster dog's bar.
-    moving_reference_reached: bool = False
     # The moving-skating term holds each paw's root mean square height above 2.5 cm up to the
     # mocap's too (how high it swings, which the means above cannot tell).
     moving_paws_swing: bool = False
@@ -126,7 +122,6 @@ class ClosedLoopConfig:
             ("--moving-paws-swing", self.moving_paws_swing),
             ("--moving-skating-relative", self.moving_skating_relative),
             ("--moving-skating-scale", scale != 1.0),
-            ("--moving-reference-reached", self.moving_reference_reached),
             ("--moving-paws-down", self.moving_paws_down),
             ("--moving-paws-both-ways", self.moving_paws_both_ways),
             ("--moving-dogs-per-step", self.moving_dogs_per_step != DOGS_PER_STEP),
@@ -323,6 +318,7 @@ DELETED_FIELDS = {
     "leg_motion_weight": 0.0,
     # Tried on two seeds, no gain beyond their spread (docs/DECISIONS.md).
     "int8_aware": False,
+    "moving_reference_reached": False,
 }
 
 

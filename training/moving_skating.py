@@ -43,13 +43,6 @@ def root_speed_mps(y_raw: torch.Tensor) -> torch.Tensor:
     return velocity_mps.square().sum(-1).clamp(min=1e-12).sqrt()
 
 
-def reached_speed_mps(y_raw: torch.Tensor, dogs: int) -> np.ndarray:
-    """(dogs,) each dog's mean predicted root speed over its steps (y_raw grouped by dog), as a
-    bar to read the mocap's reference at: no gradient flows through it."""
-    with torch.no_grad():
-        return root_speed_mps(y_raw).reshape(dogs, -1).mean(1).double().numpy()
-
-
 def asked_commands(
     dogs: int, generator: np.random.Generator, max_turn_degps: float = MAX_TURN_DEGPS
 ):
@@ -143,7 +136,6 @@ class MovingDogs:
         max_turn_degps: float = MAX_TURN_DEGPS,
         turn_switch_s: float = 0.0,
         skating_options: dict | None = None,
-        reference_reached: bool = False,
     ):
         self.model, self.saved, self.data, self.standard = model, saved, data, standard
         self.path = Path(run_dir) / "moving.onnx"
@@ -158,8 +150,6 @@ class MovingDogs:
         # moving_skating_loss's options (heights_both_ways, paws_down, skating_relative,
         # skating_scale, paws_swing, swing_below_mps), as the loss configuration names them.
         self.skating_options = skating_options or {}
-        # The mocap's reference at the speed each dog reaches, not the one it is asked.
-        self.reference_reached = reference_reached
 
     def refresh(self, generator: np.random.Generator) -> float:
         """New moving dogs; returns the seconds they took (the export included)."""
@@ -234,8 +224,7 @@ class MovingDogs:
         chosen, x_raw, y_raw, _ = self._drawn_steps(predict, dogs, generator)
         asked_mps = self.asked_mps[chosen]
         asked = torch.as_tensor(asked_mps, dtype=y_raw.dtype)
-        at_mps = reached_speed_mps(y_raw, len(chosen)) if self.reference_reached else asked_mps
-        reference = torch.as_tensor(reference_at(*self.skating, at_mps), dtype=y_raw.dtype)
+        reference = torch.as_tensor(reference_at(*self.skating, asked_mps), dtype=y_raw.dtype)
         return moving_skating_loss(x_raw, y_raw, reference, asked_mps=asked, **self.skating_options)
 
 
