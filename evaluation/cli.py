@@ -190,9 +190,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     precision_eval.add_argument(
         "--nudges",
         type=int,
-        help="fp32 copies with their weights nudged (a relative 1e-5) from which each variant is "
-        "measured too, so a figure is judged by its mean and the closed loop's own noise is "
-        "measured (0: the file alone; default: NUDGES in evaluation/precision_gate.py)",
+        help="fp32 copies with their weights nudged (--nudge-relative) from which each variant "
+        "is measured too, so a figure is judged by its mean against the closed loop's own noise "
+        "(0: the file alone; default: NUDGES in evaluation/precision_gate.py)",
+    )
+    precision_eval.add_argument(
+        "--nudge-relative",
+        type=float,
+        help="how far the nudged copies' weights move, relative (default: NUDGE_RELATIVE in "
+        "evaluation/precision_gate.py, 1e-2, which moves fp32's outputs about as far as int8's "
+        "conversion does, so fp32's starts show how the closed loop answers a change that size)",
     )
     precision_eval.add_argument("--bvh", type=Path, help="folder of .bvh clips (default: mocap)")
     precision_eval.add_argument("--json", type=Path, help="write the figures here")
@@ -316,13 +323,22 @@ def run_evaluate_controllers(args) -> int:
 
 def run_evaluate_precision(args) -> int:
     args.doc = results_doc(args)
-    from canis.evaluation.precision_gate import NUDGES, VARIANTS, evaluate, write
+    from canis.evaluation.precision_gate import (
+        NUDGE_RELATIVE,
+        NUDGES,
+        VARIANTS,
+        evaluate,
+        write,
+    )
     from canis.runtime.machine import benchmark_machine
     from canis.training.clips import DOWNLOAD_HINT, default_mocap_dir
 
     nudges = NUDGES if args.nudges is None else args.nudges
     if nudges < 0:
         raise ValueError(f"--nudges {nudges}: must be 0 or more")
+    relative = NUDGE_RELATIVE if args.nudge_relative is None else args.nudge_relative
+    if not (math.isfinite(relative) and 0 < relative < 1):
+        raise ValueError(f"--nudge-relative {relative}: must be above 0 and under 1")
     variants = [v.strip() for v in (args.variants or ",".join(VARIANTS)).split(",") if v.strip()]
     if "fp32" not in variants:
         variants.insert(0, "fp32")
@@ -337,11 +353,13 @@ def run_evaluate_precision(args) -> int:
         keep_dir=args.keep,
         cache_dir=args.cache,
         nudges=nudges,
+        nudge_relative=relative,
     )
     command = (
         f"./run canis evaluate precision --variants {','.join(variants)} "
         f"--card-seconds {args.card_seconds:g}"
     ) + (f" --nudges {nudges}" if nudges != NUDGES else "")
+    command += f" --nudge-relative {relative:g}" if relative != NUDGE_RELATIVE else ""
     m = benchmark_machine()
     write(results, args.json, args.doc, command, f"{m['cpu']}, {m['logical_cores']} threads")
     for name, entry in results["variants"].items():
