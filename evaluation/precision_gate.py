@@ -56,8 +56,8 @@ VARIANTS = ("fp32", "fp16", "int8")
 NUDGES = 4  # nudged fp32 copies: each side is measured from 1 + NUDGES starts
 # Each weight matrix's entries times (1 + NUDGE_RELATIVE * N(0, 1)): the recipe's MANN-8's
 # outputs then move 3.2e-3 of their standard deviation on average, its int8 file's 2.6e-3
-# (export/precision.py's motion_parity; the report measures it for each file). At 1e-5 they
-# moved 3.2e-6, a thousandth of int8's: the loop's answer to int8's size of change went unseen.
+# (export/precision.py's motion_parity; the report measures it for each file). 1e-5 moves them
+# 3.2e-6, a thousandth of int8's, too little to show the loop's answer to int8's size of change.
 NUDGE_RELATIVE = 1e-2
 # A mean differing from fp32's by more than this many standard errors of the difference is the
 # variant's (about 95% where the loops' spreads are normal).
@@ -66,8 +66,9 @@ NOISE_MULTIPLE = 2.0
 
 def nudged_copy(source: Path, seed: int, out: Path, relative: float = NUDGE_RELATIVE) -> Path:
     """`source` (fp32 ONNX) with every weight matrix's entries scaled by (1 + `relative` x a
-    standard normal draw, seeded), metadata kept: the same network to any test, a different
-    closed loop. Vectors (biases, the standardisation) are left as they are."""
+    standard normal draw, seeded), metadata kept: a network whose outputs differ about as much
+    as int8's at the default nudge, and a different closed loop. Vectors (biases, the
+    standardisation) are left as they are."""
     import onnx
     from onnx import numpy_helper
 

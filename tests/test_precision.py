@@ -254,9 +254,9 @@ def test_the_gate_judges_figures_by_their_mean_over_the_starts_and_verdicts_by_e
         entry["quality"]["skating_back_cm"]["walk"] = walk_cm
         return entry
 
-    # Tight starts: fp32's 1.0 and 1.02, a variant's 1.06 and 1.08 (mean 1.07, within 5% of
-    # 1.01's... no: 5.9% over) fail, the loops' noise (0.028) far under the 0.06 between them;
-    # 1.04 and 1.06 (mean 1.05, 4% over) pass.
+    # Tight starts: fp32's 1.0 and 1.02 (mean 1.01), a variant's 1.06 and 1.08 (mean 1.07,
+    # 5.9% over) fail, the loops' noise (0.028) under the 0.06 between them; 1.04 and 1.06
+    # (mean 1.05, 4% over) pass.
     fp32 = [skating(1.0), skating(1.02)]
     assert failures(fp32, [skating(1.06), skating(1.08)]) == skating_walk
     assert failures(fp32, [skating(1.04), skating(1.06)]) == set()
