@@ -148,6 +148,7 @@ def write_card(
             if train.get("oversample", True)
             else "uniform sampling"
         )
+        + ("" if train.get("sniffing", True) else ", sniffing rows never drawn")
         + _generalisation_options(train)
         + ": "
         + (
@@ -237,6 +238,8 @@ def _training_options(train: dict) -> str:
         options.append("--no-oversample")
     if train.get("balanced"):
         options.append("--balanced")
+    if not train.get("sniffing", True):
+        options.append("--no-sniffing")
     return "".join(f" {option}" for option in options)
 
 

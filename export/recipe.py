@@ -99,6 +99,7 @@ def train_stage(recipe: dict, dataset_path: Path, run_dir: Path) -> Path:
         seed=t["seed"],
         oversample=t["oversample"],
         balanced=t["balanced"],
+        sniffing=t["sniffing"],
         precision=t["precision"],
         dataset=str(dataset_path),
         dropout=t["dropout"],

@@ -36,6 +36,7 @@ FIELDS = {
         "input_noise": (float, 0.0),
         "oversample": (bool, True),
         "balanced": (bool, False),
+        "sniffing": (bool, True),
         "mirrored": (bool, True),
     },
     "export": {"precisions": (list, ["fp32", "int8"]), "card_seconds": (float, 60.0)},

@@ -8,8 +8,10 @@ from canis.runtime.root import wrap_angle_rad
 from canis.training.clips import process_clip
 from canis.training.labels import (
     NOMINAL_PHASE_HZ,
+    SNIFF_MARGIN_FRAMES,
     detect_contacts,
     front_paw_phase,
+    sniffing,
     soft_actions,
     stride_contacts,
 )
@@ -155,6 +157,21 @@ def test_soft_actions_are_one_hot_away_from_changes():
     assert np.array_equal(weights[:80].argmax(1), hard[:80])
     assert np.allclose(weights[:80, 0], 1.0) and np.allclose(weights[120:, 3], 1.0)
     assert weights[100, 3] == pytest.approx(16 / 31)
+
+
+def test_sniffing_marks_the_idle_frames_around_a_lowered_head_and_nothing_else():
+    """An idle dog whose head dips under 75% of the standing height sniffs from half a second
+    before the dip to half a second after; a moving dog's low head and a standing dog's
+    raised one are not sniffing."""
+    idle, move = ACTIONS.index("idle"), ACTIONS.index("move")
+    action = np.array([idle] * 300 + [move] * 100)
+    head_m = np.full(400, 0.47)
+    head_m[150:160] = 0.30  # idle, nose down
+    head_m[350:360] = 0.30  # moving, nose down
+    marked = sniffing(action, head_m, standing_head_m=0.47)
+    margin = SNIFF_MARGIN_FRAMES
+    assert np.flatnonzero(marked).tolist() == list(range(150 - margin, 160 + margin))
+    assert not sniffing(action, np.full(400, 0.40), 0.47).any()  # 85% of standing
 
 
 def test_real_clips_show_all_six_actions(mocap_dir):

@@ -509,6 +509,24 @@ def test_a_loss_that_stops_being_a_number_stops_the_run(tiny_dataset, tmp_path):
     assert not (tmp_path / "run" / "last.safetensors").exists()
 
 
+@pytest.mark.parametrize("drawn_as", ["oversample", "balanced", "uniform"])
+def test_sniffing_rows_are_never_drawn_when_the_recipe_says_so(tiny_dataset, drawn_as):
+    """--no-sniffing: the rows the dataset marks as an idle dog sniffing (training/labels.py)
+    get no draws however the rows are drawn; it is part of the run's identity."""
+    from canis.training.train import TrainConfig, _epoch_indices
+    from canis.training.training_data import TrainingData
+
+    data = TrainingData(tiny_dataset, "mann", torch.device("cpu"))
+    assert not data.sniffing.any()  # the synthetic dogs never lower their heads
+    data.sniffing = torch.arange(len(data.sniffing)) % 3 == 0  # as if a third sniffed
+    how = {"balanced": {"balanced": True}, "uniform": {"oversample": False}}.get(drawn_as, {})
+    config = TrainConfig(dataset=str(tiny_dataset), steps_per_epoch=50, sniffing=False, **how)
+    drawn = _epoch_indices(data, config, epoch=0).numpy()
+    assert len(drawn) == 50 * config.batch_size and np.all(drawn % 3 != 0)
+    assert config.identity()["sniffing"] is False
+    assert "sniffing" not in TrainConfig().identity()
+
+
 def test_balanced_sampling_evens_out_the_classes_by_the_square_root(tiny_dataset):
     """--balanced: a (gait, action) class's share of the drawn rows grows with the square root
     of its size (training/dataset.py balanced_weights), and it is part of the run's identity."""

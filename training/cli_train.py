@@ -59,6 +59,11 @@ def add_commands(commands: argparse._SubParsersAction, recipe=None) -> None:
         "its class's size, instead of 11x trot/canter (training/dataset.py)",
     )
     train.add_argument(
+        "--no-sniffing",
+        action="store_true",
+        help="never draw the rows of an idle dog sniffing the ground (training/labels.py)",
+    )
+    train.add_argument(
         "--dropout",
         type=float,
         help=f"probability of dropping each layer's input in training (default {DROPOUT}: "
@@ -246,6 +251,7 @@ def run_train(args) -> int:
         seed=args.seed,
         oversample=not args.no_oversample,
         balanced=args.balanced or None,
+        sniffing=not args.no_sniffing,
         steps_per_epoch=args.steps_per_epoch,
         precision=precision,
         dataset=str(args.dataset),

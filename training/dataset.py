@@ -31,13 +31,14 @@ import numpy as np
 from canis.runtime.features import (
     ACTIONS,
     FPS,
+    INPUT,
     TRAJECTORY_OFFSETS_FRAMES,
     contract_description,
     layout_hash,
 )
 from canis.runtime.readouts import GAITS, NO_GAIT
 from canis.runtime.root import wrap_angle_rad
-from canis.runtime.skeleton import not_dog_reason
+from canis.runtime.skeleton import DOG_JOINT_NAMES, not_dog_reason
 from canis.training.bvh import BvhError, read_bvh, resample, same_rate
 from canis.training.clips import (
     MIN_CLIP_FRAMES,
@@ -46,6 +47,7 @@ from canis.training.clips import (
     process_clip,
     turned_joints,
 )
+from canis.training.labels import sniffing
 
 log = logging.getLogger("canis.dataset")
 
@@ -124,6 +126,23 @@ def balanced_weights(gait_index: np.ndarray, action_index: np.ndarray) -> np.nda
     classes = gait_index.astype(np.int64) * 64 + action_index.astype(np.int64)
     _, inverse, counts = np.unique(classes, return_inverse=True, return_counts=True)
     return (1.0 / np.sqrt(counts[inverse])).astype(np.float64)
+
+
+# x's column of the Head joint's height over the ground (the root stands on the ground).
+HEAD_HEIGHT_COLUMN = int(INPUT.indices("joints", "position", DOG_JOINT_NAMES.index("Head"))[1])
+
+
+def sniffing_rows(arrays: dict[str, np.ndarray]) -> np.ndarray:
+    """training/labels.py `sniffing` over each clip's rows, against the median head height of
+    the training clips' idle rows."""
+    head_m = arrays["X"][:, HEAD_HEIGHT_COLUMN]
+    idle = arrays["action"] == ACTIONS.index("idle")
+    standing_m = float(np.median(head_m[idle & ~arrays["validation"]]))
+    marked = np.zeros(len(head_m), dtype=bool)
+    for clip in np.unique(arrays["clip"]):
+        rows = np.flatnonzero(arrays["clip"] == clip)
+        marked[rows] = sniffing(arrays["action"][rows], head_m[rows], standing_m)
+    return marked
 
 
 def standardisation(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -247,6 +266,7 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True, keep_clips=False)
     validation = np.array([stem in held_out for stem in clip_stems])[arrays["clip"]]
     arrays["validation"] = validation
     arrays["sample_weight"] = sampling_weights(arrays["gait"])
+    arrays["sniffing"] = sniffing_rows(arrays)
     arrays["x_mean"], arrays["x_std"] = standardisation(arrays["X"][~validation])
     arrays["y_mean"], arrays["y_std"] = standardisation(arrays["Y"][~validation])
     arrays["clip_names"] = np.array(clip_names)

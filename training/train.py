@@ -52,6 +52,7 @@ IDENTITY_DEFAULTS = {
     "mirrored": True,
     "pose_residual": 0.0,
     "balanced": False,
+    "sniffing": True,
 }
 
 
@@ -70,6 +71,7 @@ class TrainConfig:
     seed: int = 0
     oversample: bool = True
     balanced: bool = False  # True: rows drawn by dataset.balanced_weights, not oversample's
+    sniffing: bool = True  # False: the sniffing rows (training/labels.py) are never drawn
     steps_per_epoch: int | None = None  # None: one pass over the training rows per epoch
     precision: str = "fp32"  # "bf16": autocast matmuls; "auto": see precision_for_run
     dataset: str = ""
@@ -182,12 +184,13 @@ def _epoch_indices(data: TrainingData, config: TrainConfig, epoch: int) -> torch
     generator = torch.Generator().manual_seed(config.seed * 1_000_003 + epoch)
     rows = len(data.weights)
     count = rows if config.steps_per_epoch is None else config.steps_per_epoch * config.batch_size
-    if config.balanced:
-        return torch.multinomial(
-            data.balanced_weights, count, replacement=True, generator=generator
-        )
-    if config.oversample:
-        return torch.multinomial(data.weights, count, replacement=True, generator=generator)
+    if config.balanced or config.oversample or not config.sniffing:
+        weights = data.balanced_weights if config.balanced else data.weights
+        if not config.oversample:
+            weights = torch.ones_like(weights)
+        if not config.sniffing:
+            weights = weights * ~data.sniffing
+        return torch.multinomial(weights, count, replacement=True, generator=generator)
     return torch.randperm(rows, generator=generator)[:count]
 
 

@@ -61,6 +61,9 @@ class TrainingData:
         # `canis train` balanced sampling (training/dataset.py balanced_weights)
         balanced = balanced_weights(data["gait"][training], data["action"][training])
         self.balanced_weights = torch.as_tensor(balanced, dtype=torch.float64)
+        # Marked by `canis dataset build` (training/labels.py); absent from older datasets.
+        sniffing = data.arrays.get("sniffing", np.zeros(len(data["X"]), dtype=bool))
+        self.sniffing = torch.as_tensor(sniffing[training])
 
 
 def input_range(x_train: np.ndarray) -> dict[str, np.ndarray]:
