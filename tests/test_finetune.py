@@ -313,22 +313,10 @@ def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, t
     assert "moving_skating_weight -2.0: must be finite and >= 0" in capsys.readouterr().err
     assert finetune(tiny_dataset, started, out, moving_skating_weight=1, placed_dogs=0) == 2
     assert "placed_dogs 0: needs 1 or more" in capsys.readouterr().err
-    # And the replayed term (training/finetune_stretches.py ReplayedDogs).
-    assert finetune(tiny_dataset, started, out, replayed_weight=-1) == 2
-    assert "replayed_weight -1.0: must be finite and >= 0" in capsys.readouterr().err
     # An option of a term, without the term's weight, is refused, not ignored.
     assert finetune(tiny_dataset, started, out, moving_paws_down=1.0) == 2
     assert "moving_paws_down: needs moving_skating_weight" in capsys.readouterr().err
     assert len((out / "log.csv").read_text().splitlines()) == 3  # the run is untouched
-
-
-def test_the_replayed_term_runs_on_the_runtimes_dogs(tiny_dataset, started, tmp_path):
-    out = tmp_path / "run"
-    assert finetune(tiny_dataset, started, out, replayed_weight=1.0) == 0
-    log = (out / "log.csv").read_text().splitlines()
-    rows = [dict(zip(log[0].split(","), line.split(","), strict=True)) for line in log[1:]]
-    assert all(float(r["replayed_term"]) > 0 for r in rows)
-    assert all(float(r["rollout_seconds"]) > 0 for r in rows)
 
 
 def test_finetune_starts_from_an_exported_model(tiny_dataset, started, tmp_path):

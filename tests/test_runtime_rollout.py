@@ -72,27 +72,3 @@ def test_place_refuses_a_state_of_another_dog_count(tiny_model):
         controller.place(other)
     np.testing.assert_array_equal(controller.state.root_xz_m, before.root_xz_m)
     assert controller.predicted_future is None  # still the fresh controller's
-
-
-def test_replayed_stretches_start_as_the_mocap_and_go_on_as_the_runtime(mocap, tiny_model):
-    """The replayed term's dogs (finetune_stretches.replayed_inputs): the first input of each
-    is the mocap's at its start row (past, current sample and pose), each frame is held to its
-    clip's next row, and from the second frame on the pose fed back is the network's own."""
-    from canis.training.finetune_stretches import replayed_inputs
-
-    x_raw, y_raw, after, action = mocap
-    starts = rollout_starts(after, FRAMES)[::7][:8]
-    xs, rows, phases = replayed_inputs(tiny_model, x_raw, y_raw, action, after, starts, FRAMES)
-    assert xs.shape == (len(starts), FRAMES, INPUT.size) and rows.shape == (len(starts), FRAMES)
-    assert np.array_equal(rows[:, 0], starts) and np.all(rows[:, 1:] == after[rows[:, :-1]])
-    assert not phases.any()  # the tiny MANN reads no phase
-    trajectory = lambda x: INPUT.rows(x, "trajectory")  # noqa: E731
-    np.testing.assert_allclose(
-        trajectory(xs[:, 0])[:, : CURRENT_SAMPLE + 1, :4],
-        trajectory(x_raw[starts])[:, : CURRENT_SAMPLE + 1, :4],
-        atol=1e-4,
-    )
-    joints = INPUT.block_slice("joints")
-    np.testing.assert_allclose(xs[:, 0, joints], x_raw[starts][:, joints], atol=1e-5)
-    # The tiny network is no mocap: its own pose soon differs from the clip's.
-    assert np.abs(xs[:, -1, joints] - x_raw[rows[:, -1]][:, joints]).max() > 1e-2

@@ -28,7 +28,6 @@ from canis.training.finetune_config import (
 )
 from canis.training.finetune_stretches import (
     TERMS,
-    ReplayedDogs,
     Standardiser,
     StretchData,
     closed_loop_validation,
@@ -168,16 +167,13 @@ def fine_tune(
                 "swing_below_mps": loop.moving_paws_swing_below_mps,
             },
         )  # fmt: skip
-    replayed = None
-    if loop.replayed_weight > 0:
-        replayed = ReplayedDogs(model, saved, data, train_split, standard, run_dir, loop.own_frames)
     for epoch in range(first_epoch, settings.epochs):
         own = loop.own_frames_at(epoch)
         length = loop.ground_truth_frames + own
         generator = np.random.default_rng(settings.seed * 1_000_003 + epoch)
         torch.manual_seed(settings.seed * 7919 + epoch)
         rollout_seconds = 0.0
-        placed_terms = [dogs for dogs in (placed, moving, replayed) if dogs is not None]
+        placed_terms = [dogs for dogs in (placed, moving) if dogs is not None]
         for dogs in placed_terms:  # this epoch's placed dogs, by the weights it starts from
             rollout_seconds += dogs.refresh(generator)
         jumps = None
@@ -212,12 +208,6 @@ def fine_tune(
                 paws = moving.loss(predict_training, loop.moving_dogs_per_step, generator)
                 loss = loss + loop.moving_skating_weight * paws
                 terms["moving_skating"] = paws.item()
-            if replayed is not None:  # as many frames as the stretches' own
-                again = replayed.loss(
-                    predict_training, settings.batch_size * max(own, 1), generator, loop
-                )
-                loss = loss + loop.replayed_weight * again
-                terms["replayed"] = again.item()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             check_finite_step(model, loss, terms, epoch, step, run_dir / LAST)

@@ -73,10 +73,6 @@ class ClosedLoopConfig:
     # (1: all alike): beside the moving dogs' terms the stretches' own loss is about an eighth
     # of the whole, and a jump's frames a hundredth of that.
     jump_weight: float = 1.0
-    # 0: no replayed term (finetune_stretches.ReplayedDogs): training stretches of own_frames
-    # replayed by the runtime's own dogs from the clips' commands, so that the trajectory fed
-    # back is the dog's own as in the game (the stretches' is the mocap's), held to the mocap's y.
-    replayed_weight: float = 0.0
 
     def __post_init__(self):
         for option, weight in (
@@ -84,7 +80,6 @@ class ClosedLoopConfig:
             ("--placed-stillness-weight", self.placed_stillness_weight),
             ("--moving-skating-weight", self.moving_skating_weight),
             ("--moving-paws-down", self.moving_paws_down),
-            ("--replayed-weight", self.replayed_weight),
         ):
             if not (np.isfinite(weight) and weight >= 0):
                 raise ValueError(f"{option} {weight}: must be finite and >= 0")
@@ -324,6 +319,7 @@ DELETED_FIELDS = {
     # Tried on two seeds, no gain beyond their spread (docs/DECISIONS.md).
     "int8_aware": False,
     "moving_reference_reached": False,
+    "replayed_weight": 0.0,
 }
 
 

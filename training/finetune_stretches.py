@@ -18,13 +18,10 @@ tests/test_finetune.py checks next_input against Controller.step's own x.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import torch
 from canis.runtime.features import (
     ACTIONS,
-    CURRENT_SAMPLE,
     FPS,
     INPUT,
     LocalPose,
@@ -138,7 +135,7 @@ class Standardiser:
 
 
 # The loss's terms beside the MSE, as logged.
-TERMS = ("contact", "placed_stillness", "moving_skating", "replayed")
+TERMS = ("contact", "placed_stillness", "moving_skating")
 
 
 def frame_loss(
@@ -257,82 +254,3 @@ def closed_loop_validation(
             predict, val_split, picked, standard, loop.ground_truth_frames, loop.own_frames, None
         )
     return closed.item()
-
-
-# The replayed term's dogs: enough that each refresh covers the data's gaits and actions.
-REPLAYED_DOGS = 256
-
-
-def replayed_inputs(
-    model_path, x_raw, y_raw, action, after, starts, frames: int, phase_rad=None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Training stretches replayed by the runtime's own dogs: each dog placed in the mocap's
-    state at its start row (torch_runtime.mocap_state) and driven `frames` steps by its clip's
-    own commands from where it is (training/clips.py clip_commands, the held-out replay's), so
-    its whole input is built as the game builds it: the pose and the trajectory's past from its
-    own outputs, the future from the command blended with its predicted one. Returns x
-    (dogs, frames, 480) as the Controller built it, the rows (dogs, frames) whose mocap y each
-    frame is held to, and the phase each step fed the network (zeros but for PFNN)."""
-    from canis.runtime.controller import Controller
-    from canis.runtime.inference import MotionModel
-    from canis.training.clips import clip_commands
-    from canis.training.torch_runtime import BACK_FRAMES, MocapRun, mocap_state
-
-    model = MotionModel(model_path, threads=1)
-    controller = Controller(model, count=len(starts), speed_tracking=False)  # the network alone
-    run = MocapRun.of(y_raw, after, starts, frames)
-    controller.place(mocap_state(controller.state, run, x_raw, phase_rad))
-    speed_mps = INPUT.field(x_raw[run.rows], "trajectory", "speed")[..., CURRENT_SAMPLE, 0]
-    actions = action[run.rows]
-    xs = np.empty((len(starts), frames, x_raw.shape[1]), np.float32)
-    fed_rad = np.zeros((len(starts), frames))
-    for k in range(frames):
-        fed_rad[:, k] = controller.state.phase_rad
-        column = np.full(len(starts), BACK_FRAMES + k)
-        command = clip_commands(
-            run.root_xz_m, run.yaw_rad, speed_mps.astype(np.float64), actions, column,
-            controller.root_xz_m, controller.root_yaw_rad, True,
-        )  # fmt: skip
-        xs[:, k] = controller.step(command)
-    controller.close()
-    return xs, run.rows[:, BACK_FRAMES : BACK_FRAMES + frames], fed_rad
-
-
-class ReplayedDogs:
-    """The replayed term: training stretches replayed by the runtime's dogs (replayed_inputs),
-    driven anew by the weights as they are at each refresh, and the MSE (with the per-frame
-    terms) of the network's prediction from their inputs against the mocap's y."""
-
-    def __init__(self, model, saved: dict, data, split, standard, run_dir, frames: int):
-        from canis.training.torch_runtime import rollout_starts
-
-        self.model, self.saved, self.data, self.split = model, saved, data, split
-        self.standard, self.frames = standard, frames
-        self.path = Path(run_dir) / "replayed.onnx"
-        self.x_raw = standard.x_raw(split.x).numpy()
-        self.y_raw = standard.y_raw(split.y).numpy()
-        self.phase_rad = split.phase.numpy() if saved["kind"] == "pfnn" else None
-        self.starts = rollout_starts(split.after, frames)
-
-    def refresh(self, generator: np.random.Generator) -> float:
-        """New replayed stretches; returns the seconds they took (the export included)."""
-        import time
-
-        from canis.training.onnx_graph import ExportedModel, write_wrapped
-
-        started = time.perf_counter()
-        write_wrapped(ExportedModel(self.model, self.data.normalisation), self.saved, self.path)
-        xs, rows, phases = replayed_inputs(
-            self.path, self.x_raw, self.y_raw, self.split.action, self.split.after,
-            generator.choice(self.starts, REPLAYED_DOGS), self.frames, self.phase_rad,
-        )  # fmt: skip
-        self.xs, self.rows = xs.reshape(-1, self.x_raw.shape[1]), rows.reshape(-1)
-        self.phases = phases.reshape(-1)
-        return time.perf_counter() - started
-
-    def loss(self, predict, rows: int, generator, weights: ClosedLoopConfig) -> torch.Tensor:
-        """frame_loss over `rows` replayed frames, drawn from the last refresh."""
-        picked = generator.choice(len(self.xs), rows)
-        x = self.standard.x_standard(self.xs[picked])
-        prediction = predict(x, torch.as_tensor(self.phases[picked]).float())
-        return frame_loss(prediction, x, self.rows[picked], self.split, self.standard, weights)[0]
