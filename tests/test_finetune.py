@@ -2,6 +2,7 @@
 world-frame paw motion; the skating the moving-skating term counts is the evaluation's
 measure."""
 
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -154,6 +155,38 @@ def test_jump_stretches_are_those_that_pass_a_jump_frame():
     jump[4] = True
     assert stretches.stretches_through(starts, after, 3, jump).tolist() == [2, 3]
     assert stretches.stretches_through(starts, after, 1, jump).tolist() == []
+
+
+def test_no_stretch_and_no_placed_dog_uses_the_rows_training_left_out(tiny_dataset, tmp_path):
+    """A network trained with `sniffing = false` is fine-tuned likewise: no stretch passes a
+    sniffing row and no placed dog starts on one; with sniffing drawn, every row is used."""
+    from canis.training.dataset import load
+    from canis.training.placed_stillness import standing_starts
+
+    data = load(tiny_dataset)
+    arrays = dict(data.arrays)
+    marked = np.zeros(len(arrays["X"]), dtype=bool)
+    marked[::5] = True  # as if every fifth row sniffed
+    arrays["sniffing"] = marked
+    path = tmp_path / "marked.npz"
+    np.savez(path, metadata=np.array(json.dumps(data.metadata)), **arrays)
+    training = SimpleNamespace(x_train=None, y_train=None, phase_train=None)
+    kept = stretches.StretchData(str(path), training, validation=False)
+    left = stretches.StretchData(str(path), training, validation=False, sniffing=False)
+    assert not kept.left_out.any()
+    assert np.array_equal(left.left_out, marked[~arrays["validation"]])
+    every = stretches.drawable_starts(kept, 4)
+    assert np.array_equal(every, stretches.stretch_starts(kept.after, 4))
+    starts = stretches.drawable_starts(left, 4)
+    assert 0 < len(starts) < len(every)
+    frames = [starts]
+    for _ in range(3):
+        frames.append(left.after[frames[-1]])
+    assert not left.left_out[np.concatenate(frames)].any()
+    standing = standing_starts(left.after, left.action, left.gait)
+    placed = standing_starts(left.after, left.action, left.gait, left.left_out)
+    assert left.left_out[standing].any() and not left.left_out[placed].any()
+    assert np.array_equal(placed, standing[~left.left_out[standing]])
 
 
 def test_a_jump_share_draws_that_share_from_the_jump_stretches():

@@ -32,8 +32,8 @@ from canis.training.finetune_stretches import (
     StretchData,
     closed_loop_validation,
     draw_stretches,
+    drawable_starts,
     stretch_loss,
-    stretch_starts,
     stretches_through,
 )
 from canis.training.moving_skating import MovingDogs, skating_by_speed
@@ -134,7 +134,8 @@ def fine_tune(
     used = {k: v for k, v in asdict(settings).items() if k in RUN_FIELDS} | asdict(loop)
     (run_dir / "config.json").write_text(json.dumps(used, indent=1) + "\n")
     standard = Standardiser(data.normalisation, OUTPUT.size)
-    train_split = StretchData(settings.dataset, data, validation=False)
+    sniffing = saved.get("train", {}).get("config", {}).get("sniffing", True)
+    train_split = StretchData(settings.dataset, data, validation=False, sniffing=sniffing)
     val_split = StretchData(settings.dataset, data, validation=True)
     if loop.contact_weight > 0 and train_split.planted is None:
         raise ValueError(
@@ -177,7 +178,7 @@ def fine_tune(
         for dogs in placed_terms:  # this epoch's placed dogs, by the weights it starts from
             rollout_seconds += dogs.refresh(generator)
         jumps = None
-        starts = stretch_starts(train_split.after, loop.ground_truth_frames + own)
+        starts = drawable_starts(train_split, length)
         if loop.jump_share:
             jumps = stretches_through(
                 starts,

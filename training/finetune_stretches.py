@@ -79,6 +79,15 @@ def stretches_through(
     return starts[passes]
 
 
+def drawable_starts(split, length: int) -> np.ndarray:
+    """The starts of `length`-frame stretches of a StretchData that pass none of its rows
+    training left out (StretchData.left_out)."""
+    starts = stretch_starts(split.after, length)
+    if not split.left_out.any():
+        return starts
+    return np.setdiff1d(starts, stretches_through(starts, split.after, length, split.left_out))
+
+
 def draw_stretches(
     generator, starts: np.ndarray, batch_size: int, share: float, through: np.ndarray | None
 ) -> np.ndarray:
@@ -224,11 +233,15 @@ def stretch_loss(
 class StretchData:
     """A split's standardised rows with, per row, the row of its clip's next frame."""
 
-    def __init__(self, dataset_path: str, data, validation: bool):
+    def __init__(self, dataset_path: str, data, validation: bool, sniffing: bool = True):
         from canis.training.dataset import load as load_dataset
 
         arrays = load_dataset(dataset_path)
         rows = arrays["validation"] if validation else ~arrays["validation"]
+        # The rows no stretch and no placed dog may use: those of a sniffing dog, where the
+        # network was trained without them (`sniffing = false`); none otherwise.
+        marked = arrays.arrays.get("sniffing", np.zeros(len(rows), dtype=bool))
+        self.left_out = np.zeros(int(rows.sum()), bool) if sniffing else marked[rows]
         self.after = successors(arrays["clip"][rows], arrays["frame"][rows])
         self.x = data.x_val if validation else data.x_train
         self.y = data.y_val if validation else data.y_train

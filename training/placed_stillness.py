@@ -59,14 +59,17 @@ def placed_stillness_loss(x_raw: torch.Tensor, y_raw: torch.Tensor) -> torch.Ten
     return (joints + root).mean()
 
 
-def standing_starts(after: np.ndarray, action_index: np.ndarray, gait: np.ndarray) -> np.ndarray:
+def standing_starts(after: np.ndarray, action_index: np.ndarray, gait: np.ndarray, left_out=None):
     """Rows a mocap dog stands idle in (action idle, off locomotion) with the history behind
-    them that runtime_rollout.mocap_state reads."""
+    them that runtime_rollout.mocap_state reads, but those `left_out` (StretchData's)."""
     from canis.runtime.readouts import NO_GAIT
     from canis.training.torch_runtime import rollout_starts
 
     starts = rollout_starts(after, 0)
-    return starts[(action_index[starts] == IDLE) & (gait[starts] == NO_GAIT)]
+    standing = (action_index[starts] == IDLE) & (gait[starts] == NO_GAIT)
+    if left_out is not None:
+        standing &= ~left_out[starts]
+    return starts[standing]
 
 
 def placed_inputs(
@@ -128,7 +131,7 @@ class PlacedDogs:
         self.y_raw = standard.y_raw(split.y).numpy()
         self.after = split.after
         self.phase_rad = split.phase.numpy() if saved["kind"] == "pfnn" else None
-        self.starts = standing_starts(split.after, split.action, split.gait)
+        self.starts = standing_starts(split.after, split.action, split.gait, split.left_out)
         if len(self.starts) == 0:
             raise ValueError(
                 "--placed-stillness-weight: the training clips have no standing frames "
