@@ -32,7 +32,8 @@ SECTIONS = {
         "The recipe's settings (held-out replay)",
         "Each row is the recipe (training/configs/mann8.toml) with one setting changed, "
         "made by its command from a copy of the file so changed; `{reference}` is the recipe "
-        "as it was before the sniffing rows were left undrawn, which the file now does.",
+        "with `sniffing = true`, which every other row but `sniffing rows left undrawn` (the "
+        "file as it is) also sets.",
     ),
 }
 

@@ -65,7 +65,8 @@ def test_the_generalisation_section_names_its_rows_as_settings_changed():
     results = _results({"recipe@1": (1.5, 0.8, -16), "balanced@1": (2.2, 0.77, -17)})
     text = ablation.markdown(results, "c", "m", section="generalisation")
     assert text.startswith("## The recipe's settings (held-out replay)")
-    assert "with one setting changed" in text and "`recipe` is the recipe as it was before" in text
+    assert "with one setting changed" in text
+    assert "`recipe` is the recipe with `sniffing = true`" in text
     assert "| balanced | 1 | 2.20 (+0.70)" in text
     with pytest.raises(KeyError):
         ablation.markdown(results, "c", "m", section="unknown")

@@ -449,10 +449,11 @@ def test_a_cards_reproduce_line_names_the_training_options_a_run_changed():
         "holdout": "within-clips",
         "mirrored": False,
         "oversample": False,
+        "sniffing": False,
     }
     assert _training_options(changed) == (
         " --hidden 256 --dropout 0.0 --weight-decay 0.01 --input-noise 0.1 --holdout within-clips "
-        "--no-mirrored --no-oversample"
+        "--no-mirrored --no-oversample --no-sniffing"
     )
 
 
