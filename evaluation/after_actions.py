@@ -29,7 +29,7 @@ def _after(model, skeleton, speed_at, action_at, ended_s: float) -> dict:
         steering.speed_mps = speed_at(frame * DT_S)
         return base(steering, frame)
 
-    controller = Controller(model, speed_tracking=False)
+    controller = Controller(model, speed_tracking=False, stand_hold=False)  # the network alone
     run = record(controller, control, _frame(ended_s + AFTER_S) + 4)
     hips = run.positions_m[:, skeleton.index("Hips"), 1]
     head = run.positions_m[:, skeleton.index("Head"), 1]

@@ -168,7 +168,9 @@ def scenario_steering(name: str, commands: dict) -> Steering:
 def drive(
     model, steering, seconds: float, speed_tracking: bool = True, foot_lock: bool = False
 ) -> Recording:
-    controller = Controller(model, speed_tracking=speed_tracking, foot_lock=foot_lock)
+    controller = Controller(  # untracked: the network alone, its standing drift not held
+        model, speed_tracking=speed_tracking, stand_hold=speed_tracking, foot_lock=foot_lock
+    )
     return record(controller, steering, _frames(seconds))
 
 

@@ -118,7 +118,9 @@ def replay(model, clip, speed_tracking: bool = False, **command):
     from canis.export.closed_loop import record
     from canis.runtime.controller import Controller
 
-    controller = Controller(model, speed_tracking=speed_tracking)
+    # The network alone, or with the runtime's corrections as shipped (the speed tracking
+    # and the stand hold) where speed_tracking is asked.
+    controller = Controller(model, speed_tracking=speed_tracking, stand_hold=speed_tracking)
     start_yaw = yaw_from_direction(clip.facing[[0]]).astype(np.float64)
     controller.reset(clip.root_positions_m[[0]][:, [0, 2]].astype(np.float64), start_yaw)
     return record(controller, ClipCommands(clip, controller, **command), clip.frame_count)

@@ -79,7 +79,8 @@ def drive(
     seconds: float,
     speed_tracking: bool = True,
 ) -> dict:
-    controller = Controller(model, speed_tracking=speed_tracking)
+    # speed_tracking False: the network alone, its standing drift not held either.
+    controller = Controller(model, speed_tracking=speed_tracking, stand_hold=speed_tracking)
     frames = int(round(seconds / DT_S))
     run = record(controller, Steering(speed_mps, turn_rate_radps), frames)
     finite = run.finite

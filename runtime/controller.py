@@ -35,6 +35,7 @@ from canis.runtime.pose import (
     OutputReader,
     advance_root,
     decode,
+    hold_standing_root,
     show,
     shown_pose,
     start_handback_offsets,
@@ -84,6 +85,7 @@ class Controller(Readouts, DogIds, LookAt):
         terrain: Heightmap | None = None,
         profiler: Profiler | None = None,
         speed_tracking: bool = True,
+        stand_hold: bool = True,
         transition_model: TransitionModel | None = None,
         foot_lock: bool = False,
         speed_calibration: SpeedCalibration | None = None,
@@ -96,10 +98,10 @@ class Controller(Readouts, DogIds, LookAt):
         profiler times each stage; `transition_model` enables transition_to; `foot_lock` pins
         planted paws; `speed_calibration` (the model's speed curve) makes the speed tracking
         answer within seconds; `transition_worker` steps the transition network on a thread
-        of its own (`close()` stops it); `seed` seeds what sampled transitions draw from. The
-        per-frame math runs in the native core (tests/reference_frame.py holds its numpy
-        definition); `native_frame` is kept for old callers (True only). docs/EMBEDDING.md
-        has each in full."""
+        of its own (`close()` stops it); `seed` seeds what sampled transitions draw from;
+        `stand_hold` takes a dog asked to stand's slow drift out of its root (runtime/pose.py).
+        The per-frame math runs in the native core (its numpy definition: tests/reference_frame.
+        py); `native_frame` is for old callers (True only). docs/EMBEDDING.md has each."""
         tau, terrain = controller_options(
             count, max_dogs, tau, terrain, transition_model, native_frame
         )
@@ -117,7 +119,7 @@ class Controller(Readouts, DogIds, LookAt):
         self.count = count
         self.tau = tau
         self.terrain = terrain
-        self.speed_tracking = speed_tracking
+        self.speed_tracking, self.stand_hold = speed_tracking, stand_hold
         self.speed_calibration = speed_calibration
         self.profiler = profiler or Profiler()
         self.profiler.use_model(model_used(model), dogs=count)
@@ -252,8 +254,7 @@ class Controller(Readouts, DogIds, LookAt):
         if self.transitions is not None:
             self.transitions.settle()
 
-    def _redraw(self) -> None:
-        """The current pose shown, with no step to interpolate from."""
+    def _redraw(self) -> None:  # the current pose shown, with no step to interpolate from
         self._update_display_pose(0.0)
 
     def _settle_display(self) -> None:
@@ -278,14 +279,12 @@ class Controller(Readouts, DogIds, LookAt):
 
     def get_state(self) -> dict:
         """A plain, picklable snapshot of every dog (runtime/state.py)."""
-        if self.transitions is not None:
-            self.transitions.settle()
+        self._settle_transitions()
         return snapshot.capture(self)
 
     def set_state(self, state: dict) -> None:
         """Restores a get_state() snapshot exactly, or refuses it and changes nothing."""
-        if self.transitions is not None:
-            self.transitions.settle()
+        self._settle_transitions()
         snapshot.restore(self, state)
 
     def close(self) -> None:
@@ -393,6 +392,8 @@ class Controller(Readouts, DogIds, LookAt):
         the world, the history pushed (with `speed_now_mps` (N,), the current sample's desired
         speed)."""
         s = self.state
+        if self.stand_hold:
+            p = hold_standing_root(p, speed_now_mps)
         self._advance_root(p, speed_now_mps)
         self._has_prediction = True
         if self.transition_model is not None:  # only transitions read it

@@ -38,7 +38,7 @@ from canis.runtime.kinematics import (
     joints_below_ground,
 )
 from canis.runtime.look_at import note_shown, turned_pose
-from canis.runtime.root import rotate_xz, smoothing_factor, yaw_direction_xz
+from canis.runtime.root import norm_xz, rotate_xz, smoothing_factor, yaw_direction_xz
 from canis.runtime.skeleton import Skeleton
 from canis.runtime.state import DisplayOffset, DogState
 from canis.runtime.terrain import Heightmap
@@ -47,6 +47,33 @@ from canis.runtime.trajectory import _HISTORY_FIELDS, _SAMPLE, GroundTrajectory,
 # The released MANN runtime averages the predicted joint positions with the previous ones
 # advanced by the predicted velocities, which removes jitter.
 JOINT_POSITION_BLEND = 0.5
+
+
+# A dog asked to stand (the trajectory's current sample under STAND_ASKED_MPS), not turning,
+# whose network moves its root slower than STAND_HOLD_FULL_MPS has that motion faded out, all
+# of it under STAND_HOLD_BELOW_MPS: trained networks let a standing dog drift 1-2 cm/s in one
+# direction (the paws then slide, and a foot lock lets go of a paw with a jump of 2 cm), where
+# the mocap's dog stands. A stop, a turn on the spot and a jump move the root faster or turn
+# it: they are untouched. Controller(stand_hold=False) leaves the network's root as it is.
+STAND_ASKED_MPS = 0.02
+STAND_HOLD_BELOW_MPS = 0.05
+STAND_HOLD_FULL_MPS = 0.10
+STAND_HOLD_TURN_RADPS = math.radians(20.0)
+
+
+def hold_standing_root(p: Prediction, asked_speed_mps: np.ndarray) -> Prediction:
+    """`p` with the root's drift taken out for the dogs asked to stand (the constants above);
+    `p` itself when no dog's is."""
+    v = p.root_velocity_mps
+    ramp = (norm_xz(v) - STAND_HOLD_BELOW_MPS) / (STAND_HOLD_FULL_MPS - STAND_HOLD_BELOW_MPS)
+    keep = np.clip(ramp, 0.0, 1.0)
+    standing = (asked_speed_mps < STAND_ASKED_MPS) & (
+        np.abs(p.root_yaw_velocity_radps) < STAND_HOLD_TURN_RADPS
+    )
+    keep = np.where(standing, keep, 1.0)
+    if keep.min() == 1.0:
+        return p
+    return dataclasses.replace(p, root_velocity_mps=v * keep[:, None])
 
 
 def next_local_pose(previous: LocalPose, p: Prediction, dt_s: float) -> LocalPose:

@@ -64,8 +64,9 @@ def _arrays(controller) -> dict[str, np.ndarray | None]:
 
 def layout(controller) -> dict:
     """What a snapshot must agree with: the model (its kind, widths and file), the dog count,
-    and the settings a step depends on (terrain, foot lock, IK, tau, speed tracking): a save
-    loaded into a controller that differs in any of them would not continue as it did."""
+    and the settings a step depends on (terrain, foot lock, IK, tau, speed tracking, stand
+    hold): a save loaded into a controller that differs in any of them would not continue as
+    it did."""
     model = controller.model
     return {
         "kind": model.kind,
@@ -80,6 +81,7 @@ def layout(controller) -> dict:
         "ik": bool(controller.ik.enabled),
         "tau": float(controller.tau),
         "speed_tracking": bool(controller.speed_tracking),
+        "stand_hold": bool(controller.stand_hold),
     }
 
 

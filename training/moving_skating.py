@@ -94,7 +94,8 @@ def moving_inputs(
     asked, turn_radps, lead_in = asked_commands(dogs, generator, max_turn_degps)
     # Drawn after the commands, so that runs without swaps draw the dogs they drew before.
     phase_s = generator.uniform(0, turn_switch_s, dogs) if turn_switch_s else np.zeros(dogs)
-    controller = Controller(MotionModel(model_path, threads=1), count=dogs, speed_tracking=False)
+    model = MotionModel(model_path, threads=1)
+    controller = Controller(model, count=dogs, speed_tracking=False, stand_hold=False)
     facing_rad = controller.root_yaw_rad.copy()
     move = np.full(dogs, MOVE)
     xs = np.empty((dogs, kept_frames, INPUT.size), np.float32)

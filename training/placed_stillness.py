@@ -95,9 +95,11 @@ def placed_inputs(
     model = MotionModel(model_path, threads=1)
     from_keyframe = max(1, round(dogs * KEYFRAME_SHARE))
     from_mocap = dogs - from_keyframe
-    controllers = [Controller(model, count=from_keyframe, speed_tracking=False)]
+    # The network alone: no speed tracking, and its own drift not held (runtime/pose.py).
+    alone = {"speed_tracking": False, "stand_hold": False}
+    controllers = [Controller(model, count=from_keyframe, **alone)]
     if from_mocap > 0:
-        controller = Controller(model, count=from_mocap, speed_tracking=False)
+        controller = Controller(model, count=from_mocap, **alone)
         run = MocapRun.of(y_raw, after, generator.choice(starts, from_mocap), 0)
         controller.place(mocap_state(controller.state, run, x_raw, phase_rad))
         controllers.append(controller)
