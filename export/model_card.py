@@ -149,6 +149,7 @@ def write_card(
             else "uniform sampling"
         )
         + ("" if train.get("sniffing", True) else ", sniffing rows never drawn")
+        + _jump_words(train)
         + _generalisation_options(train)
         + ": "
         + (
@@ -240,7 +241,14 @@ def _training_options(train: dict) -> str:
         options.append("--balanced")
     if not train.get("sniffing", True):
         options.append("--no-sniffing")
+    if train.get("jump_oversample", 1.0) != 1.0:
+        options.append(f"--jump-oversample {train['jump_oversample']:g}")
     return "".join(f" {option}" for option in options)
+
+
+def _jump_words(train: dict) -> str:
+    times = train.get("jump_oversample", 1.0)
+    return "" if times == 1.0 else f", jump rows drawn {times:g}x as often"
 
 
 def _generalisation_options(train: dict) -> str:

@@ -100,6 +100,7 @@ def train_stage(recipe: dict, dataset_path: Path, run_dir: Path) -> Path:
         oversample=t["oversample"],
         balanced=t["balanced"],
         sniffing=t["sniffing"],
+        jump_oversample=t["jump_oversample"],
         precision=t["precision"],
         dataset=str(dataset_path),
         dropout=t["dropout"],

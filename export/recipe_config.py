@@ -37,6 +37,7 @@ FIELDS = {
         "oversample": (bool, True),
         "balanced": (bool, False),
         "sniffing": (bool, True),
+        "jump_oversample": (float, 1.0),
         "mirrored": (bool, True),
     },
     "export": {"precisions": (list, ["fp32", "int8"]), "card_seconds": (float, 60.0)},
@@ -89,6 +90,8 @@ def _check_ranges(path: Path, recipe: dict) -> None:
     for key in ("lr", "weight_decay", "input_noise"):
         if train[key] < 0:
             refuse(f"train.{key}", train[key], "must be 0 or more")
+    if train["jump_oversample"] < 1:
+        refuse("train.jump_oversample", train["jump_oversample"], "must be at least 1")
     unknown = [p for p in export["precisions"] if p not in EXPORT_PRECISIONS]
     if unknown or not export["precisions"] or "fp32" not in export["precisions"]:
         refuse("export.precisions", export["precisions"], "fp32 and any of fp16, int8")

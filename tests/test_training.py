@@ -527,6 +527,26 @@ def test_sniffing_rows_are_never_drawn_when_the_recipe_says_so(tiny_dataset, dra
     assert "sniffing" not in TrainConfig().identity()
 
 
+def test_jump_rows_are_drawn_as_many_times_as_often_as_the_recipe_says(tiny_dataset):
+    """--jump-oversample K: the jump's rows get K times their sampler's share of the draws, the
+    other rows keep theirs relative to each other; it is part of the run's identity, and a
+    value under 1 is refused before any work."""
+    from canis.training.train import TrainConfig, _epoch_indices
+    from canis.training.training_data import TrainingData
+
+    data = TrainingData(tiny_dataset, "mann", torch.device("cpu"))
+    data.jumping = torch.arange(len(data.jumping)) % 10 == 0  # as if a tenth jumped
+    share = (data.weights * data.jumping).sum() / data.weights.sum()
+    config = TrainConfig(dataset=str(tiny_dataset), steps_per_epoch=400, jump_oversample=4.0)
+    drawn = _epoch_indices(data, config, epoch=0).numpy()
+    expected = 4 * share / (4 * share + 1 - share)
+    assert np.mean(drawn % 10 == 0) == pytest.approx(float(expected), abs=0.02)
+    assert config.identity()["jump_oversample"] == 4.0
+    assert "jump_oversample" not in TrainConfig().identity()
+    with pytest.raises(ValueError, match="--jump-oversample 0.5"):
+        TrainConfig(jump_oversample=0.5)
+
+
 def test_balanced_sampling_evens_out_the_classes_by_the_square_root(tiny_dataset):
     """--balanced: a (gait, action) class's share of the drawn rows grows with the square root
     of its size (training/dataset.py balanced_weights), and it is part of the run's identity."""

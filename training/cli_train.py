@@ -64,6 +64,12 @@ def add_commands(commands: argparse._SubParsersAction, recipe=None) -> None:
         help="never draw the rows of an idle dog sniffing the ground (training/labels.py)",
     )
     train.add_argument(
+        "--jump-oversample",
+        type=float,
+        default=1.0,
+        help="draw the jump's rows this many times as often (default 1)",
+    )
+    train.add_argument(
         "--dropout",
         type=float,
         help=f"probability of dropping each layer's input in training (default {DROPOUT}: "
@@ -252,6 +258,7 @@ def run_train(args) -> int:
         oversample=not args.no_oversample,
         balanced=args.balanced or None,
         sniffing=not args.no_sniffing,
+        jump_oversample=args.jump_oversample,
         steps_per_epoch=args.steps_per_epoch,
         precision=precision,
         dataset=str(args.dataset),

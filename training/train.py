@@ -53,6 +53,7 @@ IDENTITY_DEFAULTS = {
     "pose_residual": 0.0,
     "balanced": False,
     "sniffing": True,
+    "jump_oversample": 1.0,
 }
 
 
@@ -72,6 +73,9 @@ class TrainConfig:
     oversample: bool = True
     balanced: bool = False  # True: rows drawn by dataset.balanced_weights, not oversample's
     sniffing: bool = True  # False: the sniffing rows (training/labels.py) are never drawn
+    # The jump's rows (0.6% of the training rows) drawn this many times as often as their
+    # sampler's weight says: at 1 a jump asked mid-stride may barely leave the ground.
+    jump_oversample: float = 1.0
     steps_per_epoch: int | None = None  # None: one pass over the training rows per epoch
     precision: str = "fp32"  # "bf16": autocast matmuls; "auto": see precision_for_run
     dataset: str = ""
@@ -95,6 +99,10 @@ class TrainConfig:
             raise ValueError(f"--input-noise {self.input_noise}: must be 0 or more, finite")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"--dropout {self.dropout}: must be at least 0 and below 1")
+        if not 1 <= self.jump_oversample < math.inf:
+            raise ValueError(
+                f"--jump-oversample {self.jump_oversample}: must be at least 1, finite"
+            )
         if self.balanced and not self.oversample:
             raise ValueError("--balanced and --no-oversample: choose one way to draw the rows")
         if self.holdout not in HOLDOUTS:
@@ -184,12 +192,15 @@ def _epoch_indices(data: TrainingData, config: TrainConfig, epoch: int) -> torch
     generator = torch.Generator().manual_seed(config.seed * 1_000_003 + epoch)
     rows = len(data.weights)
     count = rows if config.steps_per_epoch is None else config.steps_per_epoch * config.batch_size
-    if config.balanced or config.oversample or not config.sniffing:
+    jumps = config.jump_oversample != 1.0
+    if config.balanced or config.oversample or not config.sniffing or jumps:
         weights = data.balanced_weights if config.balanced else data.weights
         if not config.oversample:
             weights = torch.ones_like(weights)
         if not config.sniffing:
             weights = weights * ~data.sniffing
+        if jumps:
+            weights = torch.where(data.jumping, weights * config.jump_oversample, weights)
         return torch.multinomial(weights, count, replacement=True, generator=generator)
     return torch.randperm(rows, generator=generator)[:count]
 

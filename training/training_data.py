@@ -7,6 +7,7 @@ import numpy as np
 import torch
 from canis.training.dataset import balanced_weights, split_rows
 from canis.training.dataset import load as load_dataset
+from canis.training.labels import ACTIONS
 
 
 class TrainingData:
@@ -64,6 +65,7 @@ class TrainingData:
         # Marked by `canis dataset build` (training/labels.py); absent from older datasets.
         sniffing = data.arrays.get("sniffing", np.zeros(len(data["X"]), dtype=bool))
         self.sniffing = torch.as_tensor(sniffing[training])
+        self.jumping = torch.as_tensor(data["action"][training] == ACTIONS.index("jump"))
 
 
 def input_range(x_train: np.ndarray) -> dict[str, np.ndarray]:
