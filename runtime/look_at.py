@@ -20,8 +20,8 @@ The turn's weight and the aim each follow a critically damped spring (no oversho
 jump in speed at the start as an exponential has): LOOK_OMEGA_PER_S reaches 90% of a change
 in 0.32 s. The weight's speed is also capped so that the muzzle's tip moves at most
 LOOK_MAX_SPEED_MPS beyond the network's own motion (1.8 cm a frame), which a turn of more than
-about 80 degrees from where the network holds the head reaches: such a turn takes up to
-0.5 s to come within 10 degrees (tests/test_look_at.py measures both). A new target is
+about 80 degrees from where the network holds the head reaches: a turn of 120 degrees takes
+about 0.5 s to come within 10 degrees (tests/test_look_at.py measures both). A new target is
 turned to on the aim's spring alone; a dog that was not looking starts with the aim already
 on its target and fades in.
 """

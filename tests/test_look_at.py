@@ -8,7 +8,12 @@ import pytest
 from canis.runtime.assets import shipped_model_path
 from canis.runtime.controller import Controller
 from canis.runtime.inference import MotionModel
-from canis.runtime.look_at import LOOK_PITCH_UP_RAD, LOOK_YAW_LIMIT_RAD
+from canis.runtime.look_at import (
+    LOOK_MAX_SPEED_MPS,
+    LOOK_PITCH_UP_RAD,
+    LOOK_YAW_LIMIT_RAD,
+    tip_reach_m,
+)
 from canis.runtime.root import yaw_from_direction
 from canis.runtime.trajectory import ControlState
 
@@ -92,15 +97,19 @@ def test_the_network_never_sees_the_look(model):
 def test_the_muzzle_points_at_a_target_within_the_limits_within_half_a_second(
     model, speed_mps, yaw_deg, pitch_deg, terrain
 ):
+    """Within 0.5 s, or for a turn too large for that at the muzzle tip's capped speed
+    (LOOK_MAX_SPEED_MPS), within the time that speed takes over it and a quarter second more:
+    how far the turn is depends on where the network holds its head."""
     dogs, _ = settled_pair(model, speed_mps, terrain=terrain)
     target = target_from_head(dogs, yaw_deg, pitch_deg)
     before = muzzle_error_deg(dogs, target)
+    capped_s = np.radians(before) * tip_reach_m(dogs.skeleton) / LOOK_MAX_SPEED_MPS
     dogs.look_at(target)
-    for _ in range(30):  # 0.5 s
+    for _ in range(max(30, round((capped_s + 0.25) * 60))):
         target = target + [0.0, 0.0, speed_mps / 60]  # ahead of a moving dog as it moves
         dogs.look_at(target)
         dogs.step(control(1, speed_mps))
-    assert muzzle_error_deg(dogs, target) < 10.0, before
+    assert muzzle_error_deg(dogs, target) < 10.0, (before, capped_s)
 
 
 @pytest.mark.parametrize("speed_mps, yaw_deg", [(0.0, -60), (0.0, 30), (1.5, 60), (1.5, -60)])
