@@ -51,7 +51,8 @@ bending the leg to it. Here: when a paw's contact starts (runtime/pose.py's cont
 world position on the ground plane, where it is shown, is kept; while the contact lasts, the
 paw is held there; when it lifts, or when the network has carried it further than
 MAX_SLIDE_M from the lock (a turn on the spot, a slip the leg cannot absorb), the weight eases
-out so the paw rejoins the network's path without a pop. The pull is the native CCD on that
+out so the paw rejoins the network's path without a pop (no faster than
+LOCK_OUT_MAX_SPEED_MPS). The pull is the native CCD on that
 leg (ccd_solve), so bone lengths stay exact; the paw keeps the height it had.
 
 The controller gives it no contacts during a transition or a posture (sit, stand, lie): those
@@ -306,6 +307,11 @@ class FullBodyIk:
 
 
 LOCK_OUT_HALF_LIFE_S = 0.06
+# Easing out moves the shown paw toward the network's by the gap times the weight's drop: a
+# planted paw let go 12 cm from where the network carried it (MAX_SLIDE_M) would jump 2 cm in
+# a frame on the half-life alone, so while it stays planted the drop is capped to move it no
+# faster than this (a lifted paw, in the air, eases out on the half-life).
+LOCK_OUT_MAX_SPEED_MPS = 0.35
 MAX_SLIDE_M = 0.12
 CCD_ITERATIONS = 8
 CCD_TOLERANCE_M = 0.001
@@ -387,7 +393,10 @@ class FootLock:
         self.holding &= contacts & ~slid
         self.released &= contacts  # a new contact may lock again
         target = self.holding.astype(np.float64)
-        self.weight = damp(self.weight, target, dt_s, LOCK_OUT_HALF_LIFE_S)
+        eased = damp(self.weight, target, dt_s, LOCK_OUT_HALF_LIFE_S)
+        gap_m = np.linalg.norm(paws_xz - self.locked_xz_m, axis=-1)
+        slowest = self.weight - LOCK_OUT_MAX_SPEED_MPS * dt_s / np.maximum(gap_m, 1e-9)
+        self.weight = np.where(self.released, np.maximum(eased, slowest), eased)
         self.weight[self.weight < 1e-4] = 0.0
         if paw_offsets_m is None and (dt_s <= 0 or not np.any(self.weight > 1e-3)):
             return local
