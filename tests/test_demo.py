@@ -569,14 +569,16 @@ def _posture_while_moving(app, key, key_name, action):
     steps(app, 120)
     # Its gait's fastest joint over its last 3 s: on the hills a second of canter (about 2.5
     # strides) peaks anywhere from 13 to 20 cm a frame with the shipped MANN-8 (measured
-    # second by second), so one second is no yardstick for the stop's fastest frame.
+    # second by second), so one second is no yardstick for the stop's fastest frame; from one
+    # 3 s window to the next the canter's peak still varies by up to 6% (13.5-14.3 cm), and
+    # the stop's first frames are that canter, so the stop may reach 5% over it (a pop is 2x).
     end = app.steps + 180
     gait = max(joint_steps_cm(app, lambda: app.steps >= end))
     press(app, getattr(key, key_name))
     app.step()
     assert app.postures.waiting()[0] and app.player.action == action
     stopping = joint_steps_cm(app, lambda: app.controller.in_transition()[0])
-    assert 0 < len(stopping) <= 90 and max(stopping) <= gait
+    assert 0 < len(stopping) <= 90 and max(stopping) <= 1.05 * gait, (max(stopping), gait)
     posture = joint_steps_cm(app, lambda: not app.controller.in_transition()[0])
     end = app.steps + 120
     posture += joint_steps_cm(app, lambda: app.steps >= end)  # and held for 2 s
