@@ -288,6 +288,17 @@ extern "C" int canis_fullbody_ik(
             Vec3 goal = paws[k];
             float sunk = std::max(ground - paws[k].y, 0.0f);
             goal.y = paws[k].y + w * (under[k] + sunk);
+            if (leg_bones[k].empty()) {
+                // A closed-form hind leg keeps its hock-paw bone, so a hock the pose holds
+                // under the ground stays under with its paw on it (a network's lie holds one
+                // 1-2 cm under flat ground, more on a slope rising from the paw to the hock):
+                // the paw rises by that depth beyond kJointSlack instead, the bone's tilt kept.
+                const std::vector<int32_t>& joints = legs[k].joints;
+                Vec3 bone = canis::load3(positions.data() + 3 * joints[joints.size() - 2]) -
+                            canis::load3(positions.data() + 3 * joints.back());
+                Vec3 hock = goal + bone;
+                goal.y += std::max(w * (floor_at(hock) - kJointSlack - hock.y), 0.0f);
+            }
             Vec3 start = canis::load3(positions.data() + 3 * legs[k].joints.front());
             Vec3 reach = goal - start;
             float distance = canis::length(reach), limit = max_reach * leg_lengths[k];
