@@ -116,6 +116,22 @@ def _where_not_finite(array: np.ndarray) -> str:
 # Past this many dogs in one controller the arrays alone take gigabytes (10**9 asked for 60
 # GiB and failed in numpy's allocator); more dogs belong in more controllers.
 MAX_DOGS = 100_000
+# A dog placed further from the origin than this (a reset, an add, a restored save) is refused:
+# the shown pose is float32, whose spacing there is already 6 cm, and at 3.4e38 m it is inf.
+MAX_PLACE_M = 1e6
+
+
+def within_world(root_xz_m: np.ndarray, caller: str) -> np.ndarray:
+    """`root_xz_m` (finite, checked) as it is, or a ValueError naming `caller` if a dog is
+    further than MAX_PLACE_M from the origin along x or z."""
+    far = np.abs(root_xz_m) > MAX_PLACE_M
+    if far.any():
+        row = int(np.argwhere(far)[0][0])
+        raise ValueError(
+            f"{caller}: root_xz_m of dog {row} is {root_xz_m[row].tolist()}, further than "
+            f"{MAX_PLACE_M:g} m from the origin (the shown pose is float32)"
+        )
+    return root_xz_m
 
 
 def controller_options(count, max_dogs, tau, terrain, transition_model, native_frame):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 from canis.runtime import posture_waits
+from canis.runtime.arguments import within_world
 from canis.runtime.assets import file_sha256
 from canis.runtime.dog_ids import check_dog_ids
 from canis.runtime.kinematics import FOOT_LOCK_ROWS
@@ -241,6 +242,8 @@ def _check_values(name: str, value, like: np.ndarray) -> None:
         bad = np.isinf(value) if name == "path_future_xz_m" else ~np.isfinite(value)
         if bad.any():
             raise ValueError(f"set_state: {name} holds non-finite values")
+    if name == "state.root_xz_m":
+        within_world(value, "set_state")
 
 
 def _write(controller, scalars: dict, arrays: dict) -> None:

@@ -34,7 +34,7 @@ import functools
 from dataclasses import dataclass, fields, is_dataclass
 
 import numpy as np
-from canis.runtime.arguments import per_dog
+from canis.runtime.arguments import per_dog, within_world
 from canis.runtime.control import SPEED_TRACKING_WINDOW_FRAMES
 from canis.runtime.features import (
     ACTION_ONE_HOT,
@@ -223,7 +223,9 @@ def still_state(
     keyframe `start_pose`; `experts` sizes the gating readout (None for a network without one).
     A bad argument is a ValueError naming it and `caller`."""
     root_xz_m = (
-        np.zeros((n, 2)) if root_xz_m is None else per_dog(root_xz_m, (n, 2), "root_xz_m", caller)
+        np.zeros((n, 2))
+        if root_xz_m is None
+        else within_world(per_dog(root_xz_m, (n, 2), "root_xz_m", caller), caller)
     )
     yaw = np.zeros(n) if yaw_rad is None else per_dog(yaw_rad, (n,), "yaw_rad", caller)
     if start_pose not in keyframes:
