@@ -32,8 +32,9 @@ SECTIONS = {
         "The recipe's settings (held-out replay)",
         "Each row is the recipe (training/configs/mann8.toml) with one setting changed, "
         "made by its command from a copy of the file so changed; `{reference}` is the recipe "
-        "with `sniffing = true`, which every other row but `sniffing rows left undrawn` (the "
-        "file as it is) also sets.",
+        "with `sniffing = true`, which every other row also sets but `sniffing rows left "
+        "undrawn` (the file as it is) and `jump rows drawn 8x` (the file with "
+        "`jump_oversample = 8.0`).",
     ),
 }
 
