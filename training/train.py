@@ -10,6 +10,7 @@ the run had never stopped (tests/test_training.py checks it).
 from __future__ import annotations
 
 import csv
+import gc
 import math
 import os
 import platform
@@ -383,6 +384,11 @@ def train(
     if writer:
         writer.close()
     if world > 1:
+        # The DDP wrapper's reducer holds the process group's gloo work; freed here, while the
+        # interpreter is whole, rather than at its exit, where a rank aborted ("terminate
+        # called without an active exception") after its run had finished.
+        del trainable
+        gc.collect()
         torch.distributed.destroy_process_group()
     return rows
 
