@@ -64,12 +64,13 @@ STAND_HOLD_TURN_RADPS = math.radians(20.0)
 def hold_standing_root(p: Prediction, asked_speed_mps: np.ndarray) -> Prediction:
     """`p` with the root's drift taken out for the dogs asked to stand (the constants above);
     `p` itself when no dog's is."""
+    asked_to_stand = asked_speed_mps < STAND_ASKED_MPS
+    if not asked_to_stand.any():  # every dog asked to move: the common frame, at once
+        return p
     v = p.root_velocity_mps
     ramp = (norm_xz(v) - STAND_HOLD_BELOW_MPS) / (STAND_HOLD_FULL_MPS - STAND_HOLD_BELOW_MPS)
     keep = np.clip(ramp, 0.0, 1.0)
-    standing = (asked_speed_mps < STAND_ASKED_MPS) & (
-        np.abs(p.root_yaw_velocity_radps) < STAND_HOLD_TURN_RADPS
-    )
+    standing = asked_to_stand & (np.abs(p.root_yaw_velocity_radps) < STAND_HOLD_TURN_RADPS)
     keep = np.where(standing, keep, 1.0)
     if keep.min() == 1.0:
         return p
