@@ -119,17 +119,24 @@ def table(runs: list[SpeedRun]) -> str:
     rows.append("")
     rows.append(
         f"Worst horizontal window: {ratio:.3f} of the asked speed "
-        f"({worst.asked_mps:.1f} m/s on {worst.terrain}), {abs(ratio - 1.0) * 100:.1f}% off. "
-        "The motion network sees no terrain, so a dog's horizontal path on hills is the one it "
-        "takes on flat ground (only the legs' IK and the root's height follow the ground): the "
-        "horizontal ratios repeat, and the hills' rows show the speed along the ground."
+        f"({worst.asked_mps:.1f} m/s on {worst.terrain}), {abs(ratio - 1.0) * 100:.1f}% off."
     )
     return "\n".join(rows)
 
 
+def header(model_path: Path, seconds: float, command: str, machine: str) -> str:
+    """The report's first line: how it was made, and why the hills' rows are along the ground."""
+    return (
+        f"`{command}` ({machine}; model {model_path.name}, {seconds:g} s a start). The motion "
+        "network sees no terrain, so a dog's horizontal path on hills is the one it takes on "
+        "flat ground (only the legs' IK and the root's height follow the ground): the "
+        "horizontal ratios repeat, and the hills' rows show the speed along the ground."
+    )
+
+
 def report(model_path: Path, seconds: float, command: str, machine: str) -> str:
     """The tables for the default tracking and the model card's feed-forward, flat and hills."""
-    parts = [f"`{command}` ({machine}; model {model_path.name}, {seconds:g} s a start):", ""]
+    parts = [header(model_path, seconds, command, machine), ""]
     for calibrated, asked, terrains, title in (
         (False, ASKED_MPS, TERRAINS, "Default speed tracking (`Controller(model)`)"),
         (
