@@ -388,13 +388,13 @@ class FootLock:
         self.locked_xz_m[landing] = shown_xz[landing]
         self.weight[landing] = 1.0
         self.holding |= landing
-        slid = np.linalg.norm(paws_xz - self.locked_xz_m, axis=-1) > self.max_slide_m
+        gap_m = np.linalg.norm(paws_xz - self.locked_xz_m, axis=-1)
+        slid = gap_m > self.max_slide_m
         self.released |= self.holding & slid
         self.holding &= contacts & ~slid
         self.released &= contacts  # a new contact may lock again
         target = self.holding.astype(np.float64)
         eased = damp(self.weight, target, dt_s, LOCK_OUT_HALF_LIFE_S)
-        gap_m = np.linalg.norm(paws_xz - self.locked_xz_m, axis=-1)
         slowest = self.weight - LOCK_OUT_MAX_SPEED_MPS * dt_s / np.maximum(gap_m, 1e-9)
         self.weight = np.where(self.released, np.maximum(eased, slowest), eased)
         self.weight[self.weight < 1e-4] = 0.0
