@@ -33,8 +33,8 @@ SECTIONS = {
         "Each row is the recipe (training/configs/mann8.toml) with one setting changed, "
         "made by its command from a copy of the file so changed; `{reference}` is the recipe "
         "with `sniffing = true`, which every other row also sets but `sniffing rows left "
-        "undrawn` (the file as it is) and `jump rows drawn 8x` (the file with "
-        "`jump_oversample = 8.0`).",
+        "undrawn` (the file as it is) and `jump rows drawn Nx` (the file with "
+        "`jump_oversample = N`).",
     ),
 }
 
