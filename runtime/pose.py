@@ -77,10 +77,48 @@ def hold_standing_root(p: Prediction, asked_speed_mps: np.ndarray) -> Prediction
     return dataclasses.replace(p, root_velocity_mps=v * keep[:, None])
 
 
+# A joint's predicted rotation is a forward and an up axis, unit length and orthogonal in every
+# frame the network trained on: |forward x up| is 1. Where the network is torn between two poses
+# (a forearm folded in a jump or a lie and straight in a stand, say) it predicts their average,
+# and both axes shrink towards zero (|forward x up| 0.01-0.05): the rotation built from them then
+# turns on noise, and the limb flicks 15-25 cm in a frame while the predicted positions stay
+# planted. Below ROTATION_TRUSTED_FROM the previous frame's rotation is kept, from it to
+# ROTATION_TRUSTED_AT the two are blended.
+ROTATION_TRUSTED_FROM = 0.1
+ROTATION_TRUSTED_AT = 0.3
+
+
+def trusted_rotations(
+    previous: LocalPose, p: Prediction, dt_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The predicted joint axes (N, J, 3) each, kept where they form a frame and eased towards
+    the previous pose's, seen from the new root, where they shrink (above). New arrays."""
+    forwards, ups = p.joint_forwards, p.joint_ups
+    # |f x u|^2 = |f|^2 |u|^2 - (f.u)^2 (Lagrange's identity), as the native core computes it.
+    dots = np.einsum("...i,...i->...", forwards, ups)
+    area_squared = np.einsum("...i,...i->...", forwards, forwards) * np.einsum(
+        "...i,...i->...", ups, ups
+    )
+    area_squared -= dots * dots
+    if area_squared.min() >= ROTATION_TRUSTED_AT**2:  # the common frame: all well formed
+        return forwards.copy(), ups.copy()
+    area = np.sqrt(np.maximum(area_squared, 0.0))
+    well_formed = (area_squared >= ROTATION_TRUSTED_AT**2)[..., None]  # as predicted, exactly
+    trust = (area - ROTATION_TRUSTED_FROM) / (ROTATION_TRUSTED_AT - ROTATION_TRUSTED_FROM)
+    trust = np.clip(trust, 0.0, 1.0)[..., None]
+    turn = -p.root_yaw_velocity_radps * dt_s  # the previous root to the new one
+    kept = []
+    for axes, predicted in ((previous.forwards, forwards), (previous.ups, ups)):
+        before = axes.copy()
+        before[..., ::2] = rotate_xz(axes[..., ::2], turn)
+        kept.append(np.where(well_formed, predicted, before + trust * (predicted - before)))
+    return kept[0], kept[1]
+
+
 def next_local_pose(previous: LocalPose, p: Prediction, dt_s: float) -> LocalPose:
     """The pose the next input x carries: the previous positions seen from the new root,
     advanced by the predicted velocities and averaged with the predicted positions; the
-    predicted rotations and velocities as they are."""
+    predicted rotations where well formed (trusted_rotations), the velocities as they are."""
     step_local = p.root_velocity_mps * dt_s  # (N, 2) in the previous root's frame
     turn = p.root_yaw_velocity_radps * dt_s
     moved = previous.positions_m.copy()
@@ -89,9 +127,8 @@ def next_local_pose(previous: LocalPose, p: Prediction, dt_s: float) -> LocalPos
     moved[..., ::2] = rotate_xz(moved[..., ::2] - step_local[:, None], -turn)
     advanced = moved + p.joint_velocities_mps * dt_s
     positions = p.joint_positions_m + (advanced - p.joint_positions_m) * JOINT_POSITION_BLEND
-    return LocalPose(
-        positions, p.joint_forwards.copy(), p.joint_ups.copy(), p.joint_velocities_mps.copy()
-    )
+    forwards, ups = trusted_rotations(previous, p, dt_s)
+    return LocalPose(positions, forwards, ups, p.joint_velocities_mps.copy())
 
 
 def _make_history_contiguous(state: DogState) -> None:
@@ -140,9 +177,19 @@ def advance_root(state: DogState, p: Prediction, speed_now_mps: np.ndarray, dt_s
         _make_history_contiguous(s)
         _kinematics.advance_root(*arguments, *_history(s))
     s.root_xz_m, s.root_yaw_rad, s.root_velocity_xz_mps = root_xz, yaw, velocity
-    s.pose = LocalPose(
-        positions, p.joint_forwards.copy(), p.joint_ups.copy(), p.joint_velocities_mps.copy()
-    )
+    forwards = np.array(p.joint_forwards, dtype=np.float64, order="C")
+    ups = np.array(p.joint_ups, dtype=np.float64, order="C")
+    _kinematics.trusted_axes(
+        dt_s,
+        ROTATION_TRUSTED_FROM,
+        ROTATION_TRUSTED_AT,
+        p.root_yaw_velocity_radps,
+        s.pose.forwards,
+        s.pose.ups,
+        forwards,
+        ups,
+    )  # trusted_rotations, natively
+    s.pose = LocalPose(positions, forwards, ups, p.joint_velocities_mps.copy())
     s.predicted_future = GroundTrajectory(
         *future, np.zeros((n, ahead)), np.zeros((n, ahead, s.commanded_actions.shape[1]))
     )

@@ -138,8 +138,10 @@ def test_starting_and_stopping_moves_no_joint_more_than_2_cm_a_frame_extra(
         phase = "start" if frame < 40 else "stop"
         worst[phase] = max(worst[phase], float(extra.max()))
         before = looking.display_positions.copy(), plain.display_positions.copy()
+        if frame == 39:  # fully faded in: the looking dog's head is elsewhere than the plain's
+            turned_m = np.linalg.norm(before[0] - before[1], axis=-1).max()
     assert worst["start"] < 0.02 and worst["stop"] < 0.02, worst
-    assert worst["start"] > 0.002  # it did move the head
+    assert turned_m > 0.05  # it did turn the head
 
 
 def test_the_turn_stays_within_the_limits(model):

@@ -3,6 +3,7 @@ runtime/pose.next_local_pose, the joints by the runtime's forward kinematics of 
 predicted axes; and the moving-skating term's paws are those."""
 
 import numpy as np
+import pytest
 import torch
 from canis.runtime.features import FPS, INPUT, OUTPUT, PAW_ROWS, decode_output
 from canis.runtime.kinematics import forward_kinematics, rotations_from_directions
@@ -11,7 +12,12 @@ from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.training.finetune_losses import paw_world_velocity_mps, step_skating_cm
 from canis.training.finetune_stretches import local_pose_of
 from canis.training.moving_skating import shown_paw_steps
-from canis.training.torch_runtime import shown_hips_m, shown_positions_m, shown_step_m
+from canis.training.torch_runtime import (
+    kept_axes,
+    shown_hips_m,
+    shown_positions_m,
+    shown_step_m,
+)
 
 
 def _rows(layout, count: int, generator: np.random.Generator) -> np.ndarray:
@@ -30,14 +36,27 @@ def _rows(layout, count: int, generator: np.random.Generator) -> np.ndarray:
 def test_the_shown_pose_is_the_runtimes():
     generator = np.random.default_rng(3)
     x_raw, y_raw = _rows(INPUT, 6, generator), _rows(OUTPUT, 6, generator)
+    # Row 0's left forearm predicted torn between two poses: its axes shrunk (|f x u| < 0.01),
+    # so the runtime keeps x's rotation for it (pose.trusted_rotations); row 1's half-shrunk.
+    forearm = Skeleton.from_json(shipped_dog_skeleton_path()).joint_names.index("LeftForeArm")
+    for row, scale in ((0, 0.05), (1, 0.45)):
+        for field in ("forward", "up"):
+            y_raw[row, OUTPUT.field(np.arange(OUTPUT.size), "joints", field)[forearm]] *= scale
     skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
     pose = next_local_pose(local_pose_of(x_raw), decode_output(y_raw.astype(np.float64)), 1 / FPS)
     hips = shown_hips_m(torch.as_tensor(x_raw), torch.as_tensor(y_raw))
     np.testing.assert_allclose(hips.numpy(), pose.positions_m[:, 0], atol=1e-5)
+    axes = kept_axes(torch.as_tensor(x_raw), torch.as_tensor(y_raw))
+    np.testing.assert_allclose(axes[0].numpy(), pose.forwards, atol=1e-5)
+    np.testing.assert_allclose(axes[1].numpy(), pose.ups, atol=1e-5)
+    predicted = decode_output(y_raw.astype(np.float64)).joint_forwards
+    kept, before = pose.forwards[0, forearm], local_pose_of(x_raw).forwards[0, forearm]
+    assert np.linalg.norm(kept) == pytest.approx(np.linalg.norm(before))  # x's, turned
+    assert np.linalg.norm(kept - predicted[0, forearm]) > 0.1
     # The runtime's drawing of that pose (runtime/pose.py, root at the origin, yaw 0).
     local, _ = rotations_from_directions(skeleton, pose.forwards, pose.ups, np.zeros(6))
     drawn, _ = forward_kinematics(skeleton, local, pose.positions_m[:, 0])
-    shown = shown_positions_m(OUTPUT, torch.as_tensor(y_raw), hips)
+    shown = shown_positions_m(OUTPUT, torch.as_tensor(y_raw), hips, axes)
     np.testing.assert_allclose(shown.numpy(), drawn, atol=1e-4)
     # Before the step: x's own pose drawn, its hips where x says.
     before, after = shown_step_m(torch.as_tensor(x_raw), torch.as_tensor(y_raw), PAW_ROWS)

@@ -50,7 +50,7 @@ from canis.runtime.features import (
     OUTPUT,
     LocalPose,
 )
-from canis.runtime.pose import JOINT_POSITION_BLEND
+from canis.runtime.pose import JOINT_POSITION_BLEND, ROTATION_TRUSTED_AT, ROTATION_TRUSTED_FROM
 from canis.runtime.root import from_root_xz, rotate_xz, wrap_angle_rad
 from canis.runtime.skeleton import Skeleton, shipped_dog_skeleton_path
 from canis.runtime.trajectory import HISTORY_FRAMES, GroundTrajectory
@@ -122,28 +122,50 @@ def fed_back_input(
 ) -> torch.Tensor:
     """x_next_raw (B, 480) with its pose replaced by the one the runtime keeps after
     predicting y_raw from x_raw (finetune_stretches.next_input in torch, with its gradient):
-    the kept positions, and y's axes and velocities as they are."""
+    the kept positions and axes (kept_axes), and y's velocities as they are."""
     every = range(JOINT_COUNT)
     fed = x_next_raw.clone()
+    forward, up = kept_axes(x_raw, y_raw)
     values = {
         "position": kept_positions_m(x_raw, y_raw, every),
-        **{f: _field(OUTPUT, y_raw, "joints", f, every) for f in ("forward", "up", "velocity")},
+        "forward": forward,
+        "up": up,
+        "velocity": _field(OUTPUT, y_raw, "joints", "velocity", every),
     }
     for name, value in values.items():
         fed[:, INPUT.indices("joints", name)] = value.reshape(len(fed), -1).to(fed.dtype)
     return fed
 
 
-def shown_positions_m(layout, values: torch.Tensor, hips_m: torch.Tensor) -> torch.Tensor:
+def kept_axes(x_raw: torch.Tensor, y_raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, J, 3) forward and up axes as runtime/pose.trusted_rotations keeps them: y's where
+    they form a frame, eased towards x's (seen from y's root) where they shrink."""
+    every = range(JOINT_COUNT)
+    forward, up = (_field(OUTPUT, y_raw, "joints", f, every) for f in ("forward", "up"))
+    area = torch.linalg.vector_norm(torch.cross(forward, up, dim=-1), dim=-1)
+    trust = (area - ROTATION_TRUSTED_FROM) / (ROTATION_TRUSTED_AT - ROTATION_TRUSTED_FROM)
+    trust = trust.clamp(0.0, 1.0)[..., None]
+    kept = []
+    for name, predicted in (("forward", forward), ("up", up)):
+        previous = _field(INPUT, x_raw, "joints", name, every)
+        turned_xz = rotate_xz_torch(previous[..., [0, 2]], -yaw_step_rad(y_raw))
+        before = torch.stack([turned_xz[..., 0], previous[..., 1], turned_xz[..., 1]], dim=-1)
+        kept.append(before + trust * (predicted - before))
+    return kept[0], kept[1]
+
+
+def shown_positions_m(
+    layout, values: torch.Tensor, hips_m: torch.Tensor, axes_kept=None
+) -> torch.Tensor:
     """(B, J, 3) every joint's position in the root frame, drawn from the axes of `values` (x
-    or y rows of `layout`) by forward kinematics from `hips_m` (B, 3)."""
+    or y rows of `layout`), or `axes_kept` (forward, up) where given, by forward kinematics
+    from `hips_m` (B, 3)."""
     parents, offsets_m = skeleton_tensors()
     every = range(len(parents))
-    axes = joint_axes(
-        _field(layout, values, "joints", "forward", every),
-        _field(layout, values, "joints", "up", every),
+    forward_up = axes_kept or tuple(
+        _field(layout, values, "joints", f, every) for f in ("forward", "up")
     )
-    return chain_positions(hips_m, axes, parents, offsets_m)
+    return chain_positions(hips_m, joint_axes(*forward_up), parents, offsets_m)
 
 
 def shown_step_m(
@@ -154,7 +176,9 @@ def shown_step_m(
     rows = list(joints)
     before_hips = _field(INPUT, x_raw, "joints", "position", [HIPS])[:, 0]
     before = shown_positions_m(INPUT, x_raw, before_hips)[:, rows]
-    after = shown_positions_m(OUTPUT, y_raw, shown_hips_m(x_raw, y_raw))[:, rows]
+    after = shown_positions_m(OUTPUT, y_raw, shown_hips_m(x_raw, y_raw), kept_axes(x_raw, y_raw))[
+        :, rows
+    ]
     return before, after
 
 

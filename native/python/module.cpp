@@ -289,6 +289,22 @@ void advance_root(double dt_s, double joint_position_blend, In<double> root_velo
 }
 
 
+void trusted_axes(double dt_s, double trusted_from, double trusted_at, In<double> yaw_velocity,
+                  In<double> previous_forwards, In<double> previous_ups, Out<double> forwards,
+                  Out<double> ups) {
+    long characters = yaw_velocity.ndim() == 1 ? static_cast<long>(yaw_velocity.shape(0)) : -1;
+    long joints = forwards.ndim() == 3 ? static_cast<long>(forwards.shape(1)) : -1;
+    require_shape(yaw_velocity, "yaw_velocity", {characters});
+    require_shape(previous_forwards, "previous_forwards", {characters, joints, 3});
+    require_shape(previous_ups, "previous_ups", {characters, joints, 3});
+    require_shape(forwards, "forwards", {characters, joints, 3});
+    require_shape(ups, "ups", {characters, joints, 3});
+    nb::gil_scoped_release release;
+    check(canis_trusted_axes(characters, joints, dt_s, trusted_from, trusted_at,
+                             yaw_velocity.data(), previous_forwards.data(), previous_ups.data(),
+                             forwards.data(), ups.data()));
+}
+
 void display_pose(In<int32_t> parents, In<float> offsets, In<double> positions_root,
                   In<double> forwards_root, In<double> ups_root, In<double> velocities_root,
                   In<double> root_xz, In<double> root_yaw, In<int32_t> paws, Out<double> paw_xz,
@@ -398,6 +414,10 @@ NB_MODULE(_kinematics, m) {
           "desired_actions"_a, "predicted_positions_xz"_a,
           "predicted_directions_xz"_a, "predicted_velocities_xz"_a,
           "tau"_a, "x"_a.noconvert(), "field_offsets"_a, "row_stride"_a);
+    m.def("trusted_axes", &trusted_axes, "dt_s"_a, "trusted_from"_a, "trusted_at"_a,
+          "yaw_velocity"_a, "previous_forwards"_a, "previous_ups"_a,
+          "forwards"_a.noconvert(), "ups"_a.noconvert(),
+          "runtime/pose.py trusted_rotations: shrunk predicted axes eased to the previous ones");
     m.def("advance_root", &advance_root, "dt_s"_a, "joint_position_blend"_a,
           "root_velocity_local"_a, "yaw_velocity"_a,
           "joint_positions"_a, "joint_velocities"_a,

@@ -257,3 +257,40 @@ extern "C" int canis_advance_root(
     }
     return CANIS_OK;
 }
+
+extern "C" int canis_trusted_axes(int32_t n_characters, int32_t n_joints, double dt_s,
+                                  double trusted_from, double trusted_at,
+                                  const double* yaw_velocity, const double* previous_forwards,
+                                  const double* previous_ups, double* forwards, double* ups) {
+    if (!yaw_velocity || !previous_forwards || !previous_ups || !forwards || !ups)
+        return CANIS_ERROR_NULL_POINTER;
+    if (n_characters < 0 || n_joints <= 0 || !(dt_s > 0.0) || !(trusted_at > trusted_from))
+        return CANIS_ERROR_BAD_SIZE;
+    // runtime/pose.py trusted_rotations: |f x u| by Lagrange's identity, as numpy computes it.
+    for (int32_t i = 0; i < n_characters; ++i) {
+        const double turn = -(yaw_velocity[i] * dt_s);
+        const double c = std::cos(turn), s = std::sin(turn);
+        for (int32_t j = 0; j < n_joints; ++j) {
+            const int64_t at = (static_cast<int64_t>(i) * n_joints + j) * 3;
+            double* f = forwards + at;
+            double* u = ups + at;
+            const double dot = f[0] * u[0] + f[1] * u[1] + f[2] * u[2];
+            const double ff = f[0] * f[0] + f[1] * f[1] + f[2] * f[2];
+            const double uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+            const double area_squared = ff * uu - dot * dot;
+            if (area_squared >= trusted_at * trusted_at) continue;
+            const double area = std::sqrt(area_squared > 0.0 ? area_squared : 0.0);
+            double trust = (area - trusted_from) / (trusted_at - trusted_from);
+            trust = trust < 0.0 ? 0.0 : (trust > 1.0 ? 1.0 : trust);
+            for (int axis = 0; axis < 2; ++axis) {
+                const double* before = (axis == 0 ? previous_forwards : previous_ups) + at;
+                double* now = axis == 0 ? f : u;
+                double turned[2];
+                rotate(before[0], before[2], c, s, turned);
+                const double kept[3] = {turned[0], before[1], turned[1]};
+                for (int e = 0; e < 3; ++e) now[e] = kept[e] + trust * (now[e] - kept[e]);
+            }
+        }
+    }
+    return CANIS_OK;
+}

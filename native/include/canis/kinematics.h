@@ -204,6 +204,17 @@ int canis_advance_root(int32_t n_characters, int32_t n_joints, int32_t future,
                        double* history_actions);
 
 /*
+ * canis_trusted_axes: the predicted joint axes forwards, ups [N][J][3] (in place) kept where
+ * |forward x up| >= trusted_at, replaced by previous_forwards, previous_ups (turned by
+ * -yaw_velocity [N] * dt_s into the new root's frame) where it is <= trusted_from, and blended
+ * linearly between (runtime/pose.py trusted_rotations says why).
+ */
+int canis_trusted_axes(int32_t n_characters, int32_t n_joints, double dt_s, double trusted_from,
+                       double trusted_at, const double* yaw_velocity,
+                       const double* previous_forwards, const double* previous_ups,
+                       double* forwards, double* ups);
+
+/*
  * The pose shown for n_characters characters from the networks' root-frame pose (the runtime's
  * per-frame display, runtime/pose.py), in one call: canis_rotations_from_directions of
  * forwards_root / ups_root [N][J][3] (double) with the root yaws root_yaw [N]; the hips (joint
