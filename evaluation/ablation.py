@@ -33,8 +33,8 @@ SECTIONS = {
         "Each row is the recipe (training/configs/mann8.toml) with one setting changed, "
         "made by its command from a copy of the file so changed; `{reference}` is the recipe "
         "with `sniffing = true`, which every other row also sets but `sniffing rows left "
-        "undrawn` (the file as it is) and `jump rows drawn Nx` (the file with "
-        "`jump_oversample = N`).",
+        "undrawn` (the file with `jump_oversample = 1`) and `jump rows drawn Nx` (the file "
+        "with `jump_oversample = N`: 3 is the file as it is).",
     ),
 }
 
