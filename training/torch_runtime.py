@@ -96,6 +96,13 @@ def chain_positions(
     return torch.stack(positions, dim=1)
 
 
+def _into_new_root(vectors: torch.Tensor, y_raw: torch.Tensor) -> torch.Tensor:
+    """(B, K, 3) vectors in x's root frame turned about the vertical into y's (its predicted
+    turn), as runtime/pose.next_local_pose turns the previous pose."""
+    turned_xz = rotate_xz_torch(vectors[..., [0, 2]], -yaw_step_rad(y_raw))
+    return torch.stack([turned_xz[..., 0], vectors[..., 1], turned_xz[..., 1]], dim=-1)
+
+
 def kept_positions_m(x_raw: torch.Tensor, y_raw: torch.Tensor, joints) -> torch.Tensor:
     """(B, len(joints), 3) `joints`' positions in y's root frame as next_local_pose keeps them:
     x's seen from the new root (the predicted step and turn) and advanced by the predicted
@@ -106,8 +113,8 @@ def kept_positions_m(x_raw: torch.Tensor, y_raw: torch.Tensor, joints) -> torch.
     predicted = _field(OUTPUT, y_raw, "joints", "position", rows)
     velocity = _field(OUTPUT, y_raw, "joints", "velocity", rows)
     step_m = _field(OUTPUT, y_raw, "root_update", "velocity", [0])[:, 0] * dt_s
-    moved_xz = rotate_xz_torch(previous[..., [0, 2]] - step_m[:, None], -yaw_step_rad(y_raw))
-    moved = torch.stack([moved_xz[..., 0], previous[..., 1], moved_xz[..., 1]], dim=-1)
+    step = torch.stack([step_m[:, 0], torch.zeros_like(step_m[:, 0]), step_m[:, 1]], dim=-1)
+    moved = _into_new_root(previous - step[:, None], y_raw)
     advanced = moved + velocity * dt_s
     return predicted + (advanced - predicted) * JOINT_POSITION_BLEND
 
@@ -147,9 +154,7 @@ def kept_axes(x_raw: torch.Tensor, y_raw: torch.Tensor) -> tuple[torch.Tensor, t
     trust = trust.clamp(0.0, 1.0)[..., None]
     kept = []
     for name, predicted in (("forward", forward), ("up", up)):
-        previous = _field(INPUT, x_raw, "joints", name, every)
-        turned_xz = rotate_xz_torch(previous[..., [0, 2]], -yaw_step_rad(y_raw))
-        before = torch.stack([turned_xz[..., 0], previous[..., 1], turned_xz[..., 1]], dim=-1)
+        before = _into_new_root(_field(INPUT, x_raw, "joints", name, every), y_raw)
         kept.append(before + trust * (predicted - before))
     return kept[0], kept[1]
 
