@@ -20,6 +20,7 @@ from canis.runtime.transition_frames import CONTEXT_FRAMES, target_blend
 from canis.training.train_rtn import windows
 from canis.training.transition_data import (
     TransitionData,
+    check_held_out,
     error_report,
     global_pose,
     interpolation,
@@ -93,6 +94,8 @@ def evaluate(
     model = TransitionModel(model_path)
     models = {"rtn": model} | {n: TransitionModel(p) for n, p in (others or {}).items()}
     data = load_transitions(data_path)
+    for each in models.values():
+        check_held_out(data, each.metadata, each.step_path)
     skeleton = Skeleton.from_json(shipped_dog_skeleton_path())
     std = position_std(data, skeleton)
     clips = data.clips(validation=True)

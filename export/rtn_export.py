@@ -76,6 +76,9 @@ class InitGraph(nn.Module):
         return self.model.initial_state(first_frame)
 
 
+HELD_OUT_KEYS = ("validation_clips", "seed", "built")
+
+
 def metadata(kind: str, config: dict, model: Rtn) -> dict[str, str]:
     train = config["train"]["config"]
     return {
@@ -92,6 +95,11 @@ def metadata(kind: str, config: dict, model: Rtn) -> dict[str, str]:
         "canis.training_schedule": json.dumps(train | {"steps_completed": config["step"]}),
         "canis.training_result": json.dumps(
             {"last": config["last"], "best_validation_loss": config["best_validation_loss"]}
+        ),
+        # The clips it never trained on: `canis evaluate transitions` refuses data that holds
+        # out others, which would score it on clips it learnt.
+        "canis.dataset": json.dumps(
+            {k: config["dataset"][k] for k in HELD_OUT_KEYS if k in config["dataset"]}
         ),
         "canis.exported": datetime.now(UTC).isoformat(timespec="seconds"),
         "canis.version": __version__,

@@ -218,14 +218,16 @@ def test_a_fine_tuned_rtns_card_names_its_start_even_once_the_start_is_overwritt
     import shutil
 
     from canis.export.rtn_export import export_rtn, write_rtn_card
+    from canis.runtime.transition import TransitionModel
     from canis.training.train_rtn import LAST, train_rtn
 
-    start = tmp_path / "shipped_step.onnx"  # the tiny RTN: 40 steps, exported 2026-11-23
+    start = tmp_path / "shipped_step.onnx"  # the tiny RTN: 40 steps
     shutil.copy(tiny_rtn, start)
+    exported = TransitionModel(tiny_rtn).metadata["canis.exported"]
     shutil.copy(tiny_rtn.with_name("tiny_rtn_init.onnx"), tmp_path / "shipped_init.onnx")
     config = tiny_rtn_config(tiny_transitions, steps=3, eval_every=3, units=32)
     config.init_from = str(start)
     train_rtn(config, tmp_path / "tuned", progress=False)
     report = export_rtn(tmp_path / "tuned" / LAST, start)  # over its own start
     card = write_rtn_card(start, tmp_path / "tuned" / LAST, report, "test").read_text()
-    assert "(exported 2026-11-23T11:43:51+00:00, 40 steps of its own schedule" in card
+    assert f"(exported {exported}, 40 steps of its own schedule" in card

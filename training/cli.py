@@ -71,6 +71,12 @@ def add_data_commands(commands: argparse._SubParsersAction) -> None:
         help="file to write (default: %(default)s)",
     )
     transitions.add_argument("--seed", type=int, default=0, help="seed of the validation hold-out")
+    transitions.add_argument(
+        "--held-out-of",
+        type=Path,
+        metavar="RTN_STEP.onnx",
+        help="hold out the clips this exported RTN never trained on (to measure it)",
+    )
     transitions.set_defaults(handler=run_dataset_transitions)
 
     keyframes = commands.add_parser(
@@ -198,7 +204,13 @@ def run_dataset_transitions(args) -> int:
     folder = args.bvh or default_mocap_dir()
     if folder is None:
         raise FileNotFoundError(f"no --bvh folder given and no mocap folder found. {DOWNLOAD_HINT}")
-    arrays = transition_data.build(folder, seed=args.seed)
+    held_out = None
+    if args.held_out_of is not None:
+        from canis.runtime.transition import TransitionModel
+
+        model = TransitionModel(args.held_out_of)
+        held_out = transition_data.held_out_clips(model.metadata, args.held_out_of)
+    arrays = transition_data.build(folder, seed=args.seed, held_out=held_out)
     transition_data.save(arrays, args.out)
     held_out = int(arrays["clip_validation"].sum())
     print(

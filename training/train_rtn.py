@@ -61,7 +61,7 @@ from canis.training.rtn import (
 )
 from canis.training.torch_runtime import skeleton_tensors
 from canis.training.train import identity_difference
-from canis.training.transition_data import TransitionData
+from canis.training.transition_data import TransitionData, check_held_out
 from canis.training.transition_data import load as load_transitions
 
 PLACEMENT_SCALE_M = 0.5
@@ -226,6 +226,18 @@ def create_rtn(
     )
 
 
+def check_start_held_out(data: TransitionData, source: str) -> None:
+    """A run started from another RTN's weights validates on clips that one never saw."""
+    if source.endswith(".onnx"):
+        import onnx
+
+        meta = {p.key: p.value for p in onnx.load(source, load_external_data=False).metadata_props}
+    else:
+        saved = load_checkpoint(source, layout=transition_layout_hash()).config["dataset"]
+        meta = {"canis.dataset": json.dumps(saved)}
+    check_held_out(data, meta, source)
+
+
 def start_weights(model: Rtn, source: str) -> None:
     """Loads the weights that start a fine-tuning run: a checkpoint, or an exported RTN."""
     if source.endswith(".onnx"):
@@ -288,6 +300,8 @@ def train_rtn(
     check_new_run(Path(run_dir), resume, force)
     cpu = torch.device("cpu")
     data = load_transitions(config.dataset)
+    if config.init_from and not resume:
+        check_start_held_out(data, config.init_from)
     run_dir = Path(run_dir)
     layout = transition_layout_hash()
     checkpoint = load_checkpoint(run_dir / LAST, layout=layout) if resume else None

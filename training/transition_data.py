@@ -72,10 +72,18 @@ def clip_frames(clip: Clip) -> np.ndarray:
     return frame_vector(velocity, yaw_rate, pose)
 
 
-def build(bvh_dir: Path, seed: int = 0, progress: bool = True) -> dict[str, np.ndarray]:
+def build(
+    bvh_dir: Path, seed: int = 0, progress: bool = True, held_out: list[str] | None = None
+) -> dict[str, np.ndarray]:
+    """`held_out`: the clips (file stems) to hold out, e.g. the ones an exported RTN names
+    (held_out_clips), instead of the MANN dataset's rule at `seed`."""
     files = sorted(Path(bvh_dir).glob("*.bvh"))
     if not files:
         raise FileNotFoundError(f"no .bvh files in {bvh_dir}")
+    if held_out is not None:
+        missing = sorted(set(held_out) - {f.stem for f in files})
+        if missing:
+            raise ValueError(f"held-out clips not in {bvh_dir}: {', '.join(missing)}")
     start = time.perf_counter()
     parts = {"frames": [], "root_xz_m": [], "root_yaw_rad": [], "action": []}
     names, stems, ranges, skipped, resampled, row = [], [], [], [], [], 0
@@ -105,7 +113,9 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True) -> dict[str, np.n
     if not names:
         raise ValueError(f"no usable clips in {bvh_dir}; skipped: {skipped}")
     arrays = {k: np.concatenate(v) for k, v in parts.items()}
-    held_out = validation_clips(sorted(set(stems)), seed, shown)
+    held_out = (
+        set(held_out) if held_out is not None else validation_clips(sorted(set(stems)), seed, shown)
+    )
     arrays["clip_validation"] = np.array([s in held_out for s in stems])
     arrays["clip_ranges"] = np.array(ranges, dtype=np.int64)
     arrays["clip_names"] = np.array(names)
@@ -189,6 +199,30 @@ def load(path: str | Path) -> TransitionData:
             f"runtime uses {transition_layout_hash()}; rebuild it"
         )
     return TransitionData(path, arrays, metadata)
+
+
+def held_out_clips(metadata: dict[str, str], model: str | Path) -> list[str]:
+    """The clips an exported RTN (its ONNX metadata) was never trained on."""
+    clips = json.loads(metadata.get("canis.dataset", "{}")).get("validation_clips")
+    if not clips:
+        raise ValueError(
+            f"{model}: names no held-out clips (no canis.dataset metadata); export it again "
+            "with `canis export`"
+        )
+    return sorted(clips)
+
+
+def check_held_out(data: TransitionData, metadata: dict[str, str], model: str | Path) -> None:
+    """Refuses transition data that holds out other clips than the RTN's own: measured on
+    them, the RTN would be scored on clips it trained on."""
+    own = held_out_clips(metadata, model)
+    theirs = sorted(data.metadata["validation_clips"])
+    if own != theirs:
+        raise ValueError(
+            f"{data.path} holds out {', '.join(theirs)} but {model} was trained holding out "
+            f"{', '.join(own)}; build its data with `canis dataset transitions --held-out-of "
+            f"{model}`"
+        )
 
 
 # The in-betweening metrics (the docstring's second part).
