@@ -45,7 +45,6 @@ def check_run_folder(out: Path, recipe: dict, config_path: Path, resume: bool, f
             raise FileNotFoundError(f"--resume: {out} holds no run of a recipe")
         saved = out / RECIPE
         if saved.exists():
-            before = read_recipe(saved)
             before, now = flat_settings(read_recipe(saved)), flat_settings(recipe)
             differ = [
                 key for key in sorted(before.keys() | now.keys()) if before.get(key) != now.get(key)
