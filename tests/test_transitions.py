@@ -25,6 +25,7 @@ from canis.runtime.transition_frames import (
     target_blend,
 )
 from canis.runtime.transition_player import LEAD_FRAMES, STEPS_PER_FRAME, blend_window
+from canis.training import transition_data
 from canis.training.rtn import LSTM_UNITS, Rtn, empty_rtn, parameter_bytes, rollout, tta_embedding
 from canis.training.train_rtn import train_rtn
 from canis.training.transition_data import l2p, l2q, npss
@@ -170,7 +171,10 @@ def test_export_matches_the_torch_rollout(tiny_transitions, tmp_path):
     report = export_rtn(tmp_path / LAST, tmp_path / "rtn_step.onnx", tiny_transitions)
     assert max(report["rollout_max_abs_error"].values()) < 1e-3
     assert {"real_5", "real_60", "random_60"} <= set(report["rollout_max_abs_error"])
-    assert TransitionModel(tmp_path / "rtn_step.onnx")  # the runtime loads what it wrote
+    written = TransitionModel(tmp_path / "rtn_step.onnx")  # the runtime loads what it wrote
+    # ... and it names the clips its data held out, for the evaluation to check.
+    held = transition_data.held_out_clips(written.metadata, "rtn_step.onnx")
+    assert held == transition_data.load(tiny_transitions).metadata["validation_clips"]
     # The card gives the network's own widths, and --units in the line that reproduces it.
     card = write_rtn_card(tmp_path / "rtn_step.onnx", tmp_path / LAST, report, "canis export-rtn")
     text = card.read_text()
