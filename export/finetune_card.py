@@ -32,9 +32,14 @@ def fine_tuning_lines(config: dict, rows: list[dict]) -> list[str]:
         command = f"{file}, [finetune]" if file.endswith(".toml") else f"{command} --config {file}"
     dropout, decay = loop.get("dropout", DROPOUT), loop.get("weight_decay", WEIGHT_DECAY)
     settings = ", ".join(_changed_settings(loop)) or "defaults"
+    start = fine_tuning_start(config)
+    if recipe and recipe["file"].endswith(".toml"):
+        # The recipe's own training stage, named by its place in any run folder (RUN: the
+        # --out a user chose), not by the folder this one happened to run in.
+        start = f"RUN/{Path(start).parent.name}/{Path(start).name}"
     return [
         f"- **Fine-tuning** (`{command}`, training/finetune.py): from "
-        f"`{fine_tuning_start(config)}`, {config['closed_loop_epoch']} epochs of "
+        f"`{start}`, {config['closed_loop_epoch']} epochs of "
         f"{loop['steps_per_epoch']} steps, batch {loop['batch_size']} stretches, AdamW lr "
         f"{loop['lr']}, seed {loop['seed']}, dropout {dropout}, weight decay {decay}; "
         f"settings: {settings}"

@@ -136,6 +136,26 @@ def _settings_line(loop) -> str:
     return line
 
 
+def test_a_recipes_card_names_its_start_within_any_run_folder():
+    """A recipe's fine-tuning starts from its own training stage: the card names it as RUN/...,
+    not by the folder that one run happened to use."""
+    from canis.export.finetune_card import fine_tuning_lines
+    from canis.training.finetune_config import ClosedLoopConfig
+
+    settings = {"steps_per_epoch": 1, "batch_size": 4, "lr": 1e-5, "seed": 0}
+    config = {
+        "closed_loop": ClosedLoopConfig().identity() | settings,
+        "closed_loop_start": "runs/ship3/train/last.safetensors",
+        "closed_loop_epoch": 1,
+        "closed_loop_config": {"file": "training/configs/mann8.toml", "values": {}},
+    }
+    (line,) = fine_tuning_lines(config, [])
+    assert "from `RUN/train/last.safetensors`" in line and "ship3" not in line
+    config["closed_loop_config"]["file"] = "tune.json"  # canis finetune --config: as given
+    (line,) = fine_tuning_lines(config, [])
+    assert "from `runs/ship3/train/last.safetensors`" in line
+
+
 def test_the_jump_share_and_weight_are_checked_and_named():
     """jump_share: a share of the batch under 1, of the mocap's stretches; jump_weight: 1 or
     more; on the card's Fine-tuning line and in the loss configuration (a resume with another
