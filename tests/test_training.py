@@ -234,6 +234,26 @@ def test_auto_precision_follows_the_cpu(monkeypatch):
     assert optimisation.precision_for_run("fp32", cpu, {"precision": "bf16"}) == "fp32"
 
 
+def test_emulated_bf16_is_kept_and_said(monkeypatch, capsys):
+    """A recipe's bf16 on a CPU that emulates it trains 20-35x slower: kept (the weights
+    depend on it), and said before the first step; native bf16 and fp32 say nothing."""
+    from canis.training import optimisation
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert optimisation.precision_for_run("bf16", cpu, None) == "bf16"
+    err = capsys.readouterr().err
+    assert "precision bf16 on a cpu without native bfloat16" in err and "fp32" in err
+    assert err.count("\n") == 1  # one line
+    assert optimisation.precision_for_run("auto", cpu, {"precision": "bf16"}) == "bf16"
+    assert "without native bfloat16" in capsys.readouterr().err  # a resumed bf16 run too
+    assert optimisation.precision_for_run("fp32", cpu, None) == "fp32"
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    assert optimisation.precision_for_run("bf16", cpu, None) == "bf16"
+    assert capsys.readouterr().err == ""
+
+
 def test_cli_refuses_bad_speed_options(tiny_dataset, tmp_path, capsys):
     from canis.cli import main
 
