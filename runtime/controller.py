@@ -22,7 +22,6 @@ from canis.runtime.arguments import MAX_DOGS, controller_options, random_generat
 from canis.runtime.control import COMMAND_FIELDS, SpeedCalibration, command, measured_speed_mps
 from canis.runtime.dog_ids import DogIds
 from canis.runtime.features import (
-    ACTIONS,
     FPS,
     input_views,
     write_features,
@@ -68,9 +67,6 @@ from canis.runtime.transition_requests import (
 
 log = logging.getLogger("canis.runtime")
 DT_S = 1.0 / FPS
-POSTURE_ACTION_INDICES = [ACTIONS.index(a) for a in ("sit", "stand", "lie")]
-# Built once (np.isin each frame costs more than the lookup it makes).
-IS_POSTURE_ACTION = np.isin(np.arange(len(ACTIONS)), POSTURE_ACTION_INDICES)
 
 
 class Controller(Readouts, DogIds, LookAt):
