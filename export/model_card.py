@@ -149,6 +149,7 @@ def write_card(
             else "uniform sampling"
         )
         + ("" if train.get("sniffing", True) else ", sniffing rows never drawn")
+        + ("" if train.get("sniffing_walks", True) else ", sniffing walks never drawn")
         + _jump_words(train)
         + _generalisation_options(train)
         + ": "
@@ -241,6 +242,8 @@ def _training_options(train: dict) -> str:
         options.append("--balanced")
     if not train.get("sniffing", True):
         options.append("--no-sniffing")
+    if not train.get("sniffing_walks", True):
+        options.append("--no-sniffing-walks")
     if train.get("jump_oversample", 1.0) != 1.0:
         options.append(f"--jump-oversample {train['jump_oversample']:g}")
     return "".join(f" {option}" for option in options)

@@ -99,6 +99,7 @@ def train_stage(recipe: dict, dataset_path: Path, run_dir: Path) -> Path:
         oversample=t["oversample"],
         balanced=t["balanced"],
         sniffing=t["sniffing"],
+        sniffing_walks=t["sniffing_walks"],
         jump_oversample=t["jump_oversample"],
         precision=t["precision"],
         dataset=str(dataset_path),

@@ -37,6 +37,7 @@ FIELDS = {
         "oversample": (bool, True),
         "balanced": (bool, False),
         "sniffing": (bool, True),
+        "sniffing_walks": (bool, True),
         "jump_oversample": (float, 1.0),
         "mirrored": (bool, True),
     },

@@ -187,6 +187,17 @@ def test_no_stretch_and_no_placed_dog_uses_the_rows_training_left_out(tiny_datas
     placed = standing_starts(left.after, left.action, left.gait, left.left_out)
     assert left.left_out[standing].any() and not left.left_out[placed].any()
     assert np.array_equal(placed, standing[~left.left_out[standing]])
+    # sniffing_walks = false leaves out the marked slow walks too, beside the idle sniffs.
+    walks = np.zeros(len(arrays["X"]), dtype=bool)
+    walks[1::7] = True
+    arrays["sniffing_walk"] = walks
+    np.savez(path, metadata=np.array(json.dumps(data.metadata)), **arrays)
+    both = stretches.StretchData(
+        str(path), training, validation=False, sniffing=False, sniffing_walks=False
+    )
+    assert np.array_equal(both.left_out, (marked | walks)[~arrays["validation"]])
+    only_walks = stretches.StretchData(str(path), training, validation=False, sniffing_walks=False)
+    assert np.array_equal(only_walks.left_out, walks[~arrays["validation"]])
 
 
 def test_a_jump_share_draws_that_share_from_the_jump_stretches():
@@ -491,10 +502,11 @@ def test_a_cards_reproduce_line_names_the_training_options_a_run_changed():
         "mirrored": False,
         "oversample": False,
         "sniffing": False,
+        "sniffing_walks": False,
     }
     assert _training_options(changed) == (
         " --hidden 256 --dropout 0.0 --weight-decay 0.01 --input-noise 0.1 --holdout within-clips "
-        "--no-mirrored --no-oversample --no-sniffing"
+        "--no-mirrored --no-oversample --no-sniffing --no-sniffing-walks"
     )
 
 

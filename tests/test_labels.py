@@ -9,9 +9,11 @@ from canis.training.clips import process_clip
 from canis.training.labels import (
     NOMINAL_PHASE_HZ,
     SNIFF_MARGIN_FRAMES,
+    SNIFF_WALK_MAX_MPS,
     detect_contacts,
     front_paw_phase,
     sniffing,
+    sniffing_walk,
     soft_actions,
     stride_contacts,
 )
@@ -172,6 +174,21 @@ def test_sniffing_marks_the_idle_frames_around_a_lowered_head_and_nothing_else()
     margin = SNIFF_MARGIN_FRAMES
     assert np.flatnonzero(marked).tolist() == list(range(150 - margin, 160 + margin))
     assert not sniffing(action, np.full(400, 0.40), 0.47).any()  # 85% of standing
+
+
+def test_a_sniffing_walk_is_a_slow_walk_around_a_lowered_head():
+    """The move frames under SNIFF_WALK_MAX_MPS within half a second of a head as low as a
+    sniff's; a faster dog's low head, an idle one's and a slow walk's raised head are not."""
+    idle, move = ACTIONS.index("idle"), ACTIONS.index("move")
+    action = np.array([move] * 300 + [idle] * 100)
+    speed = np.full(400, 0.5)
+    speed[200:300] = SNIFF_WALK_MAX_MPS + 0.5  # trotting
+    head_m = np.full(400, 0.47)
+    head_m[[100, 250, 350]] = 0.30  # walking, trotting and idle, nose down
+    marked = sniffing_walk(action, speed, head_m, standing_m=0.47)
+    margin = SNIFF_MARGIN_FRAMES
+    assert np.flatnonzero(marked).tolist() == list(range(100 - margin, 100 + margin + 1))
+    assert not sniffing_walk(action, speed, np.full(400, 0.40), 0.47).any()
 
 
 def test_real_clips_show_all_six_actions(mocap_dir):

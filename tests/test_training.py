@@ -547,6 +547,30 @@ def test_sniffing_rows_are_never_drawn_when_the_recipe_says_so(tiny_dataset, dra
     assert "sniffing" not in TrainConfig().identity()
 
 
+def test_sniffing_walks_are_never_drawn_when_the_recipe_says_so(tiny_dataset, tmp_path):
+    """sniffing_walks = false: the dataset's slow walks with the nose down get no draws; a
+    dataset built before they were marked is refused, before any run folder is made."""
+    from canis.training.dataset import load
+    from canis.training.train import TrainConfig, _epoch_indices, train
+    from canis.training.training_data import TrainingData
+
+    data = TrainingData(tiny_dataset, "mann", torch.device("cpu"))
+    assert data.sniffing_walk is not None and not data.sniffing_walk.any()
+    data.sniffing_walk = torch.arange(len(data.sniffing_walk)) % 3 == 0
+    config = TrainConfig(dataset=str(tiny_dataset), steps_per_epoch=50, sniffing_walks=False)
+    drawn = _epoch_indices(data, config, epoch=0).numpy()
+    assert len(drawn) == 50 * config.batch_size and np.all(drawn % 3 != 0)
+    assert config.identity()["sniffing_walks"] is False
+    assert "sniffing_walks" not in TrainConfig().identity()
+    old = load(tiny_dataset)
+    arrays = {k: v for k, v in old.arrays.items() if k != "sniffing_walk"}
+    path = tmp_path / "old.npz"
+    np.savez(path, metadata=np.array(json.dumps(old.metadata)), **arrays)
+    with pytest.raises(ValueError, match="marks no sniffing walks .* build it again"):
+        train(TrainConfig(dataset=str(path), sniffing_walks=False), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
 def test_jump_rows_are_drawn_as_many_times_as_often_as_the_recipe_says(tiny_dataset):
     """--jump-oversample K: the jump's rows get K times their sampler's share of the draws, the
     other rows keep theirs relative to each other; it is part of the run's identity, and a

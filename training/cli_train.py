@@ -64,6 +64,12 @@ def add_commands(commands: argparse._SubParsersAction, recipe=None) -> None:
         help="never draw the rows of an idle dog sniffing the ground (training/labels.py)",
     )
     train.add_argument(
+        "--no-sniffing-walks",
+        action="store_true",
+        help="never draw the rows of a dog walking under 1 m/s with its nose down "
+        "(training/labels.py sniffing_walk)",
+    )
+    train.add_argument(
         "--jump-oversample",
         type=float,
         default=1.0,
@@ -258,6 +264,7 @@ def run_train(args) -> int:
         oversample=not args.no_oversample,
         balanced=args.balanced or None,
         sniffing=not args.no_sniffing,
+        sniffing_walks=not args.no_sniffing_walks,
         jump_oversample=args.jump_oversample,
         steps_per_epoch=args.steps_per_epoch,
         precision=precision,

@@ -47,7 +47,7 @@ from canis.training.clips import (
     process_clip,
     turned_joints,
 )
-from canis.training.labels import sniffing
+from canis.training.labels import sniffing, sniffing_walk
 
 log = logging.getLogger("canis.dataset")
 
@@ -132,16 +132,21 @@ def balanced_weights(gait_index: np.ndarray, action_index: np.ndarray) -> np.nda
 HEAD_HEIGHT_COLUMN = int(INPUT.indices("joints", "position", DOG_JOINT_NAMES.index("Head"))[1])
 
 
-def sniffing_rows(arrays: dict[str, np.ndarray]) -> np.ndarray:
-    """training/labels.py `sniffing` over each clip's rows, against the median head height of
-    the training clips' idle rows."""
+def sniffing_rows(arrays: dict[str, np.ndarray], walks: bool = False) -> np.ndarray:
+    """training/labels.py `sniffing` (`walks`: `sniffing_walk`) over each clip's rows, against
+    the median head height of the training clips' idle rows."""
     head_m = arrays["X"][:, HEAD_HEIGHT_COLUMN]
     idle = arrays["action"] == ACTIONS.index("idle")
     standing_m = float(np.median(head_m[idle & ~arrays["validation"]]))
     marked = np.zeros(len(head_m), dtype=bool)
     for clip in np.unique(arrays["clip"]):
         rows = np.flatnonzero(arrays["clip"] == clip)
-        marked[rows] = sniffing(arrays["action"][rows], head_m[rows], standing_m)
+        action, head = arrays["action"][rows], head_m[rows]
+        marked[rows] = (
+            sniffing_walk(action, arrays["speed"][rows], head, standing_m)
+            if walks
+            else sniffing(action, head, standing_m)
+        )
     return marked
 
 
@@ -267,6 +272,7 @@ def build(bvh_dir: Path, seed: int = 0, progress: bool = True, keep_clips=False)
     arrays["validation"] = validation
     arrays["sample_weight"] = sampling_weights(arrays["gait"])
     arrays["sniffing"] = sniffing_rows(arrays)
+    arrays["sniffing_walk"] = sniffing_rows(arrays, walks=True)
     arrays["x_mean"], arrays["x_std"] = standardisation(arrays["X"][~validation])
     arrays["y_mean"], arrays["y_std"] = standardisation(arrays["Y"][~validation])
     arrays["clip_names"] = np.array(clip_names)

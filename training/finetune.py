@@ -135,8 +135,14 @@ def fine_tune(
     used = {k: v for k, v in asdict(settings).items() if k in RUN_FIELDS} | asdict(loop)
     (run_dir / "config.json").write_text(json.dumps(used, indent=1) + "\n")
     standard = Standardiser(data.normalisation, OUTPUT.size)
-    sniffing = saved.get("train", {}).get("config", {}).get("sniffing", True)
-    train_split = StretchData(settings.dataset, data, validation=False, sniffing=sniffing)
+    trained = saved.get("train", {}).get("config", {})
+    train_split = StretchData(
+        settings.dataset,
+        data,
+        validation=False,
+        sniffing=trained.get("sniffing", True),
+        sniffing_walks=trained.get("sniffing_walks", True),
+    )
     val_split = StretchData(settings.dataset, data, validation=True)
     if loop.contact_weight > 0 and train_split.planted is None:
         raise ValueError(

@@ -259,15 +259,25 @@ def stretch_loss(
 class StretchData:
     """A split's standardised rows with, per row, the row of its clip's next frame."""
 
-    def __init__(self, dataset_path: str, data, validation: bool, sniffing: bool = True):
+    def __init__(
+        self,
+        dataset_path: str,
+        data,
+        validation: bool,
+        sniffing: bool = True,
+        sniffing_walks: bool = True,
+    ):
         from canis.training.dataset import load as load_dataset
 
         arrays = load_dataset(dataset_path)
         rows = arrays["validation"] if validation else ~arrays["validation"]
-        # The rows no stretch and no placed dog may use: those of a sniffing dog, where the
-        # network was trained without them (`sniffing = false`); none otherwise.
-        marked = arrays.arrays.get("sniffing", np.zeros(len(rows), dtype=bool))
-        self.left_out = np.zeros(int(rows.sum()), bool) if sniffing else marked[rows]
+        # The rows no stretch and no placed dog may use: those of a sniffing dog, idle or
+        # walking, where the network was trained without them (`sniffing = false`,
+        # `sniffing_walks = false`); none otherwise.
+        self.left_out = np.zeros(int(rows.sum()), bool)
+        for kept, column in ((sniffing, "sniffing"), (sniffing_walks, "sniffing_walk")):
+            if not kept:
+                self.left_out |= arrays.arrays.get(column, np.zeros(len(rows), bool))[rows]
         self.after = successors(arrays["clip"][rows], arrays["frame"][rows])
         self.x = data.x_val if validation else data.x_train
         self.y = data.y_val if validation else data.y_train

@@ -90,11 +90,26 @@ SNIFF_HEAD_SHARE = 0.75
 SNIFF_MARGIN_FRAMES = 30
 
 
+# A walk as slow as this with the nose down is a sniffing walk: 37% of the move frames under
+# it, a mode the walking dog's command (its speed) cannot tell from a walk with the head up.
+SNIFF_WALK_MAX_MPS = 1.0
+
+
 def sniffing(action_index: np.ndarray, head_height_m: np.ndarray, standing_head_m: float):
     """(F,) bool over one clip's consecutive frames: the idle frames of a sniff."""
     idle = action_index == ACTIONS.index("idle")
     low = idle & (head_height_m < SNIFF_HEAD_SHARE * standing_head_m)
     return idle & rolling(low, SNIFF_MARGIN_FRAMES, np.any)
+
+
+def sniffing_walk(
+    action_index: np.ndarray, speed_mps: np.ndarray, head_height_m: np.ndarray, standing_m: float
+):
+    """(F,) bool over one clip's consecutive frames: the move frames under SNIFF_WALK_MAX_MPS
+    within half a second of one whose head is as low as a sniff's (`sniffing`'s rule)."""
+    walk = (action_index == ACTIONS.index("move")) & (speed_mps < SNIFF_WALK_MAX_MPS)
+    low = walk & (head_height_m < SNIFF_HEAD_SHARE * standing_m)
+    return walk & rolling(low, SNIFF_MARGIN_FRAMES, np.any)
 
 
 def speeds_mps(positions_m: np.ndarray) -> np.ndarray:

@@ -54,6 +54,7 @@ IDENTITY_DEFAULTS = {
     "pose_residual": 0.0,
     "balanced": False,
     "sniffing": True,
+    "sniffing_walks": True,
     "jump_oversample": 1.0,
 }
 
@@ -74,6 +75,7 @@ class TrainConfig:
     oversample: bool = True
     balanced: bool = False  # True: rows drawn by dataset.balanced_weights, not oversample's
     sniffing: bool = True  # False: the sniffing rows (training/labels.py) are never drawn
+    sniffing_walks: bool = True  # False: nor the slow walks' (labels.sniffing_walk)
     # The jump's rows (0.6% of the training rows) drawn this many times as often as their
     # sampler's weight says: at 1 a jump asked mid-stride may barely leave the ground.
     jump_oversample: float = 1.0
@@ -194,12 +196,15 @@ def _epoch_indices(data: TrainingData, config: TrainConfig, epoch: int) -> torch
     rows = len(data.weights)
     count = rows if config.steps_per_epoch is None else config.steps_per_epoch * config.batch_size
     jumps = config.jump_oversample != 1.0
-    if config.balanced or config.oversample or not config.sniffing or jumps:
+    sniff_walks = not config.sniffing_walks
+    if config.balanced or config.oversample or not config.sniffing or sniff_walks or jumps:
         weights = data.balanced_weights if config.balanced else data.weights
         if not config.oversample:
             weights = torch.ones_like(weights)
         if not config.sniffing:
             weights = weights * ~data.sniffing
+        if sniff_walks:
+            weights = weights * ~data.sniffing_walk
         if jumps:
             weights = torch.where(data.jumping, weights * config.jump_oversample, weights)
         return torch.multinomial(weights, count, replacement=True, generator=generator)
@@ -250,6 +255,11 @@ def train(
     if rank == 0 and progress:
         print(f"precision {config.precision}, {torch.get_num_threads()} threads", flush=True)
     data = TrainingData(config.dataset, config.kind, device, config.holdout, config.mirrored)
+    if not config.sniffing_walks and data.sniffing_walk is None:
+        raise ValueError(
+            f"{config.dataset}: marks no sniffing walks (built before they were marked), which "
+            "sniffing_walks = false leaves out: build it again (canis dataset build)"
+        )
     if config.batch_size > len(data.x_train):
         raise ValueError(
             f"--batch-size {config.batch_size}: more than the {len(data.x_train)} training rows"

@@ -65,6 +65,9 @@ class TrainingData:
         # Marked by `canis dataset build` (training/labels.py); absent from older datasets.
         sniffing = data.arrays.get("sniffing", np.zeros(len(data["X"]), dtype=bool))
         self.sniffing = torch.as_tensor(sniffing[training])
+        # None in datasets built before the slow walks were marked (train() refuses them).
+        walks = data.arrays.get("sniffing_walk")
+        self.sniffing_walk = None if walks is None else torch.as_tensor(walks[training])
         self.jumping = torch.as_tensor(data["action"][training] == ACTIONS.index("jump"))
 
 
