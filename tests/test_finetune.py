@@ -201,34 +201,12 @@ def test_no_stretch_and_no_placed_dog_uses_the_rows_training_left_out(tiny_datas
 
 
 def test_a_jump_share_draws_that_share_from_the_jump_stretches():
-    starts, jumps, ups = np.arange(100), np.array([500, 501]), np.array([700, 701, 702])
-    draw = stretches.draw_stretches
-    batch = draw(np.random.default_rng(3), starts, 32, [(0.25, jumps)])
+    starts, jumps = np.arange(100), np.array([500, 501])
+    batch = stretches.draw_stretches(np.random.default_rng(3), starts, 32, 0.25, jumps)
     assert len(batch) == 32 and np.isin(batch, jumps).sum() == 8
-    # A getting-up share of 0 draws as before it was an option: the shipped recipe's batches.
-    np.testing.assert_array_equal(
-        draw(np.random.default_rng(3), starts, 32, [(0.25, jumps), (0.0, np.zeros(0))]), batch
-    )
-    both = draw(np.random.default_rng(3), starts, 32, [(0.25, jumps), (0.125, ups)])
-    assert len(both) == 32 and np.isin(both, jumps).sum() == 8 and np.isin(both, ups).sum() == 4
     # Share 0 is the draw of the runs before the option, so their seeds give the same stretches.
-    plain = draw(np.random.default_rng(3), starts, 32, [(0.0, jumps)])
+    plain = stretches.draw_stretches(np.random.default_rng(3), starts, 32, 0.0, None)
     np.testing.assert_array_equal(plain, np.random.default_rng(3).choice(starts, 32))
-
-
-def test_getting_up_rows_are_the_frames_leading_to_a_posture_s_end(monkeypatch):
-    from canis.runtime.features import ACTIONS
-
-    monkeypatch.setattr(stretches, "GETTING_UP_LEAD_FRAMES", 1)
-    names = ["sit", "sit", "idle", "idle", "lie", "move", "stand", "jump", "move", "idle"]
-    action = np.array([ACTIONS.index(a) for a in names])
-    after = np.array([1, 2, 3, -1, 5, 6, 7, 8, 9, -1])  # two clips: rows 0-3 and 4-9
-    rows = stretches.getting_up_rows(after, action)
-    # sit -> idle (row 2, led by row 1) and lie -> move (row 5, led by row 4) count; stand ->
-    # jump does not, and row 4's lead does not reach back into the other clip (row 3).
-    np.testing.assert_array_equal(np.flatnonzero(rows), [1, 2, 4, 5])
-    after[1] = -1  # a clip's end between the posture and the idle: no getting-up there
-    np.testing.assert_array_equal(np.flatnonzero(stretches.getting_up_rows(after, action)), [4, 5])
 
 
 def test_a_jump_weight_weighs_the_jump_frames_in_the_mse():
@@ -343,25 +321,6 @@ def test_a_jump_share_without_jumps_in_the_data_is_refused(tiny_dataset, started
     assert finetune(tiny_dataset, started, tmp_path / "run", jump_share=0.25) == 2
     error = capsys.readouterr().err
     assert f"{tiny_dataset} has no training stretch through a jump" in error
-
-
-def test_a_getting_up_share_is_checked_and_needs_getting_ups(
-    tiny_dataset, started, tmp_path, capsys
-):
-    from canis.training.dataset import load as load_dataset
-    from canis.training.finetune_stretches import getting_up_rows, successors
-
-    for bad in (-0.1, 1.0, float("nan")):
-        with pytest.raises(ValueError, match=f"--getting-up-share {bad}: must be a share"):
-            finetune_config.ClosedLoopConfig(getting_up_share=bad)
-    with pytest.raises(ValueError, match="with --jump-share 0.5 under 1"):
-        finetune_config.ClosedLoopConfig(jump_share=0.5, getting_up_share=0.5)
-    data = load_dataset(str(tiny_dataset))
-    assert not getting_up_rows(successors(data["clip"], data["frame"]), data["action"]).any()
-    assert finetune(tiny_dataset, started, tmp_path / "run", getting_up_share=0.25) == 2
-    error = capsys.readouterr().err
-    assert f"getting_up_share: {tiny_dataset} has no training stretch through a getting-up" in error
-    assert not (tmp_path / "run" / "last.safetensors").exists()
 
 
 def test_finetune_runs_resumes_and_refuses_another_loss(tiny_dataset, started, tmp_path, capsys):

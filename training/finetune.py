@@ -33,7 +33,6 @@ from canis.training.finetune_stretches import (
     closed_loop_validation,
     draw_stretches,
     drawable_starts,
-    getting_up_rows,
     stretch_loss,
     stretches_through,
 )
@@ -184,25 +183,19 @@ def fine_tune(
         placed_terms = [dogs for dogs in (placed, moving) if dogs is not None]
         for dogs in placed_terms:  # this epoch's placed dogs, by the weights it starts from
             rollout_seconds += dogs.refresh(generator)
+        jumps = None
         starts = drawable_starts(train_split, length)
-        drawn_from = []  # (share, the stretches it is drawn from), as draw_stretches takes
-        for option, share, what in (
-            ("jump_share", loop.jump_share, "a jump"),
-            ("getting_up_share", loop.getting_up_share, "a getting-up"),
-        ):
-            through = np.zeros(0, dtype=np.int64)
-            if share:
-                marked = (
-                    train_split.action == ACTIONS.index("jump")
-                    if option == "jump_share"
-                    else getting_up_rows(train_split.after, train_split.action)
+        if loop.jump_share:
+            jumps = stretches_through(
+                starts,
+                train_split.after,
+                loop.ground_truth_frames + own,
+                train_split.action == ACTIONS.index("jump"),
+            )
+            if len(jumps) == 0:
+                raise ValueError(
+                    f"jump_share: {settings.dataset} has no training stretch through a jump"
                 )
-                through = stretches_through(starts, train_split.after, length, marked)
-                if len(through) == 0:
-                    raise ValueError(
-                        f"{option}: {settings.dataset} has no training stretch through {what}"
-                    )
-            drawn_from.append((share, through))
         model.train()
         started, loss_sum, term_sums = time.perf_counter(), 0.0, dict.fromkeys(TERMS, 0.0)
         gradient_norms = []  # each step's, before clipping
@@ -210,7 +203,7 @@ def fine_tune(
             if step > 0 and loop.placed_refresh_steps and step % loop.placed_refresh_steps == 0:
                 for dogs in placed_terms:  # driven again by the weights as they are now
                     rollout_seconds += dogs.refresh(generator)
-            batch = draw_stretches(generator, starts, settings.batch_size, drawn_from)
+            batch = draw_stretches(generator, starts, settings.batch_size, loop.jump_share, jumps)
             loss, terms = stretch_loss(
                 predict_training, train_split, batch, standard, loop.ground_truth_frames, own, loop
             )
@@ -219,9 +212,9 @@ def fine_tune(
                 loss = loss + loop.placed_stillness_weight * still
                 terms["placed_stillness"] = still.item()
             if moving is not None:
-                paws, speed = moving.loss(predict_training, loop.moving_dogs_per_step, generator)
-                loss = loss + loop.moving_skating_weight * paws + loop.moving_speed_weight * speed
-                terms["moving_skating"], terms["moving_speed"] = paws.item(), speed.item()
+                paws = moving.loss(predict_training, loop.moving_dogs_per_step, generator)
+                loss = loss + loop.moving_skating_weight * paws
+                terms["moving_skating"] = paws.item()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             check_finite_step(model, loss, terms, epoch, step, run_dir / LAST)

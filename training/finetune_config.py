@@ -40,10 +40,6 @@ class ClosedLoopConfig:
     # steady speed (training/moving_skating.py), the shown paws' skating and heights held down to
     # the mocap's at the dog's asked speed.
     moving_skating_weight: float = 0.0
-    # Each moving dog's mean root speed held within MOVING_SPEED_TOLERANCE of its asked speed
-    # (training/moving_skating.py): a network whose own loop stops short of a slow walk (the
-    # PFNN's, which has no gate to hold the asked speed apart from the pose it reads).
-    moving_speed_weight: float = 0.0
     # The moving dogs' fastest turn either way, deg/s (half of them turn;
     # training/moving_skating.py). The controllers evaluation's turn asks 76.8 deg/s, beyond
     # the default's.
@@ -73,10 +69,6 @@ class ClosedLoopConfig:
     # jump (0: every stretch alike). Jumps are about 1% of the rows and no placed or moving dog
     # is asked one, so the terms on those dogs can wear the jump away unseen.
     jump_share: float = 0.0
-    # > 0: this share of each batch's stretches is drawn from those passing the first frame
-    # after a posture (sit, lie, stand) gives way to idle or move: getting up is about 0.1%
-    # of the rows, and a network that never practised it in its own loop stays down.
-    getting_up_share: float = 0.0
     # The mocap stretches' frames labelled jump weigh this many times the others in the MSE
     # (1: all alike): beside the moving dogs' terms the stretches' own loss is about an eighth
     # of the whole, and a jump's frames a hundredth of that.
@@ -87,7 +79,6 @@ class ClosedLoopConfig:
             ("--contact-weight", self.contact_weight),
             ("--placed-stillness-weight", self.placed_stillness_weight),
             ("--moving-skating-weight", self.moving_skating_weight),
-            ("--moving-speed-weight", self.moving_speed_weight),
             ("--moving-paws-down", self.moving_paws_down),
         ):
             if not (np.isfinite(weight) and weight >= 0):
@@ -149,18 +140,12 @@ class ClosedLoopConfig:
                 f"--jump-share {self.jump_share}: must be a share of the batch, 0 or more and "
                 "under 1"
             )
-        up = self.getting_up_share
-        if not (np.isfinite(up) and 0 <= up and self.jump_share + up < 1):
-            raise ValueError(
-                f"--getting-up-share {up}: must be a share of the batch, 0 or more, and with "
-                f"--jump-share {self.jump_share} under 1"
-            )
         if not (np.isfinite(self.jump_weight) and self.jump_weight >= 1):
             raise ValueError(f"--jump-weight {self.jump_weight}: must be a finite weight >= 1")
 
     def moves_dogs(self) -> bool:
         """Whether a term runs on the moving dogs (moving_dogs.MovingDogs)."""
-        return self.moving_skating_weight > 0 or self.moving_speed_weight > 0
+        return self.moving_skating_weight > 0
 
     def own_frames_at(self, epoch: int) -> int:
         """The own-output stretch in `epoch` (0-based): 0 turns closed loop off."""

@@ -28,7 +28,7 @@ from canis.runtime.features import (
     decode_output,
     write_joints,
 )
-from canis.runtime.pose import IS_POSTURE_ACTION, next_local_pose
+from canis.runtime.pose import next_local_pose
 from canis.training.finetune_config import ClosedLoopConfig
 from canis.training.finetune_losses import contact_loss
 from torch import nn
@@ -89,42 +89,16 @@ def drawable_starts(split, length: int) -> np.ndarray:
 
 
 def draw_stretches(
-    generator, starts: np.ndarray, batch_size: int, drawn_from: list[tuple[float, np.ndarray]]
+    generator, starts: np.ndarray, batch_size: int, share: float, through: np.ndarray | None
 ) -> np.ndarray:
-    """A batch of stretch starts: round(share * batch_size) from each (share, starts) of
-    `drawn_from` (--jump-share's, then --getting-up-share's), the rest from `starts`. With no
-    share above 0 it is the draw of the runs before the shares, so their seeds draw the same."""
-    drawn_from = [(share, through) for share, through in drawn_from if share]
-    if not drawn_from:
+    """A batch of stretch starts: all from `starts` (share 0: the draw of the runs before
+    --jump-share), or round(share * batch_size) of them from `through`."""
+    if not share:
         return generator.choice(starts, batch_size)
-    counts = [round(share * batch_size) for share, _ in drawn_from]
-    parts = [generator.choice(starts, batch_size - sum(counts))]
-    parts += [
-        generator.choice(through, n) for n, (_, through) in zip(counts, drawn_from, strict=True)
-    ]
-    return np.concatenate(parts)
-
-
-# A getting-up's stretches start up to this long before its posture's label ends: the label
-# (training/labels.py, by the hips' height) ends halfway up, and the rise begins before it.
-GETTING_UP_LEAD_FRAMES = FPS // 2
-
-
-def getting_up_rows(after: np.ndarray, action: np.ndarray) -> np.ndarray:
-    """The rows (bool) of each getting-up: the frame where a posture's label (sit, lie, stand
-    on the hind legs) gives way to idle or move, and the GETTING_UP_LEAD_FRAMES before it."""
-    up = np.isin(action, [ACTIONS.index("idle"), ACTIONS.index("move")])
-    has_next = np.flatnonzero(after >= 0)
-    before = np.full(len(action), -1)
-    before[after[has_next]] = has_next
-    rows = np.zeros(len(action), dtype=bool)
-    rows[after[has_next]] = IS_POSTURE_ACTION[action[has_next]] & up[after[has_next]]
-    current = np.flatnonzero(rows)
-    for _ in range(GETTING_UP_LEAD_FRAMES):  # back along each clip, never into another
-        current = before[current]
-        current = current[current >= 0]
-        rows[current] = True
-    return rows
+    drawn = round(share * batch_size)
+    return np.concatenate(
+        [generator.choice(starts, batch_size - drawn), generator.choice(through, drawn)]
+    )
 
 
 class Standardiser:
@@ -170,7 +144,7 @@ class Standardiser:
 
 
 # The loss's terms beside the MSE, as logged.
-TERMS = ("contact", "placed_stillness", "moving_skating", "moving_speed")
+TERMS = ("contact", "placed_stillness", "moving_skating")
 
 
 def frame_loss(

@@ -219,34 +219,14 @@ class MovingDogs:
             self.model.train()
         return chosen, x_raw, y_raw, frames
 
-    def loss(self, predict, dogs: int, generator: np.random.Generator):
-        """(moving_skating_loss, moving_speed_loss) over `dogs` dogs drawn from this epoch's,
-        FRAMES_PER_DOG of each one's kept steps, the network run without dropout (as the game
-        runs it)."""
+    def loss(self, predict, dogs: int, generator: np.random.Generator) -> torch.Tensor:
+        """moving_skating_loss over `dogs` dogs drawn from this epoch's, FRAMES_PER_DOG of each
+        one's kept steps, the network run without dropout (as the game runs it)."""
         chosen, x_raw, y_raw, _ = self._drawn_steps(predict, dogs, generator)
         asked_mps = self.asked_mps[chosen]
         asked = torch.as_tensor(asked_mps, dtype=y_raw.dtype)
         reference = torch.as_tensor(reference_at(*self.skating, asked_mps), dtype=y_raw.dtype)
-        skating = moving_skating_loss(
-            x_raw, y_raw, reference, asked_mps=asked, **self.skating_options
-        )
-        return skating, moving_speed_loss(y_raw, asked)
-
-
-# A moving dog's mean root speed may miss its asked speed by this share unpenalised: the
-# runtime's speed tracking (runtime/speed_tracking.py) takes up a few percent.
-MOVING_SPEED_TOLERANCE = 0.05
-
-
-def moving_speed_loss(y_raw: torch.Tensor, asked_mps: torch.Tensor) -> torch.Tensor:
-    """y_raw (dogs * steps, ...) grouped by dog, asked_mps (dogs,): the mean over dogs of the
-    share by which the dog's mean predicted root speed misses its asked speed beyond
-    MOVING_SPEED_TOLERANCE, either way."""
-    if len(asked_mps) == 0:
-        return y_raw.new_zeros(())
-    speed_mps = root_speed_mps(y_raw).reshape(len(asked_mps), -1).mean(1)
-    miss = (speed_mps / asked_mps - 1.0).abs() - MOVING_SPEED_TOLERANCE
-    return miss.clamp(min=0).mean()
+        return moving_skating_loss(x_raw, y_raw, reference, asked_mps=asked, **self.skating_options)
 
 
 # The moving-skating term: the mocap's reference by speed, and the loss against it.
