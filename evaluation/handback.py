@@ -318,7 +318,7 @@ def handback_markdown(results: dict, command: str) -> str:
         "",
         WORST_LINE.format(cm=worst["after_cm_per_frame"], **worst)
         + " tests/test_demo.py reads this line and the postures' worst stopping first (below): "
-        "no frame of a posture asked in the demo may move a joint further than the larger.",
+        "no frame of a posture asked in the demo may move a joint 1.25x further than the larger.",
         "",
     ]
     if "postures" in results:

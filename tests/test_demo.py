@@ -514,7 +514,12 @@ def documented_worst_cm() -> float:
 # 2026-11-28 popped 17.8-22.9 cm/frame; the shipped one's worst is 9.5, and a canter's own
 # fastest joint moves 12-13 cm in a frame).
 POSTURE_CEILING_CM = 12.0
-DOCUMENTED_WORST_CM = min(documented_worst_cm(), POSTURE_CEILING_CM)
+# The table is measured on one machine, and the closed loop's arithmetic differs between CPUs:
+# the same code and files gave the demo's lie 7.96 cm/frame on an AMD EPYC (Zen 3, no
+# AVX-512) against the table's 7.29 from an Intel Xeon. So the bar is the table's worst with
+# this allowance for the machine, still under the fixed ceiling.
+MACHINE_ALLOWANCE = 1.25
+DOCUMENTED_WORST_CM = min(MACHINE_ALLOWANCE * documented_worst_cm(), POSTURE_CEILING_CM)
 
 
 @pytest.mark.parametrize("key_name, action", [("_2", "sit"), ("_4", "lie"), ("_3", "beg")])
