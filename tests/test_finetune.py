@@ -198,6 +198,11 @@ def test_no_stretch_and_no_placed_dog_uses_the_rows_training_left_out(tiny_datas
     assert np.array_equal(both.left_out, (marked | walks)[~arrays["validation"]])
     only_walks = stretches.StretchData(str(path), training, validation=False, sniffing_walks=False)
     assert np.array_equal(only_walks.left_out, walks[~arrays["validation"]])
+    # A dataset built before the slow walks were marked cannot leave them out: refused.
+    del arrays["sniffing_walk"]
+    np.savez(path, metadata=np.array(json.dumps(data.metadata)), **arrays)
+    with pytest.raises(ValueError, match="has no sniffing_walk column.* build it again"):
+        stretches.StretchData(str(path), training, validation=False, sniffing_walks=False)
 
 
 def test_a_jump_share_draws_that_share_from_the_jump_stretches():

@@ -250,8 +250,14 @@ class StretchData:
         # `sniffing_walks = false`); none otherwise.
         self.left_out = np.zeros(int(rows.sum()), bool)
         for kept, column in ((sniffing, "sniffing"), (sniffing_walks, "sniffing_walk")):
-            if not kept:
-                self.left_out |= arrays.arrays.get(column, np.zeros(len(rows), bool))[rows]
+            if kept:
+                continue
+            if column not in arrays.arrays:  # built before the rows were marked
+                raise ValueError(
+                    f"{dataset_path}: has no {column} column, whose rows the network was "
+                    "trained without: build it again (canis dataset build)"
+                )
+            self.left_out |= arrays[column][rows]
         self.after = successors(arrays["clip"][rows], arrays["frame"][rows])
         self.x = data.x_val if validation else data.x_train
         self.y = data.y_val if validation else data.y_train

@@ -95,21 +95,25 @@ SNIFF_MARGIN_FRAMES = 30
 SNIFF_WALK_MAX_MPS = 1.0
 
 
+def _nose_down(frames: np.ndarray, head_height_m: np.ndarray, standing_head_m: float):
+    """The `frames` (bool, one clip's consecutive frames) within SNIFF_MARGIN_FRAMES of one of
+    them whose head is under SNIFF_HEAD_SHARE of the standing height."""
+    low = frames & (head_height_m < SNIFF_HEAD_SHARE * standing_head_m)
+    return frames & rolling(low, SNIFF_MARGIN_FRAMES, np.any)
+
+
 def sniffing(action_index: np.ndarray, head_height_m: np.ndarray, standing_head_m: float):
     """(F,) bool over one clip's consecutive frames: the idle frames of a sniff."""
-    idle = action_index == ACTIONS.index("idle")
-    low = idle & (head_height_m < SNIFF_HEAD_SHARE * standing_head_m)
-    return idle & rolling(low, SNIFF_MARGIN_FRAMES, np.any)
+    return _nose_down(action_index == ACTIONS.index("idle"), head_height_m, standing_head_m)
 
 
 def sniffing_walk(
     action_index: np.ndarray, speed_mps: np.ndarray, head_height_m: np.ndarray, standing_m: float
 ):
     """(F,) bool over one clip's consecutive frames: the move frames under SNIFF_WALK_MAX_MPS
-    within half a second of one whose head is as low as a sniff's (`sniffing`'s rule)."""
+    with the nose down by `sniffing`'s rule."""
     walk = (action_index == ACTIONS.index("move")) & (speed_mps < SNIFF_WALK_MAX_MPS)
-    low = walk & (head_height_m < SNIFF_HEAD_SHARE * standing_m)
-    return walk & rolling(low, SNIFF_MARGIN_FRAMES, np.any)
+    return _nose_down(walk, head_height_m, standing_m)
 
 
 def speeds_mps(positions_m: np.ndarray) -> np.ndarray:
