@@ -140,7 +140,9 @@ def write_card(
         f"- **Schedule**: `{train['schedule']}`: {config['epoch']} of {train['epochs']} epochs "
         f"completed, batch {train['batch_size']}, AdamW lr {train['lr']} with cosine warm "
         f"restarts (T0 {train['restart_epochs']}, Tmult {train['restart_mult']}), weight decay "
-        f"{train['weight_decay']}, dropout {train.get('dropout', DROPOUT)}, "
+        f"{train['weight_decay']}, dropout {train.get('dropout', DROPOUT)}"
+        + ("" if train.get("drop_commands", True) else " (the commands' inputs never dropped)")
+        + ", "
         + (
             "sampling balanced over gaits and actions"
             if train.get("balanced")
@@ -233,6 +235,8 @@ def _training_options(train: dict) -> str:
         options.append(f"--hidden {train['hidden']}")
     if train.get("dropout", DROPOUT) != DROPOUT:
         options.append(f"--dropout {train['dropout']}")
+    if not train.get("drop_commands", True):
+        options.append("--no-drop-commands")
     if train["weight_decay"] != WEIGHT_DECAY:
         options.append(f"--weight-decay {train['weight_decay']}")
     options += [option for _, option in _study_options(train)]

@@ -104,6 +104,7 @@ def train_stage(recipe: dict, dataset_path: Path, run_dir: Path) -> Path:
         precision=t["precision"],
         dataset=str(dataset_path),
         dropout=t["dropout"],
+        drop_commands=t["drop_commands"],
         weight_decay=t["weight_decay"],
         input_noise=t["input_noise"],
         mirrored=t["mirrored"],

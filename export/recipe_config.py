@@ -32,6 +32,7 @@ FIELDS = {
         "seed": (int, REQUIRED),
         "precision": (str, "bf16"),
         "dropout": (float, 0.3),
+        "drop_commands": (bool, True),
         "weight_decay": (float, 2.5e-3),
         "input_noise": (float, 0.0),
         "oversample": (bool, True),

@@ -460,6 +460,7 @@ def test_a_cards_reproduce_line_names_the_training_options_a_run_changed():
     changed = {
         "hidden": 256,
         "dropout": 0.0,
+        "drop_commands": False,
         "weight_decay": 0.01,
         "input_noise": 0.1,
         "holdout": "within-clips",
@@ -469,8 +470,8 @@ def test_a_cards_reproduce_line_names_the_training_options_a_run_changed():
         "sniffing_walks": False,
     }
     assert _training_options(changed) == (
-        " --hidden 256 --dropout 0.0 --weight-decay 0.01 --input-noise 0.1 --holdout within-clips "
-        "--no-mirrored --no-oversample --no-sniffing --no-sniffing-walks"
+        " --hidden 256 --dropout 0.0 --no-drop-commands --weight-decay 0.01 --input-noise 0.1 "
+        "--holdout within-clips --no-mirrored --no-oversample --no-sniffing --no-sniffing-walks"
     )
 
 

@@ -408,6 +408,41 @@ def test_dropout_setting_reaches_the_layers():
         assert not torch.equal(output(on), output(on))
 
 
+def test_undropped_commands_reach_the_first_layer_and_travel_with_the_run(tiny_dataset, tmp_path):
+    """drop_commands = false: every network's first layer sees the trajectory's action and
+    speed inputs whole in training while the other inputs draw the same masks as before, and
+    the setting is part of the run: its identity, a restored network and the card's line."""
+    from canis.export.model_card import _training_options
+    from canis.training.models import command_columns, restored_model
+
+    commands = command_columns()
+    others = torch.ones(480, dtype=torch.bool)
+    others[commands] = False
+    x = torch.randn(64, 480)
+    for kind in ("mann", "pfnn", "vnn"):
+        seen = {}
+        for drop in (True, False):
+            model = create_model(kind, 4, hidden=16, dropout=0.5, drop_commands=drop).train()
+            first = model.layers[0] if kind == "vnn" else model.motion.layers[0]
+            first.register_forward_pre_hook(lambda _, inputs, d=drop: seen.update({d: inputs[0]}))
+            torch.manual_seed(3)
+            model(x, x[:, 0]) if kind == "pfnn" else model(x)
+        assert torch.equal(seen[False][:, commands], x[:, commands])
+        assert not torch.equal(seen[True][:, commands], x[:, commands])
+        assert torch.equal(seen[False][:, others], seen[True][:, others])
+    run = config(tiny_dataset, epochs=1)
+    run.drop_commands = False
+    train(run, tmp_path / "kept", progress=False)
+    checkpoint = load_checkpoint(tmp_path / "kept" / LAST)
+    assert checkpoint.config["train"]["identity"]["drop_commands"] is False
+    assert "drop_commands" not in config(tiny_dataset).identity()
+    restored = restored_model(checkpoint, tmp_path / "kept" / LAST)
+    assert restored.motion.input_dropout.kept[commands].all()
+    assert "--no-drop-commands" in _training_options(checkpoint.config["train"]["config"])
+    with pytest.raises(ValueError, match=r"other settings: drop_commands False \(now True\);"):
+        train(config(tiny_dataset, epochs=2), tmp_path / "kept", resume=True, progress=False)
+
+
 def test_cli_refuses_bad_generalisation_options(tiny_dataset, tmp_path, capsys):
     from canis.cli import main
 

@@ -70,6 +70,12 @@ def add_commands(commands: argparse._SubParsersAction, recipe=None) -> None:
         "(training/labels.py sniffing_walk)",
     )
     train.add_argument(
+        "--no-drop-commands",
+        action="store_true",
+        help="never drop the trajectory's action and speed inputs in training, as MANN's "
+        "gating reads them (training/models.py command_columns)",
+    )
+    train.add_argument(
         "--jump-oversample",
         type=float,
         default=1.0,
@@ -270,6 +276,7 @@ def run_train(args) -> int:
         precision=precision,
         dataset=str(args.dataset),
         dropout=args.dropout,
+        drop_commands=not args.no_drop_commands,
         weight_decay=args.weight_decay,
         input_noise=args.input_noise,
         holdout=args.holdout,

@@ -27,6 +27,38 @@ VNN_HIDDEN = 2048
 PFNN_CONTROL_POINTS = 4
 
 
+def command_columns() -> torch.Tensor:
+    """The input columns that carry the player's command: the trajectory's action one-hots and
+    speeds. The labels read a row's action off its pose, so with these dropped like any other
+    input a network can predict the pose from the pose and ignore the command; MANN's gating
+    reads them undropped, a PFNN has no such path (docs/DECISIONS.md)."""
+    columns = (INPUT.indices("trajectory", "action"), INPUT.indices("trajectory", "speed"))
+    return torch.as_tensor(sorted(int(c) for block in columns for c in block))
+
+
+class InputDropout(nn.Module):
+    """Dropout of the first layer's input, with `kept` columns (a bool mask) never dropped.
+    The whole input goes through the dropout either way, so the random draws, and thus a run,
+    do not depend on which columns are kept."""
+
+    def __init__(self, dropout: float, kept: torch.Tensor | None = None):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("kept", kept, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dropped = self.dropout(x)
+        return dropped if self.kept is None else torch.where(self.kept, x, dropped)
+
+
+def kept_mask(inputs: int, drop_commands: bool) -> torch.Tensor | None:
+    if drop_commands:
+        return None
+    mask = torch.zeros(inputs, dtype=torch.bool)
+    mask[command_columns()] = True
+    return mask
+
+
 class BlendedLinear(nn.Module):
     """A linear layer with `sets` weight sets blended by per-sample weights (B, sets)."""
 
@@ -53,7 +85,15 @@ class BlendedLinear(nn.Module):
 class MotionNetwork(nn.Module):
     """Three ELU layers 480 -> h -> h -> 363 with blended weight sets and dropout."""
 
-    def __init__(self, inputs: int, hidden: int, outputs: int, sets: int, dropout: float = DROPOUT):
+    def __init__(
+        self,
+        inputs: int,
+        hidden: int,
+        outputs: int,
+        sets: int,
+        dropout: float = DROPOUT,
+        drop_commands: bool = True,
+    ):
         super().__init__()
         self.layers = nn.ModuleList(
             [
@@ -62,11 +102,12 @@ class MotionNetwork(nn.Module):
                 BlendedLinear(hidden, outputs, sets),
             ]
         )
+        self.input_dropout = InputDropout(dropout, kept_mask(inputs, drop_commands))
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, blend: torch.Tensor) -> torch.Tensor:
         for i, layer in enumerate(self.layers):
-            x = layer(self.dropout(x), blend)
+            x = layer(self.input_dropout(x) if i == 0 else self.dropout(x), blend)
             if i < len(self.layers) - 1:
                 x = F.elu(x)
         return x
@@ -75,7 +116,13 @@ class MotionNetwork(nn.Module):
 class MANN(nn.Module):
     kind = "mann"
 
-    def __init__(self, experts: int = 8, hidden: int = MOTION_HIDDEN, dropout: float = DROPOUT):
+    def __init__(
+        self,
+        experts: int = 8,
+        hidden: int = MOTION_HIDDEN,
+        dropout: float = DROPOUT,
+        drop_commands: bool = True,
+    ):
         super().__init__()
         self.experts = experts
         self.register_buffer("gating_indices", torch.as_tensor(gating_indices()), persistent=False)
@@ -86,7 +133,9 @@ class MANN(nn.Module):
             nn.ELU(),
             nn.Linear(GATING_HIDDEN, experts),
         )
-        self.motion = MotionNetwork(INPUT.size, hidden, OUTPUT.size, experts, dropout)
+        self.motion = MotionNetwork(
+            INPUT.size, hidden, OUTPUT.size, experts, dropout, drop_commands
+        )
 
     def expert_weights(self, x: torch.Tensor) -> torch.Tensor:
         return torch.softmax(self.gating(x[:, self.gating_indices]), dim=-1)
@@ -127,10 +176,12 @@ class PFNN(nn.Module):
 
     kind = "pfnn"
 
-    def __init__(self, hidden: int = MOTION_HIDDEN, dropout: float = DROPOUT):
+    def __init__(
+        self, hidden: int = MOTION_HIDDEN, dropout: float = DROPOUT, drop_commands: bool = True
+    ):
         super().__init__()
         self.motion = MotionNetwork(
-            INPUT.size, hidden, OUTPUT.size + 1, PFNN_CONTROL_POINTS, dropout
+            INPUT.size, hidden, OUTPUT.size + 1, PFNN_CONTROL_POINTS, dropout, drop_commands
         )
 
     def forward(self, x: torch.Tensor, phase_rad: torch.Tensor) -> torch.Tensor:
@@ -146,8 +197,11 @@ class VanillaNetwork(nn.Module):
 
     kind = "vnn"
 
-    def __init__(self, hidden: int = VNN_HIDDEN, dropout: float = DROPOUT):
+    def __init__(
+        self, hidden: int = VNN_HIDDEN, dropout: float = DROPOUT, drop_commands: bool = True
+    ):
         super().__init__()
+        self.input_dropout = InputDropout(dropout, kept_mask(INPUT.size, drop_commands))
         self.dropout = nn.Dropout(dropout)
         self.layers = nn.ModuleList(
             [
@@ -159,7 +213,7 @@ class VanillaNetwork(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for i, layer in enumerate(self.layers):
-            x = layer(self.dropout(x))
+            x = layer(self.input_dropout(x) if i == 0 else self.dropout(x))
             if i < len(self.layers) - 1:
                 x = F.elu(x)
         return x
@@ -170,11 +224,16 @@ def create_model(
     experts: int = 8,
     hidden: int | None = None,
     dropout: float = DROPOUT,
+    drop_commands: bool = True,
 ) -> nn.Module:
     """`hidden`: units per hidden layer, None for the paper's (512; the vanilla network's
     2048). Smaller networks are for test fixtures. `dropout`: the probability of dropping an
-    input of each layer in training (no effect in eval mode, so exports need not know it)."""
-    size = ({} if hidden is None else {"hidden": hidden}) | {"dropout": dropout}
+    input of each layer in training (no effect in eval mode, so exports need not know it).
+    `drop_commands` False: the command columns (command_columns) are never dropped."""
+    size = ({} if hidden is None else {"hidden": hidden}) | {
+        "dropout": dropout,
+        "drop_commands": drop_commands,
+    }
     if kind == "mann":
         return MANN(experts, **size)
     if kind == "pfnn":
@@ -186,7 +245,8 @@ def create_model(
 
 def restored_model(checkpoint, path, dropout: float = DROPOUT) -> nn.Module:
     """The network a checkpoint (training/checkpoint.py) holds, its weights loaded: its kind,
-    experts and width from the checkpoint's config."""
+    experts and width from the checkpoint's config, and whether its training dropped the
+    command columns."""
     from canis.training.checkpoint import restore_model
 
     config = checkpoint.config
@@ -195,6 +255,13 @@ def restored_model(checkpoint, path, dropout: float = DROPOUT) -> nn.Module:
             f"{path}: was trained with --pose-residual, which this version no longer has "
             "(docs/DECISIONS.md, 'The next pose is predicted whole')"
         )
-    model = create_model(config["kind"], config.get("experts") or 8, config.get("hidden"), dropout)
+    trained = (config.get("train") or {}).get("config") or {}
+    model = create_model(
+        config["kind"],
+        config.get("experts") or 8,
+        config.get("hidden"),
+        dropout,
+        trained.get("drop_commands", True),
+    )
     restore_model(checkpoint, model, path)
     return model

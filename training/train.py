@@ -55,6 +55,7 @@ IDENTITY_DEFAULTS = {
     "balanced": False,
     "sniffing": True,
     "sniffing_walks": True,
+    "drop_commands": True,
     "jump_oversample": 1.0,
 }
 
@@ -83,6 +84,8 @@ class TrainConfig:
     precision: str = "fp32"  # "bf16": autocast matmuls; "auto": see precision_for_run
     dataset: str = ""
     dropout: float = DROPOUT  # probability of dropping each layer's input in training
+    # False: the trajectory's action and speed inputs are never dropped (models.command_columns)
+    drop_commands: bool = True
     input_noise: float = 0.0  # std of Gaussian noise on the standardised training inputs
     holdout: str = "clips"  # training/dataset.py
     mirrored: bool = True  # False: train on the captured rows only, not their mirrors
@@ -265,7 +268,9 @@ def train(
             f"--batch-size {config.batch_size}: more than the {len(data.x_train)} training rows"
         )
     torch.manual_seed(config.seed)  # the initial weights are part of what the seed fixes
-    model = create_model(config.kind, config.experts, config.hidden, config.dropout)
+    model = create_model(
+        config.kind, config.experts, config.hidden, config.dropout, config.drop_commands
+    )
     model = model.to(device)
     optimizer = torch.optim.AdamW(
         model.parameters(),
