@@ -419,14 +419,18 @@ def test_undropped_commands_reach_the_first_layer_and_travel_with_the_run(tiny_d
     others = torch.ones(480, dtype=torch.bool)
     others[commands] = False
     x = torch.randn(64, 480)
+
+    def first_layer_input(kind, drop_commands):
+        model = create_model(kind, 4, hidden=16, dropout=0.5, drop_commands=drop_commands)
+        first = model.layers[0] if kind == "vnn" else model.motion.layers[0]
+        seen = []
+        first.register_forward_pre_hook(lambda _, inputs: seen.append(inputs[0]))
+        torch.manual_seed(3)
+        model.train()(x, x[:, 0]) if kind == "pfnn" else model.train()(x)
+        return seen[0]
+
     for kind in ("mann", "pfnn", "vnn"):
-        seen = {}
-        for drop in (True, False):
-            model = create_model(kind, 4, hidden=16, dropout=0.5, drop_commands=drop).train()
-            first = model.layers[0] if kind == "vnn" else model.motion.layers[0]
-            first.register_forward_pre_hook(lambda _, inputs, d=drop: seen.update({d: inputs[0]}))
-            torch.manual_seed(3)
-            model(x, x[:, 0]) if kind == "pfnn" else model(x)
+        seen = {drop: first_layer_input(kind, drop) for drop in (True, False)}
         assert torch.equal(seen[False][:, commands], x[:, commands])
         assert not torch.equal(seen[True][:, commands], x[:, commands])
         assert torch.equal(seen[False][:, others], seen[True][:, others])
