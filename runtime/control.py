@@ -101,11 +101,16 @@ DT_S = 1.0 / FPS
 # SPEED_TRACKING_INTEGRATE_WITHIN, and the gain is clamped to its range. It is not frozen
 # while the scale is at a limit: asked for 0.6 m/s, a dog's gain wound up to 1.2-1.5 while it
 # walked slowly stayed there whenever the proportional part had the scale at its floor, and
-# it ran up to 26.6% fast (the gain falls to ~1 when it is not frozen). Tuned with
-# `canis evaluate speed` (evaluation/speed_tracking.py; docs/RESULTS.md, "Speed tracking").
+# it ran up to 26.6% fast (the gain falls to ~1 when it is not frozen). The gains are low
+# enough for a network whose speed changes more than in proportion to the asked speed (the
+# PFNN alone: 0.28 m/s asked 0.5, 1.05 asked 1.1): at P 2 and I 2 its loop surged between
+# 0.5 and 2 m/s every 2 s asked 1.1 (a limit cycle), and MANN-8's rang for 10 s after a start
+# at 0.5 m/s. No lower: at P 0.75 MANN-8 asked 2.57 m/s settled into a canter dragging its
+# right front paw (0.41 cm/frame of skating against 0.06). Tuned with `canis evaluate speed`
+# (evaluation/speed_tracking.py; docs/RESULTS.md, "Speed tracking") on both shipped networks.
 SPEED_TRACKING_WINDOW_FRAMES = 50  # the history's length (features.TRAJECTORY_OFFSETS_FRAMES)
-SPEED_TRACKING_PROPORTIONAL = 2.0
-SPEED_TRACKING_INTEGRAL_PER_S = 2.0  # gain change per second per relative error
+SPEED_TRACKING_PROPORTIONAL = 1.0
+SPEED_TRACKING_INTEGRAL_PER_S = 1.0  # gain change per second per relative error
 SPEED_TRACKING_ERROR_CLIP = 0.5
 SPEED_TRACKING_STEADY = 0.05
 SPEED_TRACKING_INTEGRATE_WITHIN = 0.6
