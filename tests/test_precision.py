@@ -153,6 +153,7 @@ def test_int8_quantises_each_dog_on_its_own(tiny_model, variants, tmp_path):
         plain,
         weight_type=QuantType.QInt8,
         per_channel=True,
+        reduce_range=True,
         nodes_to_exclude=gating_nodes(onnx.load(str(tiny_model))),
     )
     graph = onnx.load(str(plain))  # the runtime wants the canis metadata: carried over
@@ -162,6 +163,26 @@ def test_int8_quantises_each_dog_on_its_own(tiny_model, variants, tmp_path):
     for i in range(len(x)):
         row = x[i : i + 1]
         assert np.array_equal(model.run(row)["y"], MotionModel(plain).run(row)["y"])
+
+
+def int8_weights(path) -> list[np.ndarray]:
+    """The int8 weight matrices of a quantised file (the MatMulInteger B inputs)."""
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    weights = {t.name: t for t in model.graph.initializer}
+    names = [n.input[1] for n in model.graph.node if n.op_type == "MatMulInteger"]
+    return [numpy_helper.to_array(weights[name]) for name in names]
+
+
+def test_int8_weights_use_seven_bits_so_no_cpu_saturates_them(variants):
+    """Without VNNI, ONNX Runtime multiplies the uint8 activations by the int8 weights with
+    VPMADDUBSW, which sums each pair of products in int16 and saturates: 2 x 255 x 127 does
+    not fit, 2 x 255 x 64 does. At full range the shipped MANN-8 int8 was 0.115 std off fp32
+    at worst on an AMD EPYC (Zen 3) against 0.024 on a Xeon with VNNI."""
+    weights = int8_weights(variants["int8"][0])
+    assert weights and all(w.dtype == np.int8 for w in weights)
+    assert max(int(np.abs(w.astype(np.int32)).max()) for w in weights) <= 64
 
 
 def test_fp32_conversion_only_records_the_precision(tiny_model, tmp_path):

@@ -33,6 +33,9 @@ def test_mann8_describes_itself_and_fits_the_budget_size():
     assert sizes < 55e6
     for card in ("mann8.md", "mann8.int8.md"):
         assert (SHIPPED_MODELS / card).exists()
+    from test_precision import int8_weights  # 7 bits: no saturation without VNNI
+
+    assert max(int(abs(w.astype(int)).max()) for w in int8_weights(MANN8)) <= 64
 
 
 @needs_mann8
