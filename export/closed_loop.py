@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from canis.runtime.controller import DT_S, Controller
@@ -115,4 +116,6 @@ def closed_loop_report(model_path, seconds: float = 60.0, speeds=PAPER_SPEEDS_MP
     passed = all(
         r["finite"] and r["min_hips_height_m"] > 0.0 and r["speed_error"] <= 0.2 for r in runs
     )
-    return {"model": str(model_path), "kind": model.kind, "runs": runs, "passed": passed}
+    # The file's name, not where it was measured: the report is copied beside the file it
+    # describes (a run folder's into assets/models).
+    return {"model": Path(model_path).name, "kind": model.kind, "runs": runs, "passed": passed}

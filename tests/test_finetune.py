@@ -414,7 +414,8 @@ def test_finetune_starts_from_an_exported_model(tiny_dataset, started, tmp_path)
     assert "settings: own_frames 3, curriculum_epochs 2;" in card  # those not the defaults
     assert "## Fine-tuning log" in card
     assert f"`./run canis finetune --config {config} --start {model} --out runs/NAME` then" in card
-    assert tuned.with_suffix(".closed_loop.json").is_file()
+    report = json.loads(tuned.with_suffix(".closed_loop.json").read_text())
+    assert report["model"] == "tuned.onnx"  # its name: the report travels with the file
     for prop in graph.metadata_props:
         if prop.key == "canis.precision":
             prop.value = "int8"
