@@ -143,8 +143,30 @@ def test_after_actions_read_the_pose_a_second_after(tiny_model, clip):
     assert set(rows) == {"jump from a stand", "stop from a walk"}
     for row in rows.values():
         assert row["hips_share"] > 0 and row["root_speed_mps"] >= 0
+        assert row["settled_speed_mps"] >= 0
         assert isinstance(row["passed"], bool)
     assert "| tiny | jump from a stand |" in markdown({"tiny": rows})
+
+
+def test_a_dog_still_a_second_after_that_creeps_on_fails():
+    """The root's speed is read at one moment and over the SETTLED_S after it: a dog that is
+    still at the moment, in a lull, and then creeps at 0.13 m/s (as the int8 MANN-8 alone
+    does after a stop) fails; one that stays still passes."""
+    from canis.evaluation.after_actions import AFTER_S, SETTLED_S, after_row
+    from canis.runtime.controller import DT_S
+
+    frames = int(round((2.0 + AFTER_S + SETTLED_S) / DT_S)) + 8
+    ended = int(round(1.0 / DT_S))
+    heights = np.full(frames, 0.45)
+    standing = slice(0, ended)
+    still = np.full(frames, 0.02)
+    row = after_row(heights, heights, still, standing, ended)
+    assert row["passed"] and row["settled_speed_mps"] == pytest.approx(0.02)
+    creeping = still.copy()
+    creeping[ended + int(round(AFTER_S / DT_S)) + 4 :] = 0.13
+    row = after_row(heights, heights, creeping, standing, ended)
+    assert row["root_speed_mps"] < 0.05 and row["settled_speed_mps"] > 0.05
+    assert not row["passed"]
 
 
 def test_the_head_sweep_sets_the_network_beside_the_mocap_at_each_speed(tiny_model, clip):
