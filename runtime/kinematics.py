@@ -19,10 +19,14 @@ Full-body IK onto uneven terrain, as a post-process of the network's flat-ground
    24 cm; hind paws sink up to 13 cm in sits, lies, stands and strides) is lifted onto the
    ground. On flat ground the controller runs the IK only on frames whose shown pose has a
    joint under it (`joints_below_ground`), so the usual flat frame still costs nothing here.
-3. Targets are clamped short of the leg's full reach. CCD bends each front leg to its target
-   (the shoulder joint moves least); each hind leg (hip, knee, hock) is solved in closed form,
-   its knee kept in the plane it bends in and its hock-paw bone's rotation kept, so it cannot
-   fold the other way between frames as CCD did (native/src/two_bone.h).
+3. Targets are clamped short of the leg's full reach. Each front leg keeps its paw's bone
+   (wrist to paw) as it was in the world, and CCD bends the leg above it (the shoulder joint
+   moves least) to put the wrist where that puts the paw on its target: CCD over the whole
+   leg turned the paw's bone first, and a lying dog's paw lifted 7 cm onto a hill had its
+   wrist swung ahead of it, then back, 13 cm in one frame. Each hind leg (hip, knee, hock) is
+   solved in closed form, its knee kept in the plane it bends in and its hock-paw bone's
+   rotation kept, so it cannot fold the other way between frames as CCD did
+   (native/src/two_bone.h).
 4. A front paw still under the ground after its leg's solve (a leg at its reach over a
    step's edge) lifts the body by its depth beyond 5 mm, and the hind legs are solved again.
 5. Every other joint is kept less than 5 mm under the ground (BELOW_GROUND_M), each by a

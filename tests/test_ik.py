@@ -199,6 +199,41 @@ def test_a_hind_leg_is_lifted_in_closed_form_without_a_pop(dog, pose):
     assert worst_step_m < 0.006
 
 
+@pytest.mark.parametrize("pose", ["sit", "lie", "stand", "beg"])
+def test_a_front_paw_lifted_keeps_its_bone_and_the_leg_bends_without_a_pop(dog, pose):
+    """A front paw the ground rises under keeps its bone's rotation in the world (wrist to
+    paw) and the leg above bends to it: CCD over the whole leg turned the paw's bone first, and
+    a lying dog's front paw lifted 7 cm onto a hill swung its wrist 5-7 cm ahead of the paw,
+    then snapped back 13 cm in one frame. Lowered 1 mm a step, the front paws stay on the
+    ground and no joint of the front legs moves more than 6 mm a step."""
+    from canis.runtime.kinematics import FLAT_GROUND
+
+    keyframe = load_keyframes()[pose]
+    local = keyframe.local_rotations[None].astype(np.float32).copy()
+    front = [dog.group(leg) for leg in ("front_left_leg", "front_right_leg")]
+    previous, worst_step_m = None, 0.0
+    for drop_m in np.arange(-0.02, 0.12, 0.001):
+        hips = np.array([[0.0, keyframe.hips_height_m - drop_m, 0.0]])
+        before, before_rotations = forward_kinematics(dog, local, hips)
+        local2, hips2, _ = FullBodyIk(dog, 1).solve(
+            local, hips, np.zeros(1), np.array([[0, 0, 1.0]]), FLAT_GROUND, 0
+        )
+        after, after_rotations = forward_kinematics(dog, local2, hips2)
+        for chain in front:
+            wrist, paw = chain[-2], chain[-1]
+            assert after[0, paw, 1] > -0.006, (drop_m, after[0, paw, 1])
+            lifted = before[0, paw, 1] < -0.005
+            if lifted and after[0, chain[1:-1], 1].min() > 0.005:  # no joint of it lifted too
+                same = np.abs(np.sum(before_rotations[0, wrist] * after_rotations[0, wrist]))
+                assert same > 1 - 1e-5, (drop_m, same)
+        legs = np.concatenate(front)
+        if previous is not None:
+            step_m = np.linalg.norm(after[0, legs] - previous, axis=1).max()
+            worst_step_m = max(worst_step_m, step_m)
+        previous = after[0, legs]
+    assert worst_step_m < 0.006, worst_step_m
+
+
 def test_a_front_leg_at_its_reach_over_a_step_edge_lifts_the_body(dog):
     """The hour's soak's worst paw after the other fixes (5.56 cm): a nose-diving lie over a
     10 cm step's edge (the network's pose of that frame, tests/fixtures/dived_lie_step_edge.npz,

@@ -262,10 +262,26 @@ extern "C" int canis_fullbody_ik(
                 return;
             }
             const float* joint_weights = leg_joint_weights + leg_starts[k];
-            canis::ccd_one(legs[k], parents, offsets, local, positions.data(), rotations.data(),
-                           joint_weights, goals[k], iterations, tolerance);
             const std::vector<int32_t>& joints = legs[k].joints;
             const size_t paw = joints.size() - 1;
+            // The paw's bone keeps its rotation in the world and the leg above bends its
+            // wrist to where that puts the paw on its goal. CCD over the whole leg turned the
+            // paw's bone first, by most of the lift: a lying dog's front paw raised 7 cm onto
+            // a hill had its wrist swung 5-7 cm ahead of the paw, until the wrist reached the
+            // ground and the leg snapped back, 13 cm in one frame.
+            const int32_t wrist = joints[paw - 1];
+            const Vec3 paw_bone = canis::load3(positions.data() + 3 * joints[paw]) -
+                                  canis::load3(positions.data() + 3 * wrist);
+            const canis::Quat wrist_rotation = canis::load4(rotations.data() + 4 * wrist);
+            canis::ccd_one(leg_uppers[k][paw - 1], parents, offsets, local, positions.data(),
+                           rotations.data(), joint_weights, goals[k] - paw_bone, iterations,
+                           tolerance);
+            canis::store4(local + 4 * wrist,
+                          canis::normalized(canis::conjugate(canis::load4(
+                                                rotations.data() + 4 * parents[wrist])) *
+                                            wrist_rotation));
+            canis::forward_kinematics_one(n_joints, parents, offsets, local, hip,
+                                          positions.data(), rotations.data(), wrist);
             for (size_t i = 1; i < paw; ++i) {
                 Vec3 c = canis::load3(positions.data() + 3 * joints[i]);
                 float lift = w * (floor_at(c) - kJointSlack - c.y);
