@@ -5,7 +5,8 @@ held after the hand-back is a column, and the fastest is named in a line under t
 def _posture(ground, start, target, held_mps, stopped_first_cm=3.0):
     return {
         "ground": ground, "start": start, "target": target, "gait_cm_per_frame": 5.0,
-        "at_once_cm_per_frame": 8.0, "at_once_where": "target blend", "stop_frames": 30,
+        "at_once_cm_per_frame": 8.0, "at_once_where": "target blend", "at_once_phase_frames": 6,
+        "stop_frames": 30,
         "stopping_cm_per_frame": 4.0, "stopped_first_cm_per_frame": stopped_first_cm,
         "stopped_first_where": "after", "stopped_first_phase_frames": 0,
         "stopped_first_held_mps": held_mps,
@@ -40,8 +41,11 @@ def test_the_held_speed_is_a_column_and_the_fastest_is_named():
         },
     }
     text = handback_markdown(results, "canis evaluate transitions --handback-only")
+    assert "| at once | where | phase | stop frames |" in text
     assert "| stopping first | where | phase | held |" in text
-    row = "| hills | walking | beg | 5.00 | 8.00 | target blend | 30 | 4.00 | 2.00 | after | 0 |"
+    row = (
+        "| hills | walking | beg | 5.00 | 8.00 | target blend | 6 | 30 | 4.00 | 2.00 | after | 0 |"
+    )
     assert row + " 0.116 |" in text
     assert (
         f"Fastest held: 0.116 m/s (hills, walking -> beg). tests/test_demo.py allows "
