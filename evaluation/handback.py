@@ -138,8 +138,7 @@ def postures_report(model: TransitionModel, motion_model_path: Path) -> dict:
     largest from the transition's request to AFTER_SECONDS after the hand-back, with the part
     where it happened. Each way is asked at each of REQUEST_PHASES_FRAMES into the gait
     (standing: once) and the worst of them is kept: where in the stride the key comes moves the
-    transition's fastest frame by a quarter or more (asked at once from a canter, the shipped
-    MANN-8 rears up after the hand-back at 4 of the 8 and not at the first)."""
+    transition's fastest frame by a quarter or more, or from none to a pop."""
     from canis.runtime.control import load_speed_calibration
     from canis.runtime.inference import MotionModel
     from canis.runtime.poses import KEYFRAME_ACTIONS
