@@ -385,7 +385,13 @@ class TransitionPlayer:
         h.positions_xz_m[rows, -1] = xz
         h.directions_xz[rows, -1] = yaw_direction_xz(yaw)
         h.velocities_xz_mps[rows, -1] = root_velocity
-        h.speeds_mps[rows, -1] = np.linalg.norm(root_velocity, axis=1)
+        # The history's speed is the asked speed, as every motion-network step pushes it
+        # (Controller._apply), not the root's: a transition asked at once from a canter still
+        # slides 1-1.5 m/s at its last frame, and with that read as the speed asked, MANN-8
+        # reared up after the hand-back to a sit (head to 1.17 m) at half the canter's phases.
+        h.speeds_mps[rows, -1] = (
+            desired_future.speeds_mps[rows, 0] if desired_future is not None else 0.0
+        )
         h.actions[rows, -1] = actions
         # The network's own future for these rows is from a motion they did not make: hand the
         # desired one back instead, so the next blend is the command alone.

@@ -251,6 +251,30 @@ def test_transition_reaches_its_target_and_hands_back(tiny_rtn):
     assert first > 0 and all(np.abs(o).max() < 1e-3 * first for o in left)
 
 
+def test_a_transition_writes_the_history_as_the_motion_network_steps_do(tiny_rtn):
+    """Each played frame pushes the root's velocity and the asked speed (the desired future's
+    current sample, as Controller._apply does), not the root's speed: asked at once from a
+    canter, a transition still slides at its last frames, and read as the dog's speed that
+    history made MANN-8 rear up after the hand-back to a sit."""
+    c = controller(tiny_rtn, count=1)
+    canter = ControlState(np.array([[0.0, 3.3]]), np.zeros(1), np.array([ACTIONS.index("move")]))
+    for _ in range(120):
+        c.step(canter)
+    frames = 20
+    c.transition_to("sit", frames, at_xz_m=c.root_xz_m + [0.0, 1.5])
+    still = ControlState(np.zeros((1, 2)), np.zeros(1), np.array([ACTIONS.index("sit")]))
+    asked = []
+    for _ in range(LEAD_FRAMES + frames + 1):
+        c.step(still)
+        asked.append(c.desired_future.speeds_mps[0, 0])
+    assert not c.in_transition().any()
+    played = slice(-(frames + 1), None)
+    history = c.state.history
+    np.testing.assert_allclose(history.speeds_mps[0, played], asked[played])
+    root_speeds = np.linalg.norm(history.velocities_xz_mps[0, played], axis=-1)
+    assert np.abs(root_speeds - history.speeds_mps[0, played]).max() > 0.5
+
+
 def test_only_the_asked_characters_transition(tiny_rtn):
     c = controller(tiny_rtn, count=3)
     c.transition_to("lie", 10, characters=[1])
