@@ -115,6 +115,22 @@ def trusted_rotations(
     return kept[0], kept[1]
 
 
+def trust_axes(forwards, ups, previous_forwards, previous_ups, yaw_velocity_radps, dt_s) -> None:
+    """trusted_rotations in the native core, in place: `forwards` and `ups` (N, J, 3), C-ordered
+    float64, the new axes; the previous pose's axes, seen from the previous root, which turned
+    by `yaw_velocity_radps` (N,) over `dt_s` to the new one."""
+    _kinematics.trusted_axes(
+        dt_s,
+        ROTATION_TRUSTED_FROM,
+        ROTATION_TRUSTED_AT,
+        np.ascontiguousarray(yaw_velocity_radps, dtype=np.float64),
+        np.ascontiguousarray(previous_forwards, dtype=np.float64),
+        np.ascontiguousarray(previous_ups, dtype=np.float64),
+        forwards,
+        ups,
+    )
+
+
 def next_local_pose(previous: LocalPose, p: Prediction, dt_s: float) -> LocalPose:
     """The pose the next input x carries: the previous positions seen from the new root,
     advanced by the predicted velocities and averaged with the predicted positions; the
@@ -179,16 +195,7 @@ def advance_root(state: DogState, p: Prediction, speed_now_mps: np.ndarray, dt_s
     s.root_xz_m, s.root_yaw_rad, s.root_velocity_xz_mps = root_xz, yaw, velocity
     forwards = np.array(p.joint_forwards, dtype=np.float64, order="C")
     ups = np.array(p.joint_ups, dtype=np.float64, order="C")
-    _kinematics.trusted_axes(
-        dt_s,
-        ROTATION_TRUSTED_FROM,
-        ROTATION_TRUSTED_AT,
-        p.root_yaw_velocity_radps,
-        s.pose.forwards,
-        s.pose.ups,
-        forwards,
-        ups,
-    )  # trusted_rotations, natively
+    trust_axes(forwards, ups, s.pose.forwards, s.pose.ups, p.root_yaw_velocity_radps, dt_s)
     s.pose = LocalPose(positions, forwards, ups, p.joint_velocities_mps.copy())
     s.predicted_future = GroundTrajectory(
         *future, np.zeros((n, ahead)), np.zeros((n, ahead, s.commanded_actions.shape[1]))

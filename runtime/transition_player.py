@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from canis.runtime.features import ACTION_ONE_HOT, FPS
+from canis.runtime.pose import trust_axes
 from canis.runtime.root import (
     from_root_xz,
     to_root_xz,
@@ -377,8 +378,15 @@ class TransitionPlayer:
         state.root_yaw_rad[rows] = yaw
         state.root_velocity_xz_mps[rows] = root_velocity
         pose = state.pose
-        pose.positions_m[rows], pose.forwards[rows] = parts.positions_m, parts.forwards
-        pose.ups[rows], pose.velocities_mps[rows] = parts.ups, velocities
+        # The RTN leaves the tail out of its arcs (training/rtn.py ARC_JOINTS), and between
+        # two tail poses it can shrink a joint's axes through zero as the motion network
+        # does (runtime/pose.py trusted_rotations): from a canter to a beg, Tail1's forward
+        # fell to 0.02 and came back, and the tail's tip whipped 28 cm in a frame.
+        forwards = np.array(parts.forwards, dtype=np.float64, order="C")
+        ups = np.array(parts.ups, dtype=np.float64, order="C")
+        trust_axes(forwards, ups, pose.forwards[rows], pose.ups[rows], yaw_rate[:, 1], 1 / FPS)
+        pose.positions_m[rows], pose.forwards[rows] = parts.positions_m, forwards
+        pose.ups[rows], pose.velocities_mps[rows] = ups, velocities
         state.action_weights[rows] = actions
         state.commanded_actions[rows] = actions
         h = state.history

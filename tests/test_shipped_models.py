@@ -140,6 +140,43 @@ def test_shipped_rtn_is_small_and_takes_a_trotting_dog_to_sit():
     assert abs(hips_height - c.keyframes["sit"].hips_height_m) < 0.01
 
 
+@needs_mann8
+@pytest.mark.parametrize("target,phase_frames", [("sit", 3), ("sit", 6), ("beg", 0)])
+def test_a_posture_asked_at_once_from_a_canter_moves_no_joint_faster_than_the_canter(
+    target, phase_frames
+):
+    """The API's at-once path (the demo stops first): `phase_frames` past 3 s of a 3.3 m/s
+    canter, a 45-frame transition to `target`, held 2 s. No shown joint may move further in a
+    frame than 1.25x the canter's own fastest. With the root's speed in the history the dog
+    reared up after the sit's hand-back (38-43 cm/frame at these points), and the tail's axes,
+    shrunk through zero by the RTN, whipped its tip 28 cm into the beg (runtime/
+    transition_player.py)."""
+    from canis.evaluation.handback import _held, _still_or_moving, joint_steps_cm
+    from canis.runtime.control import load_speed_calibration
+    from canis.runtime.controller import Controller
+    from canis.runtime.transition import TransitionModel
+
+    c = Controller(
+        MotionModel(MANN8),
+        transition_model=TransitionModel(RTN),
+        foot_lock=True,
+        speed_calibration=load_speed_calibration(MANN8),
+    )
+    canter = []
+    for _ in range(180 + phase_frames):
+        c.step(_still_or_moving(3.3))
+        canter.append(c.display_pose()[0][0].copy())
+    started = c.transition_to(target, 45)
+    held = _held(target, started.final_yaw_rad)
+    shown = canter[-1:]
+    for _ in range(started.frames + 120):
+        c.step(held)
+        shown.append(c.display_pose()[0][0].copy())
+    gait = joint_steps_cm(canter[-60:]).max()
+    worst = joint_steps_cm(shown)
+    assert worst.max() <= 1.25 * gait, (worst.argmax(), worst.max(), gait)
+
+
 def test_a_recording_names_a_shipped_model_by_name_and_finds_it_again(tmp_path):
     """One lookup both ways (runtime/assets.py): the demo writes it, `canis run` reads it."""
     from canis.runtime.assets import (
