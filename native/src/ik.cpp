@@ -108,6 +108,7 @@ extern "C" int canis_fullbody_ik(
     std::vector<Vec3> paws(leg_count), goals(leg_count);
     std::vector<Vec3> below(n_joints);  // a leg's joints below one being lifted, by position
     std::vector<float> under(leg_count);
+    std::vector<float> network_local(4 * static_cast<size_t>(n_joints));
     for (int32_t n = 0; n < n_characters; ++n) {
         float* local = local_rotations + 4 * static_cast<size_t>(n) * n_joints;
         float* hip = hips + 3 * n;
@@ -234,7 +235,8 @@ extern "C" int canis_fullbody_ik(
         // the leg's full reach. A paw the network's rotations put below its flat ground (its
         // own lie and sit sink a front paw up to 24 cm, a hind paw 13 cm, measured) is lifted
         // onto it first. CCD bends a front leg there; a hind leg (hip, knee, hock) is solved
-        // in closed form keeping its knee's bend plane and the hock-paw bone's rotation: CCD
+        // in closed form keeping its knee's bend plane and the hock-paw bone's rotation (a
+        // folded one its hock instead, the bone turning: native/src/two_bone.h): CCD
         // folded a lifted hind leg the other way from one frame to the next (the hock flipped
         // 7.9 cm in one frame from sit to stand, tests/test_demo.py). Legs are disjoint
         // subtrees, so one leg's solve leaves the others' transforms current.
@@ -252,8 +254,21 @@ extern "C" int canis_fullbody_ik(
         // hock 3 cm apart) swung out 3 cm in one frame for a 6 mm lift.
         auto solve_leg = [&](int32_t k) {
             if (leg_bones[k].empty()) {
-                canis::two_bone_one(legs[k], parents, offsets, local, positions.data(),
-                                    rotations.data(), goals[k], f);
+                Vec3 hock = canis::load3(positions.data() + 3 * legs[k].joints[2]);
+                float hock_lowest_y =
+                    hock.y + std::max(w * (floor_at(hock) - kJointSlack - hock.y), 0.0f);
+                float kept = canis::two_bone_one(legs[k], parents, offsets, local,
+                                                 positions.data(), rotations.data(), goals[k], f,
+                                                 hock_lowest_y);
+                // A folded leg's paw turned about its hock moved along the ground, onto
+                // ground of another height (a lie on a 30% rise was left 1.1 cm under): it
+                // turns once more for the ground where it is now.
+                Vec3 paw = canis::load3(positions.data() + 3 * legs[k].joints.back());
+                float shift = floor_at(paw) - floor_at(goals[k]);
+                if (kept < 1.0f && shift != 0.0f)
+                    canis::pivot_paw_to_height(legs[k], parents, offsets, local,
+                                               positions.data(), rotations.data(),
+                                               goals[k].y + shift, f);
                 Vec3 knee = canis::load3(positions.data() + 3 * legs[k].joints[1]);
                 float lift = w * (floor_at(knee) - kJointSlack - knee.y);
                 if (lift > 0.0f)
@@ -300,6 +315,11 @@ extern "C" int canis_fullbody_ik(
                 }
             }
         };
+        // The hind legs' rotations as the network left them: solving one again after the body
+        // rises starts from these, so the second solve is the first with the hips higher.
+        for (int32_t k = front_legs; k < leg_count; ++k)
+            for (int32_t j : legs[k].joints)
+                std::copy(local + 4 * j, local + 4 * j + 4, network_local.begin() + 4 * j);
         for (int32_t k = 0; k < leg_count; ++k) {
             Vec3 goal = paws[k];
             float sunk = std::max(ground - paws[k].y, 0.0f);
@@ -346,7 +366,15 @@ extern "C" int canis_fullbody_ik(
             hip[1] += rise;
             canis::forward_kinematics_one(n_joints, parents, offsets, local, hip,
                                           positions.data(), rotations.data(), 0);
-            for (int32_t k = front_legs; k < leg_count; ++k) solve_leg(k);
+            for (int32_t k = front_legs; k < leg_count; ++k) {
+                for (int32_t j : legs[k].joints)
+                    std::copy(network_local.begin() + 4 * j, network_local.begin() + 4 * j + 4,
+                              local + 4 * j);
+                canis::forward_kinematics_one(n_joints, parents, offsets, local, hip,
+                                              positions.data(), rotations.data(),
+                                              legs[k].joints.front());
+                solve_leg(k);
+            }
         }
 
         // The network's sit and beg put the tail's tip 4.4 cm under flat ground and the hills

@@ -9,6 +9,12 @@ namespace canis {
 
 namespace {
 
+// A hind leg whose hip and hock are closer than kFoldedReach of the leg's length (thigh plus
+// shank) starts keeping its hock where the network put it, fully from kFoldBand closer: 13.6
+// and 5.1 cm on the dog's 34 cm hind leg. Its canter keeps them 17.6 cm apart or more
+// (assets/scripts/transitions.json), its keyframes' sit and beg 12-14% of the leg.
+constexpr float kFoldedReach = 0.4f, kFoldBand = 0.25f;
+
 float angle_between(Vec3 a, Vec3 b) {
     return std::atan2(length(cross(a, b)), dot(a, b));
 }
@@ -45,8 +51,9 @@ bool is_three_bone_leg(const Chain& chain) {
     return chain.joints.size() == 4 && chain.path.size() == 4;
 }
 
-void two_bone_one(const Chain& chain, const int32_t* parents, const float* offsets,
-                  float* local, float* positions, float* rotations, Vec3 target, Vec3 forward) {
+float two_bone_one(const Chain& chain, const int32_t* parents, const float* offsets,
+                   float* local, float* positions, float* rotations, Vec3 target, Vec3 forward,
+                   float hock_lowest_y) {
     const int32_t hip = chain.joints[0], knee = chain.joints[1], hock = chain.joints[2],
                   paw = chain.joints[3];
     const Vec3 a = load3(positions + 3 * hip), b = load3(positions + 3 * knee),
@@ -55,14 +62,31 @@ void two_bone_one(const Chain& chain, const int32_t* parents, const float* offse
                knee_rotation = load4(rotations + 4 * knee),
                hock_rotation = load4(rotations + 4 * hock);
     const float thigh = length(b - a), shank = length(c - b);
-    const Vec3 hock_goal = target - (d - c);
-    const Vec3 reach = c - a, goal_reach = hock_goal - a;
+    const Vec3 reach = c - a;
     const float reach_length = length(reach);
-    if (thigh < 1e-6f || shank < 1e-6f || reach_length < 1e-6f) return;
+    if (thigh < 1e-6f || shank < 1e-6f || reach_length < 1e-6f) return 1.0f;
     // Reachable hip-hock distances, a hair inside the limits where the bend angle's
     // derivative blows up.
     const float margin = 1e-3f * (thigh + shank);
     const float lo = std::fabs(thigh - shank) + margin, hi = thigh + shank - margin;
+
+    // The hock's goal: the target less the hock-paw bone as it is. A paw lifted onto the
+    // ground under a folded leg (hip and hock 3-8 cm apart) can put that goal at the hip
+    // itself (a beg asked at once from a canter: 2 cm from it or past it), and a hock moved a
+    // few cm across so short a hip-hock line turns the whole leg: 30-115 deg a frame. So a
+    // leg the network folds (its hip to hock from kFoldedReach of the leg's length down to
+    // kFoldedReach - kFoldBand) fades to keeping its hock where the network put it (no lower
+    // than `hock_lowest_y`), and the paw's bone turns about the hock instead, in its own
+    // vertical plane, to the target's height.
+    const Vec3 kept_goal = target - (d - c);
+    const float leg = thigh + shank;
+    const float unfolded = std::clamp(
+        (reach_length - (kFoldedReach - kFoldBand) * leg) / (kFoldBand * leg), 0.0f, 1.0f);
+    const float keep = unfolded * unfolded * (3.0f - 2.0f * unfolded);
+    Vec3 own_hock = c;
+    own_hock.y = std::max(own_hock.y, hock_lowest_y);
+    const Vec3 hock_goal = own_hock + (kept_goal - own_hock) * keep;
+    const Vec3 goal_reach = hock_goal - a;
     const float wanted = std::clamp(length(goal_reach), lo, hi);
 
     // The bend plane: the one the knee bends in, off the hip-hock line. Only a leg held
@@ -75,7 +99,7 @@ void two_bone_one(const Chain& chain, const int32_t* parents, const float* offse
     const float straight = std::max(0.0f, 1.0f - length(knee_out) / (0.05f * thigh));
     const Vec3 axis =
         unit_or_zero(cross(reach, knee_out + forward_out * (0.05f * thigh * straight * straight)));
-    if (length(axis) == 0.0f) return;
+    if (length(axis) == 0.0f) return 1.0f;
 
     // Where the knee and hock go before the swing: the hock on the hip-hock line at `wanted`,
     // the knee on the bend plane's knee side, at the hip angle the triangle's sides give.
@@ -101,6 +125,27 @@ void two_bone_one(const Chain& chain, const int32_t* parents, const float* offse
     store4(local + 4 * hock, normalized(conjugate(new_knee) * hock_rotation));
 
     store4(rotations + 4 * hip, new_hip);
+    update_below_hip(chain, parents, offsets, local, positions, rotations);
+    if (keep < 1.0f) pivot_paw_to_height(chain, parents, offsets, local, positions, rotations,
+                                         target.y, forward);
+    return keep;
+}
+
+void pivot_paw_to_height(const Chain& chain, const int32_t* parents, const float* offsets,
+                         float* local, float* positions, float* rotations, float paw_y,
+                         Vec3 forward) {
+    const int32_t knee = chain.joints[1], hock = chain.joints[2], paw = chain.joints[3];
+    const Vec3 c = load3(positions + 3 * hock), bone = load3(positions + 3 * paw) - c;
+    const float bone_length = length(bone);
+    if (bone_length < 1e-6f) return;
+    const float rise = std::clamp(paw_y - c.y, -bone_length, bone_length);
+    Vec3 heading = unit_or_zero(Vec3{bone.x, 0.0f, bone.z});
+    if (length(heading) == 0.0f) heading = unit_or_zero(Vec3{forward.x, 0.0f, forward.z});
+    const Vec3 turned =
+        heading * std::sqrt(bone_length * bone_length - rise * rise) + Vec3{0.0f, rise, 0.0f};
+    const Quat hock_rotation = normalized(arc(bone, turned) * load4(rotations + 4 * hock));
+    store4(local + 4 * hock,
+           normalized(conjugate(load4(rotations + 4 * knee)) * hock_rotation));
     update_below_hip(chain, parents, offsets, local, positions, rotations);
 }
 

@@ -20,9 +20,23 @@ bool is_three_bone_leg(const Chain& chain);
 // and the target, so it cannot. `forward` (unit, horizontal) sets the bend plane of a leg
 // held straight: the knee goes forward. The hock's distance from the hip is clamped to what
 // the two bones reach. `positions`/`rotations` must hold the character's global transforms
-// on entry; the leg's are kept current. Updates `local` in place.
-void two_bone_one(const Chain& chain, const int32_t* parents, const float* offsets,
-                  float* local, float* positions, float* rotations, Vec3 target, Vec3 forward);
+// on entry; the leg's are kept current. Updates `local` in place. A folded leg (hip and hock
+// closer than 40% of the thigh and shank together, all of it from 10%) fades instead to
+// keeping its hock where it is, raised to `hock_lowest_y` if lower, with the hock-paw bone
+// turning in its vertical plane to put the paw at the target's height: moving the hock of a
+// folded leg across its short hip-hock line turns the whole leg about the hip. Returns how
+// much of the bone's rotation it kept: 1 for an open leg, less for a folded one.
+float two_bone_one(const Chain& chain, const int32_t* parents, const float* offsets,
+                   float* local, float* positions, float* rotations, Vec3 target, Vec3 forward,
+                   float hock_lowest_y);
+
+// Turns a three-bone leg's hock-paw bone in its vertical plane (the one through it and the up
+// axis) so the paw is at height `paw_y`, or straight above or below the hock where the bone is
+// too short to reach it. A bone pointing straight up or down turns toward `forward`.
+// `positions`/`rotations` as for two_bone_one; the leg's are kept current.
+void pivot_paw_to_height(const Chain& chain, const int32_t* parents, const float* offsets,
+                         float* local, float* positions, float* rotations, float paw_y,
+                         Vec3 forward);
 
 // Raises the knee of a three-bone leg by `lift` metres (no further than the top of its circle)
 // by turning the hip and knee about the hip-hock line: the hip, hock and paw stay where they
