@@ -141,26 +141,31 @@ def test_shipped_rtn_is_small_and_takes_a_trotting_dog_to_sit():
 
 
 @needs_mann8
-@pytest.mark.parametrize("target,phase_frames", [("sit", 3), ("sit", 6), ("beg", 0)])
+@pytest.mark.parametrize(
+    "model,target,phase_frames",
+    [(MANN8, "sit", 3), (MANN8, "sit", 6), (MANN8, "beg", 0), (PFNN, "beg", 12), (PFNN, "beg", 15)],
+    ids=["mann8-sit-3", "mann8-sit-6", "mann8-beg-0", "pfnn-beg-12", "pfnn-beg-15"],
+)
 def test_a_posture_asked_at_once_from_a_canter_moves_no_joint_faster_than_the_canter(
-    target, phase_frames
+    model, target, phase_frames
 ):
     """The API's at-once path (the demo stops first): `phase_frames` past 3 s of a 3.3 m/s
     canter, a 45-frame transition to `target`, held 2 s. No shown joint may move further in a
     frame than 1.25x the canter's own fastest. With the root's speed in the history the dog
-    reared up after the sit's hand-back (38-43 cm/frame at these points), and the tail's axes,
+    reared up after the sit's hand-back (38-43 cm/frame at these points), the tail's axes,
     shrunk through zero by the RTN, whipped its tip 28 cm into the beg (runtime/
-    transition_player.py)."""
+    transition_player.py), and the terrain IK swung the PFNN's folded begging hind leg about
+    its hip, 26-28 cm a frame (native/src/two_bone.h)."""
     from canis.evaluation.handback import _held, _still_or_moving, joint_steps_cm
     from canis.runtime.control import load_speed_calibration
     from canis.runtime.controller import Controller
     from canis.runtime.transition import TransitionModel
 
     c = Controller(
-        MotionModel(MANN8),
+        MotionModel(model),
         transition_model=TransitionModel(RTN),
         foot_lock=True,
-        speed_calibration=load_speed_calibration(MANN8),
+        speed_calibration=load_speed_calibration(model),
     )
     canter = []
     for _ in range(180 + phase_frames):
