@@ -25,18 +25,6 @@ namespace {
 
 using canis::Vec3;
 
-// Where `end` goes when the bone from `pivot` to it turns up about `pivot` by `lift` metres
-// of height, in the vertical plane the bone lies in (`away` when it is vertical): as far from
-// the pivot as before, so a CCD step turns the bone exactly there, and `end` itself at no lift.
-Vec3 pivoted_up(Vec3 pivot, Vec3 end, float lift, Vec3 away) {
-    Vec3 bone = end - pivot, across{bone.x, 0.0f, bone.z};
-    float bone_length = canis::length(bone), across_length = canis::length(across);
-    float up = std::clamp(bone.y + lift, -bone_length, bone_length);
-    if (across_length > 1e-6f) away = across * (1.0f / across_length);
-    float out = std::sqrt(std::max(bone_length * bone_length - up * up, 0.0f));
-    return pivot + away * out + Vec3{0.0f, up, 0.0f};
-}
-
 }  // namespace
 
 extern "C" int canis_fullbody_ik(
@@ -305,7 +293,8 @@ extern "C" int canis_fullbody_ik(
                     below[m] = canis::load3(positions.data() + 3 * joints[m]);
                 canis::ccd_one(leg_uppers[k][i], parents, offsets, local, positions.data(),
                                rotations.data(), joint_weights,
-                               pivoted_up(below[i + 1], c, lift, f * -1.0f), iterations, 0.0f);
+                               canis::pivoted_up(below[i + 1], c, lift, f * -1.0f), iterations,
+                               0.0f);
                 for (size_t m = i; m < paw; ++m) {
                     canis::forward_kinematics_one(n_joints, parents, offsets, local, hip,
                                                   positions.data(), rotations.data(),
@@ -388,8 +377,8 @@ extern "C" int canis_fullbody_ik(
             float lift = w * (floor_at(to) - kJointSlack - to.y);
             if (!(lift > 0.0f)) continue;
             // A bone hanging straight down swings backward, away from the torso's direction.
-            Vec3 goal = pivoted_up(canis::load3(positions.data() + 3 * tail_joints[i]), to, lift,
-                                   f * -1.0f);
+            Vec3 goal = canis::pivoted_up(canis::load3(positions.data() + 3 * tail_joints[i]), to,
+                                          lift, f * -1.0f);
             canis::ccd_one(tail_bones[i], parents, offsets, local, positions.data(),
                            rotations.data(), kPivotWeights, goal, 1, 0.0f);
             canis::forward_kinematics_one(n_joints, parents, offsets, local, hip,

@@ -131,19 +131,22 @@ float two_bone_one(const Chain& chain, const int32_t* parents, const float* offs
     return keep;
 }
 
+Vec3 pivoted_up(Vec3 pivot, Vec3 end, float lift, Vec3 away) {
+    const Vec3 bone = end - pivot, across{bone.x, 0.0f, bone.z};
+    const float bone_length = length(bone), across_length = length(across);
+    const float up = std::clamp(bone.y + lift, -bone_length, bone_length);
+    if (across_length > 1e-6f) away = across * (1.0f / across_length);
+    const float out = std::sqrt(std::max(bone_length * bone_length - up * up, 0.0f));
+    return pivot + away * out + Vec3{0.0f, up, 0.0f};
+}
+
 void pivot_paw_to_height(const Chain& chain, const int32_t* parents, const float* offsets,
                          float* local, float* positions, float* rotations, float paw_y,
                          Vec3 forward) {
     const int32_t knee = chain.joints[1], hock = chain.joints[2], paw = chain.joints[3];
-    const Vec3 c = load3(positions + 3 * hock), bone = load3(positions + 3 * paw) - c;
-    const float bone_length = length(bone);
-    if (bone_length < 1e-6f) return;
-    const float rise = std::clamp(paw_y - c.y, -bone_length, bone_length);
-    Vec3 heading = unit_or_zero(Vec3{bone.x, 0.0f, bone.z});
-    if (length(heading) == 0.0f) heading = unit_or_zero(Vec3{forward.x, 0.0f, forward.z});
-    const Vec3 turned =
-        heading * std::sqrt(bone_length * bone_length - rise * rise) + Vec3{0.0f, rise, 0.0f};
-    const Quat hock_rotation = normalized(arc(bone, turned) * load4(rotations + 4 * hock));
+    const Vec3 c = load3(positions + 3 * hock), d = load3(positions + 3 * paw);
+    const Vec3 turned = pivoted_up(c, d, paw_y - d.y, forward) - c;
+    const Quat hock_rotation = normalized(arc(d - c, turned) * load4(rotations + 4 * hock));
     store4(local + 4 * hock,
            normalized(conjugate(load4(rotations + 4 * knee)) * hock_rotation));
     update_below_hip(chain, parents, offsets, local, positions, rotations);

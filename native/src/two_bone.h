@@ -30,9 +30,16 @@ float two_bone_one(const Chain& chain, const int32_t* parents, const float* offs
                    float* local, float* positions, float* rotations, Vec3 target, Vec3 forward,
                    float hock_lowest_y);
 
+// Where `end` goes when the bone from `pivot` to it turns up about `pivot` by `lift` metres
+// of height (down for a negative lift), in the vertical plane the bone lies in (`away`, unit
+// and horizontal, when it is vertical): as far from the pivot as before, straight above or
+// below it at most, and `end` itself at no lift.
+Vec3 pivoted_up(Vec3 pivot, Vec3 end, float lift, Vec3 away);
+
 // Turns a three-bone leg's hock-paw bone in its vertical plane (the one through it and the up
 // axis) so the paw is at height `paw_y`, or straight above or below the hock where the bone is
-// too short to reach it. A bone pointing straight up or down turns toward `forward`.
+// too short to reach it (pivoted_up about the hock). A bone pointing straight up or down
+// turns toward `forward` (unit, horizontal).
 // `positions`/`rotations` as for two_bone_one; the leg's are kept current.
 void pivot_paw_to_height(const Chain& chain, const int32_t* parents, const float* offsets,
                          float* local, float* positions, float* rotations, float paw_y,
